@@ -1,0 +1,1 @@
+"""The `suanli` command line."""

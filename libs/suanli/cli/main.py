@@ -1,0 +1,24 @@
+"""Entry point of the `suanli` console script: one typer app, sub-commands registered by each area."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="suanli",
+    help="Suanli (算力): compute-power scheduling for multi-region GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    from suanli.cli import dev
+
+    app.add_typer(dev.app, name="dev")
+
+
+_register()
+
+if __name__ == "__main__":
+    app()

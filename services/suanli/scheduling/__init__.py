@@ -1,0 +1,1 @@
+"""Scheduling: jobs, queues, quotas and the placement framework."""
