@@ -1,0 +1,37 @@
+# Every target installs what it needs first, so `make test` or `make demo` works on a fresh clone
+# with nothing but Python >= 3.11 installed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test test-all lint bench demo clean proto
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Everything, including the slow benchmark-style checks kept out of the default run.
+test-all: setup
+	$(BIN)/python -m pytest -q -m '' $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check . || true
+
+bench: setup
+	$(BIN)/python bench/run.py
+
+demo: setup
+	$(BIN)/suanli up $(DEMO_ARGS)
+
+clean:
+	rm -rf $(VENV) .suanli out bench/results

@@ -1,0 +1,14 @@
+"""DSN manipulation that works for TCP and Unix-socket URIs alike."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+
+def with_database(dsn: str, database: str) -> str:
+    parts = urlsplit(dsn)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, parts.fragment))
+
+
+def database_of(dsn: str) -> str:
+    return urlsplit(dsn).path.lstrip("/") or "postgres"

