@@ -1,0 +1,34 @@
+"""Traces and metrics for every Suanli process (ARCHITECTURE §2, principle 6).
+
+``setup()`` wires OpenTelemetry once per process; ``inject_headers`` / ``extract_context`` carry W3C trace
+context across Kafka hops; ``names`` is the catalogue of metric names dashboards are built on.
+"""
+
+from __future__ import annotations
+
+from suanli.telemetry.names import METRICS, METRICS_BY_NAME, METRICS_PORTS, MetricSpec
+from suanli.telemetry.propagation import extract_context, inject_headers, propagated_fields
+from suanli.telemetry.runtime import (
+    METRICS_ADDR_ENV,
+    METRICS_PORT_ENV,
+    SECONDS_BUCKETS,
+    Telemetry,
+    active,
+    setup,
+)
+
+__all__ = [
+    "METRICS",
+    "METRICS_ADDR_ENV",
+    "METRICS_BY_NAME",
+    "METRICS_PORTS",
+    "METRICS_PORT_ENV",
+    "SECONDS_BUCKETS",
+    "MetricSpec",
+    "Telemetry",
+    "active",
+    "extract_context",
+    "inject_headers",
+    "propagated_fields",
+    "setup",
+]

@@ -1,0 +1,93 @@
+"""The catalogue of metric names services export, and the port each service serves ``/metrics`` on.
+
+Dashboards (``deploy/grafana``), the Prometheus scrape config (``deploy/prometheus``) and
+``docs/operations.md`` are written against this catalogue, and tests hold them to it, so a renamed metric
+breaks a test instead of silently emptying a panel.
+
+Instrument names are the final Prometheus names: the OpenTelemetry Prometheus exporter keeps a name that
+already ends in ``_total`` (counters) or ``_seconds`` (histograms with unit ``s``) as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricKind = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    kind: MetricKind
+    unit: str
+    labels: tuple[str, ...]
+    exporter: str
+    description: str
+
+
+SCHEDULER_QUEUE_DEPTH = "suanli_scheduler_queue_depth"
+SCHEDULER_PENDING_JOBS = "suanli_scheduler_pending_jobs"
+SCHEDULER_DECISIONS = "suanli_scheduler_decisions_total"
+SCHEDULER_CYCLE = "suanli_scheduler_cycle_seconds"
+PLACEMENT_LATENCY = "suanli_placement_latency_seconds"
+CAPACITY_CU = "suanli_capacity_cu"
+UTILISATION_RATIO = "suanli_utilisation_ratio"
+NODES = "suanli_nodes"
+CONSUMER_LAG = "suanli_consumer_lag"
+DEAD_LETTERED = "suanli_dead_lettered_total"
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        SCHEDULER_QUEUE_DEPTH, "gauge", "1", ("queue",), "scheduling",
+        "Jobs admitted to a queue and waiting for placement.",
+    ),
+    MetricSpec(
+        SCHEDULER_PENDING_JOBS, "gauge", "1", ("queue", "reason"), "scheduling",
+        "Jobs left unplaced by the last cycle, by the precise reason (quota, capacity, affinity, ...).",
+    ),
+    MetricSpec(
+        SCHEDULER_DECISIONS, "counter", "1", ("outcome",), "scheduling",
+        "Scheduling decisions by outcome (placed, preempted, rejected, requeued).",
+    ),
+    MetricSpec(
+        SCHEDULER_CYCLE, "histogram", "s", (), "scheduling",
+        "Wall time of one scheduling cycle over a snapshot.",
+    ),
+    MetricSpec(
+        PLACEMENT_LATENCY, "histogram", "s", ("region",), "scheduling",
+        "Time from a job's submission to its placement.",
+    ),
+    MetricSpec(
+        CAPACITY_CU, "gauge", "CU", ("region", "gpu_model"), "metering",
+        "Allocatable capacity in standard compute units of live nodes.",
+    ),
+    MetricSpec(
+        UTILISATION_RATIO, "gauge", "1", ("region",), "metering",
+        "Allocated over allocatable compute units, 0..1 (may exceed 1 when oversubscribed).",
+    ),
+    MetricSpec(
+        NODES, "gauge", "1", ("region", "status"), "metering",
+        "Nodes by liveness status (ready, suspect, lost).",
+    ),
+    MetricSpec(
+        CONSUMER_LAG, "gauge", "1", ("group", "topic"), "every consumer (bus)",
+        "Records between a consumer group's position and the partition end, summed over partitions.",
+    ),
+    MetricSpec(
+        DEAD_LETTERED, "counter", "1", ("topic", "reason"), "every consumer (bus)",
+        "Records sent to a topic's dead-letter topic.",
+    ),
+)
+
+METRICS_BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}
+
+# One fixed port per service so the Prometheus scrape config is static; a process that runs several
+# services (the demo) passes its own ports.
+METRICS_PORTS: dict[str, int] = {
+    "sensing": 9101,
+    "metering": 9102,
+    "routing": 9103,
+    "scheduling": 9104,
+    "billing": 9105,
+}
