@@ -19,7 +19,7 @@ def test_every_proto_has_current_stubs() -> None:
 def test_a_changed_proto_is_regenerated() -> None:
     proto = next(build.PROTO_ROOT.rglob("scheduler.proto"))
     target = build._target(proto)
-    older = target.stat().st_mtime - 10
+    older = proto.stat().st_mtime - 10
     os.utime(target, (older, older))
     assert proto in build.stale()
     assert proto in build.ensure_generated()
@@ -33,7 +33,9 @@ def test_generated_messages_round_trip() -> None:
         spec=pb.JobSpec(
             name="resnet",
             queue="acme/vision",
-            tasks=[pb.TaskSpec(name="w", replicas=4, resources=pb.ResourceRequest(gpu_count=1, gpu_milli=1000))],
+            tasks=[
+                pb.TaskSpec(name="w", replicas=4, resources=pb.ResourceRequest(gpu_count=1, gpu_milli=1000))
+            ],
         ),
         request_id="r-1",
     )
