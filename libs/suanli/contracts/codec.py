@@ -16,7 +16,7 @@ from typing import Any, Final
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
-from .errors import CorruptEventError, EventEncodeError, UnknownSchemaError
+from .errors import CorruptEventError, EventEncodeError, UnknownEventError, UnknownSchemaError
 from .registry import SchemaRegistry, SchemaVersion, default_registry
 
 MAGIC: Final = b"\xc3\x01"
@@ -28,13 +28,21 @@ def header(sv: SchemaVersion) -> bytes:
     return MAGIC + sv.fingerprint
 
 
-def encode(event_name: str, record: Mapping[str, Any], *, registry: SchemaRegistry | None = None) -> bytes:
+def encode(
+    event_name: str,
+    record: Mapping[str, Any],
+    *,
+    registry: SchemaRegistry | None = None,
+    version: int | None = None,
+) -> bytes:
     """Encode ``record`` with the current schema of ``event_name`` as a single object.
 
-    Raises ``UnknownEventError`` for an event with no schema and ``EventEncodeError`` for a record that
-    does not match it (missing or unknown field, wrong type, naive ``occurred_at``).
+    ``version`` pins an older schema version instead (a producer that must stay readable by consumers not
+    yet upgraded, and tests of old data). Raises ``UnknownEventError`` for an event or version with no
+    schema and ``EventEncodeError`` for a record that does not match it (missing or unknown field, wrong
+    type, naive ``occurred_at``).
     """
-    sv = (registry or default_registry()).current(event_name)
+    sv = _writer_for(registry or default_registry(), event_name, version)
     if not isinstance(record, Mapping):
         raise EventEncodeError(event_name, f"record must be a mapping, not {type(record).__name__}")
     # fastavro silently drops keys the schema lacks; a misspelt field would then vanish, so refuse it.
@@ -105,6 +113,15 @@ def decode(data: bytes, *, registry: SchemaRegistry | None = None) -> tuple[str,
     if not isinstance(record, dict):
         raise CorruptEventError(f"{writer.event_name}: body did not decode to a record")
     return writer.event_name, record
+
+
+def _writer_for(registry: SchemaRegistry, event_name: str, version: int | None) -> SchemaVersion:
+    if version is None:
+        return registry.current(event_name)
+    for sv in registry.versions(event_name):
+        if sv.version == version:
+            return sv
+    raise UnknownEventError(f"{event_name} v{version}")
 
 
 def _field_names(sv: SchemaVersion) -> frozenset[str]:

@@ -1,0 +1,90 @@
+"""The event catalogue in code and the schema files agree, and every event carries the envelope."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import suanli
+from suanli.contracts import (
+    ENVELOPE_FIELDS,
+    EVENTS,
+    TOPICS,
+    SchemaRegistry,
+    catalogue,
+    default_registry,
+    lint_registry,
+    schemas_dir,
+)
+
+ROOT = suanli.REPO_ROOT / "schemas" / "avro"
+
+
+def _current_files() -> dict[str, Path]:
+    return {p.stem: p for p in ROOT.glob("*/*.avsc") if not re.search(r"\.v\d+$", p.stem)}
+
+
+def test_schemas_dir_is_the_repository_one_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SUANLI_SCHEMAS_DIR", raising=False)
+    assert schemas_dir() == ROOT
+
+
+def test_every_schema_file_is_in_the_catalogue_and_back() -> None:
+    files = _current_files()
+    assert set(files) == set(EVENTS)
+    for name, path in files.items():
+        assert path.parent.name == EVENTS[name].context, name
+
+
+def test_lint_finds_nothing_in_the_repository() -> None:
+    assert lint_registry(default_registry()) == []
+
+
+@pytest.mark.parametrize("event", sorted(EVENTS))
+def test_every_version_starts_with_the_envelope(event: str) -> None:
+    for sv in default_registry().versions(event):
+        head = [(f["name"], f["type"]) for f in sv.raw["fields"][:4]]
+        assert head == list(ENVELOPE_FIELDS), sv.path
+        assert sv.raw["namespace"] == f"suanli.{sv.context}"
+
+
+def test_topics_and_keys() -> None:
+    assert len(set(TOPICS)) == len(TOPICS) == 10
+    for spec in EVENTS.values():
+        assert spec.topic in TOPICS
+        assert spec.full_name == f"suanli.{spec.context}.{spec.name}"
+    assert catalogue.events_on(catalogue.PLACEMENTS) == ("TaskPlaced", "TaskPreempted")
+    assert catalogue.topic_of("NodeSnapshot") == "node.snapshots"
+    assert catalogue.context_of("ChargeRecorded") == "billing"
+    with pytest.raises(KeyError, match="NoSuchEvent"):
+        catalogue.spec("NoSuchEvent")
+
+
+def test_event_names_are_past_tense() -> None:
+    # Events state facts that happened (ARCHITECTURE §5); a command-like name is a smell.
+    for name in EVENTS:
+        assert re.search(r"(ed|Snapshot)$", name), name
+
+
+def test_at_least_two_events_keep_an_older_version() -> None:
+    reg = default_registry()
+    evolved = [n for n in reg.event_names() if len(reg.versions(n)) > 1]
+    assert {"NodeSnapshot", "TaskFailed"} <= set(evolved)
+    for name in evolved:
+        numbers = [sv.version for sv in reg.versions(name)]
+        assert numbers == sorted(numbers) and reg.versions(name)[-1].is_current
+
+
+def test_lint_reports_a_file_missing_from_the_catalogue(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(ROOT, tmp_path / "avro")
+    extra = tmp_path / "avro" / "sensing" / "NodeRegistered.avsc"
+    text = extra.read_text().replace('"NodeRegistered"', '"NodeRenamed"')
+    (extra.parent / "NodeRenamed.avsc").write_text(text)
+    (tmp_path / "avro" / "billing" / "InvoiceIssued.avsc").unlink()
+    problems = lint_registry(SchemaRegistry.load(tmp_path / "avro"))
+    assert any("NodeRenamed is not in suanli.contracts.catalogue" in p for p in problems)
+    assert any("InvoiceIssued has no schema file" in p for p in problems)
