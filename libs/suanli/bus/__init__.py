@@ -1,0 +1,44 @@
+"""The event bus: topic catalogue, publisher and consumer over Kafka (standard Kafka, tested on Tansu).
+
+See docs/bus.md for delivery semantics, dead-letter topics and broker caveats.
+"""
+
+from __future__ import annotations
+
+from suanli.bus import topics
+from suanli.bus.admin import EnsureResult, TopicCreationError, ensure_topics
+from suanli.bus.codec import AvroCodec, Codec, default_codec
+from suanli.bus.consumer import ConsumedEvent, ConsumerSettings, EventConsumer, Handler, run_consumer
+from suanli.bus.errors import BusClosedError, RetriableError, is_retriable
+from suanli.bus.headers import EVENT_ID, EVENT_NAME
+from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
+from suanli.bus.retry import RetryPolicy
+from suanli.bus.topics import CATALOGUE, TopicSpec, dlq_topic, topic_name
+
+__all__ = [
+    "CATALOGUE",
+    "EVENT_ID",
+    "EVENT_NAME",
+    "AvroCodec",
+    "BusClosedError",
+    "Codec",
+    "ConsumedEvent",
+    "ConsumerSettings",
+    "EnsureResult",
+    "EventConsumer",
+    "EventPublisher",
+    "Handler",
+    "OutgoingRecord",
+    "ProducerSettings",
+    "RetriableError",
+    "RetryPolicy",
+    "TopicCreationError",
+    "TopicSpec",
+    "default_codec",
+    "dlq_topic",
+    "ensure_topics",
+    "is_retriable",
+    "run_consumer",
+    "topic_name",
+    "topics",
+]

@@ -1,0 +1,417 @@
+"""`EventConsumer`: group consumption with manual commits, retries and dead-lettering.
+
+Delivery is at-least-once. Offsets are committed after every record of a fetched batch has been handled
+(or dead-lettered), on partition revocation, and on stop. A crash between handling and commit repeats
+those records, so handlers whose effects matter de-duplicate by ``ConsumedEvent.event_id`` (the event
+store's tracking table does this for database effects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from suanli.bus.codec import Codec, default_codec
+from suanli.bus.errors import BusClosedError, is_retriable
+from suanli.bus.headers import EVENT_ID, dead_letter_headers, header
+from suanli.bus.metrics import BusMetrics
+from suanli.bus.publisher import EventPublisher, ProducerSettings
+from suanli.bus.retry import RetryPolicy
+from suanli.bus.topics import dlq_topic
+from suanli.telemetry.propagation import extract_context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedEvent:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    event_name: str
+    record: dict[str, Any]
+    headers: tuple[tuple[str, bytes], ...]
+    context: Context
+    timestamp_ms: int
+    # A compacted topic's delete marker: no value, so event_name is "" and record is empty.
+    tombstone: bool = False
+
+    @property
+    def event_id(self) -> str | None:
+        """The id to de-duplicate by: the ``event-id`` header, else the record's ``event_id``."""
+        found = header(self.headers, EVENT_ID)
+        if found:
+            return found
+        value = self.record.get("event_id")
+        return str(value) if value is not None else None
+
+    @property
+    def key_str(self) -> str | None:
+        return None if self.key is None else self.key.decode("utf-8", errors="replace")
+
+
+Handler = Callable[[ConsumedEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    # Tansu fails fetch_max_wait_ms=0; a short positive wait keeps latency low without busy polling.
+    fetch_max_wait_ms: int = 250
+    poll_timeout_ms: int = 250
+    max_poll_records: int = 1000
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 1_000
+    max_poll_interval_ms: int = 300_000
+    # A new group reads from the start: missing events is worse than seeing old ones (ids de-duplicate).
+    auto_offset_reset: str = "earliest"
+    client_id: str = "suanli-consumer"
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Next offset to commit per partition; only offsets of records fully handled or dead-lettered."""
+
+    pending: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def take(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        if partitions is None:
+            taken, self.pending = self.pending, {}
+            return taken
+        return {tp: self.pending.pop(tp) for tp in list(partitions) if tp in self.pending}
+
+    def put_back(self, offsets: Mapping[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            self.pending[tp] = max(offset, self.pending.get(tp, offset))
+
+
+class _CommitOnRevoke(ConsumerRebalanceListener):
+    def __init__(self, owner: EventConsumer) -> None:
+        self._owner = owner
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self._owner._commit(revoked)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        if assigned:
+            self._owner._assigned.set()
+
+
+class EventConsumer:
+    """Consumes ``topics`` in group ``group_id`` and calls ``handler`` once per record, in offset order.
+
+    A record that fails to decode, whose handler raises a non-retriable error, or that still fails after
+    ``retry.max_attempts`` tries is copied (original key, value and headers) to ``<topic>.dlq`` with
+    ``dlq-*`` headers saying why; then its offset is committed and consumption moves on.
+
+    ``async with`` starts the consumer and runs it in a background task; services can instead call
+    ``start()`` and ``await run()``. ``stop()`` lets the record in hand finish, commits and leaves the group.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group_id: str,
+        topics: Iterable[str],
+        handler: Handler,
+        *,
+        codec: Codec | None = None,
+        retry: RetryPolicy | None = None,
+        settings: ConsumerSettings | None = None,
+        dead_letter_publisher: EventPublisher | None = None,
+        dlq_for: Callable[[str], str] = dlq_topic,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self.group_id = group_id
+        self.topics = tuple(topics)
+        if not self.topics:
+            raise ValueError("EventConsumer needs at least one topic")
+        self._handler = handler
+        self._codec = codec
+        self._retry = retry or RetryPolicy()
+        self._settings = settings or ConsumerSettings()
+        self._dlq_publisher = dead_letter_publisher
+        self._owns_dlq_publisher = dead_letter_publisher is None
+        self._dlq_for = dlq_for
+        self._consumer: AIOKafkaConsumer | None = None
+        self._progress = _Progress()
+        self._stopping = asyncio.Event()
+        self._assigned = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        # Set whenever no run() loop is active, so stop() never closes the client under a handler.
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._positions: dict[TopicPartition, int] = {}
+        self._metrics = BusMetrics(group_id)
+        self._tracer = trace.get_tracer("suanli.bus")
+
+    @property
+    def codec(self) -> Codec:
+        if self._codec is None:
+            self._codec = default_codec()
+        return self._codec
+
+    async def start(self) -> None:
+        if self._consumer is not None:
+            return
+        s = self._settings
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=self.group_id,
+            client_id=s.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset=s.auto_offset_reset,
+            fetch_max_wait_ms=s.fetch_max_wait_ms,
+            max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=s.heartbeat_interval_ms,
+            max_poll_interval_ms=s.max_poll_interval_ms,
+        )
+        if self._dlq_publisher is None:
+            self._dlq_publisher = EventPublisher(
+                self._bootstrap, settings=ProducerSettings(linger_ms=0, client_id=f"{s.client_id}-dlq")
+            )
+        await self._dlq_publisher.start()
+        consumer.subscribe(list(self.topics), listener=_CommitOnRevoke(self))
+        try:
+            await consumer.start()
+        except BaseException:
+            await self._close_dlq_publisher()
+            raise
+        self._consumer = consumer
+        self._stopping.clear()
+
+    async def run(self) -> None:
+        """Consume until ``stop()``; then commit what was handled. Errors other than a handler's propagate."""
+        consumer = self._running()
+        self._idle.clear()
+        try:
+            while not self._stopping.is_set():
+                batches = await consumer.getmany(timeout_ms=self._settings.poll_timeout_ms)
+                for tp, records in batches.items():
+                    if not await self._handle_partition(consumer, tp, records):
+                        break
+                await self._commit()
+                self._metrics.observe_lag(consumer, self._positions)
+        finally:
+            try:
+                await self._commit()
+            finally:
+                self._idle.set()
+
+    def request_stop(self) -> None:
+        """Ask ``run()`` to return after the record in hand (for signal handlers)."""
+        self._stopping.set()
+
+    async def stop(self) -> None:
+        """Finish the record in hand, commit handled offsets and leave the group."""
+        self._stopping.set()
+        task, self._task = self._task, None
+        error: BaseException | None = None
+        if task is not None:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception as exc:
+                error = exc
+        await self._idle.wait()
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await self._commit_with(consumer, None)
+            await consumer.stop()
+        await self._close_dlq_publisher()
+        if error is not None:
+            raise error
+
+    async def wait_assigned(self, timeout_s: float = 30.0) -> None:
+        """Wait until this member holds at least one partition (the group join is done)."""
+        await asyncio.wait_for(self._assigned.wait(), timeout_s)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        self._task = asyncio.create_task(self.run(), name=f"suanli-bus-consumer-{self.group_id}")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def _running(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise BusClosedError("EventConsumer is not started")
+        return self._consumer
+
+    async def _handle_partition(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, records: list[ConsumerRecord[Any, Any]]
+    ) -> bool:
+        """Handle ``records`` in order; False once stopping (the rest stay uncommitted for the next owner)."""
+        for record in records:
+            if self._stopping.is_set():
+                return False
+            # A rebalance may have revoked the partition while earlier records were handled; its new
+            # owner starts from the committed offset, so handling more here would only duplicate work.
+            if tp not in consumer.assignment():
+                return True
+            if not await self._process(record):
+                return False
+            self._progress.pending[tp] = self._positions[tp] = record.offset + 1
+        return True
+
+    async def _process(self, record: ConsumerRecord[Any, Any]) -> bool:
+        """Handle or dead-letter one record. False only when stopped during a retry backoff."""
+        headers = tuple(record.headers or ())
+        try:
+            event = self._decode(record, headers)
+        except Exception as exc:
+            await self._dead_letter(record, exc, attempts=0, reason="decode")
+            return True
+        failures = 0
+        while True:
+            try:
+                token = otel_context.attach(event.context)
+                try:
+                    with self._tracer.start_as_current_span(
+                        f"{record.topic} process", kind=trace.SpanKind.CONSUMER
+                    ):
+                        await self._handler(event)
+                finally:
+                    otel_context.detach(token)
+                return True
+            except Exception as exc:
+                failures += 1
+                retriable = is_retriable(exc)
+                if not self._retry.should_retry(failures, retriable):
+                    reason = "retries-exhausted" if retriable else "handler"
+                    await self._dead_letter(record, exc, attempts=failures, reason=reason)
+                    return True
+                delay = self._retry.backoff_s(failures)
+                log.warning(
+                    "retriable error handling %s[%d]@%d (attempt %d/%d), retrying in %.2fs: %r",
+                    record.topic, record.partition, record.offset, failures, self._retry.max_attempts,
+                    delay, exc,
+                )
+                if await self._wait_or_stop(delay):
+                    return False
+
+    def _decode(
+        self, record: ConsumerRecord[Any, Any], headers: tuple[tuple[str, bytes], ...]
+    ) -> ConsumedEvent:
+        if record.value is None:
+            event_name, value, tombstone = "", {}, True
+        else:
+            event_name, value = self.codec.decode(record.value)
+            tombstone = False
+        return ConsumedEvent(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            event_name=event_name,
+            record=value,
+            headers=headers,
+            context=extract_context(headers),
+            timestamp_ms=record.timestamp,
+            tombstone=tombstone,
+        )
+
+    async def _dead_letter(
+        self, record: ConsumerRecord[Any, Any], error: BaseException, *, attempts: int, reason: str
+    ) -> None:
+        target = self._dlq_for(record.topic)
+        headers = dead_letter_headers(
+            record.headers, error=error, topic=record.topic, partition=record.partition,
+            offset=record.offset, attempts=attempts,
+        )
+        log.error(
+            "dead-lettering %s[%d]@%d to %s (%s): %r",
+            record.topic, record.partition, record.offset, target, reason, error,
+        )
+        publisher = self._dlq_publisher
+        if publisher is None:
+            raise BusClosedError("EventConsumer is not started")
+        failures = 0
+        while True:
+            try:
+                await publisher.publish_raw(target, record.key, record.value or b"", headers)
+                break
+            except KafkaError as exc:
+                # Never commit past a record that is neither handled nor safely in the DLQ.
+                failures += 1
+                if not self._retry.should_retry(failures, is_retriable(exc)):
+                    raise
+                await asyncio.sleep(self._retry.backoff_s(failures))
+        self._metrics.dead_lettered(record.topic, reason)
+
+    async def _wait_or_stop(self, delay_s: float) -> bool:
+        """Sleep ``delay_s``; True if ``stop()`` was called meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), delay_s)
+        return self._stopping.is_set()
+
+    async def _commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        if self._consumer is not None:
+            await self._commit_with(self._consumer, partitions)
+
+    async def _commit_with(
+        self, consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartition] | None
+    ) -> None:
+        offsets = self._progress.take(partitions)
+        if not offsets:
+            return
+        try:
+            await consumer.commit(offsets)
+        except KafkaError as exc:
+            if getattr(exc, "retriable", False):
+                self._progress.put_back(offsets)
+            # Otherwise the partition moved to another member (CommitFailedError): it redelivers these
+            # records from the last committed offset, which at-least-once delivery allows.
+            log.warning("commit of %s failed: %r", offsets, exc)
+
+    async def _close_dlq_publisher(self) -> None:
+        if self._dlq_publisher is not None and self._owns_dlq_publisher:
+            await self._dlq_publisher.stop()
+            self._dlq_publisher = None
+
+
+async def run_consumer(
+    bootstrap: str,
+    group_id: str,
+    topics: Iterable[str],
+    handler: Handler,
+    *,
+    stop: asyncio.Event | None = None,
+    **options: Any,
+) -> None:
+    """Run an `EventConsumer` until ``stop`` is set or the task is cancelled, then stop it gracefully.
+
+    ``options`` are `EventConsumer` keyword arguments (codec, retry, settings, ...).
+    """
+    consumer = EventConsumer(bootstrap, group_id, topics, handler, **options)
+    await consumer.start()
+    watcher: asyncio.Task[None] | None = None
+    if stop is not None:
+        async def _watch(event: asyncio.Event) -> None:
+            await event.wait()
+            consumer.request_stop()
+
+        watcher = asyncio.create_task(_watch(stop))
+    try:
+        await consumer.run()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        await consumer.stop()

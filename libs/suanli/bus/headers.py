@@ -1,0 +1,65 @@
+"""Header names the bus writes, and helpers over aiokafka's ``[(name, bytes)]`` header shape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+EVENT_NAME = "event-name"
+EVENT_ID = "event-id"
+
+DLQ_ERROR_CLASS = "dlq-error-class"
+DLQ_ERROR_MESSAGE = "dlq-error-message"
+DLQ_ORIGINAL_TOPIC = "dlq-original-topic"
+DLQ_ORIGINAL_PARTITION = "dlq-original-partition"
+DLQ_ORIGINAL_OFFSET = "dlq-original-offset"
+DLQ_ATTEMPTS = "dlq-attempts"
+DLQ_HEADERS = (
+    DLQ_ERROR_CLASS,
+    DLQ_ERROR_MESSAGE,
+    DLQ_ORIGINAL_TOPIC,
+    DLQ_ORIGINAL_PARTITION,
+    DLQ_ORIGINAL_OFFSET,
+    DLQ_ATTEMPTS,
+)
+
+# Kafka has no header size limit of its own, but a stack-trace-sized message bloats every DLQ record.
+MAX_ERROR_MESSAGE_BYTES = 2048
+
+Headers = list[tuple[str, bytes]]
+
+
+def header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> str | None:
+    """Last value of ``name`` decoded as UTF-8 (last wins, as when a relay appends an override)."""
+    found: str | None = None
+    for key, value in headers or ():
+        if key == name and value is not None:
+            found = value.decode("utf-8", errors="replace")
+    return found
+
+
+def set_headers(headers: Iterable[tuple[str, bytes]] | None, updates: Mapping[str, bytes]) -> Headers:
+    """``headers`` with each name in ``updates`` present exactly once, other headers kept in order."""
+    kept = [(name, value) for name, value in headers or () if name not in updates]
+    return kept + list(updates.items())
+
+
+def dead_letter_headers(
+    original: Iterable[tuple[str, bytes]] | None,
+    *,
+    error: BaseException,
+    topic: str,
+    partition: int,
+    offset: int,
+    attempts: int,
+) -> Headers:
+    """The original headers (trace context, event id) plus why and where the record failed."""
+    message = str(error).encode("utf-8", errors="replace")[:MAX_ERROR_MESSAGE_BYTES]
+    values = {
+        DLQ_ERROR_CLASS: f"{type(error).__module__}.{type(error).__qualname__}".encode(),
+        DLQ_ERROR_MESSAGE: message,
+        DLQ_ORIGINAL_TOPIC: topic.encode(),
+        DLQ_ORIGINAL_PARTITION: str(partition).encode(),
+        DLQ_ORIGINAL_OFFSET: str(offset).encode(),
+        DLQ_ATTEMPTS: str(attempts).encode(),
+    }
+    return set_headers(original, values)
