@@ -94,6 +94,7 @@ REPRESENTATIVE: dict[str, dict[str, Any]] = {
         "region": "cn-east",
         "zone": "cn-east-1a",
         "site": "sh-dc2",
+        "labels": {"pool": "training", "rack": "r12"},
         "sequence": 4711,
         "report_interval_ms": 5000,
         "host": {
@@ -192,15 +193,16 @@ def test_money_stays_exact_decimal() -> None:
 
 def test_node_snapshot_v1_data_is_read_with_the_new_defaults() -> None:
     record = REPRESENTATIVE["NodeSnapshot"]
-    old = {k: v for k, v in record.items() if k != "task_ids"}
+    old = {k: v for k, v in record.items() if k not in ("task_ids", "labels")}
     old["devices"] = [{k: v for k, v in d.items() if k != "power_w"} for d in record["devices"]]
     data = encode("NodeSnapshot", old, version=1)
     assert writer_schema(data).version == 1
     name, got = decode(data)
     assert name == "NodeSnapshot"
-    assert got["task_ids"] == []
+    assert got["task_ids"] == [] and got["labels"] == {}
     assert [d["power_w"] for d in got["devices"]] == [None, None]
-    assert got == {**old, "task_ids": [], "devices": [{**d, "power_w": None} for d in old["devices"]]}
+    upgraded = [{**d, "power_w": None} for d in old["devices"]]
+    assert got == {**old, "labels": {}, "task_ids": [], "devices": upgraded}
 
 
 def test_task_failed_v1_data_gets_the_enum_default() -> None:
