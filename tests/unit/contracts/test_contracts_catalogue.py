@@ -88,3 +88,18 @@ def test_lint_reports_a_file_missing_from_the_catalogue(tmp_path: Path) -> None:
     problems = lint_registry(SchemaRegistry.load(tmp_path / "avro"))
     assert any("NodeRenamed is not in suanli.contracts.catalogue" in p for p in problems)
     assert any("InvoiceIssued has no schema file" in p for p in problems)
+
+
+def test_docs_table_lists_every_event_with_its_topic() -> None:
+    text = (suanli.REPO_ROOT / "docs" / "events.md").read_text()
+    rows = {
+        cells[0].strip("` "): cells
+        for line in text.splitlines()
+        if line.startswith("| `") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 6
+    }
+    assert set(rows) == set(EVENTS)
+    reg = default_registry()
+    for name, spec in EVENTS.items():
+        _, context, topic, key, version, _ = rows[name]
+        assert (context, topic.strip("`"), key.strip("`")) == (spec.context, spec.topic, spec.key), name
+        assert int(version) == reg.current(name).version, name
