@@ -103,3 +103,9 @@ def test_docs_table_lists_every_event_with_its_topic() -> None:
         _, context, topic, key, version, _ = rows[name]
         assert (context, topic.strip("`"), key.strip("`")) == (spec.context, spec.topic, spec.key), name
         assert int(version) == reg.current(name).version, name
+
+
+def test_every_event_topic_is_configured_by_the_bus() -> None:
+    # The bus owns topic configuration (partitions, cleanup); the event catalogue must not name others.
+    topics = pytest.importorskip("suanli.bus.topics")
+    assert set(TOPICS) <= set(topics.BY_NAME)
