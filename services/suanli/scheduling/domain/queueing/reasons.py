@@ -1,0 +1,115 @@
+"""Why a workload is still pending: one machine-readable code, typed fields, and a message for people."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import ClassVar
+
+
+class ReasonCode(StrEnum):
+    INADMISSIBLE = "INADMISSIBLE"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    NO_NODE_FITS = "NO_NODE_FITS"
+    GANG_INCOMPLETE = "GANG_INCOMPLETE"
+    WAITING_FOR_PREEMPTION = "WAITING_FOR_PREEMPTION"
+    BLOCKED_BY_HIGHER_PRIORITY = "BLOCKED_BY_HIGHER_PRIORITY"
+
+
+class _Reason:
+    __slots__ = ()
+    code: ClassVar[ReasonCode]
+
+    @property
+    def message(self) -> str:
+        raise NotImplementedError
+
+    def as_dict(self) -> dict[str, object]:
+        return {"code": str(self.code), "message": self.message, **asdict(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Inadmissible(_Reason):
+    code: ClassVar[ReasonCode] = ReasonCode.INADMISSIBLE
+    queue: str
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"queue {self.queue}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaExceeded(_Reason):
+    code: ClassVar[ReasonCode] = ReasonCode.QUOTA_EXCEEDED
+    queue: str
+    resource: str
+    requested: int
+    available: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"quota of queue {self.queue} exceeded for {self.resource}: "
+            f"requested {self.requested}, available {self.available}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NoNodeFits(_Reason):
+    code: ClassVar[ReasonCode] = ReasonCode.NO_NODE_FITS
+    nodes: int
+    rejections: tuple[tuple[str, int], ...]
+
+    @property
+    def message(self) -> str:
+        detail = ", ".join(f"{count} rejected by {name}" for name, count in self.rejections)
+        return f"0/{self.nodes} nodes fit: {detail or 'no nodes'}"
+
+
+@dataclass(frozen=True, slots=True)
+class GangIncomplete(_Reason):
+    code: ClassVar[ReasonCode] = ReasonCode.GANG_INCOMPLETE
+    placed: int
+    min_available: int
+    rejections: tuple[tuple[str, int], ...]
+
+    @property
+    def message(self) -> str:
+        return f"only {self.placed} of {self.min_available} gang tasks could be placed; nothing was admitted"
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingForPreemption(_Reason):
+    code: ClassVar[ReasonCode] = ReasonCode.WAITING_FOR_PREEMPTION
+    victims: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return f"waiting for {len(self.victims)} preempted job(s) to stop: {', '.join(self.victims)}"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedByHigherPriority(_Reason):
+    """The job would fit now, but only on resources reserved for jobs ahead of it in scheduling order."""
+
+    code: ClassVar[ReasonCode] = ReasonCode.BLOCKED_BY_HIGHER_PRIORITY
+    reserved_for: tuple[str, ...]
+    nodes: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return (
+            f"fits only on resources reserved for {', '.join(self.reserved_for)} "
+            f"(nodes {', '.join(self.nodes)}); backfill would delay them"
+        )
+
+
+PendingReason = (
+    Inadmissible
+    | QuotaExceeded
+    | NoNodeFits
+    | GangIncomplete
+    | WaitingForPreemption
+    | BlockedByHigherPriority
+)
