@@ -1,0 +1,94 @@
+"""Committed offsets survive a consumer restart; stop finishes the record in hand; topics are idempotent."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+from aiokafka.admin import AIOKafkaAdminClient
+from bus_testkit import FAST_CONSUMER, BusTopics, sample_event, wait_until
+
+from suanli.bus import ConsumedEvent, EventConsumer, EventPublisher, TopicSpec, ensure_topics, topics
+from suanli.bus.topics import CleanupPolicy
+
+
+async def test_restart_resumes_after_the_last_committed_offset(
+    bus_topics: BusTopics, publisher: EventPublisher
+) -> None:
+    group = f"g-{secrets.token_hex(3)}"
+    sent = [sample_event("JobCancelled", reason=str(n)) for n in range(10)]
+    await _publish(publisher, bus_topics.events, sent)
+    first: list[int] = []
+    release = asyncio.Event()
+    in_hand = asyncio.Event()
+
+    async def handle_first(event: ConsumedEvent) -> None:
+        n = int(event.record["reason"])
+        if n == 5:
+            in_hand.set()
+            await release.wait()
+        first.append(n)
+
+    consumer = EventConsumer(
+        bus_topics.bootstrap, group, [bus_topics.events], handle_first, settings=FAST_CONSUMER
+    )
+    await consumer.__aenter__()
+    await asyncio.wait_for(in_hand.wait(), 30)
+    stopping = asyncio.create_task(consumer.stop())
+    await wait_until(lambda: consumer._stopping.is_set(), what="stop requested")
+    release.set()
+    await stopping
+    assert first == [0, 1, 2, 3, 4, 5], "stop lets the record in hand finish and handles no more"
+
+    later = [sample_event("JobCancelled", reason=str(n)) for n in range(10, 13)]
+    await _publish(publisher, bus_topics.events, later)
+    second: list[int] = []
+
+    async def handle_second(event: ConsumedEvent) -> None:
+        second.append(int(event.record["reason"]))
+
+    async with EventConsumer(
+        bus_topics.bootstrap, group, [bus_topics.events], handle_second, settings=FAST_CONSUMER
+    ):
+        await wait_until(lambda: 12 in second, what="the records after the restart")
+
+    assert second == [6, 7, 8, 9, 10, 11, 12]
+
+
+async def _publish(publisher: EventPublisher, topic: str, records: list[dict[str, object]]) -> None:
+    await publisher.publish_many([publisher.encode(topic, "job-1", "JobCancelled", r) for r in records])
+
+
+async def test_ensure_topics_is_idempotent_and_creates_dead_letter_topics(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    first = await ensure_topics(kafka_bootstrap, topics.CATALOGUE, prefix=topic_prefix)
+    second = await ensure_topics(kafka_bootstrap, topics.CATALOGUE, prefix=topic_prefix)
+
+    expected = {f"{topic_prefix}.{t.name}" for t in topics.CATALOGUE}
+    expected |= {f"{name}.dlq" for name in expected}
+    assert set(first.created) == expected and not first.existing
+    assert set(second.existing) == expected and not second.created
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        described = {t["topic"]: t for t in await admin.describe_topics(sorted(expected))}
+    finally:
+        await admin.close()
+    for spec in topics.CATALOGUE:
+        name = f"{topic_prefix}.{spec.name}"
+        assert len(described[name]["partitions"]) == spec.partitions, name
+        assert len(described[f"{name}.dlq"]["partitions"]) == 1
+
+
+async def test_ensure_topics_reads_the_prefix_from_the_environment(
+    kafka_bootstrap: str, topic_prefix: str, monkeypatch: object
+) -> None:
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setenv(topics.TOPIC_PREFIX_ENV, topic_prefix)
+    spec = TopicSpec("views", 2, "node id", CleanupPolicy.COMPACT, topics.FOREVER_MS)
+    result = await ensure_topics(kafka_bootstrap, [spec], with_dlq=False)
+    assert result.created == (f"{topic_prefix}.views",)
