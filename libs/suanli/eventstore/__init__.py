@@ -1,0 +1,57 @@
+"""Event store, outbox and consumer tracking: PostgreSQL is the system of record (ARCHITECTURE.md §2.2).
+
+Ports live in `ports`; adapters in `memory` and `postgres` (+ `pg_feed` for the relay); the relay in
+`relay`, its Kafka sink in `kafka_sink` (imported separately, so the store works without a broker client).
+"""
+
+from suanli.eventstore.clock import Clock, IdFactory, SteppingClock, SystemClock, uuid4_factory
+from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId, EventStoreError
+from suanli.eventstore.memory import InMemoryEventStore, InMemoryOutboxFeed, RecordingOutboxSink
+from suanli.eventstore.migrate import MigrationError, migrate
+from suanli.eventstore.pg_feed import PostgresOutboxFeed
+from suanli.eventstore.ports import (
+    NO_STREAM,
+    EventStore,
+    OutboxFeed,
+    OutboxLease,
+    OutboxSink,
+    TrackingStore,
+    Transaction,
+)
+from suanli.eventstore.postgres import DEFAULT_SCHEMA, PostgresEventStore
+from suanli.eventstore.relay import OutboxRelay
+from suanli.eventstore.tracking import apply_once
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "NO_STREAM",
+    "AlreadyProcessed",
+    "Clock",
+    "ConcurrencyConflict",
+    "DuplicateEventId",
+    "EventStore",
+    "EventStoreError",
+    "IdFactory",
+    "InMemoryEventStore",
+    "InMemoryOutboxFeed",
+    "MigrationError",
+    "NewEvent",
+    "OutboxFeed",
+    "OutboxLease",
+    "OutboxMessage",
+    "OutboxRecord",
+    "OutboxRelay",
+    "OutboxSink",
+    "PostgresEventStore",
+    "PostgresOutboxFeed",
+    "RecordingOutboxSink",
+    "SteppingClock",
+    "StoredEvent",
+    "SystemClock",
+    "TrackingStore",
+    "Transaction",
+    "apply_once",
+    "migrate",
+    "uuid4_factory",
+]

@@ -1,0 +1,20 @@
+"""OutboxSink over suanli.bus.EventPublisher: the relay publishes through the one shared producer wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from suanli.bus.publisher import EventPublisher, OutgoingRecord
+from suanli.eventstore.values import OutboxRecord
+
+
+class KafkaOutboxSink:
+    def __init__(self, publisher: EventPublisher) -> None:
+        self._publisher = publisher
+
+    async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
+        # publish_many keeps input order per key and returns only after every record is acknowledged,
+        # and raises only once nothing is still in flight, so the relay may retry the whole batch.
+        await self._publisher.publish_many(
+            OutgoingRecord(r.topic, r.key, r.value, r.headers) for r in records
+        )

@@ -1,0 +1,232 @@
+"""In-memory adapters: the same behaviour as PostgreSQL, for unit tests of services and the contract suite."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from suanli.eventstore.clock import Clock, SystemClock
+from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
+from suanli.eventstore.validation import check_append
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+
+
+@dataclass
+class _State:
+    events: list[StoredEvent] = field(default_factory=list)
+    streams: dict[str, list[StoredEvent]] = field(default_factory=dict)
+    event_ids: set[Any] = field(default_factory=set)
+    outbox: dict[int, OutboxRecord] = field(default_factory=dict)  # unpublished, insertion (= id) order
+    published: dict[int, OutboxRecord] = field(default_factory=dict)
+    tracking: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    next_position: int = 1
+    next_outbox_id: int = 1
+
+
+class _MemoryTransaction:
+    """Stages writes on a private copy of what changes; the store swaps them in on commit."""
+
+    def __init__(self, store: InMemoryEventStore) -> None:
+        self._store = store
+        self._streams: dict[str, list[StoredEvent]] = {}
+        self._events: list[StoredEvent] = []
+        self._outbox: list[OutboxRecord] = []
+        self._event_ids: set[Any] = set()
+        self._tracking: dict[tuple[str, str, int], int] = {}
+        self._next_position = store._state.next_position
+        self._next_outbox_id = store._state.next_outbox_id
+
+    @property
+    def connection(self) -> Any:
+        return None
+
+    def _version(self, stream: str) -> int:
+        staged = self._streams.get(stream)
+        if staged is not None:
+            return len(staged)
+        return len(self._store._state.streams.get(stream, ()))
+
+    async def append(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        check_append(stream, expected_version, events)
+        actual = self._version(stream)
+        if actual != expected_version:
+            raise ConcurrencyConflict(stream, expected_version, actual)
+        seen = self._store._state.event_ids | self._event_ids
+        duplicates = [e.event_id for e in events if e.event_id in seen]
+        if duplicates:
+            raise DuplicateEventId(duplicates)
+        clock = self._store._clock
+        stored: list[StoredEvent] = []
+        for offset, event in enumerate(events, start=1):
+            stored.append(
+                StoredEvent(
+                    stream=stream,
+                    version=expected_version + offset,
+                    position=self._next_position,
+                    event_id=event.event_id,
+                    event_name=event.event_name,
+                    payload=event.payload,
+                    recorded_at=clock.now(),
+                    metadata=event.metadata,
+                )
+            )
+            self._next_position += 1
+        for message in outbox:
+            self._outbox.append(
+                OutboxRecord(
+                    id=self._next_outbox_id,
+                    topic=message.topic,
+                    key=message.key,
+                    event_name=message.event_name,
+                    value=message.value,
+                    headers=tuple(message.headers),
+                    created_at=clock.now(),
+                )
+            )
+            self._next_outbox_id += 1
+        base = self._streams.get(stream, list(self._store._state.streams.get(stream, ())))
+        self._streams[stream] = base + stored
+        self._events.extend(stored)
+        self._event_ids.update(e.event_id for e in events)
+        return expected_version + len(events)
+
+    def _commit(self) -> None:
+        state = self._store._state
+        state.streams.update(self._streams)
+        state.events.extend(self._events)
+        state.event_ids |= self._event_ids
+        for record in self._outbox:
+            state.outbox[record.id] = record
+        state.tracking.update(self._tracking)
+        state.next_position = self._next_position
+        state.next_outbox_id = self._next_outbox_id
+        if self._outbox:
+            self._store._outbox_added.set()
+
+
+class InMemoryEventStore:
+    """Implements EventStore, TrackingStore and (through `feed()`) the relay's OutboxFeed.
+
+    One lock serialises units of work, as the PostgreSQL adapter serialises appends with a table lock.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock = clock or SystemClock()
+        self._state = _State()
+        self._lock = asyncio.Lock()
+        self._outbox_added = asyncio.Event()
+        # One relay per store, as the advisory lock allows one per PostgreSQL schema.
+        self._relay_lock = asyncio.Lock()
+
+    # -- EventStore --------------------------------------------------------------------------------
+
+    async def append(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        async with self.transaction() as tx:
+            return await tx.append(stream, expected_version, events, outbox=outbox)
+
+    async def read(self, stream: str, after_version: int = 0) -> list[StoredEvent]:
+        return [e for e in self._state.streams.get(stream, ()) if e.version > after_version]
+
+    async def read_all(self, after_position: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        found = [e for e in self._state.events if e.position > after_position]
+        return found if limit is None else found[:limit]
+
+    async def stream_version(self, stream: str) -> int:
+        return len(self._state.streams.get(stream, ()))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_MemoryTransaction]:
+        async with self._lock:
+            tx = _MemoryTransaction(self)
+            yield tx
+            tx._commit()
+
+    async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
+        return list(self._state.outbox.values())[:limit]
+
+    # -- TrackingStore -----------------------------------------------------------------------------
+
+    async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
+        last = self._state.tracking.get((group, topic, partition))
+        return last is not None and offset <= last
+
+    @asynccontextmanager
+    async def tracking_transaction(
+        self, group: str, topic: str, partition: int, offset: int
+    ) -> AsyncIterator[_MemoryTransaction]:
+        async with self._lock:
+            if await self.applied(group, topic, partition, offset):
+                raise AlreadyProcessed(group, topic, partition, offset)
+            tx = _MemoryTransaction(self)
+            tx._tracking[(group, topic, partition)] = offset
+            yield tx
+            tx._commit()
+
+    # -- outbox, for the relay ---------------------------------------------------------------------
+
+    def feed(self) -> InMemoryOutboxFeed:
+        return InMemoryOutboxFeed(self)
+
+    def published(self) -> list[OutboxRecord]:
+        return list(self._state.published.values())
+
+
+class _MemoryLease:
+    def __init__(self, store: InMemoryEventStore) -> None:
+        self._store = store
+
+    async def pending(self, limit: int) -> list[OutboxRecord]:
+        self._store._outbox_added.clear()
+        return await self._store.pending_outbox(limit)
+
+    async def mark_published(self, ids: Sequence[int]) -> None:
+        state = self._store._state
+        for record_id in ids:
+            record = state.outbox.pop(record_id, None)
+            if record is not None:
+                state.published[record_id] = record
+
+    async def wait_for_new(self, timeout: float) -> None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._store._outbox_added.wait(), timeout)
+
+
+class InMemoryOutboxFeed:
+    def __init__(self, store: InMemoryEventStore) -> None:
+        self._store = store
+
+    @asynccontextmanager
+    async def lease(self) -> AsyncIterator[_MemoryLease]:
+        async with self._store._relay_lock:
+            yield _MemoryLease(self._store)
+
+
+class RecordingOutboxSink:
+    """An OutboxSink that keeps what it was given: for relay tests that do not need a broker."""
+
+    def __init__(self) -> None:
+        self.records: list[OutboxRecord] = []
+        self.fail_next: BaseException | None = None
+
+    async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+        self.records.extend(records)

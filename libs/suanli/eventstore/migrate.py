@@ -1,0 +1,84 @@
+"""Apply the ordered SQL files in `migrations/` to one schema, once each, safely from concurrent starters."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import asyncpg
+
+from suanli.eventstore.errors import EventStoreError
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class MigrationError(EventStoreError):
+    """A migration already applied differs from its file: history must not be rewritten."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: str  # the file name without .sql, e.g. "0001_events"
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def check_schema(schema: str) -> str:
+    """Schema names are spliced into SQL, so only plain lower-case identifiers are accepted."""
+    if not _SCHEMA.match(schema):
+        raise ValueError(f"schema must match {_SCHEMA.pattern}, got {schema!r}")
+    return schema
+
+
+def load_migrations() -> list[Migration]:
+    folder = resources.files("suanli.eventstore.migrations")
+    found = [
+        Migration(entry.name.removesuffix(".sql"), entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if _NAME.match(entry.name)
+    ]
+    return sorted(found, key=lambda m: m.version)
+
+
+async def migrate(conn: asyncpg.Connection, schema: str) -> list[str]:
+    """Bring `schema` up to date; return the versions applied now (empty when already current).
+
+    Everything runs in one transaction under an advisory lock, so two services starting together neither
+    race on CREATE SCHEMA nor apply a file twice, and a failing file leaves the schema as it was.
+    """
+    check_schema(schema)
+    applied_now: list[str] = []
+    async with conn.transaction():
+        # hashtext: the schema may not exist yet, so its OID cannot key the lock; a collision only
+        # serialises two schemas' migrations, which is harmless.
+        lock_name = f"suanli.eventstore.migrate:{schema}"
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", lock_name)
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        await conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version text PRIMARY KEY, checksum text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        rows = await conn.fetch("SELECT version, checksum FROM schema_migrations")
+        done = {r["version"]: r["checksum"] for r in rows}
+        for migration in load_migrations():
+            recorded = done.get(migration.version)
+            if recorded is not None:
+                if recorded != migration.checksum:
+                    raise MigrationError(f"{schema}: {migration.version} changed after it was applied")
+                continue
+            await conn.execute(migration.sql)
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)",
+                migration.version,
+                migration.checksum,
+            )
+            applied_now.append(migration.version)
+    return applied_now

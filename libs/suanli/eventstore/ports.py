@@ -1,0 +1,122 @@
+"""The event store's ports. Each has an in-memory and a PostgreSQL adapter, held to one contract suite.
+
+Versions: a stream's version is the number of events in it, so a stream that does not exist yet is at
+version 0 and its first event gets version 1. `append(stream, expected_version, ...)` succeeds only when
+`expected_version` equals the stream's current version (pass `NO_STREAM`, i.e. 0, to create a stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+
+NO_STREAM = 0
+
+
+class Transaction(Protocol):
+    """One atomic unit of work: its appends, outbox rows and tracking record commit together or not at all.
+
+    `connection` is the adapter's handle for the caller's own state changes in the same transaction: an
+    asyncpg connection inside an open transaction for PostgreSQL, `None` in memory.
+    """
+
+    @property
+    def connection(self) -> Any: ...
+
+    async def append(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        """Append like `EventStore.append`, committed when the transaction commits."""
+        ...
+
+
+class EventStore(Protocol):
+    async def append(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        """Record `events` at the end of `stream` and `outbox` rows, atomically; return the new version.
+
+        Raises `ConcurrencyConflict` when the stream is not at `expected_version` and `DuplicateEventId`
+        when an event id was recorded before; in both cases nothing is written.
+        """
+        ...
+
+    async def read(self, stream: str, after_version: int = 0) -> list[StoredEvent]:
+        """Events of `stream` with version > `after_version`, in version order."""
+        ...
+
+    async def read_all(self, after_position: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        """Events of every stream with position > `after_position`, in position (commit) order."""
+        ...
+
+    async def stream_version(self, stream: str) -> int:
+        """Current version of `stream` (0 when it has no events)."""
+        ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """A unit of work; commits on normal exit, rolls back when the block raises."""
+        ...
+
+    async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
+        """Unpublished outbox rows, oldest first."""
+        ...
+
+
+class TrackingStore(Protocol):
+    """Exactly-once effects of consumed records: the effect and its offset are recorded in one transaction.
+
+    Offsets are tracked per (group, topic, partition) as the highest applied offset, because a partition is
+    consumed in order: an offset at or below it has been applied.
+    """
+
+    async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool: ...
+
+    def tracking_transaction(
+        self, group: str, topic: str, partition: int, offset: int
+    ) -> AbstractAsyncContextManager[Transaction]:
+        """Claim the offset and open a unit of work for its effect.
+
+        Raises `AlreadyProcessed` on entry when the offset was applied before (the block does not run).
+        If the block raises, the effect and the claim roll back together, so the record is applied again on
+        redelivery.
+        """
+        ...
+
+
+class OutboxLease(Protocol):
+    """The relay's exclusive hold on the outbox: while it lasts, no other relay publishes."""
+
+    async def pending(self, limit: int) -> list[OutboxRecord]:
+        """Oldest unpublished rows; also re-arms `wait_for_new`."""
+        ...
+
+    async def mark_published(self, ids: Sequence[int]) -> None: ...
+
+    async def wait_for_new(self, timeout: float) -> None:
+        """Return when rows may have been added since the last `pending`, or after `timeout` seconds."""
+        ...
+
+
+class OutboxFeed(Protocol):
+    def lease(self) -> AbstractAsyncContextManager[OutboxLease]:
+        """Wait until this caller is the only relay, then hold that until the block exits."""
+        ...
+
+
+class OutboxSink(Protocol):
+    async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
+        """Publish `records`, keeping their order per key; return only once every one is acknowledged."""
+        ...

@@ -1,0 +1,259 @@
+"""PostgreSQL adapter of EventStore and TrackingStore over an asyncpg pool.
+
+Every append takes `LOCK TABLE events IN EXCLUSIVE MODE` for the rest of its transaction. That serialises
+writers (plain reads still run), which buys three things at once: the version check and the insert cannot
+interleave with another append; event positions and outbox ids are assigned in commit order, so a reader
+following `read_all` or the relay following outbox ids never skips a row committed late; and duplicate ids
+are found by a query rather than by a failed insert that would poison the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Self
+
+import asyncpg
+
+from suanli.eventstore.clock import Clock, SystemClock
+from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
+from suanli.eventstore.migrate import check_schema, migrate
+from suanli.eventstore.validation import check_append
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+
+DEFAULT_SCHEMA = "eventstore"
+
+_EVENT_COLUMNS = "stream, version, position, event_id, event_name, payload, recorded_at, metadata"
+OUTBOX_COLUMNS = "id, topic, key, event_name, value, header_names, header_values, created_at"
+
+
+def _stored_event(row: asyncpg.Record) -> StoredEvent:
+    return StoredEvent(
+        stream=row["stream"],
+        version=row["version"],
+        position=row["position"],
+        event_id=row["event_id"],
+        event_name=row["event_name"],
+        payload=bytes(row["payload"]),
+        recorded_at=row["recorded_at"],
+        metadata=json.loads(row["metadata"]),
+    )
+
+
+def outbox_record(row: asyncpg.Record) -> OutboxRecord:
+    key = row["key"]
+    return OutboxRecord(
+        id=row["id"],
+        topic=row["topic"],
+        key=None if key is None else bytes(key),
+        event_name=row["event_name"],
+        value=bytes(row["value"]),
+        headers=tuple(zip(row["header_names"], map(bytes, row["header_values"]), strict=True)),
+        created_at=row["created_at"],
+    )
+
+
+class Statements:
+    """Statements with the schema spliced in once (the name is validated by check_schema)."""
+
+    def __init__(self, schema: str) -> None:
+        s = f'"{check_schema(schema)}"'
+        self.lock = f"LOCK TABLE {s}.events IN EXCLUSIVE MODE"
+        self.version = f"SELECT coalesce(max(version), 0) FROM {s}.events WHERE stream = $1"
+        self.known_ids = f"SELECT event_id FROM {s}.events WHERE event_id = ANY($1::uuid[])"
+        self.insert_events = (
+            f"INSERT INTO {s}.events (stream, version, event_id, event_name, payload, metadata, recorded_at)"
+            " SELECT $1, v, i, n, p, m::jsonb, t"
+            " FROM unnest($2::bigint[], $3::uuid[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[])"
+            " WITH ORDINALITY AS e(v, i, n, p, m, t, ord) ORDER BY ord"
+        )
+        self.insert_outbox = (
+            f"INSERT INTO {s}.outbox (topic, key, event_name, value, header_names, header_values, created_at)"
+            " VALUES ($1, $2, $3, $4, $5::text[], $6::bytea[], $7)"
+        )
+        select = f"SELECT {_EVENT_COLUMNS} FROM {s}.events"
+        self.read = f"{select} WHERE stream = $1 AND version > $2 ORDER BY version"
+        self.read_all = f"{select} WHERE position > $1 ORDER BY position LIMIT $2"
+        self.pending = (
+            f"SELECT {OUTBOX_COLUMNS} FROM {s}.outbox WHERE published_at IS NULL ORDER BY id LIMIT $1"
+        )
+        self.mark_published = f"UPDATE {s}.outbox SET published_at = $1 WHERE id = ANY($2::bigint[])"
+        # Claims the offset in the effect's transaction. The row lock taken by ON CONFLICT makes a concurrent
+        # claim of the same partition wait, then see the committed offset and find nothing to update.
+        self.claim = (
+            f"INSERT INTO {s}.tracking AS t (group_id, topic, partition, last_offset, updated_at)"
+            " VALUES ($1, $2, $3, $4, $5)"
+            " ON CONFLICT (group_id, topic, partition) DO UPDATE"
+            " SET last_offset = EXCLUDED.last_offset, updated_at = EXCLUDED.updated_at"
+            " WHERE t.last_offset < EXCLUDED.last_offset"
+            " RETURNING 1"
+        )
+        self.applied = (
+            f"SELECT last_offset FROM {s}.tracking WHERE group_id = $1 AND topic = $2 AND partition = $3"
+        )
+
+
+class PostgresTransaction:
+    """A unit of work on one connection inside an open transaction."""
+
+    def __init__(self, conn: asyncpg.Connection, sql: Statements, clock: Clock) -> None:
+        self._conn = conn
+        self._sql = sql
+        self._clock = clock
+        self._locked = False
+
+    @property
+    def connection(self) -> asyncpg.Connection:
+        return self._conn
+
+    async def append(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        check_append(stream, expected_version, events)
+        conn, sql = self._conn, self._sql
+        if not self._locked:
+            await conn.execute(sql.lock)
+            self._locked = True
+        actual = await conn.fetchval(sql.version, stream)
+        if actual != expected_version:
+            raise ConcurrencyConflict(stream, expected_version, actual)
+        if events:
+            ids = [e.event_id for e in events]
+            known = await conn.fetch(sql.known_ids, ids)
+            if known:
+                raise DuplicateEventId([r["event_id"] for r in known])
+            await conn.execute(
+                sql.insert_events,
+                stream,
+                list(range(expected_version + 1, expected_version + len(events) + 1)),
+                ids,
+                [e.event_name for e in events],
+                [e.payload for e in events],
+                [json.dumps(dict(e.metadata)) for e in events],
+                [self._clock.now() for _ in events],
+            )
+        if outbox:
+            await conn.executemany(
+                sql.insert_outbox,
+                [
+                    (
+                        m.topic,
+                        m.key,
+                        m.event_name,
+                        m.value,
+                        [name for name, _ in m.headers],
+                        [value for _, value in m.headers],
+                        self._clock.now(),
+                    )
+                    for m in outbox
+                ],
+            )
+        return expected_version + len(events)
+
+
+class PostgresEventStore:
+    """EventStore and TrackingStore on PostgreSQL; all tables live in one schema (default "eventstore")."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, *, schema: str = DEFAULT_SCHEMA, clock: Clock | None = None
+    ) -> None:
+        self._pool = pool
+        self._schema = check_schema(schema)
+        self._sql = Statements(schema)
+        self._clock = clock or SystemClock()
+        self._owns_pool = False
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        clock: Clock | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> Self:
+        """Open a pool, apply pending migrations, and own the pool (closed by `close()`)."""
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn, schema)
+        except BaseException:
+            await pool.close()
+            raise
+        store = cls(pool, schema=schema, clock=clock)
+        store._owns_pool = True
+        return store
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
+    async def close(self) -> None:
+        if self._owns_pool:
+            await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- EventStore --------------------------------------------------------------------------------
+
+    async def append(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        async with self.transaction() as tx:
+            return await tx.append(stream, expected_version, events, outbox=outbox)
+
+    async def read(self, stream: str, after_version: int = 0) -> list[StoredEvent]:
+        rows = await self._pool.fetch(self._sql.read, stream, after_version)
+        return [_stored_event(r) for r in rows]
+
+    async def read_all(self, after_position: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        rows = await self._pool.fetch(self._sql.read_all, after_position, limit)
+        return [_stored_event(r) for r in rows]
+
+    async def stream_version(self, stream: str) -> int:
+        return await self._pool.fetchval(self._sql.version, stream)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PostgresTransaction]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            yield PostgresTransaction(conn, self._sql, self._clock)
+
+    async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
+        rows = await self._pool.fetch(self._sql.pending, limit)
+        return [outbox_record(r) for r in rows]
+
+    # -- TrackingStore -----------------------------------------------------------------------------
+
+    async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
+        last = await self._pool.fetchval(self._sql.applied, group, topic, partition)
+        return last is not None and offset <= last
+
+    @asynccontextmanager
+    async def tracking_transaction(
+        self, group: str, topic: str, partition: int, offset: int
+    ) -> AsyncIterator[PostgresTransaction]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            claimed = await conn.fetchval(self._sql.claim, group, topic, partition, offset, self._clock.now())
+            if claimed is None:
+                raise AlreadyProcessed(group, topic, partition, offset)
+            yield PostgresTransaction(conn, self._sql, self._clock)

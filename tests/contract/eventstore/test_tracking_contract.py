@@ -1,0 +1,64 @@
+"""TrackingStore contract: an effect and its (group, topic, partition, offset) are recorded atomically."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from suanli.eventstore import AlreadyProcessed, NewEvent, TrackingStore, Transaction, apply_once
+from suanli.eventstore.ports import EventStore
+
+
+async def test_apply_once_runs_the_effect_once_per_offset(store: TrackingStore) -> None:
+    runs: list[int] = []
+
+    async def effect(_: Transaction) -> None:
+        runs.append(1)
+
+    assert await apply_once(store, "billing", "usage.metered", 0, 7, effect) is True
+    assert await apply_once(store, "billing", "usage.metered", 0, 7, effect) is False
+    assert runs == [1]
+    assert await store.applied("billing", "usage.metered", 0, 7)
+    assert await store.applied("billing", "usage.metered", 0, 3)  # earlier offsets of the partition
+    assert not await store.applied("billing", "usage.metered", 0, 8)
+    assert not await store.applied("billing", "usage.metered", 1, 7)  # other partition
+    assert not await store.applied("metering", "usage.metered", 0, 7)  # other group
+
+
+async def test_tracking_transaction_refuses_an_applied_offset(store: TrackingStore) -> None:
+    async with store.tracking_transaction("g", "t", 2, 10):
+        pass
+    with pytest.raises(AlreadyProcessed) as caught:
+        async with store.tracking_transaction("g", "t", 2, 9):
+            pytest.fail("the block must not run for an applied offset")
+    assert (caught.value.group, caught.value.partition, caught.value.offset) == ("g", 2, 9)
+
+
+async def test_failed_effect_does_not_record_the_offset(store: TrackingStore) -> None:
+    async def failing(_: Transaction) -> None:
+        raise RuntimeError("effect failed")
+
+    with pytest.raises(RuntimeError):
+        await apply_once(store, "g", "t", 0, 1, failing)
+    assert not await store.applied("g", "t", 0, 1)
+
+    async def succeeding(_: Transaction) -> None:
+        return None
+
+    assert await apply_once(store, "g", "t", 0, 1, succeeding) is True
+
+
+async def test_events_appended_in_a_tracking_transaction_commit_with_the_offset(store: EventStore) -> None:
+    tracking: TrackingStore = store  # type: ignore[assignment]
+    applied_event = NewEvent(uuid.uuid4(), "ChargeRecorded", b"c1")
+    async with tracking.tracking_transaction("billing", "usage.metered", 0, 1) as tx:
+        await tx.append("tenant-1", 0, [applied_event])
+    assert [e.event_id for e in await store.read("tenant-1")] == [applied_event.event_id]
+
+    with pytest.raises(RuntimeError):
+        async with tracking.tracking_transaction("billing", "usage.metered", 0, 2) as tx:
+            await tx.append("tenant-1", 1, [NewEvent(uuid.uuid4(), "ChargeRecorded", b"c2")])
+            raise RuntimeError("crash before commit")
+    assert await store.stream_version("tenant-1") == 1
+    assert not await tracking.applied("billing", "usage.metered", 0, 2)
