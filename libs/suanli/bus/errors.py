@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 
 class RetriableError(Exception):
@@ -15,7 +15,8 @@ class BusClosedError(RuntimeError):
 
 def is_retriable(exc: BaseException) -> bool:
     """Handler-marked ``RetriableError``, aiokafka errors flagged ``retriable``, and timeouts."""
-    if isinstance(exc, RetriableError):
+    # aiokafka leaves KafkaTimeoutError unflagged, but a handler's publish timing out is transient.
+    if isinstance(exc, RetriableError | KafkaTimeoutError):
         return True
     if isinstance(exc, KafkaError):
         return bool(getattr(exc, "retriable", False))
