@@ -3,7 +3,7 @@ victim sets, non-preemptible jobs never touched."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -220,3 +220,17 @@ def test_preemption_can_be_turned_off() -> None:
     result = schedule_cycle(state, FirstFitPlacer(), CycleConfig(preemption=False))
     assert result.preemptions == ()
     assert isinstance(result.reason("hi"), NoNodeFits)
+
+
+def test_a_victim_still_stopping_keeps_its_room_but_not_its_quota_and_is_not_chosen_again() -> None:
+    stopping = replace(running(job("low", gpus=2), 1, ("n", (0, 1))), stopping=True)
+    state = ClusterState(
+        (node("n", gpus=4),),
+        (queue("q", gpu_A100=4000),),
+        (stopping, running(job("mid", gpus=2, priority=5), 2, ("n", (2, 3)))),
+        (pending(job("hi", gpus=2, priority=10), 3),),
+    )
+    result = schedule_cycle(state, FirstFitPlacer())
+    # "low" no longer counts against the quota (so "hi" passes it) and is not evicted twice; its devices
+    # are still busy, so "hi" waits for "mid" instead.
+    assert [(p.preemptor, p.victims) for p in result.preemptions] == [("hi", ("mid",))]

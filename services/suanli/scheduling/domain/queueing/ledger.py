@@ -39,12 +39,13 @@ class Ledger:
         # Only work that was running when the cycle began can be preempted in it.
         self.running: dict[str, RunningWorkload] = {}
         for workload in running:
-            self.occupy(workload.job, workload.placements)
-            self.running[workload.job.id] = workload
+            self._take_room(workload.job, workload.placements)
+            if not workload.stopping:
+                self._charge_queue(workload.job, workload.placements, 1)
+                self.running[workload.job.id] = workload
 
     def occupy(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
-        for node_id, amounts in self._physical(job, placements).items():
-            self._apply(self._used[node_id], amounts, 1)
+        self._take_room(job, placements)
         self._charge_queue(job, placements, 1)
 
     def evict(self, workload: RunningWorkload) -> None:
@@ -112,6 +113,10 @@ class Ledger:
                 )
             )
         return tuple(out)
+
+    def _take_room(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
+        for node_id, amounts in self._physical(job, placements).items():
+            self._apply(self._used[node_id], amounts, 1)
 
     def _physical(self, job: Job, placements: Iterable[TaskPlacement]) -> dict[str, _NodeAmounts]:
         # A node that left the snapshot takes its tasks' usage with it; reconciliation deals with them.

@@ -26,8 +26,12 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class RunningWorkload:
+    """`stopping`: preempted in an earlier cycle and not yet gone. Its room is still in use, its quota is
+    already released, and it cannot be chosen as a victim again."""
+
     workload: Workload
     placements: tuple[TaskPlacement, ...]
+    stopping: bool = False
 
     @property
     def job(self) -> Job:
