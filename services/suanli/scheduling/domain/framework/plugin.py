@@ -1,0 +1,113 @@
+"""Extension points of the placement framework (after kube-scheduler and Volcano).
+
+A decision for one task runs: admission (reject a request outright, with a reason) -> filters (boolean mask
+over all nodes, rejections counted per filter) -> scores (weighted sum over the feasible nodes, ties broken
+by the injected random generator) -> device choice (which devices on the chosen node, how much of each) ->
+post-filter hooks when nothing fits (the place where preemption plugs in).
+
+Plugins are plain objects with a `name` and one method per extension point they implement. They receive
+everything through arguments: the snapshot, the request, the candidate rows and the generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from suanli.scheduling.domain.fragmentation import FragmentationModel, TypicalTask
+from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
+
+if TYPE_CHECKING:
+    from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
+
+
+class ProfileError(ValueError):
+    """A profile names an unknown plugin, passes a bad argument, or misses what a plugin needs."""
+
+
+@runtime_checkable
+class AdmissionPlugin(Protocol):
+    name: str
+
+    def admit(self, snapshot: ClusterSnapshot, request: TaskRequest) -> str | None:
+        """None to let the request through, else the reason it can never be placed."""
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray:
+        """Boolean mask over all nodes: True where this plugin allows the task."""
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Scores of the feasible nodes `rows` (higher is better), same length as `rows`."""
+
+
+@runtime_checkable
+class DevicePlugin(Protocol):
+    name: str
+
+    def choose(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, node: int, rng: np.random.Generator
+    ) -> Assignment:
+        """Which devices of `node` the task takes, and how many milli of each."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """Why a task was not placed: an admission reason, or per-filter rejection counts."""
+
+    nodes: int
+    rejected_by: tuple[tuple[str, int], ...] = ()
+    admission: str | None = None
+
+    def message(self) -> str:
+        if self.admission is not None:
+            return f"not admitted: {self.admission}"
+        parts = [f"{count} rejected by {name}" for name, count in self.rejected_by if count]
+        return f"no node fits ({self.nodes} nodes): " + ", ".join(parts)
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, diagnosis: Diagnosis
+    ) -> tuple[Assignment, ...] | None:
+        """Tasks to evict so that this one could fit (a preemption proposal), or None."""
+
+
+@dataclass
+class PluginContext:
+    """What plugins may need beyond their arguments, shared by all plugins of one scheduler.
+
+    `typical_tasks` is the workload distribution fragmentation-aware plugins measure against. The tracker and
+    delta caches are created once and shared so that score and device plugins reuse each other's work.
+    """
+
+    typical_tasks: tuple[TypicalTask, ...] = ()
+    _deltas: PlacementDeltas | None = field(default=None, repr=False)
+
+    def placement_deltas(self, plugin: str) -> PlacementDeltas:
+        if self._deltas is None:
+            if not self.typical_tasks:
+                raise ProfileError(f"plugin {plugin!r} needs a workload distribution (typical tasks)")
+            from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
+
+            self._deltas = PlacementDeltas(FragmentationTracker(FragmentationModel(self.typical_tasks)))
+        return self._deltas
+
+    def fragmentation(self, plugin: str) -> FragmentationTracker:
+        return self.placement_deltas(plugin).tracker

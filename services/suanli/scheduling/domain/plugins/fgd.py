@@ -1,0 +1,49 @@
+"""FGD (fragmentation gradient descent): prefer the node, and for shared tasks the device, whose use grows
+the node's expected fragmentation least, measured against the typical-task distribution.
+
+`exact=False` is the paper's score, floor(100 * sigmoid(delta / 1000)); its integer truncation makes many
+nodes tie and leaves the choice among them to chance. `exact=True` scores with the delta itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from suanli.scheduling.domain.framework.plugin import PluginContext
+from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
+from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.plugins._common import sigmoid_score
+from suanli.scheduling.domain.plugins._fragmentation import PlacementDeltas
+from suanli.scheduling.domain.snapshot import ClusterSnapshot
+
+
+class FgdScore:
+    name = "fgd"
+
+    def __init__(self, deltas: PlacementDeltas, exact: bool) -> None:
+        self._deltas = deltas
+        self._exact = exact
+
+    def score(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        delta = self._deltas.per_node(snapshot, request)[rows]
+        return delta if self._exact else sigmoid_score(delta)
+
+
+def _factory(args: Mapping[str, Any], ctx: PluginContext) -> FgdScore:
+    return FgdScore(ctx.placement_deltas("fgd"), exact=args["exact"])
+
+
+SPECS = [
+    PluginSpec(
+        FgdScore.name,
+        ExtensionPoint.SCORE,
+        _factory,
+        args={"exact": Arg((bool,), False, help="score with the exact delta instead of the integer sigmoid")},
+        help="least fragmentation growth",
+    )
+]

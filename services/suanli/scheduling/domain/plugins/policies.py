@@ -1,0 +1,57 @@
+"""Named policies: ready-made profiles for the FGD paper's baselines, spread, and our own policy.
+
+Each paper policy pairs its node score with the device choice the paper's simulator used for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from suanli.scheduling.domain.framework.profile import Profile
+from suanli.scheduling.domain.plugins import default_registry
+
+FILTERS = ["cpu", "memory", "gpu-model", "gpu-fit", "region", "node-selector"]
+
+
+def _profile(name: str, description: str, score: str | dict[str, Any] | None, devices: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "admission": ["request-sanity"],
+        "filters": FILTERS,
+        "scores": [] if score is None else [score],
+        "devices": devices,
+        # The paper's simulator takes the first best node in a per-seed shuffled node order.
+        "tie_break": "ordered",
+    }
+
+
+POLICIES: dict[str, dict[str, Any]] = {
+    "random": _profile("random", "uniform among feasible nodes (paper baseline)", "random", "random"),
+    "dotprod": _profile("dotprod", "Tetris dot product (paper baseline)", "dotprod", "best-fit"),
+    "clustering": _profile(
+        "clustering", "GPU task-class clustering (paper baseline)", "clustering", "best-fit"
+    ),
+    "packing": _profile("packing", "GPU packing (paper baseline)", "packing", "best-fit"),
+    "bestfit": _profile("bestfit", "least leftover CPU+GPU (paper baseline)", "bestfit", "best-fit"),
+    "fgd": _profile("fgd", "fragmentation gradient descent (Weng et al., ATC '23)", "fgd", "fgd"),
+    "spread": _profile("spread", "least allocated: balance load", "spread", "best-fit"),
+    "fgdx": _profile(
+        "fgdx",
+        "ours: exact fragmentation delta, lookahead on CPU, best-fit tie-break",
+        "fgdx",
+        {"name": "fgd", "args": {"exact": True}},
+    ),
+}
+
+
+def policy_names() -> list[str]:
+    return list(POLICIES)
+
+
+def policy_profile(name: str) -> Profile:
+    try:
+        data = POLICIES[name]
+    except KeyError:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}") from None
+    return Profile.from_dict(data, default_registry())
