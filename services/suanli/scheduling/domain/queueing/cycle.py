@@ -88,8 +88,8 @@ def schedule_cycle(state: ClusterState, placer: Placer, config: CycleConfig | No
     return _Cycle(state, placer, config or CycleConfig()).run()
 
 
-# A placement attempt that passed quota but not placement: the model tried, the job as restricted, why.
-_Attempt = tuple[str | None, Job, NoFit]
+# A placement attempt that passed quota but not placement: the job as restricted to a flavour, and why.
+_Attempt = tuple[Job, NoFit]
 
 
 class _Cycle:
@@ -132,9 +132,10 @@ class _Cycle:
         )
 
     def _priority(self, workload: Workload) -> int:
+        # A running workload whose class has since been deleted keeps ranking by its job's own priority.
         if workload.priority_class is None:
             return workload.job.priority
-        return self.classes[workload.priority_class]
+        return self.classes.get(workload.priority_class, workload.job.priority)
 
     def _drain(self, lanes: dict[str, list[Workload]], attempt: Callable[[Workload], None]) -> None:
         """Lowest fair-share key first, re-evaluated after every decision because each admission moves
@@ -187,7 +188,7 @@ class _Cycle:
             if isinstance(outcome, GangPlacement):
                 self._admit(workload, model, outcome.placements)
                 return
-            attempt = attempt or (model, restricted, outcome)
+            attempt = attempt or (restricted, outcome)
         if self.config.preemption and self._preempt(workload):
             return
         if attempt is None:
@@ -196,7 +197,7 @@ class _Cycle:
             return
         self._leave(workload, self._placement_reason(attempt, GPU_MILLI))
         if self.config.backfill and job.queue not in self.queues_holding:
-            self._reserve(attempt[1])
+            self._reserve(attempt[0])
 
     def _try_best_effort(self, workload: Workload) -> None:
         job = workload.job
@@ -206,7 +207,7 @@ class _Cycle:
         if isinstance(outcome, GangPlacement):
             self._admit(workload, None, outcome.placements)
         else:
-            self._leave(workload, self._placement_reason((None, job, outcome), capacity))
+            self._leave(workload, self._placement_reason((job, outcome), capacity))
 
     def _admit(self, workload: Workload, model: str | None, placements: tuple[TaskPlacement, ...]) -> None:
         job = workload.job
@@ -255,7 +256,7 @@ class _Cycle:
         return False
 
     def _placement_reason(self, attempt: _Attempt, capacity: int) -> PendingReason:
-        _, restricted, nofit = attempt
+        restricted, nofit = attempt
         if self.ledger.has_reservations:
             unreserved = self.placer.place_gang(self.ledger.view(capacity, reservations=False), restricted)
             if isinstance(unreserved, GangPlacement):
