@@ -7,7 +7,7 @@ Ports live in `ports`; adapters in `memory` and `postgres` (+ `pg_feed` for the 
 from suanli.eventstore.clock import Clock, IdFactory, SteppingClock, SystemClock, uuid4_factory
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId, EventStoreError
 from suanli.eventstore.memory import InMemoryEventStore, InMemoryOutboxFeed, RecordingOutboxSink
-from suanli.eventstore.migrate import MigrationError, migrate
+from suanli.eventstore.migrator import MigrationError, migrate
 from suanli.eventstore.pg_feed import PostgresOutboxFeed
 from suanli.eventstore.ports import (
     NO_STREAM,

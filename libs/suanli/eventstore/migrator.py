@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -46,8 +47,12 @@ def load_migrations() -> list[Migration]:
     return sorted(found, key=lambda m: m.version)
 
 
-async def migrate(conn: asyncpg.Connection, schema: str) -> list[str]:
+async def migrate(
+    conn: asyncpg.Connection, schema: str, migrations: Sequence[Migration] | None = None
+) -> list[str]:
     """Bring `schema` up to date; return the versions applied now (empty when already current).
+
+    `migrations` defaults to the package's files (`load_migrations()`).
 
     Everything runs in one transaction under an advisory lock, so two services starting together neither
     race on CREATE SCHEMA nor apply a file twice, and a failing file leaves the schema as it was.
@@ -57,7 +62,7 @@ async def migrate(conn: asyncpg.Connection, schema: str) -> list[str]:
     async with conn.transaction():
         # hashtext: the schema may not exist yet, so its OID cannot key the lock; a collision only
         # serialises two schemas' migrations, which is harmless.
-        lock_name = f"suanli.eventstore.migrate:{schema}"
+        lock_name = f"suanli.eventstore.migrator:{schema}"
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", lock_name)
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         await conn.execute(f'SET LOCAL search_path TO "{schema}"')
@@ -68,7 +73,7 @@ async def migrate(conn: asyncpg.Connection, schema: str) -> list[str]:
         )
         rows = await conn.fetch("SELECT version, checksum FROM schema_migrations")
         done = {r["version"]: r["checksum"] for r in rows}
-        for migration in load_migrations():
+        for migration in migrations if migrations is not None else load_migrations():
             recorded = done.get(migration.version)
             if recorded is not None:
                 if recorded != migration.checksum:

@@ -18,7 +18,7 @@ import asyncpg
 
 from suanli.eventstore.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
-from suanli.eventstore.migrate import check_schema, migrate
+from suanli.eventstore.migrator import check_schema, migrate
 from suanli.eventstore.validation import check_append
 from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
 

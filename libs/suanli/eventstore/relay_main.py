@@ -9,16 +9,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+from collections.abc import Sequence
 
 import asyncpg
 
 from suanli.bus.publisher import EventPublisher
 from suanli.eventstore.kafka_sink import KafkaOutboxSink
-from suanli.eventstore.migrate import migrate
+from suanli.eventstore.migrator import migrate
 from suanli.eventstore.pg_feed import PostgresOutboxFeed
+from suanli.eventstore.ports import OutboxSink
 from suanli.eventstore.postgres import DEFAULT_SCHEMA
 from suanli.eventstore.relay import OutboxRelay
+from suanli.eventstore.values import OutboxRecord
+
+
+class _KillAfterBatches:
+    def __init__(self, inner: OutboxSink, batches: int) -> None:
+        self._inner = inner
+        self._left = batches
+
+    async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
+        await self._inner.publish_batch(records)
+        self._left -= 1
+        if self._left <= 0:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -31,6 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--poll-interval", type=float, default=1.0, help="seconds between polls when no NOTIFY arrives"
     )
     parser.add_argument("--log-level", default="INFO")
+    # Failpoint for the crash tests: SIGKILL this process right after the Nth batch is acknowledged by
+    # Kafka and before it is marked, the one moment that must produce duplicates and never a loss.
+    parser.add_argument("--kill-after-batches", type=int, default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -46,9 +65,12 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with EventPublisher(args.bootstrap) as publisher:
+        sink: OutboxSink = KafkaOutboxSink(publisher)
+        if args.kill_after_batches is not None:
+            sink = _KillAfterBatches(sink, args.kill_after_batches)
         relay = OutboxRelay(
             PostgresOutboxFeed(args.dsn, schema=args.schema),
-            KafkaOutboxSink(publisher),
+            sink,
             batch_size=args.batch_size,
             poll_interval=args.poll_interval,
         )
