@@ -1,0 +1,95 @@
+"""Node liveness as a pure function of when each node was last heard from and the injected time now.
+
+Timeouts compare the metering service's own receive times, never the agent's clock, so a node whose
+clock drifts is neither declared lost early nor kept alive late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from suanli.metering.domain.ids import derived_id
+
+DEFAULT_LOST_AFTER = 3
+
+
+class NodeStatus(StrEnum):
+    # Values are the Avro enum symbols of NodeStatusChanged.status.
+    UNKNOWN = "UNKNOWN"
+    READY = "READY"
+    LOST = "LOST"
+    DRAINING = "DRAINING"
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    node_id: str
+    status: NodeStatus
+    last_seen_at_ms: int  # occurred_at of the newest snapshot (the agent's clock), reported downstream
+    received_at_ms: int  # our clock when that snapshot arrived: the timeout runs from here
+    interval_ms: int  # the agent's report interval
+
+    def lost_at_ms(self, lost_after: int = DEFAULT_LOST_AFTER) -> int:
+        return self.received_at_ms + lost_after * self.interval_ms
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    node_id: str
+    status: NodeStatus
+    previous: NodeStatus | None
+    reason: str
+    last_seen_at_ms: int
+    at_ms: int
+
+    @property
+    def event_id(self) -> str:
+        # A transition is identified by what caused it: the status and the snapshot it is measured from.
+        return derived_id("status", self.node_id, self.status.value, self.last_seen_at_ms)
+
+
+def observe(
+    prev: Liveness | None, node_id: str, *, occurred_at_ms: int, received_at_ms: int, interval_ms: int
+) -> tuple[Liveness, StatusChange | None]:
+    """A snapshot arrived: the node is Ready; a change is reported for a new node or one coming back."""
+    seen = Liveness(node_id, NodeStatus.READY, occurred_at_ms, received_at_ms, interval_ms)
+    if prev is not None:
+        seen = replace(seen, last_seen_at_ms=max(prev.last_seen_at_ms, occurred_at_ms))
+    if prev is not None and prev.status is NodeStatus.READY:
+        return seen, None
+    previous = prev.status if prev is not None else None
+    reason = "first snapshot" if prev is None else f"snapshot received after {previous.value.lower()}"
+    change = StatusChange(node_id, NodeStatus.READY, previous, reason, seen.last_seen_at_ms, received_at_ms)
+    return seen, change
+
+
+def check(
+    node: Liveness, now_ms: int, *, lost_after: int = DEFAULT_LOST_AFTER
+) -> tuple[Liveness, StatusChange | None]:
+    """Lost once no snapshot arrived for ``lost_after`` report intervals."""
+    if node.status is not NodeStatus.READY or now_ms < node.lost_at_ms(lost_after):
+        return node, None
+    change = StatusChange(
+        node.node_id,
+        NodeStatus.LOST,
+        node.status,
+        f"no snapshot for {lost_after} x {node.interval_ms} ms",
+        node.last_seen_at_ms,
+        # The moment the deadline passed, not when the timer noticed: the same inputs give the same event.
+        node.lost_at_ms(lost_after),
+    )
+    return replace(node, status=NodeStatus.LOST), change
+
+
+def sweep(
+    nodes: Iterable[Liveness], now_ms: int, *, lost_after: int = DEFAULT_LOST_AFTER
+) -> list[tuple[Liveness, StatusChange]]:
+    """Every node that became Lost by ``now_ms``, with its new liveness."""
+    changed = []
+    for node in nodes:
+        after, change = check(node, now_ms, lost_after=lost_after)
+        if change is not None:
+            changed.append((after, change))
+    return changed

@@ -1,0 +1,246 @@
+"""Per-task metering state: facts about a task come in any order and any number of times; windows go out once.
+
+An attempt is metered from its start to its end (the earliest of finished, failed or preempted). While it
+runs, windows are emitted only up to the last *evidence* that it still held its resources (a node snapshot
+listing it, a usage sample), floored to a window boundary, so a closed window is never charged on the
+strength of the wall clock alone. ``metered_through_ms`` only moves forward, which is what makes a
+repeated fact harmless: it can never produce a window that was already emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from suanli.metering.domain.usage import Allocation, Charge, UsageWindow, window_start, windows
+
+
+@dataclass(frozen=True, slots=True)
+class JobKnown:
+    task_id: str
+    job_id: str
+    tenant: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    task_id: str
+    job_id: str
+    attempt: int
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    task_id: str
+    job_id: str
+    attempt: int
+    node_id: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    task_id: str
+    attempt: int
+    at_ms: int
+    cause: str  # finished | failed | preempted
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The node reported the task among those it runs (snapshots carry no attempt number)."""
+
+    task_id: str
+    node_id: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    task_id: str
+    attempt: int
+    at_ms: int
+    interval_ms: int
+    gpu_utilisation_pct: float  # of whole devices, mean over the task's devices
+    device_count: int
+    cpu_milli: int
+
+
+TaskFact = JobKnown | Placed | Started | Ended | Seen | Sampled
+
+
+@dataclass(frozen=True, slots=True)
+class UtilSum:
+    """Interval-weighted sums of samples falling in one window."""
+
+    window_start_ms: int
+    gpu_device_milli_ms: float  # utilisation x devices x 1000 x interval
+    cpu_milli_ms: int
+    covered_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptState:
+    attempt: int
+    job_id: str = ""
+    node_id: str = ""
+    allocation: Allocation | None = None
+    started_ms: int | None = None
+    ended_ms: int | None = None
+    end_cause: str = ""
+    seen_through_ms: int | None = None
+    metered_through_ms: int | None = None
+    util: tuple[UtilSum, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return (
+            self.ended_ms is not None
+            and self.metered_through_ms is not None
+            and self.metered_through_ms >= self.ended_ms
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    task_id: str
+    job_id: str = ""
+    tenant: str | None = None
+    queue: str | None = None
+    attempts: tuple[AttemptState, ...] = ()
+
+    def attempt(self, number: int) -> AttemptState | None:
+        return next((a for a in self.attempts if a.attempt == number), None)
+
+
+def _put(state: TaskState, updated: AttemptState) -> TaskState:
+    others = [a for a in state.attempts if a.attempt != updated.attempt]
+    return replace(state, attempts=tuple(sorted([*others, updated], key=lambda a: a.attempt)))
+
+
+def _attempt(state: TaskState, number: int) -> AttemptState:
+    return state.attempt(number) or AttemptState(number)
+
+
+def _later(current: int | None, at_ms: int) -> int:
+    return at_ms if current is None else max(current, at_ms)
+
+
+def _add_sample(attempt: AttemptState, fact: Sampled) -> AttemptState:
+    # A sample covers the interval ending at at_ms; it is filed under the window that interval ends in.
+    start = window_start(fact.at_ms - 1)
+    if attempt.metered_through_ms is not None and start < window_start(attempt.metered_through_ms):
+        return attempt  # its window is already out; efficiency is indicative, charges are unaffected
+    sums = {u.window_start_ms: u for u in attempt.util}
+    prev = sums.get(start, UtilSum(start, 0.0, 0, 0))
+    sums[start] = UtilSum(
+        start,
+        prev.gpu_device_milli_ms
+        + fact.gpu_utilisation_pct / 100 * fact.device_count * 1000 * fact.interval_ms,
+        prev.cpu_milli_ms + fact.cpu_milli * fact.interval_ms,
+        prev.covered_ms + fact.interval_ms,
+    )
+    return replace(attempt, util=tuple(sorted(sums.values(), key=lambda u: u.window_start_ms)))
+
+
+def apply(state: TaskState | None, fact: TaskFact) -> TaskState:
+    """Fold one fact into the task's state. Order-independent for everything that is charged."""
+    state = state or TaskState(fact.task_id)
+    match fact:
+        case JobKnown():
+            return replace(state, job_id=fact.job_id, tenant=fact.tenant, queue=fact.queue)
+        case Placed():
+            a = _attempt(state, fact.attempt)
+            return _put(
+                replace(state, job_id=state.job_id or fact.job_id),
+                replace(a, job_id=fact.job_id, node_id=fact.allocation.node_id, allocation=fact.allocation),
+            )
+        case Started():
+            a = _attempt(state, fact.attempt)
+            started = fact.at_ms if a.started_ms is None else min(a.started_ms, fact.at_ms)
+            return _put(
+                replace(state, job_id=state.job_id or fact.job_id),
+                replace(
+                    a, job_id=a.job_id or fact.job_id, node_id=a.node_id or fact.node_id, started_ms=started
+                ),
+            )
+        case Ended():
+            a = _attempt(state, fact.attempt)
+            ended = fact.at_ms if a.ended_ms is None else min(a.ended_ms, fact.at_ms)
+            cause = fact.cause if a.ended_ms is None or fact.at_ms < a.ended_ms else a.end_cause
+            return _put(state, replace(a, ended_ms=ended, end_cause=cause))
+        case Seen():
+            running = [a for a in state.attempts if a.node_id == fact.node_id and a.ended_ms is None]
+            if not running:
+                return state
+            a = running[-1]
+            return _put(state, replace(a, seen_through_ms=_later(a.seen_through_ms, fact.at_ms)))
+        case Sampled():
+            a = _attempt(state, fact.attempt)
+            a = replace(a, seen_through_ms=_later(a.seen_through_ms, fact.at_ms))
+            return _put(state, _add_sample(a, fact))
+    raise TypeError(f"not a task fact: {fact!r}")
+
+
+def _efficiency(attempt: AttemptState, allocation: Allocation) -> dict[int, float]:
+    out = {}
+    for u in attempt.util:
+        if not u.covered_ms:
+            continue
+        if allocation.gpu_milli:
+            out[u.window_start_ms] = u.gpu_device_milli_ms / u.covered_ms / allocation.gpu_milli
+        elif allocation.cpu_milli:
+            out[u.window_start_ms] = u.cpu_milli_ms / u.covered_ms / allocation.cpu_milli
+    return out
+
+
+def _meter_attempt(state: TaskState, a: AttemptState) -> tuple[AttemptState, list[UsageWindow]]:
+    if a.allocation is None or a.started_ms is None or state.tenant is None or state.queue is None:
+        return a, []  # not yet chargeable: the facts still missing will arrive and complete it
+    start = a.metered_through_ms if a.metered_through_ms is not None else a.started_ms
+    if a.ended_ms is not None:
+        target = a.ended_ms
+    elif a.seen_through_ms is not None:
+        target = window_start(a.seen_through_ms)
+    else:
+        return a, []
+    if target <= start:
+        return a, []
+    charge = Charge(state.task_id, a.attempt, a.job_id or state.job_id, state.tenant, state.queue)
+    out = windows(
+        charge,
+        a.allocation,
+        started_ms=a.started_ms,
+        from_ms=start,
+        to_ms=target,
+        efficiency=_efficiency(a, a.allocation),
+    )
+    util = tuple(u for u in a.util if u.window_start_ms >= window_start(target))
+    return replace(a, metered_through_ms=target, util=util), out
+
+
+def meter(state: TaskState) -> tuple[TaskState, list[UsageWindow]]:
+    """Windows that became chargeable, and the state that records them as emitted."""
+    emitted: list[UsageWindow] = []
+    attempts = []
+    for a in state.attempts:
+        a, out = _meter_attempt(state, a)
+        attempts.append(a)
+        emitted.extend(out)
+    return replace(state, attempts=tuple(attempts)), emitted
+
+
+def step(state: TaskState | None, fact: TaskFact) -> tuple[TaskState, list[UsageWindow]]:
+    return meter(apply(state, fact))
+
+
+def replay(facts: Iterable[TaskFact]) -> tuple[TaskState | None, list[UsageWindow]]:
+    """All windows a sequence of facts yields (tests, audits)."""
+    state: TaskState | None = None
+    out: list[UsageWindow] = []
+    for fact in facts:
+        state, emitted = step(state, fact)
+        out.extend(emitted)
+    return state, out
