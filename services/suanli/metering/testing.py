@@ -25,7 +25,9 @@ def _envelope(producer: str, subject: str, at_ms: int, *id_parts: object) -> dic
     return new_envelope(producer, subject, event_id=derived_id("test", *id_parts), occurred_at=from_ms(at_ms))
 
 
-def gpu(index: int, model: str = "NVIDIA H200", memory_mib: int = 143_771, used_mib: int = 0) -> dict[str, Any]:
+def gpu(
+    index: int, model: str = "NVIDIA H200", memory_mib: int = 143_771, used_mib: int = 0
+) -> dict[str, Any]:
     return {
         "index": index,
         "uuid": f"GPU-{index:04d}",
@@ -127,7 +129,9 @@ def task_finished(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-
     }
 
 
-def task_preempted(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1) -> dict:
+def task_preempted(
+    task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1
+) -> dict:
     return {
         **_envelope("scheduling", node_id, at_ms, "preempted", task_id, attempt),
         "job_id": job_id,
@@ -139,8 +143,9 @@ def task_preempted(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job
     }
 
 
-def job_submitted(job_id: str, task_ids: Sequence[str], at_ms: int, *, tenant: str = "acme",
-                  queue: str = "research") -> dict[str, Any]:
+def job_submitted(
+    job_id: str, task_ids: Sequence[str], at_ms: int, *, tenant: str = "acme", queue: str = "research"
+) -> dict[str, Any]:
     return {
         **_envelope("scheduling", job_id, at_ms, "job", job_id),
         "job_id": job_id,

@@ -112,13 +112,16 @@ def test_windows_add_up_to_allocation_times_duration_for_awkward_shares(milli: i
 
 def test_running_task_is_metered_up_to_the_last_evidence_then_to_its_end() -> None:
     seen = Seen(T, "n1", ms("2025-01-01T10:02:05"))
-    state, first = replay([JOB, placed(), START, seen])
+    _, first = replay([JOB, placed(), START, seen])
     # Evidence at 10:02:05 closes the windows up to 10:02:00 and no further.
     assert [w.end_ms for w in first] == [ms("2025-01-01T10:01:00"), ms("2025-01-01T10:02:00")]
     finish = Ended(T, 1, ms("2025-01-01T10:03:10"), "finished")
     _, rest = replay([JOB, placed(), START, seen, finish, seen])
     assert [w.start_ms for w in rest] == [
-        ms("2025-01-01T10:00:30"), ms("2025-01-01T10:01:00"), ms("2025-01-01T10:02:00"), ms("2025-01-01T10:03:00")
+        ms("2025-01-01T10:00:30"),
+        ms("2025-01-01T10:01:00"),
+        ms("2025-01-01T10:02:00"),
+        ms("2025-01-01T10:03:00"),
     ]
     assert sum(w.gpu_milli_seconds for w in rest) == 500 * 160
 
@@ -133,7 +136,10 @@ def test_attempts_are_metered_separately_with_distinct_ids() -> None:
     retry_end = Ended(T, 2, ms("2025-01-01T10:00:50"), "finished")
     first_end = Ended(T, 1, ms("2025-01-01T10:00:40"), "failed")
     _, out = replay([JOB, placed(), START, first_end, placed(attempt=2, node="n2"), retry_start, retry_end])
-    assert [(w.charge.attempt, w.node_id, w.duration_ms) for w in out] == [(1, "n1", 10_000), (2, "n2", 5_000)]
+    assert [(w.charge.attempt, w.node_id, w.duration_ms) for w in out] == [
+        (1, "n1", 10_000),
+        (2, "n2", 5_000),
+    ]
     assert out[0].start_ms // 60_000 == out[1].start_ms // 60_000
     assert out[0].event_id != out[1].event_id
 
