@@ -16,6 +16,8 @@ def _register() -> None:
     from suanli.cli import dev
 
     app.add_typer(dev.app, name="dev")
+    from suanli.cli import agent
+    app.command("agent")(agent.agent)
 
 
 _register()

@@ -1,0 +1,1 @@
+"""Sensing: the node agent — device discovery, heartbeats, network probes, and running placed tasks."""

@@ -1,0 +1,1 @@
+"""Thin edges: NVML, psutil, fleet files, subprocesses, TCP probes, the event bus."""

@@ -1,0 +1,153 @@
+"""Real tasks: one subprocess (its own process group) per placement, and its measured usage.
+
+Stopping sends SIGTERM to the whole process group, then SIGKILL after the grace period, as a container
+runtime does, so a task's children are never left behind holding GPU memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from suanli.sensing.domain.observation import NodeObservation
+from suanli.sensing.domain.placement import Placement, task_environment
+from suanli.sensing.domain.records import TaskUsage
+from suanli.sensing.domain.tasks import TaskRun
+from suanli.sensing.service_layer.ports import LaunchError
+
+log = logging.getLogger(__name__)
+MIB = 1024 * 1024
+
+
+class ProcessTask:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+        self.pid: int | None = process.pid
+        self._escalation: asyncio.Task[None] | None = None
+
+    async def wait(self) -> int:
+        code = await self._process.wait()
+        if self._escalation is not None:
+            self._escalation.cancel()
+        return code
+
+    def terminate(self, grace_s: float) -> None:
+        if self._process.returncode is not None or self._escalation is not None:
+            return
+        self._signal(signal.SIGTERM)
+        self._escalation = asyncio.create_task(self._kill_after(grace_s))
+
+    async def _kill_after(self, grace_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._process.wait()), grace_s)
+        if self._process.returncode is None:
+            log.warning("task pid %s ignored SIGTERM for %.1fs: SIGKILL", self.pid, grace_s)
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        # The group id is the pid: the task was started in a session of its own.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, sig)
+
+
+class ProcessLauncher:
+    def __init__(
+        self,
+        node_id: str,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self._node_id = node_id
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._log_dir = log_dir
+
+    async def launch(self, placement: Placement) -> ProcessTask:
+        if not placement.command:
+            raise LaunchError("the placement carries no command")
+        env = {**self._base_env, **placement.env, **task_environment(placement, self._node_id)}
+        output: Any = None
+        if self._log_dir is not None:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+            name = f"{placement.task_id}.{placement.attempt}.log"
+            output = (self._log_dir / name).open("ab")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *placement.command,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=output,
+                stderr=asyncio.subprocess.STDOUT if output is not None else None,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            raise LaunchError(f"{placement.command[0]!r}: {exc}") from exc
+        finally:
+            if output is not None:
+                output.close()  # the child holds its own descriptor
+        return ProcessTask(process)
+
+
+class ProcessUsageProbe:
+    """CPU and memory of a task's process tree (psutil); GPU memory of those pids as NVML saw them.
+
+    GPU utilisation is the mean utilisation of the task's devices: NVML does not attribute utilisation
+    to processes without accounting mode, and a placed device is the task's (or shared by agreement).
+    """
+
+    def __init__(self) -> None:
+        self._procs: dict[int, psutil.Process] = {}
+
+    def usage(self, run: TaskRun, observation: NodeObservation) -> TaskUsage:
+        if run.pid is None:
+            return TaskUsage()
+        tree = self._tree(run.pid)
+        cpu_pct = memory = 0.0
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                cpu_pct += proc.cpu_percent(interval=None)
+                memory += proc.memory_info().rss
+        pids = {p.pid for p in tree}
+        indices = set(run.placement.device_indices)
+        devices = [d for d in observation.devices if d.index in indices]
+        gpu_memory = sum(
+            p.gpu_memory_used_mib or 0 for d in devices for p in d.processes if p.pid in pids
+        )
+        utilisations = [d.utilisation_pct for d in devices if d.utilisation_pct is not None]
+        return TaskUsage(
+            gpu_utilisation_pct=sum(utilisations) / len(utilisations) if utilisations else 0.0,
+            gpu_memory_used_mib=gpu_memory,
+            cpu_milli=round(cpu_pct * 10),  # psutil: 100 % is one core, i.e. 1000 millicores
+            memory_used_mib=int(memory) // MIB,
+        )
+
+    def _tree(self, pid: int) -> list[psutil.Process]:
+        root = self._process(pid)
+        if root is None:
+            return []
+        try:
+            children = root.children(recursive=True)
+        except psutil.Error:
+            children = []
+        # Keep the same Process objects between calls: cpu_percent measures since the previous call.
+        return [root, *(self._process(c.pid) or c for c in children)]
+
+    def _process(self, pid: int) -> psutil.Process | None:
+        proc = self._procs.get(pid)
+        if proc is not None and proc.is_running():
+            return proc
+        try:
+            proc = psutil.Process(pid)
+        except psutil.Error:
+            self._procs.pop(pid, None)
+            return None
+        self._procs[pid] = proc
+        return proc

@@ -1,0 +1,77 @@
+"""Simulated node edges: a collector driven by the load model, tasks that just hold resources, probes.
+
+The model and the noise are pure and seeded (domain.simulation, domain.links); these adapters only bind
+them to one agent's task table and to the event loop's timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+from suanli.sensing.domain.fleet import FleetSpec
+from suanli.sensing.domain.links import LinkSample
+from suanli.sensing.domain.observation import NodeObservation
+from suanli.sensing.domain.placement import Placement
+from suanli.sensing.domain.records import TaskUsage
+from suanli.sensing.domain.simulation import SimulatedNodeModel
+from suanli.sensing.domain.tasks import TaskRun, TaskTable
+
+# A simulated task stopped early ends as a process killed by SIGTERM would: a negative signal number.
+STOPPED_EXIT_CODE = -signal.SIGTERM
+
+
+class SimulatedCollector:
+    def __init__(self, model: SimulatedNodeModel, table: TaskTable) -> None:
+        self._model = model
+        self._table = table
+        self._sequence = 0
+
+    def collect(self) -> NodeObservation:
+        self._sequence += 1
+        return self._model.observe((run.placement for run in self._table.runs()), self._sequence)
+
+
+class SimulatedUsage:
+    def __init__(self, model: SimulatedNodeModel) -> None:
+        self._model = model
+
+    def usage(self, run: TaskRun, observation: NodeObservation) -> TaskUsage:
+        return self._model.usage(run.placement, observation)
+
+
+class SimulatedTask:
+    """Holds its placement's resources for ``duration_s``, then exits 0; stopped earlier, it exits -15."""
+
+    pid: int | None = None
+
+    def __init__(self, duration_s: float) -> None:
+        self.duration_s = duration_s
+        self._stopped = asyncio.Event()
+
+    async def wait(self) -> int:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), self.duration_s)
+        return STOPPED_EXIT_CODE if self._stopped.is_set() else 0
+
+    def terminate(self, grace_s: float) -> None:
+        self._stopped.set()
+
+
+class SimulatedLauncher:
+    def __init__(self, default_duration_s: float = 300.0) -> None:
+        self.default_duration_s = default_duration_s
+
+    async def launch(self, placement: Placement) -> SimulatedTask:
+        return SimulatedTask(placement.sim_duration_s(self.default_duration_s))
+
+
+class SimulatedLinkProber:
+    """Every ordered pair of the fleet's sites, from the fleet file's network model."""
+
+    def __init__(self, fleet: FleetSpec) -> None:
+        self._fleet = fleet
+
+    async def probe_round(self, round_no: int) -> list[LinkSample]:
+        return self._fleet.links.sample_all(self._fleet.sites, round_no)

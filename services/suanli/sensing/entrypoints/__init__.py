@@ -1,0 +1,1 @@
+"""Process entry points: run one real agent or a simulated fleet until stopped."""

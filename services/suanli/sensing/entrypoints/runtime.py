@@ -1,0 +1,76 @@
+"""Run an `AgentHost` against the bus until asked to stop: register, report every interval, probe links,
+act on orders from ``placements``. A failed report is logged and retried at the next tick; it never ends
+the agent (ARCHITECTURE §2.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from suanli.bus import EventPublisher, ProducerSettings
+from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
+from suanli.sensing.bootstrap import system_clock
+from suanli.sensing.service_layer.host import AgentHost
+from suanli.sensing.service_layer.ports import EventSink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    bootstrap: str
+    group_id: str
+    prefix: str | None = None
+    interval_s: float = 5.0
+    probe_interval_s: float = 30.0
+    # Orders older than this when first read are skipped (a new consumer group starts at the earliest).
+    max_order_age_s: float | None = 600.0
+    stop_tasks_on_exit: bool = True
+    client_id: str = "suanli-sensing"
+
+
+async def serve(
+    settings: RunSettings, build: Callable[[EventSink], AgentHost], stop: asyncio.Event
+) -> AgentHost:
+    """Start the publisher, build the host on it, consume orders and report until ``stop`` is set."""
+    await ensure_agent_topics(settings.bootstrap, settings.prefix)
+    publisher = EventPublisher(
+        settings.bootstrap, settings=ProducerSettings(client_id=settings.client_id, linger_ms=20)
+    )
+    await publisher.start()
+    try:
+        host = build(BusSink(publisher, prefix=settings.prefix))
+        handler = OrderHandler(host, clock=system_clock, max_age_s=settings.max_order_age_s)
+        consumer = order_consumer(settings.bootstrap, settings.group_id, handler, prefix=settings.prefix)
+        async with consumer:
+            await report_loop(host, settings, stop)
+            await host.shutdown(stop_tasks=settings.stop_tasks_on_exit)
+        return host
+    finally:
+        await publisher.stop()
+
+
+async def report_loop(host: AgentHost, settings: RunSettings, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    registered = False
+    next_probe = loop.time()
+    deadline = loop.time()
+    while not stop.is_set():
+        try:
+            if not registered:
+                await host.register_all()
+                registered = True
+                log.info("registered %d node(s)", len(host.agents))
+            await host.report_all()
+            if loop.time() >= next_probe:
+                next_probe = loop.time() + settings.probe_interval_s
+                await host.probe_links()
+        except Exception:
+            log.exception("report failed; retrying at the next tick")
+        deadline = max(deadline + settings.interval_s, loop.time())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), deadline - loop.time())

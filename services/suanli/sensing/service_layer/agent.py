@@ -1,0 +1,185 @@
+"""The node agent's use cases: announce the node, report it, run and stop what the scheduler places on it.
+
+Every report carries the whole node and the ids of every task it holds (level-triggered, ARCHITECTURE §3),
+so a lost snapshot or task event heals with the next report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from suanli.sensing.domain import records
+from suanli.sensing.domain.identity import NodeIdentity
+from suanli.sensing.domain.observation import NodeObservation
+from suanli.sensing.domain.placement import Placement, StopOrder
+from suanli.sensing.domain.tasks import TaskEvent, TaskState, TaskTable
+from suanli.sensing.service_layer.ports import (
+    Clock,
+    Collector,
+    EventSink,
+    IdFactory,
+    LaunchError,
+    TaskHandle,
+    TaskLauncher,
+    UsageProbe,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    interval_s: float = 5.0
+    stop_grace_s: float = 10.0
+    # Extra labels published with the node (collector in use, why GPUs are missing, ...).
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def interval_ms(self) -> int:
+        return round(self.interval_s * 1000)
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        collector: Collector,
+        launcher: TaskLauncher,
+        usage_probe: UsageProbe,
+        sink: EventSink,
+        *,
+        clock: Clock,
+        ids: IdFactory,
+        settings: AgentSettings | None = None,
+        table: TaskTable | None = None,
+    ) -> None:
+        self.identity = identity
+        self._collector = collector
+        self._launcher = launcher
+        self._usage = usage_probe
+        self._sink = sink
+        self._clock = clock
+        self._ids = ids
+        self.settings = settings or AgentSettings()
+        # Shared with a simulated collector, whose load model follows the tasks in this table.
+        self.table = table if table is not None else TaskTable()
+        self.sequence = 0
+        self._handles: dict[str, TaskHandle] = {}
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+
+    def _stamp(self) -> records.Stamp:
+        return records.Stamp(self._ids(), self._clock())
+
+    async def register(self) -> NodeObservation:
+        """Publish NodeRegistered with the static inventory; learns which device indices exist."""
+        observation = self._collector.collect()
+        self.table.device_indices = frozenset(d.index for d in observation.devices)
+        if observation.degraded_reason:
+            log.warning("%s: running host-only: %s", self.identity.node_id, observation.degraded_reason)
+        record = records.node_registered(self.identity, observation, self.settings.labels, self._stamp())
+        await self._sink.publish("NodeRegistered", record)
+        return observation
+
+    async def report(self) -> NodeObservation:
+        """Publish a NodeSnapshot of the whole node, then one UsageSampled per running task."""
+        observation = self._collector.collect()
+        self.sequence += 1
+        snapshot = records.node_snapshot(
+            self.identity,
+            observation,
+            labels=self.settings.labels,
+            sequence=self.sequence,
+            interval_ms=self.settings.interval_ms,
+            task_ids=self.table.task_ids(),
+            stamp=self._stamp(),
+        )
+        await self._sink.publish("NodeSnapshot", snapshot)
+        for run in list(self.table.running()):
+            usage = self._usage.usage(run, observation)
+            p = run.placement
+            sample = records.usage_sampled(
+                self.identity,
+                task_id=p.task_id,
+                job_id=p.job_id,
+                attempt=p.attempt,
+                device_indices=p.device_indices,
+                usage=usage,
+                interval_ms=self.settings.interval_ms,
+                stamp=self._stamp(),
+            )
+            await self._sink.publish("UsageSampled", sample)
+        return observation
+
+    async def place(self, placement: Placement) -> None:
+        admission = self.table.admit(placement)
+        if admission.event is not None:
+            log.warning("%s: refused task %s: %s", self.identity.node_id, placement.task_id,
+                        admission.event.reason)
+            await self._emit(admission.event)
+        if admission.run is None:
+            return
+        try:
+            handle = await self._launcher.launch(placement)
+        except LaunchError as exc:
+            failed = self.table.launch_failed(placement.task_id, str(exc))
+            if failed is not None:
+                await self._emit(failed)
+            return
+        self._handles[placement.task_id] = handle
+        started = self.table.started(placement.task_id, handle.pid, self._clock())
+        if started is not None:
+            await self._emit(started)
+        # Watch only after TaskStarted is out, so a task that ends at once is still reported in order.
+        self._watchers[placement.task_id] = asyncio.create_task(
+            self._watch(placement.task_id, handle), name=f"task-{placement.task_id}"
+        )
+        run = self.table.get(placement.task_id)
+        if run is not None and run.state is TaskState.STOPPING:
+            handle.terminate(self.settings.stop_grace_s)
+
+    async def stop(self, order: StopOrder) -> bool:
+        """Stop a placed task (preemption); False when it is not here (already ended, other attempt)."""
+        run = self.table.request_stop(order.task_id, order.attempt, f"preempted: {order.reason}")
+        if run is None:
+            return False
+        handle = self._handles.get(order.task_id)
+        if handle is not None:
+            handle.terminate(self.settings.stop_grace_s)
+        return True
+
+    async def _watch(self, task_id: str, handle: TaskHandle) -> None:
+        try:
+            exit_code = await handle.wait()
+        except Exception as exc:  # the handle itself broke: report the task lost rather than hang
+            log.exception("%s: lost track of task %s", self.identity.node_id, task_id)
+            event = self.table.launch_failed(task_id, f"lost track of the process: {exc!r}")
+        else:
+            event = self.table.exited(task_id, exit_code)
+        self._handles.pop(task_id, None)
+        self._watchers.pop(task_id, None)
+        if event is not None:
+            await self._emit(event)
+
+    async def _emit(self, event: TaskEvent) -> None:
+        name, record = records.task_event(self.identity, event, self._stamp())
+        await self._sink.publish(name, record)
+
+    async def shutdown(self, *, stop_tasks: bool = True) -> None:
+        """Stop every task (reported as KILLED) and wait for their ends to be published."""
+        if stop_tasks:
+            for run in self.table.runs():
+                self.table.request_stop(run.task_id, run.placement.attempt, "agent shutting down")
+                handle = self._handles.get(run.task_id)
+                if handle is not None:
+                    handle.terminate(self.settings.stop_grace_s)
+        watchers = list(self._watchers.values())
+        if not stop_tasks:
+            for watcher in watchers:
+                watcher.cancel()
+        for watcher in watchers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher

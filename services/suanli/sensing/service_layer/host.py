@@ -1,0 +1,93 @@
+"""Many agents in one process: route orders from ``placements`` by node, report all, probe links.
+
+A real agent is an `AgentHost` of one; a simulated fleet of hundreds shares one host, one producer and one
+consumer. Orders for nodes this process does not host are skipped (every agent reads the whole topic,
+since the topic's partitions are shared by many nodes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from suanli.sensing.domain import records
+from suanli.sensing.domain.placement import InvalidOrder, parse_placement, parse_stop
+from suanli.sensing.service_layer.agent import NodeAgent
+from suanli.sensing.service_layer.ports import Clock, EventSink, IdFactory, LinkProber
+
+log = logging.getLogger(__name__)
+
+PLACE = "TaskPlaced"
+STOP = "TaskPreempted"
+
+
+class AgentHost:
+    def __init__(
+        self,
+        agents: Iterable[NodeAgent],
+        sink: EventSink,
+        *,
+        clock: Clock,
+        ids: IdFactory,
+        prober: LinkProber | None = None,
+        producer: str = "sensing/probes",
+    ) -> None:
+        self.agents: dict[str, NodeAgent] = {}
+        for agent in agents:
+            if agent.identity.node_id in self.agents:
+                raise ValueError(f"two agents for node {agent.identity.node_id}")
+            self.agents[agent.identity.node_id] = agent
+        self._sink = sink
+        self._clock = clock
+        self._ids = ids
+        self._prober = prober
+        self._producer = producer
+        self.probe_rounds = 0
+
+    async def register_all(self) -> None:
+        await asyncio.gather(*(agent.register() for agent in self.agents.values()))
+
+    async def report_all(self) -> None:
+        # Concurrently, so the publisher batches a whole fleet's snapshots instead of one ack at a time.
+        await asyncio.gather(*(agent.report() for agent in self.agents.values()))
+
+    async def probe_links(self) -> int:
+        """One probe round; returns how many LinkMeasured were published."""
+        if self._prober is None:
+            return 0
+        self.probe_rounds += 1
+        samples = await self._prober.probe_round(self.probe_rounds)
+        await asyncio.gather(
+            *(
+                self._sink.publish(
+                    "LinkMeasured",
+                    records.link_measured(self._producer, s, records.Stamp(self._ids(), self._clock())),
+                )
+                for s in samples
+            )
+        )
+        return len(samples)
+
+    async def handle_order(self, event_name: str, record: Mapping[str, Any]) -> bool:
+        """Act on one record from ``placements``; False when it is not for a node hosted here.
+
+        Raises `InvalidOrder` for a record the agent cannot act on, so the consumer dead-letters it.
+        """
+        if event_name not in (PLACE, STOP):
+            raise InvalidOrder(f"{event_name!r} does not belong on placements")
+        node_id = record.get("node_id")
+        agent = self.agents.get(node_id) if isinstance(node_id, str) else None
+        if agent is None:
+            if not isinstance(node_id, str) or not node_id:
+                raise InvalidOrder(f"{event_name} without a node_id")
+            return False
+        if event_name == PLACE:
+            await agent.place(parse_placement(record))
+        else:
+            await agent.stop(parse_stop(record))
+        return True
+
+    async def shutdown(self, *, stop_tasks: bool = True) -> None:
+        await asyncio.gather(*(a.shutdown(stop_tasks=stop_tasks) for a in self.agents.values()))
