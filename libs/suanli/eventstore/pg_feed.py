@@ -76,13 +76,20 @@ class PostgresOutboxFeed:
         self._clock = clock or SystemClock()
         self._standby_poll = standby_poll
 
+    async def _try_lock(self, conn: asyncpg.Connection) -> bool:
+        taken = await conn.fetchval(_TRY_LOCK, RELAY_LOCK_CLASS, self._schema)
+        if taken is None:
+            # No such schema: fail (the relay retries with backoff and logs it) rather than wait silently.
+            raise LookupError(f"schema {self._schema!r} does not exist: run the event store migrations")
+        return bool(taken)
+
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[PostgresOutboxLease]:
         conn = await asyncpg.connect(self._dsn)
         try:
             # Polling pg_try_advisory_lock rather than blocking in pg_advisory_lock keeps a standby
             # cancellable and lets it notice a dead connection.
-            while not await conn.fetchval(_TRY_LOCK, RELAY_LOCK_CLASS, self._schema):
+            while not await self._try_lock(conn):
                 await asyncio.sleep(self._standby_poll)
             lease = PostgresOutboxLease(conn, self._sql, self._clock)
             await conn.add_listener(notify_channel(self._schema), lease._on_notify)

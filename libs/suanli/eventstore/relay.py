@@ -54,16 +54,19 @@ class OutboxRelay:
             self._stopping = False
             self._task = asyncio.create_task(self.run(), name="outbox-relay")
 
-    async def stop(self) -> None:
-        """Finish the batch in flight, release the lease and return."""
+    async def stop(self, grace_s: float = 30.0) -> None:
+        """Finish the batch in flight (up to `grace_s`), release the lease and return.
+
+        A batch cut short by the grace period is simply published again by the next relay.
+        """
         self._stopping = True
         task, self._task = self._task, None
         if task is None:
             return
         if not self._busy:
             task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(task, grace_s)
 
     async def __aenter__(self) -> Self:
         await self.start()

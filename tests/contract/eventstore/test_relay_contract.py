@@ -111,3 +111,18 @@ async def test_stop_is_graceful_and_a_new_relay_resumes(adapter: Adapter) -> Non
     async with OutboxRelay(adapter.feed, sink, poll_interval=30):
         await eventually(first_done, "rows written while stopped")
     assert len(sink.records) == 5
+
+
+async def test_two_relays_publish_each_row_once_in_order(adapter: Adapter) -> None:
+    sink = RecordingOutboxSink()  # shared: order across both relays is what consumers would see
+    async with (
+        OutboxRelay(adapter.feed, sink, batch_size=4, poll_interval=30),
+        OutboxRelay(adapter.feed, sink, batch_size=4, poll_interval=30),
+    ):
+        written = await write(adapter, "a", 10, b"a") + await write(adapter, "b", 10, b"b")
+
+        async def all_marked() -> bool:
+            return len(sink.records) >= 20 and await adapter.store.pending_outbox() == []
+
+        await eventually(all_marked, "20 rows published by whichever relay leads")
+    assert values(sink.records) == [e.payload for e in written]
