@@ -100,8 +100,8 @@ class TopicContents:
 async def read_topic(
     bootstrap: str, topic: str, partitions: int, expected_ids: set[str], *, timeout_s: float = DEADLINE_S
 ) -> TopicContents:
-    """Every record of `topic` from the beginning (no group), once all `expected_ids` were seen and a
-    further fetch came back empty (Tansu's end offsets are unreliable, so an empty fetch marks the end).
+    """Every record of `topic` from the beginning (no group), once all `expected_ids` were seen and two
+    further fetches came back empty (Tansu's end offsets are unreliable, so empty fetches mark the end).
     """
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=200)
     await consumer.start()
@@ -111,11 +111,13 @@ async def read_topic(
         await consumer.seek_to_beginning(*tps)
         records: list[ConsumerRecord[bytes, bytes]] = []
         seen: set[str] = set()
+        empty_fetches = 0
         deadline = time.monotonic() + timeout_s
         while True:
             batch = await consumer.getmany(timeout_ms=500)
             fetched = [r for tp in sorted(batch, key=lambda tp: tp.partition) for r in batch[tp]]
-            if not fetched and expected_ids <= seen:
+            empty_fetches = 0 if fetched else empty_fetches + 1
+            if empty_fetches >= 2 and expected_ids <= seen:
                 return TopicContents(records)
             if time.monotonic() > deadline:
                 missing = len(expected_ids - seen)
