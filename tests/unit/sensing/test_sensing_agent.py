@@ -1,0 +1,212 @@
+"""The agent's use cases over an in-memory sink: registration, snapshots, usage, running and stopping tasks.
+
+Simulated tasks run on the event loop; real tasks are real subprocesses (cheap: `python -c`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suanli import contracts
+from suanli.resources import default_catalogue
+from suanli.sensing.adapters.host import HostCollector
+from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
+from suanli.sensing.bootstrap import build_fleet_host
+from suanli.sensing.domain.fleet import parse_fleet
+from suanli.sensing.domain.identity import NodeIdentity
+from suanli.sensing.domain.placement import InvalidOrder
+from suanli.sensing.service_layer.agent import AgentSettings, NodeAgent
+from suanli.sensing.service_layer.host import AgentHost
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+
+FLEET = {
+    "name": "unit",
+    "seed": 3,
+    "regions": [
+        {"name": "r1", "sites": [{"name": "a", "node_groups": [
+            {"name": "g", "count": 2, "gpu_model": "A100 80GB SXM", "gpus_per_node": 4}]}]},
+        {"name": "r2", "sites": [{"name": "b", "node_groups": [{"name": "c", "count": 1}]}]},
+    ],
+}
+
+
+class RecordingSink:
+    """Keeps what was published, after proving each record encodes against its contract."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    async def publish(self, event_name: str, record: dict[str, Any]) -> None:
+        contracts.encode(event_name, record)
+        self.events.append((event_name, record))
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [r for n, r in self.events if n == name]
+
+
+def fixed_clock() -> dt.datetime:
+    return T0
+
+
+def counter_ids() -> Callable[[], str]:
+    counter = itertools.count()
+    return lambda: str(uuid.UUID(int=next(counter)))
+
+
+async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await asyncio.sleep(0.02)
+
+
+def order(node_id: str, task_id: str, *, devices: list[dict[str, int]] | None = None,
+          command: list[str] | None = None, env: dict[str, str] | None = None, attempt: int = 1,
+          event_name: str = "TaskPlaced") -> tuple[str, dict[str, Any]]:
+    record: dict[str, Any] = {
+        "task_id": task_id, "job_id": "job-1", "node_id": node_id, "attempt": attempt,
+        "devices": devices or [], "requests": {"cpu_milli": 2000, "memory_mib": 4096},
+        "command": command, "env": env,
+    }
+    if event_name == "TaskPreempted":
+        record = {k: record[k] for k in ("task_id", "job_id", "node_id", "attempt")} | {"reason": "quota"}
+    return event_name, record
+
+
+def fleet_host(sink: RecordingSink) -> AgentHost:
+    fleet = parse_fleet(FLEET, default_catalogue())
+    return build_fleet_host(fleet, sink, interval_s=1.0, clock=fixed_clock, ids=counter_ids())
+
+
+async def test_fleet_registers_and_reports_every_node() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.report_all()
+    registered = {r["node_id"]: r for r in sink.named("NodeRegistered")}
+    assert set(registered) == {"a-g-001", "a-g-002", "b-c-001"}
+    assert len(registered["a-g-001"]["devices"]) == 4 and registered["b-c-001"]["devices"] == []
+    assert registered["a-g-001"]["labels"]["suanli.io/agent-mode"] == "simulated"
+    snapshots = sink.named("NodeSnapshot")
+    assert {s["node_id"] for s in snapshots} == set(registered)
+    assert all(s["sequence"] == 1 and s["report_interval_ms"] == 1000 for s in snapshots)
+    assert {s["region"] for s in snapshots} == {"r1", "r2"}
+    assert await host.probe_links() == 2
+    assert {(r["src_site"], r["dst_site"]) for r in sink.named("LinkMeasured")} == {("a", "b"), ("b", "a")}
+
+
+async def test_simulated_task_runs_for_its_duration_and_shows_in_snapshots() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    name, record = order("a-g-001", "t1", devices=[{"index": 1, "milli": 1000}],
+                         env={"SUANLI_SIM_DURATION_S": "30"})
+    assert await host.handle_order(name, record)
+    (started,) = sink.named("TaskStarted")
+    assert started["device_indices"] == [1] and started["node_id"] == "a-g-001"
+    await host.report_all()
+    snapshot = next(s for s in sink.named("NodeSnapshot") if s["node_id"] == "a-g-001")
+    assert snapshot["task_ids"] == ["t1"]
+    assert snapshot["devices"][1]["utilisation_pct"] > 0 and snapshot["devices"][0]["utilisation_pct"] == 0
+    (usage,) = sink.named("UsageSampled")
+    assert usage["task_id"] == "t1" and usage["gpu_utilisation_pct"] > 0 and usage["cpu_milli"] > 0
+    await host.handle_order(*order("a-g-001", "t1", event_name="TaskPreempted"))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    (failed,) = sink.named("TaskFailed")
+    assert failed["kind"] == "KILLED" and "quota" in failed["reason"]
+    await host.shutdown()
+
+
+async def test_short_simulated_task_finishes_with_zero() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.handle_order(*order("b-c-001", "t2", env={"SUANLI_SIM_DURATION_S": "0"}))
+    await eventually(lambda: bool(sink.named("TaskFinished")))
+    assert sink.named("TaskFinished")[0]["exit_code"] == 0
+    assert host.agents["b-c-001"].table.task_ids() == []
+
+
+async def test_orders_for_other_nodes_are_skipped_and_bad_ones_raise() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    assert not await host.handle_order(*order("elsewhere", "t3"))
+    with pytest.raises(InvalidOrder):
+        await host.handle_order("JobSubmitted", {"node_id": "a-g-001"})
+    with pytest.raises(InvalidOrder):
+        await host.handle_order(*order("a-g-001", "t4", attempt=0))
+    await host.handle_order(*order("a-g-001", "t5", devices=[{"index": 9, "milli": 1000}]))
+    (refused,) = sink.named("TaskFailed")
+    assert refused["task_id"] == "t5" and "no device [9]" in refused["reason"]
+
+
+def real_agent(sink: RecordingSink, tmp_path: Path, grace_s: float = 5.0) -> NodeAgent:
+    return NodeAgent(
+        NodeIdentity("real-1", "r", "z", "s"),
+        HostCollector(),
+        ProcessLauncher("real-1", log_dir=tmp_path),
+        ProcessUsageProbe(),
+        sink,
+        clock=fixed_clock,
+        ids=counter_ids(),
+        settings=AgentSettings(interval_s=1.0, stop_grace_s=grace_s),
+    )
+
+
+async def test_real_task_gets_its_environment_and_reports_its_exit_code(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    agent = real_agent(sink, tmp_path)
+    await agent.register()
+    host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
+    script = (
+        "import os, sys; "
+        "sys.exit(3 if os.environ['CUDA_VISIBLE_DEVICES'] == '' and os.environ['X'] == 'y' else 1)"
+    )
+    await host.handle_order(*order("real-1", "p1", command=[sys.executable, "-c", script], env={"X": "y"}))
+    await eventually(lambda: bool(sink.named("TaskFinished")))
+    (started,) = sink.named("TaskStarted")
+    assert isinstance(started["pid"], int)
+    assert sink.named("TaskFinished")[0]["exit_code"] == 3
+
+
+async def test_real_task_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    agent = real_agent(sink, tmp_path)
+    await agent.register()
+    host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
+    await host.handle_order(*order("real-1", "p2", command=["/nonexistent/binary"]))
+    await host.handle_order(*order("real-1", "p3", command=None))
+    failed = {r["task_id"]: r for r in sink.named("TaskFailed")}
+    assert "/nonexistent/binary" in failed["p2"]["reason"] and "no command" in failed["p3"]["reason"]
+    assert sink.named("TaskStarted") == []
+
+
+async def test_stop_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    agent = real_agent(sink, tmp_path, grace_s=0.3)
+    await agent.register()
+    host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
+    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('ready', flush=True); time.sleep(60)")
+    await host.handle_order(*order("real-1", "p4", command=[sys.executable, "-u", "-c", stubborn]))
+    log = tmp_path / "p4.1.log"
+    await eventually(lambda: log.exists() and "ready" in log.read_text())
+    await agent.report()
+    (usage,) = sink.named("UsageSampled")
+    assert usage["memory_used_mib"] > 0
+    await host.handle_order(*order("real-1", "p4", event_name="TaskPreempted"))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    (failed,) = sink.named("TaskFailed")
+    assert failed["kind"] == "KILLED" and failed["exit_code"] == -9
