@@ -369,7 +369,10 @@ class EventConsumer:
     async def _commit_with(
         self, consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartition] | None
     ) -> None:
-        offsets = self._progress.take(partitions)
+        # A partition revoked while its record was being handled now belongs to another member, and a
+        # commit naming it would fail the whole request; that record is simply redelivered there.
+        assigned = consumer.assignment()
+        offsets = {tp: o for tp, o in self._progress.take(partitions).items() if tp in assigned}
         if not offsets:
             return
         try:
