@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from suanli import contracts
-from suanli.bus import ConsumedEvent, EventConsumer, EventPublisher, topic_name, topics
+from suanli.bus import ConsumedEvent, ConsumerSettings, EventConsumer, EventPublisher, topic_name, topics
 from suanli.bus.admin import ensure_topics
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import Clock
@@ -65,10 +65,8 @@ def order_consumer(
     handler: OrderHandler,
     *,
     prefix: str | None = None,
+    settings: ConsumerSettings | None = None,
 ) -> EventConsumer:
     return EventConsumer(
-        bootstrap,
-        group_id,
-        [topic_name(topics.PLACEMENTS.name, prefix)],
-        handler,
+        bootstrap, group_id, [topic_name(topics.PLACEMENTS.name, prefix)], handler, settings=settings
     )

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from suanli.bus import EventPublisher, ProducerSettings
+from suanli.bus import ConsumerSettings, EventPublisher, ProducerSettings
 from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
 from suanli.sensing.bootstrap import system_clock
 from suanli.sensing.service_layer.host import AgentHost
@@ -31,6 +31,7 @@ class RunSettings:
     max_order_age_s: float | None = 600.0
     stop_tasks_on_exit: bool = True
     client_id: str = "suanli-sensing"
+    consumer: ConsumerSettings | None = None
 
 
 async def serve(
@@ -45,7 +46,9 @@ async def serve(
     try:
         host = build(BusSink(publisher, prefix=settings.prefix))
         handler = OrderHandler(host, clock=system_clock, max_age_s=settings.max_order_age_s)
-        consumer = order_consumer(settings.bootstrap, settings.group_id, handler, prefix=settings.prefix)
+        consumer = order_consumer(
+            settings.bootstrap, settings.group_id, handler, prefix=settings.prefix, settings=settings.consumer
+        )
         async with consumer:
             await report_loop(host, settings, stop)
             await host.shutdown(stop_tasks=settings.stop_tasks_on_exit)
