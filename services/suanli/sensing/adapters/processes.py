@@ -103,10 +103,15 @@ class ProcessUsageProbe:
     to processes without accounting mode, and a placed device is the task's (or shared by agreement).
     """
 
+    # Past this many cached processes, the dead ones are dropped (long-lived agents, short-lived tasks).
+    CACHE_LIMIT = 4096
+
     def __init__(self) -> None:
         self._procs: dict[int, psutil.Process] = {}
 
     def usage(self, run: TaskRun, observation: NodeObservation) -> TaskUsage:
+        if len(self._procs) > self.CACHE_LIMIT:
+            self._procs = {pid: p for pid, p in self._procs.items() if p.is_running()}
         if run.pid is None:
             return TaskUsage()
         tree = self._tree(run.pid)
