@@ -59,6 +59,11 @@ async def _publish(publisher: EventPublisher, topic: str, records: list[dict[str
     await publisher.publish_many([publisher.encode(topic, "job-1", "JobCancelled", r) for r in records])
 
 
+async def _publish_by_job(publisher: EventPublisher, topic: str, records: list[dict[str, object]]) -> None:
+    outgoing = [publisher.encode(topic, str(r["job_id"]), "JobCancelled", r) for r in records]
+    await publisher.publish_many(outgoing)
+
+
 async def test_ensure_topics_is_idempotent_and_creates_dead_letter_topics(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
@@ -92,3 +97,36 @@ async def test_ensure_topics_reads_the_prefix_from_the_environment(
     spec = TopicSpec("views", 2, "node id", CleanupPolicy.COMPACT, topics.FOREVER_MS)
     result = await ensure_topics(kafka_bootstrap, [spec], with_dlq=False)
     assert result.created == (f"{topic_prefix}.views",)
+
+
+async def test_a_second_member_shares_partitions_without_rehandling_committed_records(
+    bus_topics: BusTopics, publisher: EventPublisher
+) -> None:
+    group = f"g-{secrets.token_hex(3)}"
+    keys = [f"node-{n}" for n in range(16)]
+    early = [sample_event("JobCancelled", job_id=k, reason=f"early-{k}") for k in keys]
+    await _publish_by_job(publisher, bus_topics.events, early)
+    handled_a: list[str] = []
+    handled_b: list[str] = []
+
+    async def handle_a(event: ConsumedEvent) -> None:
+        handled_a.append(event.record["reason"])
+
+    async def handle_b(event: ConsumedEvent) -> None:
+        handled_b.append(event.record["reason"])
+
+    source = [bus_topics.events]
+    member_a = EventConsumer(bus_topics.bootstrap, group, source, handle_a, settings=FAST_CONSUMER)
+    member_b = EventConsumer(bus_topics.bootstrap, group, source, handle_b, settings=FAST_CONSUMER)
+    async with member_a:
+        await wait_until(lambda: len(handled_a) == len(early), what="member A handling the early records")
+        async with member_b:
+            # The rebalance revokes A's partitions (A commits in the listener) and splits them.
+            await member_b.wait_assigned(60)
+            await wait_until(lambda: 0 < len(member_a._running().assignment()) < 4, what="a split")
+            late = [sample_event("JobCancelled", job_id=k, reason=f"late-{k}") for k in keys]
+            await _publish_by_job(publisher, bus_topics.events, late)
+            await wait_until(lambda: len(handled_a) + len(handled_b) >= 2 * len(keys), what="late records")
+
+    assert sorted(handled_a + handled_b) == sorted([r["reason"] for r in early + late]), "each record once"
+    assert handled_b and all(r.startswith("late-") for r in handled_b)
