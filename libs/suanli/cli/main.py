@@ -13,9 +13,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from suanli.cli import dev
+    from suanli.cli import dev, simulate
 
     app.add_typer(dev.app, name="dev")
+    app.command("simulate")(simulate.simulate)
     from suanli.cli import agent
     app.command("agent")(agent.agent)
 

@@ -38,7 +38,7 @@ POLICIES: dict[str, dict[str, Any]] = {
     "spread": _profile("spread", "least allocated: balance load", "spread", "best-fit"),
     "fgdx": _profile(
         "fgdx",
-        "ours: exact fragmentation delta, lookahead on CPU, best-fit tie-break",
+        "ours: FGD score, best-fit tie-break, exact-delta device choice",
         "fgdx",
         {"name": "fgd", "args": {"exact": True}},
     ),

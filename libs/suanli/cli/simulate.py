@@ -1,0 +1,171 @@
+"""`suanli simulate`: replay an openb trace against placement policies (the FGD paper's experiment).
+
+    suanli simulate --pods traces/openb/openb_pod_list_default.csv --policy fgd,bestfit,fgdx \\
+        --seeds 42-51 --tune 1.3 --json out/default.json --out out/default
+
+The workload name in the JSON is the pod file's stem with the `openb_pod_list_` prefix removed
+(`openb_pod_list_default.csv` -> `default`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from suanli import REPO_ROOT
+
+console = Console(stderr=True)
+DEFAULT_NODES = REPO_ROOT / "traces" / "openb" / "openb_node_list_gpu_node.csv"
+MODES = ("arrivals", "timeline")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`42-51`, `42,43` or a mix (`1,5-7`) -> sorted unique seeds."""
+    seeds: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds.update(range(a, b + 1))
+            else:
+                seeds.add(int(part))
+        except ValueError:
+            raise typer.BadParameter(f"bad seed or range {part!r} (use 42-51 or 42,43)") from None
+    if not seeds:
+        raise typer.BadParameter("no seeds given")
+    return sorted(seeds)
+
+
+def _list_policies() -> None:
+    from suanli.scheduling.domain.plugins.policies import POLICIES
+
+    table = Table(title="placement policies")
+    table.add_column("policy")
+    table.add_column("description")
+    for name, profile in POLICIES.items():
+        table.add_row(name, profile.get("description", ""))
+    Console().print(table)
+
+
+def simulate(
+    pods: Annotated[
+        Path | None, typer.Option("--pods", help="Pod list CSV (openb format).", dir_okay=False)
+    ] = None,
+    nodes: Annotated[Path, typer.Option("--nodes", help="Node list CSV (openb format).", dir_okay=False)] = (
+        DEFAULT_NODES
+    ),
+    policy: Annotated[
+        str, typer.Option("--policy", help="Comma-separated policies (--list-policies).")
+    ] = "fgd",
+    seeds: Annotated[str, typer.Option("--seeds", help="Seeds: a range 42-51 and/or a list 42,43.")] = "42",
+    tune: Annotated[
+        float, typer.Option("--tune", help="Inflate arrivals to this multiple of GPU capacity.")
+    ] = 1.3,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the JSON summary here.", dir_okay=False)
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Directory for per-run CSVs and PNG curves.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Parallel processes (0 = number of CPUs).")] = 0,
+    mode: Annotated[
+        str, typer.Option("--mode", help="arrivals (paper experiment) or timeline (pods leave).")
+    ] = ("arrivals"),
+    list_policies: Annotated[
+        bool, typer.Option("--list-policies", help="List the policies and exit.")
+    ] = False,
+) -> None:
+    """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload."""
+    from suanli.scheduling.domain.plugins.policies import POLICIES
+    from suanli.scheduling.simulator import batch, output
+    from suanli.scheduling.simulator.traces import workload_name
+
+    if list_policies:
+        _list_policies()
+        raise typer.Exit()
+    if pods is None:
+        raise typer.BadParameter("--pods is required", param_hint="--pods")
+    for path in (nodes, pods):
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} does not exist")
+    if mode not in MODES:
+        raise typer.BadParameter(f"mode must be one of {MODES}", param_hint="--mode")
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if not names or unknown:
+        raise typer.BadParameter(
+            f"unknown policy {unknown}; known: {', '.join(POLICIES)}", param_hint="--policy"
+        )
+    seed_list = parse_seeds(seeds)
+    workload = workload_name(pods)
+    jobs = [batch.Job(nodes.resolve(), pods.resolve(), p, s, tune, mode) for p in names for s in seed_list]
+    workers = workers or os.cpu_count() or 1
+
+    results = []
+    with Progress(
+        TextColumn(f"[bold]{workload}[/] {mode}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("runs", total=len(jobs))
+        for result in batch.run_jobs(jobs, workers, on_done=lambda: progress.advance(task)):
+            results.append(result)
+
+    if mode == "timeline":
+        summary = batch.summarise_timeline(workload, results, names)
+    else:
+        summary = batch.summarise_arrivals(workload, results, names)
+    if json_path is not None:
+        output.write_json(json_path, summary)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        output.write_json(out / f"{workload}_summary.json", summary)
+        for result in results:
+            if mode == "timeline":
+                output.write_timeline_csv(out, workload, result)
+            else:
+                output.write_run_csv(out, workload, result)
+        if mode == "timeline":
+            output.plot_timeline(out, workload, results)
+        else:
+            output.plot_arrivals(out, workload, results, names)
+    _print_summary(summary, mode)
+
+
+def _print_summary(summary: dict[str, Any], mode: str) -> None:
+    table = Table(title=f"{summary['workload']} ({mode})")
+    table.add_column("policy")
+    if mode == "timeline":
+        table.add_column("mean alloc %", justify="right")
+        table.add_column("delay p50 s", justify="right")
+        table.add_column("delay p95 s", justify="right")
+        for name, r in summary["results"].items():
+            d = r["queue_delay_s"]
+            table.add_row(
+                name, f"{r['mean_allocation_pct']['mean']:.2f}", f"{d['p50']:.0f}", f"{d['p95']:.0f}"
+            )
+    else:
+        table.add_column("unallocated % @100", justify="right")
+        table.add_column("allocation % @130", justify="right")
+        for name, r in summary["results"].items():
+            u, a = r["unallocated_pct_at_100"], r["allocation_pct_at_130"]
+            table.add_row(name, f"{u['mean']:.2f} ± {u['sd']:.2f}", f"{a['mean']:.2f} ± {a['sd']:.2f}")
+    Console().print(table)
+
+
+app = typer.Typer(help="Trace-replay simulation of placement policies.", add_completion=False)
+app.command("simulate")(simulate)
