@@ -19,6 +19,8 @@ def _register() -> None:
     app.command("simulate")(simulate.simulate)
     from suanli.cli import agent
     app.command("agent")(agent.agent)
+    from suanli.cli import serve
+    app.add_typer(serve.app, name="serve")
 
 
 _register()

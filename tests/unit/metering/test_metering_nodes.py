@@ -105,3 +105,12 @@ def test_impossible_pending_placement_is_rejected_not_counted() -> None:
     out = on_snapshot(state, snap(1, T0 + 10, ("t1",)), received_at_ms=T0 + 10, catalogue=CAT)
     assert [a.task_id for a, _ in out.rejected] == ["t1"]
     assert out.capacity is not None and out.capacity.used.cpu_milli == 0
+
+
+def test_running_tasks_are_forwarded_as_evidence_once_per_window() -> None:
+    out = on_snapshot(None, snap(1, T0 + 1000, ("a",)), received_at_ms=T0, catalogue=CAT)
+    assert [s.task_id for s in out.seen] == ["a"]
+    out = on_snapshot(out.state, snap(2, T0 + 2000, ("a", "b")), received_at_ms=T0, catalogue=CAT)
+    assert [s.task_id for s in out.seen] == ["b"]
+    out = on_snapshot(out.state, snap(3, T0 + 61_000, ("a", "b")), received_at_ms=T0, catalogue=CAT)
+    assert [(s.task_id, s.at_ms) for s in out.seen] == [("a", T0 + 61_000), ("b", T0 + 61_000)]

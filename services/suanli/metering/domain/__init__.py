@@ -22,6 +22,7 @@ from suanli.metering.domain.nodes import (
     on_preempted,
     on_snapshot,
     rate,
+    with_liveness,
 )
 from suanli.metering.domain.tasks import (
     AttemptState,
@@ -103,4 +104,5 @@ __all__ = [
     "to_ms",
     "window_start",
     "windows",
+    "with_liveness",
 ]

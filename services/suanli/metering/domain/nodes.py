@@ -15,7 +15,7 @@ from suanli.metering.domain.capacity import NodeAllocation, NodeCapacity, Resour
 from suanli.metering.domain.clock import to_ms
 from suanli.metering.domain.liveness import Liveness, StatusChange, observe
 from suanli.metering.domain.tasks import Placed, Seen
-from suanli.metering.domain.usage import Allocation, RatedShare
+from suanli.metering.domain.usage import Allocation, RatedShare, window_start
 from suanli.resources import DeviceCatalogue
 
 # Snapshots a placement may be missing from before it is taken as gone (start-up time, clock skew).
@@ -44,6 +44,7 @@ class NodeState:
     capacity: NodeCapacity | None = None
     liveness: Liveness | None = None
     placements: tuple[NodeAllocation, ...] = ()
+    running: tuple[str, ...] = ()  # task ids the last snapshot listed
     forwarded: tuple[str, ...] = ()  # placements already rated and handed to the task meter
     published: NodeCapacity | None = None
     published_at_ms: int = -1
@@ -116,6 +117,14 @@ def on_snapshot(
         except PlacementError as exc:
             rejected.append((alloc, str(exc)))
     kept = tuple(p for p in holding if _key(p) in forwarded)
+    # Evidence only matters at window granularity (a running task is metered up to the start of the
+    # window its latest evidence falls in), so one Seen per task per window is enough to forward.
+    new_window = window_start(occurred) != window_start(state.occurred_at_ms)
+    before = set(state.running)
+
+    def news(task_id: str) -> bool:
+        return new_window or task_id not in before
+
     if rejected:
         # Its devices are not on the node: it cannot hold them, so the view must not count it.
         capacity = capacity_of(snapshot, kept, catalogue, reserve=policy.reserve)
@@ -128,6 +137,7 @@ def on_snapshot(
         capacity=capacity,
         liveness=liveness,
         placements=kept,
+        running=running,
         forwarded=tuple(forwarded),
         published=capacity if publish else state.published,
         published_at_ms=received_at_ms if publish else state.published_at_ms,
@@ -136,7 +146,7 @@ def on_snapshot(
         new_state,
         capacity=capacity if publish else None,
         status=status,
-        seen=tuple(Seen(task_id, node_id, occurred) for task_id in running),
+        seen=tuple(Seen(task_id, node_id, occurred) for task_id in running if news(task_id)),
         placed=tuple(placed),
         rejected=tuple(rejected),
     )

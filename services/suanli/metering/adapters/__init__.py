@@ -1,0 +1,1 @@
+"""Edges of metering: contract records, JSON state for tables, Prometheus gauges."""

@@ -1,0 +1,115 @@
+"""JSON for the core's frozen dataclasses: table values (changelogs) and the internal task-facts topic.
+
+JSON rather than pickle because a changelog is a topic anyone with write access can append to; loading it
+must never execute code. Types are read from the dataclasses' own annotations, so the core stays free of
+serialisation code and a new field needs no change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import types
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class StateDecodeError(ValueError):
+    reason = "undecodable-state"
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, tuple | list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    return obj
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(tp: Any, data: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if data is None and type(None) in args:
+            return None
+        last: Exception | None = None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _build(arg, data)
+            except (TypeError, ValueError, KeyError) as exc:
+                last = exc
+        raise StateDecodeError(f"{data!r} matches no branch of {tp}") from last
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_build(args[0], v) for v in data)
+        return tuple(_build(a, v) for a, v in zip(args, data, strict=True))
+    if origin in (dict, Mapping, types.MappingProxyType):
+        value = {k: _build(args[1], v) for k, v in data.items()}
+        return types.MappingProxyType(value) if origin is types.MappingProxyType else value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise StateDecodeError(f"{tp.__name__}: expected an object, got {type(data).__name__}")
+        hints = _hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        return tp(**{k: _build(hints[k], v) for k, v in data.items() if k in known})
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(data)
+    if tp is float and isinstance(data, int | float) and not isinstance(data, bool):
+        return float(data)
+    if tp in (int, str, bool) and type(data) is tp:
+        return data
+    if tp is Any:
+        return data
+    raise StateDecodeError(f"expected {tp}, got {data!r}")
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(_plain(obj), separators=(",", ":"), sort_keys=True).encode()
+
+
+def loads(cls: type[T], data: bytes | str) -> T:
+    try:
+        return typing.cast(T, _build(cls, json.loads(data)))
+    except StateDecodeError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StateDecodeError(f"{cls.__name__}: {exc}") from exc
+
+
+class TaggedCodec:
+    """One of several dataclasses on one topic, tagged by class name."""
+
+    def __init__(self, *classes: type) -> None:
+        self._by_name = {c.__name__: c for c in classes}
+
+    def dumps(self, obj: Any) -> bytes:
+        name = type(obj).__name__
+        if name not in self._by_name:
+            raise TypeError(f"{name} is not one of {sorted(self._by_name)}")
+        return json.dumps({"type": name, "data": _plain(obj)}, separators=(",", ":")).encode()
+
+    def loads(self, data: bytes | str) -> Any:
+        try:
+            doc = json.loads(data)
+            cls = self._by_name[doc["type"]]
+            return _build(cls, doc["data"])
+        except StateDecodeError:
+            raise
+        except (TypeError, ValueError, KeyError) as exc:
+            raise StateDecodeError(f"not a tagged fact: {exc}") from exc

@@ -1,0 +1,51 @@
+"""The metering gauges of the telemetry catalogue, set from a capacity summary."""
+
+from __future__ import annotations
+
+from opentelemetry import metrics
+
+from suanli.metering.domain import Summary
+from suanli.telemetry.names import CAPACITY_CU, METRICS_BY_NAME, NODES, UTILISATION_RATIO
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class _Gauge:
+    """A gauge that reports 0 for label sets that dropped out, so a panel does not keep a stale value."""
+
+    def __init__(self, meter: metrics.Meter, name: str) -> None:
+        spec = METRICS_BY_NAME[name]
+        self._gauge = meter.create_gauge(name, unit=spec.unit, description=spec.description)
+        self._seen: set[Labels] = set()
+
+    def set_all(self, values: dict[Labels, float]) -> None:
+        for labels in self._seen - values.keys():
+            self._gauge.set(0, dict(labels))
+        for labels, value in values.items():
+            self._gauge.set(value, dict(labels))
+        self._seen |= values.keys()
+
+
+class MeteringMetrics:
+    def __init__(self, meter: metrics.Meter | None = None) -> None:
+        meter = meter or metrics.get_meter("suanli.metering")
+        self._capacity = _Gauge(meter, CAPACITY_CU)
+        self._utilisation = _Gauge(meter, UTILISATION_RATIO)
+        self._nodes = _Gauge(meter, NODES)
+
+    def observe(self, summary: Summary) -> None:
+        self._capacity.set_all(
+            {
+                (("region", region), ("gpu_model", model)): totals.allocatable
+                for (region, model), totals in summary.by_region_model.items()
+            }
+        )
+        self._utilisation.set_all(
+            {(("region", region),): totals.utilisation for region, totals in summary.by_region.items()}
+        )
+        self._nodes.set_all(
+            {
+                (("region", region), ("status", status.value.lower())): float(count)
+                for (region, status), count in summary.nodes.items()
+            }
+        )

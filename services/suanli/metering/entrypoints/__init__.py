@@ -1,0 +1,1 @@
+"""How metering runs: configuration from the environment, the faust app, the worker process."""

@@ -1,0 +1,352 @@
+"""The metering stream processor (faust): agents over the input topics, tables of node and task state.
+
+Data flow::
+
+    node.snapshots --+                      nodes table (by node id)      --> capacity.nodes, nodes.status
+    placements ------+--> node agents ----> (capacity, liveness,           (timer: Lost after silence)
+                     |                       placements)
+                     +--> task facts (internal topic, keyed by task id) --> tasks table --> usage.metered
+    tasks.lifecycle, usage.samples, jobs.events ---^
+
+Everything about one task is funnelled through one internal topic keyed by task id, so one agent owns
+the task's state and sees its facts in one order, whatever topic they came from. Placements are read
+on the node side first: they share the node key and partition count with snapshots, so the device
+models needed to price a placement are local.
+
+Outputs are published and acknowledged *before* the state that records them is written, so a crash in
+between re-emits the same records (same deterministic event ids) rather than losing them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import faust
+from aiokafka.partitioner import DefaultPartitioner
+from faust.types import EventT, StreamT, TopicT
+
+from suanli.bus.errors import is_retriable
+from suanli.bus.headers import EVENT_ID, EVENT_NAME, dead_letter_headers
+from suanli.bus.metrics import BusMetrics
+from suanli.bus.topics import dlq_topic
+from suanli.contracts import decode, encode
+from suanli.metering.adapters import records
+from suanli.metering.adapters.jsoncodec import TaggedCodec, dumps, loads
+from suanli.metering.adapters.metrics import MeteringMetrics
+from suanli.metering.domain import (
+    Clock,
+    Ended,
+    JobKnown,
+    MeteringPolicy,
+    NodeState,
+    NodeStatus,
+    Placed,
+    Sampled,
+    Seen,
+    Started,
+    StatusChange,
+    TaskFact,
+    TaskState,
+    UsageWindow,
+    check,
+    on_placed,
+    on_preempted,
+    on_snapshot,
+    step,
+    summarise,
+    to_ms,
+    with_liveness,
+)
+from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.entrypoints.topics import MeteringTopics
+from suanli.resources import DeviceCatalogue, default_catalogue
+from suanli.telemetry import inject_headers
+
+log = logging.getLogger(__name__)
+
+FACTS = TaggedCodec(JobKnown, Placed, Started, Ended, Seen, Sampled)
+_RAW: dict[str, Any] = {
+    "key_type": bytes,
+    "value_type": bytes,
+    "key_serializer": "raw",
+    "value_serializer": "raw",
+}
+
+
+class UnexpectedEventError(ValueError):
+    """A well-formed event of a kind that does not belong on the topic it arrived on."""
+
+    reason = "unexpected-event"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def broker_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
+
+
+class MeteringApp:
+    """Builds the faust app; ``app`` is what a worker runs."""
+
+    def __init__(
+        self,
+        config: MeteringConfig,
+        *,
+        clock: Clock = wall_clock_ms,
+        catalogue: DeviceCatalogue | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.catalogue = catalogue or default_catalogue()
+        self.policy = MeteringPolicy(republish_after_ms=int(config.republish_s * 1000))
+        self.names = MeteringTopics(config.topic_prefix)
+        self.app = faust.App(
+            config.group_id,
+            broker=broker_urls(config.bootstrap),
+            store="memory://",
+            web_enabled=False,
+            # Tansu answers ListOffsets(latest) with the base offset of the last batch + 1; changelog
+            # recovery trusts it, so every changelog record must be its own batch (ARCHITECTURE §3).
+            producer_max_batch_size=1,
+            consumer_auto_offset_reset="earliest",
+            topic_replication_factor=1,
+            topic_partitions=self.names.partitions,
+            stream_wait_empty=False,
+            # faust's 60 s defaults hold a fresh group's first join for half a minute on Tansu and leave
+            # a crashed worker's partitions idle for a minute; the bus consumer uses 10 s as well.
+            broker_session_timeout=10.0,
+            broker_rebalance_timeout=10.0,
+            broker_heartbeat_interval=1.0,
+        )
+        self.metrics = MeteringMetrics()
+        self.bus_metrics = BusMetrics(config.group_id)
+        self._dlq: dict[str, TopicT] = {}
+        self._partitioner = DefaultPartitioner()
+        n = self.names
+        self.snapshots = self._topic(n.snapshots)
+        self.placements = self._topic(n.placements)
+        self.lifecycle = self._topic(n.lifecycle)
+        self.samples = self._topic(n.samples)
+        self.jobs = self._topic(n.jobs)
+        self.facts = self._topic(n.facts)
+        self.capacity_out = self._topic(n.capacity)
+        self.status_out = self._topic(n.status)
+        self.usage_out = self._topic(n.usage)
+        # use_partitioner: the liveness timer writes outside any event, so the changelog partition comes
+        # from the key; the producers of snapshots and placements partition by the same node key.
+        schema = faust.Schema(**_RAW)
+        self.nodes = self.app.Table("nodes", partitions=n.partitions, use_partitioner=True, schema=schema)
+        self.tasks = self.app.Table("tasks", partitions=n.partitions, schema=schema)
+        self._register()
+
+    # -- wiring -----------------------------------------------------------------------------------------
+
+    def _topic(self, name: str) -> TopicT:
+        return self.app.topic(name, **_RAW)
+
+    def _register(self) -> None:
+        routes: list[tuple[str, TopicT, Callable[[str, Mapping[str, Any]], Awaitable[None]]]] = [
+            ("node-snapshots", self.snapshots, self._on_node_event),
+            ("placements", self.placements, self._on_placement),
+            ("task-lifecycle", self.lifecycle, self._on_lifecycle),
+            ("usage-samples", self.samples, self._on_sample),
+            ("jobs", self.jobs, self._on_job),
+        ]
+        for name, topic, handler in routes:
+            self.app.agent(topic, name=f"metering.{name}")(self._consumer(handler))
+        self.app.agent(self.facts, name="metering.task-facts")(self._fact_consumer)
+        self.app.timer(self.config.interval_s, name="metering.liveness")(self._liveness)
+
+    def _consumer(
+        self, handler: Callable[[str, Mapping[str, Any]], Awaitable[None]]
+    ) -> Callable[[StreamT], AsyncIterator[None]]:
+        async def consume(stream: StreamT) -> AsyncIterator[None]:
+            async for event in stream.events():
+                await self._guarded(event, lambda value: self._decoded(value, handler))
+                yield None
+
+        return consume
+
+    async def _decoded(
+        self, value: bytes, handler: Callable[[str, Mapping[str, Any]], Awaitable[None]]
+    ) -> None:
+        name, record = decode(value)
+        await handler(name, record)
+
+    async def _fact_consumer(self, stream: StreamT) -> AsyncIterator[None]:
+        async for event in stream.events():
+            await self._guarded(event, self._on_fact)
+            yield None
+
+    async def _guarded(self, event: EventT, handle: Callable[[bytes], Awaitable[None]]) -> None:
+        """Handle one record; anything wrong with the record itself sends it to the topic's DLQ."""
+        try:
+            await handle(event.value)
+        except Exception as exc:
+            if is_retriable(exc):
+                raise  # the broker, not the record: let the worker crash and resume from the last commit
+            await self._dead_letter(event, exc)
+
+    async def _dead_letter(self, event: EventT, exc: Exception) -> None:
+        message = event.message
+        target = dlq_topic(message.topic)
+        reason = getattr(exc, "reason", type(exc).__name__)
+        log.warning(
+            "dead-lettering %s[%d]@%d (%s): %s", message.topic, message.partition, message.offset, reason, exc
+        )
+        topic = self._dlq.get(target) or self._dlq.setdefault(target, self._topic(target))
+        headers = dead_letter_headers(
+            _header_list(message.headers),
+            error=exc,
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            attempts=1,
+        )
+        await (await topic.send(key=message.key, value=message.value, headers=headers))
+        self.bus_metrics.dead_lettered(message.topic, reason)
+
+    async def _publish(self, topic: TopicT, key: str, event_name: str, record: dict[str, Any]) -> None:
+        value = encode(event_name, record)
+        headers = inject_headers([(EVENT_NAME, event_name.encode()), (EVENT_ID, record["event_id"].encode())])
+        # Awaiting the acknowledgement is what lets the caller write its state afterwards safely.
+        await (await topic.send(key=key.encode(), value=value, headers=headers))
+
+    async def _send_facts(self, facts: Iterable[TaskFact]) -> None:
+        pending = [await self.facts.send(key=f.task_id.encode(), value=FACTS.dumps(f)) for f in facts]
+        for future in pending:
+            await future
+
+    # -- node side --------------------------------------------------------------------------------------
+
+    def _node(self, node_id: str) -> NodeState | None:
+        raw = self.nodes.get(node_id.encode())
+        return loads(NodeState, raw) if raw is not None else None
+
+    async def _on_node_event(self, name: str, record: Mapping[str, Any]) -> None:
+        if name == "NodeRegistered":
+            return  # identity only; the next snapshot carries everything the views need
+        if name != "NodeSnapshot":
+            raise UnexpectedEventError(f"{name} does not belong on {self.names.snapshots}")
+        node_id = record["node_id"]
+        out = on_snapshot(
+            self._node(node_id),
+            record,
+            received_at_ms=self.clock(),
+            catalogue=self.catalogue,
+            policy=self.policy,
+        )
+        if out.stale:
+            return
+        for alloc, reason in out.rejected:
+            log.error("placement of %s attempt %d dropped: %s", alloc.task_id, alloc.attempt, reason)
+        if out.capacity is not None:
+            cap = records.capacity_record(
+                out.capacity, source_event_id=record["event_id"], occurred_at_ms=to_ms(record["occurred_at"])
+            )
+            await self._publish(self.capacity_out, node_id, "NodeCapacityChanged", cap)
+        if out.status is not None:
+            await self._publish_status(out.status)
+        await self._send_facts((*out.placed, *out.seen))
+        self.nodes[node_id.encode()] = dumps(out.state)
+
+    async def _publish_status(self, change: StatusChange) -> None:
+        log.info("node %s: %s -> %s (%s)", change.node_id, change.previous, change.status, change.reason)
+        await self._publish(
+            self.status_out, change.node_id, "NodeStatusChanged", records.status_record(change)
+        )
+
+    async def _on_placement(self, name: str, record: Mapping[str, Any]) -> None:
+        node_id = record["node_id"]
+        if name == "TaskPlaced":
+            state, placed = on_placed(
+                self._node(node_id), records.allocation_of(record), catalogue=self.catalogue
+            )
+            if placed is not None:
+                await self._send_facts([placed])
+            self.nodes[node_id.encode()] = dumps(state)
+        elif name == "TaskPreempted":
+            await self._send_facts([records.preempted_fact(record)])
+            after = on_preempted(self._node(node_id), record["task_id"], record["attempt"])
+            if after is not None:
+                self.nodes[node_id.encode()] = dumps(after)
+        else:
+            raise UnexpectedEventError(f"{name} does not belong on {self.names.placements}")
+
+    async def _liveness(self) -> None:
+        now = self.clock()
+        mine = self._active_node_partitions()
+        states = []
+        for key, raw in list(self.nodes.items()):
+            state = loads(NodeState, raw)
+            if state.liveness is not None and self._partition_of(key) in mine:
+                after, change = check(state.liveness, now, lost_after=self.config.lost_after)
+                if change is not None:
+                    await self._publish_status(change)
+                    state = with_liveness(state, after)
+                    self.nodes[key] = dumps(state)
+            states.append(state)
+        self.metrics.observe(
+            summarise(
+                (s.capacity, s.liveness.status if s.liveness else NodeStatus.UNKNOWN)
+                for s in states
+                if s.capacity is not None
+            )
+        )
+
+    def _partition_of(self, key: bytes) -> int:
+        # The snapshot partition a node's key maps to: the same producer partitioner (murmur2) as sensing.
+        count = self.app.consumer.topic_partitions(self.names.snapshots) or self.names.partitions
+        partitions = list(range(count))
+        return int(self._partitioner(key, partitions, partitions))
+
+    def _active_node_partitions(self) -> set[int]:
+        # With several workers each checks only the nodes whose partitions it owns: one Lost per node.
+        return {
+            tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.names.snapshots
+        }
+
+    # -- task side --------------------------------------------------------------------------------------
+
+    async def _on_lifecycle(self, name: str, record: Mapping[str, Any]) -> None:
+        fact = records.lifecycle_fact(name, record)
+        if fact is None:
+            raise UnexpectedEventError(f"{name} does not belong on {self.names.lifecycle}")
+        await self._send_facts([fact])
+
+    async def _on_sample(self, name: str, record: Mapping[str, Any]) -> None:
+        if name != "UsageSampled":
+            raise UnexpectedEventError(f"{name} does not belong on {self.names.samples}")
+        await self._send_facts([records.sample_fact(record)])
+
+    async def _on_job(self, name: str, record: Mapping[str, Any]) -> None:
+        if name == "JobSubmitted":
+            await self._send_facts(records.job_facts(record))
+        # Other job events change nothing metering charges: tasks report their own ends.
+
+    async def _on_fact(self, value: bytes) -> None:
+        fact: TaskFact = FACTS.loads(value)
+        key = fact.task_id.encode()
+        raw = self.tasks.get(key)
+        state, windows = step(loads(TaskState, raw) if raw is not None else None, fact)
+        for window in windows:
+            await self._publish_usage(window)
+        self.tasks[key] = dumps(state)
+
+    async def _publish_usage(self, window: UsageWindow) -> None:
+        await self._publish(
+            self.usage_out, window.charge.task_id, "UsageMetered", records.usage_record(window)
+        )
+
+
+def _header_list(headers: Any) -> list[tuple[str, bytes]]:
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    return [(k, v) for k, v in headers]

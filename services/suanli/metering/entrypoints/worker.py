@@ -1,0 +1,61 @@
+"""Run the metering worker in this process: create its topics, wire telemetry, hand over to faust."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import faust
+from aiokafka import AIOKafkaConsumer
+
+from suanli.bus import ensure_topics
+from suanli.metering.entrypoints.app import MeteringApp
+from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.entrypoints.topics import MeteringTopics
+from suanli.telemetry import setup
+
+log = logging.getLogger(__name__)
+
+
+class TopicLayoutError(RuntimeError):
+    """Input topics exist with partition counts the tables cannot be co-partitioned with."""
+
+
+async def check_copartitioned(bootstrap: str, names: MeteringTopics) -> None:
+    """Refuse to start when snapshots and placements would not land on the node table's partitions.
+
+    A topic created earlier by auto-creation (a producer that started first) keeps the broker's default
+    count; each node's state would then be split across workers.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        await consumer.topics()
+        counts = {t: len(consumer.partitions_for_topic(t) or ()) for t in (names.snapshots, names.placements)}
+    finally:
+        await consumer.stop()
+    wrong = {t: n for t, n in counts.items() if n != names.partitions}
+    if wrong:
+        raise TopicLayoutError(
+            f"metering needs {names.partitions} partitions on {sorted(counts)}, found {wrong}; "
+            "recreate those topics with the catalogue's partition counts (suanli.bus.ensure_topics)"
+        )
+
+
+def run(config: MeteringConfig, *, loglevel: str = "info") -> None:
+    """Blocks until the worker is stopped (SIGINT/SIGTERM)."""
+    # faust runs on the loop current when the worker is built; topics must exist (with their partition
+    # counts and compaction, which only creation can set on Tansu) before any agent subscribes.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(
+        ensure_topics(config.bootstrap, MeteringTopics.specs(), prefix=config.topic_prefix)
+    )
+    loop.run_until_complete(check_copartitioned(config.bootstrap, MeteringTopics(config.topic_prefix)))
+    telemetry = setup("metering", metrics_port=config.metrics_port)
+    try:
+        service = MeteringApp(config)
+        log.info("metering %s on %s, prefix %r", config.group_id, config.bootstrap, config.topic_prefix)
+        faust.Worker(service.app, loop=loop, loglevel=loglevel).execute_from_commandline()
+    finally:
+        telemetry.shutdown()

@@ -1,0 +1,324 @@
+"""The metering worker on the real broker: capacity, liveness, usage windows and dead letters.
+
+One worker (a subprocess running `suanli serve metering`) serves the whole module, because a faust
+worker takes several seconds to join its group; each test uses its own node and task ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from suanli.bus import EventPublisher
+from suanli.bus.headers import header
+from suanli.contracts import decode
+from suanli.metering.domain import from_ms
+from suanli.metering.entrypoints.topics import MeteringTopics
+from suanli.metering.testing import (
+    gpu,
+    job_submitted,
+    ms,
+    node_snapshot,
+    task_finished,
+    task_placed,
+    task_started,
+)
+
+INTERVAL_MS = 500
+READY_DEADLINE_S = 45.0
+DEADLINE_S = 15.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Received:
+    name: str
+    record: dict[str, Any]
+    headers: list[tuple[str, bytes]]
+
+
+class TopicReader:
+    """Reads a topic from the beginning, without a consumer group, until a condition holds."""
+
+    def __init__(self, bootstrap: str, topic: str, *, raw: bool = False) -> None:
+        self.topic = topic
+        self.raw = raw
+        self.seen: list[Received] = []
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        await self._consumer.topics()  # metadata, so the partitions are known
+        parts = self._consumer.partitions_for_topic(self.topic) or set()
+        assert parts, f"{self.topic} does not exist"
+        self._consumer.assign([TopicPartition(self.topic, p) for p in parts])
+        await self._consumer.seek_to_beginning()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+    async def until(
+        self, done: Callable[[list[Received]], bool], *, timeout_s: float = DEADLINE_S, what: str = ""
+    ) -> list[Received]:
+        deadline = time.monotonic() + timeout_s
+        while not done(self.seen):
+            if time.monotonic() > deadline:
+                names = [(r.name, r.record.get("node_id") or r.record.get("task_id")) for r in self.seen]
+                raise AssertionError(f"timed out on {self.topic} waiting for {what}; saw {names}")
+            batches = await self._consumer.getmany(timeout_ms=200)
+            for messages in batches.values():
+                for m in messages:
+                    headers = list(m.headers or ())
+                    if self.raw:
+                        self.seen.append(Received("", {"key": m.key, "value": m.value}, headers))
+                    else:
+                        name, record = decode(m.value)
+                        self.seen.append(Received(name, record, headers))
+        return self.seen
+
+
+@dataclass
+class Heartbeats:
+    """Sends a snapshot for every live node each interval, as sensing agents do."""
+
+    publisher: EventPublisher
+    topic: str
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sequence: int = 0
+    last_sent_ms: dict[str, int] = field(default_factory=dict)
+
+    async def beat(self) -> None:
+        self.sequence += 1
+        for node_id, spec in list(self.nodes.items()):
+            at = now_ms()
+            record = node_snapshot(node_id, at, sequence=self.sequence, interval_ms=INTERVAL_MS, **spec)
+            await self.publisher.publish(self.topic, node_id, "NodeSnapshot", record)
+            self.last_sent_ms[node_id] = at
+
+    async def run(self) -> None:
+        while True:
+            await self.beat()
+            await asyncio.sleep(INTERVAL_MS / 1000)  # the agent's cadence, not a wait for an outcome
+
+
+@dataclass
+class Stack:
+    bootstrap: str
+    topics: MeteringTopics
+    publisher: EventPublisher
+    heartbeats: Heartbeats
+
+    def reader(self, topic: str, *, raw: bool = False) -> TopicReader:
+        return TopicReader(self.bootstrap, topic, raw=raw)
+
+
+@pytest.fixture(scope="module")
+def worker(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeteringTopics]:
+    prefix = f"t-metering-{secrets.token_hex(3)}"
+    log_path = tmp_path_factory.mktemp("metering") / "worker.log"
+    env = {
+        **os.environ,
+        "SUANLI_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "SUANLI_TOPIC_PREFIX": prefix,
+        "SUANLI_METERING_INTERVAL_S": "0.1",
+        "SUANLI_METRICS_PORT": "0",
+        "OTEL_SDK_DISABLED": "true",
+    }
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "suanli.cli.main", "serve", "metering", "--loglevel", "info"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield MeteringTopics(prefix)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        tail = log_path.read_text(errors="replace")[-3000:]
+        print(f"--- metering worker log ({log_path}) ---\n{tail}")
+
+
+@pytest.fixture(scope="module")
+async def stack(kafka_bootstrap: str, worker: MeteringTopics) -> AsyncIterator[Stack]:
+    # The worker creates its topics first; producing before that would auto-create them with the
+    # broker's default partition count, which the worker refuses.
+    deadline = time.monotonic() + READY_DEADLINE_S
+    while not await _topic_exists(kafka_bootstrap, worker.capacity):
+        assert time.monotonic() < deadline, "metering worker never created its topics"
+        await asyncio.sleep(0.2)
+    publisher = EventPublisher(kafka_bootstrap)
+    await publisher.start()
+    heartbeats = Heartbeats(publisher, worker.snapshots)
+    heartbeats.nodes["ready-probe"] = {"devices": [gpu(0)]}
+    task = asyncio.create_task(heartbeats.run())
+    stack = Stack(kafka_bootstrap, worker, publisher, heartbeats)
+    try:
+        # The first view the worker publishes says it has joined its group and is consuming.
+        reader = stack.reader(worker.capacity)
+        await reader.start()
+        try:
+            await reader.until(lambda seen: len(seen) > 0, timeout_s=READY_DEADLINE_S, what="worker ready")
+        finally:
+            await reader.stop()
+        yield stack
+    finally:
+        task.cancel()
+        await publisher.stop()
+
+
+async def _topic_exists(bootstrap: str, topic: str) -> bool:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        return topic in await consumer.topics()
+    finally:
+        await consumer.stop()
+
+
+def _latest_by_node(seen: list[Received]) -> dict[str, dict[str, Any]]:
+    return {r.record["node_id"]: r.record for r in seen}
+
+
+async def test_snapshots_become_capacity_views_in_cu(stack: Stack) -> None:
+    stack.heartbeats.nodes["cap-h200"] = {"devices": [gpu(0), gpu(1)], "cpu_cores": 32, "region": "cn-north"}
+    stack.heartbeats.nodes["cap-a100"] = {
+        "devices": [gpu(i, "NVIDIA A100-SXM4-80GB", 81_920) for i in range(4)],
+        "cpu_cores": 64,
+        "region": "cn-east",
+    }
+    reader = stack.reader(stack.topics.capacity)
+    await reader.start()
+    try:
+        seen = await reader.until(
+            lambda s: {"cap-h200", "cap-a100"} <= _latest_by_node(s).keys(), what="both capacity views"
+        )
+    finally:
+        await reader.stop()
+    views = _latest_by_node(seen)
+    h200, a100 = views["cap-h200"], views["cap-a100"]
+    assert h200["cu_total"] == pytest.approx(2 * 989.5 + 3.2)
+    assert h200["total"]["gpu_milli"] == 2000
+    assert [d["device_class"] for d in h200["devices"]] == ["h200", "h200"]
+    assert a100["cu_total"] == pytest.approx(4 * 312.0 + 6.4)
+    assert a100["region"] == "cn-east"
+    assert all(d["milli_free"] == 1000 for d in a100["devices"])
+    records = [r for r in seen if r.record["node_id"] == "cap-h200"]
+    assert header(records[0].headers, "event-name") == "NodeCapacityChanged"
+
+
+async def test_silent_node_is_lost_within_three_intervals_and_ready_when_back(stack: Stack) -> None:
+    stack.heartbeats.nodes["live-a"] = {"devices": [gpu(0)]}
+    reader = stack.reader(stack.topics.status)
+    await reader.start()
+    try:
+
+        def status_of(node: str) -> Callable[[list[Received]], list[str]]:
+            return lambda s: [r.record["status"] for r in s if r.record["node_id"] == node]
+
+        await reader.until(lambda s: "READY" in status_of("live-a")(s), what="live-a READY")
+        del stack.heartbeats.nodes["live-a"]
+        silent_since = stack.heartbeats.last_sent_ms["live-a"]
+        seen = await reader.until(lambda s: "LOST" in status_of("live-a")(s), what="live-a LOST")
+        lost_seen_ms = now_ms()
+        lost = next(
+            r.record for r in seen if r.record["node_id"] == "live-a" and r.record["status"] == "LOST"
+        )
+        assert lost["previous_status"] == "READY"
+        # Declared at 3 intervals after the last snapshot arrived; noticed within a timer tick or so.
+        assert lost_seen_ms - silent_since < 3 * INTERVAL_MS + 1500
+        assert lost["last_seen_at"] <= from_ms(silent_since)
+        stack.heartbeats.nodes["live-a"] = {"devices": [gpu(0)]}
+        await reader.until(lambda s: status_of("live-a")(s)[-1:] == ["READY"], what="live-a READY again")
+    finally:
+        await reader.stop()
+
+
+async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Stack) -> None:
+    node, task = "usage-node", f"task-{secrets.token_hex(3)}"
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0), gpu(1)]}
+    capacity = stack.reader(stack.topics.capacity)
+    await capacity.start()
+    try:  # the node's devices must be known to price the placement
+        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
+    finally:
+        await capacity.stop()
+    start, end = ms("2025-01-01T10:00:30"), ms("2025-01-01T10:02:15")
+    p, t = stack.publisher, stack.topics
+    await p.publish(t.jobs, "job-u", "JobSubmitted", job_submitted("job-u", [task], start - 60_000))
+    await p.publish(
+        t.placements,
+        node,
+        "TaskPlaced",
+        task_placed(task, node, start - 1000, job_id="job-u", devices=[(1, 500)], cpu_milli=2000),
+    )
+    await p.publish(t.lifecycle, task, "TaskStarted", task_started(task, node, start, job_id="job-u"))
+    finished = task_finished(task, node, end, job_id="job-u")
+    await p.publish(t.lifecycle, task, "TaskFinished", finished)
+    await p.publish(t.lifecycle, task, "TaskFinished", finished)  # redelivered
+
+    reader = stack.reader(t.usage)
+    await reader.start()
+    try:
+        seen = await reader.until(
+            lambda s: sum(r.record["task_id"] == task for r in s) >= 3, what=f"3 windows of {task}"
+        )
+    finally:
+        await reader.stop()
+    windows = {r.record["event_id"]: r.record for r in seen if r.record["task_id"] == task}
+    assert len(windows) == 3
+    ordered = sorted(windows.values(), key=lambda w: w["window_start"])
+    assert [w["gpu_milli_seconds"] for w in ordered] == [15_000, 30_000, 7_500]
+    assert sum(w["gpu_milli_seconds"] for w in ordered) == 500 * (end - start) // 1000
+    assert sum(w["cpu_milli_seconds"] for w in ordered) == 2000 * (end - start) // 1000
+    assert sum(w["cu_seconds"]["h200"] for w in ordered) == pytest.approx(989.5 / 2 * 105)
+    assert {(w["tenant"], w["queue"], w["job_id"], w["attempt"]) for w in ordered} == {
+        ("acme", "research", "job-u", 1)
+    }
+    assert ordered[0]["window_start"] == from_ms(start) and ordered[-1]["window_end"] == from_ms(end)
+
+
+async def test_garbage_goes_to_the_dead_letter_topic_and_the_next_snapshot_is_processed(stack: Stack) -> None:
+    node = "dlq-node"
+    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, enable_idempotence=False)
+    await producer.start()
+    try:
+        await producer.send_and_wait(stack.topics.snapshots, b"this is not an event", key=node.encode())
+    finally:
+        await producer.stop()
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0, "Tesla T4", 15_360)]}
+    dlq = stack.reader(f"{stack.topics.snapshots}.dlq", raw=True)
+    capacity = stack.reader(stack.topics.capacity)
+    await dlq.start()
+    await capacity.start()
+    try:
+        dead = await dlq.until(lambda s: any(r.record["key"] == node.encode() for r in s), what="dead letter")
+        views = await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
+    finally:
+        await dlq.stop()
+        await capacity.stop()
+    letter = next(r for r in dead if r.record["key"] == node.encode())
+    assert letter.record["value"] == b"this is not an event"
+    assert header(letter.headers, "dlq-original-topic") == stack.topics.snapshots
+    assert "CorruptEventError" in (header(letter.headers, "dlq-error-class") or "")
+    assert header(letter.headers, "dlq-error-message")
+    assert _latest_by_node(views)[node]["cu_total"] == pytest.approx(65.0 + 6.4)
