@@ -1,7 +1,9 @@
 """Per-arrival metrics binned by arrived workload, as the FGD paper's analysis scripts do (METHOD.md §4).
 
 x = round(arrived GPU milli / capacity * 100) in 0..max; the value at x is the mean over the arrival events
-whose rounded x equals it, or, when there are none, over events within x +/- 1.
+whose rounded x equals it, or, when there are none, over events within x +/- 1. Bins still empty after that
+(only on tiny clusters, where one pod is several percent of capacity) carry the previous bin's value: the
+cluster state does not change between arrivals.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ def arrived_bins(arrived_milli: np.ndarray, capacity_milli: int) -> np.ndarray:
 
 
 def binned(values: np.ndarray, bins: np.ndarray, top: int = MAX_ARRIVED_PCT) -> np.ndarray:
-    """[top + 1] mean of `values` per integer bin; NaN where no event is within +/- 1."""
+    """[top + 1] mean of `values` per integer bin; NaN only before the first event."""
     out = np.full(top + 1, np.nan)
     if values.size == 0:
         return out
@@ -29,6 +31,8 @@ def binned(values: np.ndarray, bins: np.ndarray, top: int = MAX_ARRIVED_PCT) -> 
         near = np.abs(bins - x) <= 1
         if near.any():
             out[x] = float(values[near].mean())
+        elif x > 0 and not np.isnan(out[x - 1]):
+            out[x] = out[x - 1]
     return out
 
 

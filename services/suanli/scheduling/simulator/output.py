@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,8 +65,11 @@ def plot_arrivals(out: Path, workload: str, results: Sequence[RunResult], polici
         runs = [r for r in results if r.policy == policy]
         if not runs:
             continue
-        unalloc = np.nanmedian(np.vstack([r.curves.unallocated_pct for r in runs]), axis=0)
-        frag = np.nanmedian(np.vstack([r.curves.frag_pct for r in runs]), axis=0)
+        # Bins before the first arrival are NaN in every run; the median of nothing is simply not drawn.
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            unalloc = np.nanmedian(np.vstack([r.curves.unallocated_pct for r in runs]), axis=0)
+            frag = np.nanmedian(np.vstack([r.curves.frag_pct for r in runs]), axis=0)
         xs = np.arange(unalloc.size)
         ax_u.plot(xs, unalloc, label=policy)
         ax_f.plot(xs, frag, label=policy)
