@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from suanli.bus import ConsumerSettings, EventPublisher, ProducerSettings
+from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
 from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
 from suanli.sensing.bootstrap import system_clock
 from suanli.sensing.service_layer.host import AgentHost
@@ -37,7 +37,11 @@ class RunSettings:
 async def serve(
     settings: RunSettings, build: Callable[[EventSink], AgentHost], stop: asyncio.Event
 ) -> AgentHost:
-    """Start the publisher, build the host on it, consume orders and report until ``stop`` is set."""
+    """Start the publisher, build the host on it, consume orders and report until ``stop`` is set.
+
+    Reporting starts at once; the consumer joins its group alongside (a join takes seconds) and reads
+    from its committed offset, so no order placed meanwhile is missed.
+    """
     await ensure_agent_topics(settings.bootstrap, settings.prefix)
     publisher = EventPublisher(
         settings.bootstrap, settings=ProducerSettings(client_id=settings.client_id, linger_ms=20)
@@ -46,15 +50,59 @@ async def serve(
     try:
         host = build(BusSink(publisher, prefix=settings.prefix))
         handler = OrderHandler(host, clock=system_clock, max_age_s=settings.max_order_age_s)
-        consumer = order_consumer(
-            settings.bootstrap, settings.group_id, handler, prefix=settings.prefix, settings=settings.consumer
-        )
-        async with consumer:
+        intake = OrderIntake(settings, handler)
+        consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
+        try:
             await report_loop(host, settings, stop)
-            await host.shutdown(stop_tasks=settings.stop_tasks_on_exit)
+        finally:
+            await intake.stop(consuming)
+        # Orders have stopped coming in; now end the tasks and publish how they ended.
+        await host.shutdown(stop_tasks=settings.stop_tasks_on_exit)
         return host
     finally:
         await publisher.stop()
+
+
+class OrderIntake:
+    """Keeps one consumer of ``placements`` running; a consumer that fails is replaced after a pause."""
+
+    def __init__(self, settings: RunSettings, handler: OrderHandler) -> None:
+        self._settings = settings
+        self._handler = handler
+        self._consumer: EventConsumer | None = None
+        self._running = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        s = self._settings
+        while not stop.is_set():
+            consumer = order_consumer(
+                s.bootstrap, s.group_id, self._handler, prefix=s.prefix, settings=s.consumer
+            )
+            self._consumer = consumer
+            try:
+                await consumer.start()
+                self._running.set()
+                await consumer.run()
+            except Exception:
+                log.exception("order consumer failed; starting a new one")
+            finally:
+                self._running.clear()
+                with contextlib.suppress(Exception):
+                    await consumer.stop()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), s.interval_s)
+
+    async def stop(self, task: asyncio.Task[None]) -> None:
+        consumer = self._consumer
+        if consumer is not None and self._running.is_set():
+            consumer.request_stop()  # let the order in hand finish and its offset be committed
+        else:
+            task.cancel()  # still joining the group: nothing in hand to finish
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
 
 
 async def report_loop(host: AgentHost, settings: RunSettings, stop: asyncio.Event) -> None:
