@@ -19,6 +19,7 @@ between re-emits the same records (same deterministic event ids) rather than los
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -31,6 +32,7 @@ from faust.types import EventT, StreamT, TopicT
 from suanli.bus.errors import is_retriable
 from suanli.bus.headers import EVENT_ID, EVENT_NAME, dead_letter_headers
 from suanli.bus.metrics import BusMetrics
+from suanli.bus.retry import RetryPolicy
 from suanli.bus.topics import dlq_topic
 from suanli.contracts import decode, encode
 from suanli.metering.adapters import records
@@ -125,6 +127,7 @@ class MeteringApp:
         )
         self.metrics = MeteringMetrics()
         self.bus_metrics = BusMetrics(config.group_id)
+        self.retry = RetryPolicy()
         self._dlq: dict[str, TopicT] = {}
         self._partitioner = DefaultPartitioner()
         n = self.names
@@ -184,15 +187,25 @@ class MeteringApp:
             yield None
 
     async def _guarded(self, event: EventT, handle: Callable[[bytes], Awaitable[None]]) -> None:
-        """Handle one record; anything wrong with the record itself sends it to the topic's DLQ."""
-        try:
-            await handle(event.value)
-        except Exception as exc:
-            if is_retriable(exc):
-                raise  # the broker, not the record: let the worker crash and resume from the last commit
-            await self._dead_letter(event, exc)
+        """Handle one record; retry what the broker may fix, dead-letter what is wrong with the record.
 
-    async def _dead_letter(self, event: EventT, exc: Exception) -> None:
+        Retrying is safe because a handler writes its state only after its outputs are acknowledged, and
+        outputs carry deterministic ids: a second run re-sends the same records.
+        """
+        failures = 0
+        while True:
+            try:
+                await handle(event.value)
+                return
+            except Exception as exc:
+                failures += 1
+                if not self.retry.should_retry(failures, is_retriable(exc)):
+                    await self._dead_letter(event, exc, attempts=failures)
+                    return
+                log.warning("retrying %s after %r", event.message.topic, exc)
+                await asyncio.sleep(self.retry.backoff_s(failures))
+
+    async def _dead_letter(self, event: EventT, exc: Exception, *, attempts: int) -> None:
         message = event.message
         target = dlq_topic(message.topic)
         reason = getattr(exc, "reason", type(exc).__name__)
@@ -206,7 +219,7 @@ class MeteringApp:
             topic=message.topic,
             partition=message.partition,
             offset=message.offset,
-            attempts=1,
+            attempts=attempts,
         )
         await (await topic.send(key=message.key, value=message.value, headers=headers))
         self.bus_metrics.dead_lettered(message.topic, reason)
