@@ -16,6 +16,7 @@ from suanli.scheduling.domain.model import GPU_MILLI, TaskRequest
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
 NOT_FEASIBLE = -np.inf
+DEDUP_MIN_ROWS = 256
 
 
 class FragmentationTracker:
@@ -47,6 +48,24 @@ class FragmentationTracker:
 
     def cluster_fragmentation(self, snapshot: ClusterSnapshot) -> float:
         return float(self.refresh(snapshot)[1].sum())
+
+
+_MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in range(64)], dtype=np.int64)
+
+
+def _identical_rows(snapshot: ClusterSnapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(representative rows, index of each row's representative) grouping nodes with identical state, or
+    None if the hash grouping would merge different states (then the caller simply does not deduplicate).
+    Hashing the rows to one integer keeps this a 1-D sort, far cheaper than numpy's row-wise unique."""
+    key = np.column_stack((snapshot.cpu_free[rows], snapshot.model_code[rows], snapshot.gpu_free[rows]))
+    key = key.astype(np.int64)
+    with np.errstate(over="ignore"):
+        digest = key @ _MIX[: key.shape[1]]
+    _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if not np.array_equal(key[first][inverse], key):
+        return None
+    return first, inverse
 
 
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
@@ -99,6 +118,13 @@ class PlacementDeltas:
         rows: np.ndarray,
     ) -> np.ndarray:
         """[rows, options] delta; options are devices for shared tasks, a single column otherwise."""
+        if rows.size > DEDUP_MIN_ROWS:
+            # Full recomputes (a shape's first use, a new snapshot family) see many identical nodes: evaluate
+            # each distinct node state once and fan the result out.
+            groups = _identical_rows(snapshot, rows)
+            if groups is not None and groups[0].size <= rows.size // 2:
+                first, inverse = groups
+                return self._grid(snapshot, stats, frag, request, rows[first])[inverse]
         model = self.model
         base = _take(stats, rows)
         cpu_after = base.cpu_free - request.cpu_milli
