@@ -92,12 +92,17 @@ class OrderIntake:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), s.interval_s)
 
-    async def stop(self, task: asyncio.Task[None]) -> None:
+    async def stop(self, task: asyncio.Task[None], join_timeout_s: float = 15.0) -> None:
+        # A consumer cancelled in the middle of its group join leaves its client open; let the join end.
+        if not task.done() and not self._running.is_set():
+            joined = asyncio.create_task(self._running.wait())
+            await asyncio.wait({task, joined}, timeout=join_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            joined.cancel()
         consumer = self._consumer
         if consumer is not None and self._running.is_set():
             consumer.request_stop()  # let the order in hand finish and its offset be committed
         else:
-            task.cancel()  # still joining the group: nothing in hand to finish
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         if consumer is not None:
