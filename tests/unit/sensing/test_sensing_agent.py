@@ -210,3 +210,12 @@ async def test_stop_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) 
     await eventually(lambda: bool(sink.named("TaskFailed")))
     (failed,) = sink.named("TaskFailed")
     assert failed["kind"] == "KILLED" and failed["exit_code"] == -9
+
+
+async def test_an_order_before_registration_still_sees_the_devices() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.handle_order(*order("a-g-002", "early", devices=[{"index": 3, "milli": 500}]))
+    assert [r["task_id"] for r in sink.named("TaskStarted")] == ["early"]
+    await host.shutdown()
+    assert sink.named("TaskFailed")[0]["kind"] == "KILLED"

@@ -68,8 +68,13 @@ class NodeAgent:
         # Shared with a simulated collector, whose load model follows the tasks in this table.
         self.table = table if table is not None else TaskTable()
         self.sequence = 0
+        self._inventory_known = False
         self._handles: dict[str, TaskHandle] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
+
+    def _learn_inventory(self, observation: NodeObservation) -> None:
+        self.table.device_indices = frozenset(d.index for d in observation.devices)
+        self._inventory_known = True
 
     def _stamp(self) -> records.Stamp:
         return records.Stamp(self._ids(), self._clock())
@@ -77,7 +82,7 @@ class NodeAgent:
     async def register(self) -> NodeObservation:
         """Publish NodeRegistered with the static inventory; learns which device indices exist."""
         observation = self._collector.collect()
-        self.table.device_indices = frozenset(d.index for d in observation.devices)
+        self._learn_inventory(observation)
         if observation.degraded_reason:
             log.warning("%s: running host-only: %s", self.identity.node_id, observation.degraded_reason)
         record = records.node_registered(self.identity, observation, self.settings.labels, self._stamp())
@@ -115,6 +120,9 @@ class NodeAgent:
         return observation
 
     async def place(self, placement: Placement) -> None:
+        if not self._inventory_known:
+            # An order can arrive before register() ran; admission needs to know the devices.
+            self._learn_inventory(self._collector.collect())
         admission = self.table.admit(placement)
         if admission.event is not None:
             log.warning("%s: refused task %s: %s", self.identity.node_id, placement.task_id,
@@ -131,12 +139,15 @@ class NodeAgent:
             return
         self._handles[placement.task_id] = handle
         started = self.table.started(placement.task_id, handle.pid, self._clock())
-        if started is not None:
-            await self._emit(started)
-        # Watch only after TaskStarted is out, so a task that ends at once is still reported in order.
-        self._watchers[placement.task_id] = asyncio.create_task(
-            self._watch(placement.task_id, handle), name=f"task-{placement.task_id}"
-        )
+        try:
+            if started is not None:
+                await self._emit(started)
+        finally:
+            # Watch only after TaskStarted is out, so a task that ends at once is still reported in
+            # order; and watch even if publishing failed, so its end is never lost.
+            self._watchers[placement.task_id] = asyncio.create_task(
+                self._watch(placement.task_id, handle), name=f"task-{placement.task_id}"
+            )
         run = self.table.get(placement.task_id)
         if run is not None and run.state is TaskState.STOPPING:
             handle.terminate(self.settings.stop_grace_s)
