@@ -1,0 +1,126 @@
+"""The spec model to the wire's `scheduler_pb2.JobSpec` and back.
+
+Going back goes through the YAML document form (human units), so a spec read from the scheduler is
+validated by the same rules as one read from a file, and `to_document` has a single spelling of each value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.jobspec.model import GPU_MILLI, JobSpec, Resources, TaskSpec
+from suanli.jobspec.units import format_cpu, format_duration, format_memory
+
+_KINDS: dict[str, int] = {
+    "training": pb.JOB_KIND_TRAINING,
+    "inference": pb.JOB_KIND_INFERENCE,
+    "batch": pb.JOB_KIND_BATCH,
+}
+_KIND_NAMES: dict[int, str] = {number: name for name, number in _KINDS.items()}
+
+
+def kind_name(kind: int) -> str:
+    """A wire JobKind as the spec spells it; unspecified reads as the spec's default, batch."""
+    return _KIND_NAMES.get(kind, "batch")
+
+
+def _resources_to_proto(resources: Resources) -> pb.ResourceRequest:
+    return pb.ResourceRequest(
+        cpu_milli=resources.cpu_milli,
+        memory_mib=resources.memory_mib,
+        gpu_count=resources.gpu_count,
+        gpu_milli=resources.gpu_milli,
+        gpu_models=resources.gpu_models,
+        node_selector=resources.node_selector,
+        regions=resources.regions,
+    )
+
+
+def _task_to_proto(task: TaskSpec) -> pb.TaskSpec:
+    return pb.TaskSpec(
+        name=task.name,
+        replicas=task.replicas,
+        resources=_resources_to_proto(task.resources),
+        command=task.command,
+        args=task.args,
+        env=task.env,
+        duration_s=task.duration_s,
+    )
+
+
+def to_proto(spec: JobSpec) -> pb.JobSpec:
+    return pb.JobSpec(
+        name=spec.name,
+        queue=spec.queue,
+        kind=_KINDS[spec.kind],  # type: ignore[arg-type]
+        priority_class=spec.priority_class,
+        preemptible=spec.preemptible,
+        best_effort=spec.best_effort,
+        min_available=spec.min_available,
+        max_retries=spec.max_retries,
+        labels=spec.labels,
+        tasks=[_task_to_proto(t) for t in spec.tasks],
+    )
+
+
+def _gpu_document(request: pb.ResourceRequest) -> Any:
+    if request.gpu_count == 0:
+        return None
+    if request.gpu_milli in (0, GPU_MILLI):
+        return request.gpu_count
+    return {"count": request.gpu_count, "milli": request.gpu_milli}
+
+
+def _drop_empty(document: dict[str, Any]) -> dict[str, Any]:
+    """Leave out unset values, so a printed spec reads like a hand-written one."""
+    return {k: v for k, v in document.items() if v not in (None, "", [], {})}
+
+
+def _resources_document(request: pb.ResourceRequest) -> dict[str, Any]:
+    return _drop_empty({
+        "cpu": format_cpu(request.cpu_milli) if request.cpu_milli else None,
+        "memory": format_memory(request.memory_mib) if request.memory_mib else None,
+        "gpu": _gpu_document(request),
+        "gpu_models": list(request.gpu_models),
+        "node_selector": dict(request.node_selector),
+        "regions": list(request.regions),
+    })
+
+
+def _task_document(task: pb.TaskSpec) -> dict[str, Any]:
+    return _drop_empty({
+        "name": task.name,
+        "replicas": task.replicas or 1,
+        "resources": _resources_document(task.resources),
+        "command": task.command,
+        "args": list(task.args),
+        "env": dict(task.env),
+        "duration": format_duration(task.duration_s) if task.duration_s else None,
+    })
+
+
+def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
+    """The YAML form of a wire spec; `min_available` 0 and other defaults are left out."""
+    document = _drop_empty({
+        "name": spec.name,
+        "queue": spec.queue,
+        "kind": kind_name(spec.kind),
+        "priority_class": spec.priority_class,
+        "best_effort": spec.best_effort or None,
+        "max_retries": spec.max_retries or None,
+        "labels": dict(spec.labels),
+        "tasks": [_task_document(t) for t in spec.tasks],
+        "min_available": spec.min_available or None,
+    })
+    # Always explicit: the wire's default (false) differs from the spec's (true).
+    document["preemptible"] = spec.preemptible
+    return document
+
+
+def from_proto(spec: pb.JobSpec) -> JobSpec:
+    return JobSpec.model_validate(document_from_proto(spec))
+
+
+def to_document(spec: JobSpec) -> dict[str, Any]:
+    return document_from_proto(to_proto(spec))

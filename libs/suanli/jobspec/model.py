@@ -1,0 +1,310 @@
+"""The YAML job spec as pydantic models.
+
+Attributes hold canonical units (milli-cores, MiB, milli-GPU, seconds); YAML keys are the human names
+(`cpu`, `memory`, `duration`) via aliases, so error paths name what the user wrote. Every check raises
+`invalid(...)`, whose text is the whole message: `errors.py` prefixes it with the field path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from suanli.jobspec.units import parse_cpu_milli, parse_duration_s, parse_memory_mib
+
+GPU_MILLI = 1000
+MAX_GPUS_PER_TASK = 64
+MAX_REPLICAS = 10_000
+MAX_RETRIES = 100
+DEFAULT_CPU_MILLI = 1000
+DEFAULT_MEMORY_MIB = 1024
+
+_T = TypeVar("_T")
+
+JobKindName = Literal["training", "inference", "batch"]
+
+# DNS-label style, because task ids (`<job>-<task>-<i>`) end up in node-side process names and labels.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUEUE_SEGMENT = re.compile(r"^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([-_./A-Za-z0-9]*[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAX_NAME = 63
+
+
+def invalid(message: str) -> PydanticCustomError:
+    # The message travels as context, not as the template, so braces in user input cannot break it.
+    return PydanticCustomError("jobspec", "{reason}", {"reason": message})
+
+
+def _bounded(value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise invalid(f"must be {low}..{high} (got {value})")
+    return value
+
+
+def _name(value: str, what: str = "a name") -> str:
+    if len(value) > _MAX_NAME or not _NAME.match(value):
+        raise invalid(
+            f"must be {what} of lowercase letters, digits and '-', at most {_MAX_NAME} characters, "
+            f"starting and ending with a letter or digit (got {value!r})"
+        )
+    return value
+
+
+def _stringify_scalars(value: Any) -> Any:
+    """YAML reads `PORT: 8080` or `debug: true` as numbers and booleans; env and labels are strings."""
+    if not isinstance(value, dict):
+        return value
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v)
+            for k, v in value.items()}
+
+
+def _distinct(values: list[str], what: str) -> list[str]:
+    for value in values:
+        if not value.strip():
+            raise invalid(f"{what} must not be empty")
+    duplicates = sorted({v for v in values if values.count(v) > 1})
+    if duplicates:
+        raise invalid(f"duplicate {what} {', '.join(duplicates)}")
+    return values
+
+
+class _Spec(BaseModel):
+    # Unknown keys are refused: a misspelt `replica:` silently ignored would run the wrong job.
+    # Attributes are only ever set through their YAML names: `cpu_milli=4000` by name would be parsed as
+    # 4000 cores, so population by attribute name stays off.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuRequest(_Spec):
+    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU."""
+
+    count: int = 1
+    milli: int = GPU_MILLI
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, value: int) -> int:
+        return _bounded(value, 1, MAX_GPUS_PER_TASK)
+
+    @field_validator("milli")
+    @classmethod
+    def _milli(cls, value: int, info: ValidationInfo) -> int:
+        _bounded(value, 1, GPU_MILLI)
+        count = info.data.get("count", 1)
+        if value < GPU_MILLI and count != 1:
+            # A shared task must fit inside one device; it is never split across devices.
+            raise invalid(f"below {GPU_MILLI} (a shared GPU) only with count 1 (got count {count})")
+        return value
+
+
+def _gpu_shorthand(value: Any) -> Any:
+    """`gpu: 2` is two whole GPUs, `gpu: 0.3` is 300 milli of one shared GPU, `gpu: 0` is none."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if value == 0:
+        return None
+    if value == int(value):
+        return {"count": int(value)}
+    if 0 < value < 1:
+        milli = round(value * GPU_MILLI, 6)
+        if milli != int(milli):
+            raise invalid(f"a GPU fraction must be a whole number of milli-GPU, e.g. 0.25 (got {value})")
+        return {"count": 1, "milli": int(milli)}
+    raise invalid(f"must be a whole number of GPUs or a fraction of one GPU below 1 (got {value})")
+
+
+class Resources(_Spec):
+    cpu_milli: int = Field(DEFAULT_CPU_MILLI, alias="cpu")
+    memory_mib: int = Field(DEFAULT_MEMORY_MIB, alias="memory")
+    gpu: GpuRequest | None = None
+    gpu_models: list[str] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    regions: list[str] = Field(default_factory=list)
+
+    @field_validator("cpu_milli", mode="before")
+    @classmethod
+    def _cpu(cls, value: Any) -> int:
+        return _parse(parse_cpu_milli, value)
+
+    @field_validator("memory_mib", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> int:
+        return _parse(parse_memory_mib, value)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu(cls, value: Any) -> Any:
+        return _gpu_shorthand(value)
+
+    @field_validator("gpu_models")
+    @classmethod
+    def _models(cls, value: list[str]) -> list[str]:
+        return _distinct(value, "GPU model")
+
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, value: list[str]) -> list[str]:
+        return _distinct(value, "region")
+
+    @field_validator("node_selector", mode="before")
+    @classmethod
+    def _selector_values(cls, value: Any) -> Any:
+        return _stringify_scalars(value)
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return _label_keys(value)
+
+    @property
+    def gpu_count(self) -> int:
+        return self.gpu.count if self.gpu else 0
+
+    @property
+    def gpu_milli(self) -> int:
+        return self.gpu.milli if self.gpu else 0
+
+
+class TaskSpec(_Spec):
+    name: str
+    replicas: int = 1
+    resources: Resources = Field(default_factory=Resources)
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    duration_s: float = Field(0.0, alias="duration")
+
+    @field_validator("name")
+    @classmethod
+    def _task_name(cls, value: str) -> str:
+        return _name(value)
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, value: int) -> int:
+        return _bounded(value, 1, MAX_REPLICAS)
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        return [str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value] \
+            if isinstance(value, list) else value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values(cls, value: Any) -> Any:
+        return _stringify_scalars(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _ENV_NAME.match(key):
+                raise invalid(f"{key!r} is not a valid environment variable name")
+        return value
+
+    @field_validator("duration_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return _parse(parse_duration_s, value)
+
+
+class JobSpec(_Spec):
+    """A job: one or more task groups admitted to a queue together (a gang when min_available says so).
+
+    Field order matters: validators of later fields read earlier ones (min_available reads tasks).
+    """
+
+    name: str
+    queue: str
+    kind: JobKindName = "batch"
+    priority_class: str = ""
+    best_effort: bool = False
+    preemptible: bool = True
+    max_retries: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    tasks: list[TaskSpec]
+    min_available: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _job_name(cls, value: str) -> str:
+        return _name(value)
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, value: str) -> str:
+        if not all(_QUEUE_SEGMENT.match(s) for s in value.split("/")):
+            raise invalid(
+                "must be a queue path like 'tenant' or 'tenant/team': segments of lowercase letters, "
+                f"digits, '-' and '_' separated by '/' (got {value!r})"
+            )
+        return value
+
+    @field_validator("priority_class")
+    @classmethod
+    def _priority_class(cls, value: str) -> str:
+        return _name(value, "a priority class name") if value else value
+
+    @field_validator("preemptible")
+    @classmethod
+    def _preemptible(cls, value: bool, info: ValidationInfo) -> bool:
+        if not value and info.data.get("best_effort"):
+            # Best-effort work runs on capacity lent by others and must give it back on demand.
+            raise invalid("must be true when best_effort is true")
+        return value
+
+    @field_validator("max_retries")
+    @classmethod
+    def _retries(cls, value: int) -> int:
+        return _bounded(value, 0, MAX_RETRIES)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _label_values(cls, value: Any) -> Any:
+        return _stringify_scalars(value)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return _label_keys(value)
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks(cls, value: list[TaskSpec]) -> list[TaskSpec]:
+        if not value:
+            raise invalid("must list at least one task")
+        _distinct([t.name for t in value], "task name")
+        return value
+
+    @field_validator("min_available")
+    @classmethod
+    def _gang(cls, value: int, info: ValidationInfo) -> int:
+        tasks = info.data.get("tasks")
+        if tasks is None:  # tasks already failed; their error is the one worth reading
+            return value
+        return _bounded(value, 0, sum(t.replicas for t in tasks))
+
+    @property
+    def task_count(self) -> int:
+        """Tasks after expanding replicas."""
+        return sum(t.replicas for t in self.tasks)
+
+
+def _label_keys(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        if len(key) > _MAX_NAME or not _LABEL_KEY.match(key):
+            raise invalid(f"{key!r} is not a valid label key")
+    return value
+
+
+def _parse(parser: Callable[[object], _T], value: object) -> _T:
+    try:
+        return parser(value)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
