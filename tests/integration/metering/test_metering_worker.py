@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,60 +122,80 @@ class Stack:
     topics: MeteringTopics
     publisher: EventPublisher
     heartbeats: Heartbeats
+    worker: WorkerProcess
 
     def reader(self, topic: str, *, raw: bool = False) -> TopicReader:
         return TopicReader(self.bootstrap, topic, raw=raw)
 
 
-@pytest.fixture(scope="module")
-def worker(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeteringTopics]:
-    prefix = f"t-metering-{secrets.token_hex(3)}"
-    log_path = tmp_path_factory.mktemp("metering") / "worker.log"
-    env = {
-        **os.environ,
-        "SUANLI_KAFKA_BOOTSTRAP": kafka_bootstrap,
-        "SUANLI_TOPIC_PREFIX": prefix,
-        "SUANLI_METERING_INTERVAL_S": "0.1",
-        "SUANLI_METRICS_PORT": "0",
-        "OTEL_SDK_DISABLED": "true",
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "suanli.cli.main", "serve", "metering", "--loglevel", "info"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield MeteringTopics(prefix)
-    finally:
-        proc.send_signal(signal.SIGTERM)
+class WorkerProcess:
+    """`suanli serve metering` as a subprocess, stoppable and restartable under the same app id."""
+
+    def __init__(self, bootstrap: str, prefix: str, log_path: Path) -> None:
+        self.topics = MeteringTopics(prefix)
+        self.log_path = log_path
+        self.env = {
+            **os.environ,
+            "SUANLI_KAFKA_BOOTSTRAP": bootstrap,
+            "SUANLI_TOPIC_PREFIX": prefix,
+            "SUANLI_METERING_INTERVAL_S": "0.1",
+            "SUANLI_METRICS_PORT": "0",
+            "OTEL_SDK_DISABLED": "true",
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "suanli.cli.main", "serve", "metering", "--loglevel", "info"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def worker(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    log_path = tmp_path_factory.mktemp("metering") / "worker.log"
+    process = WorkerProcess(kafka_bootstrap, f"t-metering-{secrets.token_hex(3)}", log_path)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
         tail = log_path.read_text(errors="replace")[-3000:]
         print(f"--- metering worker log ({log_path}) ---\n{tail}")
 
 
 @pytest.fixture(scope="module")
-async def stack(kafka_bootstrap: str, worker: MeteringTopics) -> AsyncIterator[Stack]:
+async def stack(kafka_bootstrap: str, worker: WorkerProcess) -> AsyncIterator[Stack]:
+    topics = worker.topics
     # The worker creates its topics first; producing before that would auto-create them with the
     # broker's default partition count, which the worker refuses.
     deadline = time.monotonic() + READY_DEADLINE_S
-    while not await _topic_exists(kafka_bootstrap, worker.capacity):
+    while not await _topic_exists(kafka_bootstrap, topics.capacity):
         assert time.monotonic() < deadline, "metering worker never created its topics"
         await asyncio.sleep(0.2)
     publisher = EventPublisher(kafka_bootstrap)
     await publisher.start()
-    heartbeats = Heartbeats(publisher, worker.snapshots)
+    heartbeats = Heartbeats(publisher, topics.snapshots)
     heartbeats.nodes["ready-probe"] = {"devices": [gpu(0)]}
     task = asyncio.create_task(heartbeats.run())
-    stack = Stack(kafka_bootstrap, worker, publisher, heartbeats)
+    stack = Stack(kafka_bootstrap, topics, publisher, heartbeats, worker)
     try:
         # The first view the worker publishes says it has joined its group and is consuming.
-        reader = stack.reader(worker.capacity)
+        reader = stack.reader(topics.capacity)
         await reader.start()
         try:
             await reader.until(lambda seen: len(seen) > 0, timeout_s=READY_DEADLINE_S, what="worker ready")
@@ -322,3 +343,51 @@ async def test_garbage_goes_to_the_dead_letter_topic_and_the_next_snapshot_is_pr
     assert "CorruptEventError" in (header(letter.headers, "dlq-error-class") or "")
     assert header(letter.headers, "dlq-error-message")
     assert _latest_by_node(views)[node]["cu_total"] == pytest.approx(65.0 + 6.4)
+
+
+async def test_restarted_worker_recovers_its_tables_and_charges_nothing_twice(stack: Stack) -> None:
+    node, task = "restart-node", f"task-{secrets.token_hex(3)}"
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0)]}
+    p, t = stack.publisher, stack.topics
+    start, end = ms("2025-01-01T11:00:00"), ms("2025-01-01T11:01:30")
+    capacity = stack.reader(t.capacity)
+    await capacity.start()
+    try:
+        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
+    finally:
+        await capacity.stop()
+    await p.publish(t.jobs, "job-r", "JobSubmitted", job_submitted("job-r", [task], start))
+    await p.publish(t.placements, node, "TaskPlaced", task_placed(task, node, start, job_id="job-r"))
+    await p.publish(t.lifecycle, task, "TaskStarted", task_started(task, node, start, job_id="job-r"))
+    finished = task_finished(task, node, end, job_id="job-r")
+    await p.publish(t.lifecycle, task, "TaskFinished", finished)
+    usage = stack.reader(t.usage)
+    await usage.start()
+    try:
+        await usage.until(lambda s: sum(r.record["task_id"] == task for r in s) >= 2, what="first attempt")
+
+        stack.worker.stop()
+        stack.worker.start()
+        # Redelivered after the restart, then a second attempt of the same task: it shares the task's
+        # partition, so once its windows are out the redelivery has been handled too.
+        await p.publish(t.lifecycle, task, "TaskFinished", finished)
+        retry_start, retry_end = end + 5_000, end + 20_000
+        await p.publish(
+            t.placements, node, "TaskPlaced", task_placed(task, node, retry_start, job_id="job-r", attempt=2)
+        )
+        await p.publish(
+            t.lifecycle, task, "TaskStarted", task_started(task, node, retry_start, job_id="job-r", attempt=2)
+        )
+        await p.publish(
+            t.lifecycle, task, "TaskFinished", task_finished(task, node, retry_end, job_id="job-r", attempt=2)
+        )
+        seen = await usage.until(
+            lambda s: any(r.record["task_id"] == task and r.record["attempt"] == 2 for r in s),
+            timeout_s=READY_DEADLINE_S,
+            what="second attempt after restart",
+        )
+    finally:
+        await usage.stop()
+    first = [r.record for r in seen if r.record["task_id"] == task and r.record["attempt"] == 1]
+    assert len(first) == 2  # 11:00:00-11:01:00 and 11:01:00-11:01:30, each exactly once
+    assert sum(w["gpu_milli_seconds"] for w in first) == 1000 * 90

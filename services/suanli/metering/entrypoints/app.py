@@ -142,9 +142,12 @@ class MeteringApp:
         self.usage_out = self._topic(n.usage)
         # use_partitioner: the liveness timer writes outside any event, so the changelog partition comes
         # from the key; the producers of snapshots and placements partition by the same node key.
-        schema = faust.Schema(**_RAW)
-        self.nodes = self.app.Table("nodes", partitions=n.partitions, use_partitioner=True, schema=schema)
-        self.tasks = self.app.Table("tasks", partitions=n.partitions, schema=schema)
+        # Tables pick their changelog serializers from key_type/value_type (bytes -> raw); a Schema's
+        # serializers are not used on recovery, which would then read the raw keys as JSON.
+        self.nodes = self.app.Table(
+            "nodes", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+        )
+        self.tasks = self.app.Table("tasks", partitions=n.partitions, key_type=bytes, value_type=bytes)
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
