@@ -300,7 +300,7 @@ class MeteringApp:
         states = []
         for key, raw in list(self.nodes.items()):
             state = loads(NodeState, raw)
-            if state.liveness is not None and self._partition_of(key) in mine:
+            if mine and state.liveness is not None and self._partition_of(key) in mine:
                 after, change = check(state.liveness, now, lost_after=self.config.lost_after)
                 if change is not None:
                     await self._publish_status(change)
