@@ -84,9 +84,11 @@ EVENTS: Final = MappingProxyType(
             _spec("JobCancelled", "scheduling", JOBS_EVENTS, "job_id"),
             _spec("JobSucceeded", "scheduling", JOBS_EVENTS, "job_id"),
             _spec("JobFailed", "scheduling", JOBS_EVENTS, "job_id"),
+            _spec("JobRequeued", "scheduling", JOBS_EVENTS, "job_id"),
             # Placements and preemptions are keyed by node: each agent reads its node's orders in order.
             _spec("TaskPlaced", "scheduling", PLACEMENTS, "node_id"),
             _spec("TaskPreempted", "scheduling", PLACEMENTS, "node_id"),
+            _spec("TaskStopRequested", "scheduling", PLACEMENTS, "node_id"),
             # billing
             _spec("ChargeRecorded", "billing", BILLING_EVENTS, "tenant"),
             _spec("InvoiceIssued", "billing", BILLING_EVENTS, "tenant"),

@@ -55,7 +55,7 @@ def test_topics_and_keys() -> None:
     for spec in EVENTS.values():
         assert spec.topic in TOPICS
         assert spec.full_name == f"suanli.{spec.context}.{spec.name}"
-    assert catalogue.events_on(catalogue.PLACEMENTS) == ("TaskPlaced", "TaskPreempted")
+    assert catalogue.events_on(catalogue.PLACEMENTS) == ("TaskPlaced", "TaskPreempted", "TaskStopRequested")
     assert catalogue.topic_of("NodeSnapshot") == "node.snapshots"
     assert catalogue.context_of("ChargeRecorded") == "billing"
     with pytest.raises(KeyError, match="NoSuchEvent"):

@@ -172,6 +172,10 @@ REPRESENTATIVE: dict[str, dict[str, Any]] = {
         "cycle": 991,
         "command": ["python", "train.py"],
         "env": {"NCCL_DEBUG": "WARN"},
+        "duration_s": 2.5,
+        "queue": "acme/vision",
+        "tenant": "acme",
+        "best_effort": False,
     },
 }
 
