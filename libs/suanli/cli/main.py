@@ -21,6 +21,10 @@ def _register() -> None:
     app.command("agent")(agent.agent)
     from suanli.cli import serve
     app.add_typer(serve.app, name="serve")
+    from suanli.cli import job, nodes, queues
+    app.add_typer(job.app, name="job")
+    app.command("nodes")(nodes.nodes)
+    app.command("queues")(queues.queues)
 
 
 _register()

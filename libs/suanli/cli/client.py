@@ -1,0 +1,93 @@
+"""Talking to the scheduler from the CLI: where it is, one channel per command, and failures as
+one-line messages with an exit code (never a traceback).
+
+Exit codes, so scripts can tell outcomes apart:
+  0 done / job succeeded, 1 the job failed or was cancelled, 2 bad usage or an invalid spec file,
+  3 the scheduler refused the request, 4 the scheduler cannot be reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+import grpc
+import typer
+from rich.console import Console
+
+from suanli.api.scheduler.v1 import scheduler_pb2_grpc
+from suanli.jobspec import JobSpecError
+
+ADDRESS_ENV = "SUANLI_SCHEDULER_ADDR"
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+# Unary calls answer from the scheduler's state, so a slow answer means trouble, not work in progress.
+UNARY_TIMEOUT_S = 30.0
+
+EXIT_JOB_FAILED = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_UNREACHABLE = 4
+
+SchedulerOption = Annotated[
+    str,
+    typer.Option(
+        "--scheduler",
+        envvar=ADDRESS_ENV,
+        metavar="HOST:PORT",
+        help=f"Scheduler gRPC address (env {ADDRESS_ENV}).",
+    ),
+]
+
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    message: str
+    exit_code: int
+
+
+def rpc_failure(error: grpc.RpcError, address: str) -> Failure:
+    """A gRPC error as the line a person reads; UNAVAILABLE almost always means nothing is listening."""
+    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return Failure(
+            f"cannot reach the scheduler at {address} (is `suanli serve scheduling` running?)",
+            EXIT_UNREACHABLE,
+        )
+    details = (error.details() or "").strip()  # type: ignore[attr-defined]
+    return Failure(f"{code.name}: {details}" if details else code.name, EXIT_REFUSED)
+
+
+def spec_failure(error: JobSpecError) -> Failure:
+    where = f"{error.source}: " if error.source else ""
+    if len(error.problems) == 1:
+        return Failure(f"invalid job spec {where}{error.problems[0]}", EXIT_USAGE)
+    lines = "\n".join(f"  {p}" for p in error.problems)
+    return Failure(f"invalid job spec {where}{len(error.problems)} problems\n{lines}", EXIT_USAGE)
+
+
+def fail(failure: Failure) -> typer.Exit:
+    stderr.print(f"error: {failure.message}", markup=False)
+    return typer.Exit(failure.exit_code)
+
+
+@contextmanager
+def reported(address: str) -> Iterator[None]:
+    """Turn the failures a command expects into a message and an exit code."""
+    try:
+        yield
+    except grpc.RpcError as exc:
+        raise fail(rpc_failure(exc, address)) from None
+    except JobSpecError as exc:
+        raise fail(spec_failure(exc)) from None
+
+
+@contextmanager
+def scheduler(address: str) -> Iterator[scheduler_pb2_grpc.SchedulerStub]:
+    """A stub on a fresh channel, with errors reported; the channel closes when the command ends."""
+    with reported(address), grpc.insecure_channel(address) as channel:
+        yield scheduler_pb2_grpc.SchedulerStub(channel)
+

@@ -1,0 +1,27 @@
+"""`suanli queues [NAME]`: quota use per flavour against guaranteed and maximum, borrowing, fair share."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, scheduler
+from suanli.cli.output import OutputOption, emit
+from suanli.cli.render import OutputFormat, queues_table, to_data
+
+
+def queues(
+    name: Annotated[str | None, typer.Argument(metavar="[NAME]", help="One queue, e.g. acme/vision.")] = None,
+    output: OutputOption = OutputFormat.TABLE,
+    address: SchedulerOption = DEFAULT_ADDRESS,
+) -> None:
+    """List queues, or show one."""
+    with scheduler(address) as stub:
+        if name:
+            found = [stub.GetQueue(pb.GetQueueRequest(name=name), timeout=UNARY_TIMEOUT_S)]
+        else:
+            found = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+    data = to_data(found[0]) if name else {"queues": [to_data(q) for q in found]}
+    emit(output, data, queues_table(found))

@@ -1,0 +1,298 @@
+"""Scheduler answers as text: rich tables for people, proto JSON / YAML for scripts.
+
+Pure functions of the messages they are given (no clock, no I/O), so they are tested as units.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+import yaml
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.jobspec import kind_name
+from suanli.jobspec.units import format_cpu, format_memory
+
+GPU_MILLI = 1000
+FINAL_STATES = frozenset({pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED})
+_STATE_STYLES = {
+    pb.JOB_STATE_PENDING: "yellow",
+    pb.JOB_STATE_RUNNING: "cyan",
+    pb.JOB_STATE_SUCCEEDED: "green",
+    pb.JOB_STATE_FAILED: "red",
+    pb.JOB_STATE_CANCELLED: "magenta",
+}
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+def state_name(state: int) -> str:
+    """JOB_STATE_RUNNING -> Running."""
+    full = pb.JobState.Name(state) if state in pb.JobState.values() else "JOB_STATE_UNSPECIFIED"
+    return full.removeprefix("JOB_STATE_").capitalize()
+
+
+def parse_state(text: str) -> int:
+    """A --state value ("running", "RUNNING", "JOB_STATE_RUNNING") as the wire enum."""
+    name = text.strip().upper()
+    name = name if name.startswith("JOB_STATE_") else f"JOB_STATE_{name}"
+    states = dict(pb.JobState.items())
+    if not states.get(name):
+        choices = ", ".join(state_name(v).lower() for v in states.values() if v)
+        raise ValueError(f"unknown state {text!r}; one of {choices}")
+    return states[name]
+
+
+def _styled_state(state: int) -> Text:
+    return Text(state_name(state), style=_STATE_STYLES.get(state, ""))
+
+
+def timestamp(value: Timestamp) -> str:
+    if not value.seconds and not value.nanos:
+        return "-"
+    return value.ToDatetime().strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def gpus(milli: int) -> str:
+    """Milli-GPU as GPUs: 3000 -> "3", 300 -> "0.3"."""
+    return f"{milli / GPU_MILLI:g}"
+
+
+# --- machine-readable --------------------------------------------------------------------------
+
+
+def to_data(message: Message) -> dict[str, Any]:
+    # Field names as in the .proto and in the YAML spec; unset scalars printed so scripts see every key.
+    return MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def dump(data: Any, fmt: OutputFormat) -> str:
+    if fmt is OutputFormat.YAML:
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n")
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+
+def requested_gpu_milli(spec: pb.JobSpec) -> int:
+    return sum(
+        max(t.replicas, 1) * t.resources.gpu_count * t.resources.gpu_milli for t in spec.tasks
+    )
+
+
+def _task_total(job: pb.Job) -> int:
+    return len(job.tasks) or sum(max(t.replicas, 1) for t in job.spec.tasks)
+
+
+def _reason_line(reason: pb.PendingReason) -> str:
+    if not reason.code:
+        return ""
+    return f"{reason.code}: {reason.message}" if reason.message else reason.code
+
+
+def jobs_table(jobs: Iterable[pb.Job]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("ID", "NAME", "QUEUE", "KIND", "STATE", "TASKS", "GPU", "SUBMITTED", "REASON"):
+        table.add_column(column, no_wrap=column != "REASON")
+    for job in jobs:
+        running = sum(1 for t in job.tasks if t.state.lower() == "running")
+        table.add_row(
+            job.id,
+            job.spec.name,
+            job.spec.queue,
+            kind_name(job.spec.kind),
+            _styled_state(job.state),
+            f"{running}/{_task_total(job)}",
+            gpus(requested_gpu_milli(job.spec)),
+            timestamp(job.submitted_at),
+            job.pending_reason.code,
+        )
+    return table
+
+
+def _gpu_slots(task: pb.TaskStatus) -> str:
+    if not task.gpu_indices:
+        return "-"
+    shares = list(task.gpu_milli) or [GPU_MILLI] * len(task.gpu_indices)
+    return ",".join(
+        str(index) if milli == GPU_MILLI else f"{index}@{gpus(milli)}"
+        for index, milli in zip(task.gpu_indices, shares, strict=False)
+    )
+
+
+def _fields(rows: Sequence[tuple[str, Any]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for name, value in rows:
+        grid.add_row(name, value if isinstance(value, Text) else Text(str(value)))
+    return grid
+
+
+def _mapping(values: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "-"
+
+
+def job_detail(job: pb.Job) -> RenderableType:
+    spec = job.spec
+    rows: list[tuple[str, Any]] = [
+        ("ID", job.id),
+        ("Name", spec.name),
+        ("Queue", spec.queue),
+        ("Kind", kind_name(spec.kind)),
+        ("State", _styled_state(job.state)),
+        ("Priority class", spec.priority_class or "-"),
+        ("Preemptible", "yes" if spec.preemptible else "no"),
+        ("Best effort", "yes" if spec.best_effort else "no"),
+        ("Gang", f"{spec.min_available or _task_total(job)} of {_task_total(job)} tasks"),
+        ("Restarts", f"{job.restarts} (max retries {spec.max_retries})"),
+        ("Labels", _mapping(spec.labels)),
+        ("Submitted", timestamp(job.submitted_at)),
+        ("Updated", timestamp(job.updated_at)),
+    ]
+    if job.pending_reason.code:
+        rows.append(("Pending", _reason_line(job.pending_reason)))
+    parts: list[RenderableType] = [_fields(rows)]
+    if job.tasks:
+        tasks = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
+        for column in ("TASK", "STATE", "NODE", "GPUS", "ATTEMPT", "EXIT", "REASON"):
+            tasks.add_column(column)
+        for task in job.tasks:
+            tasks.add_row(
+                task.task_id, task.state, task.node_id or "-", _gpu_slots(task),
+                str(task.attempt), str(task.exit_code) if task.state.lower() in _ENDED else "-",
+                task.reason or "",
+            )
+        parts += [Text(""), tasks]
+    return Group(*parts)
+
+
+_ENDED = frozenset({"succeeded", "failed", "cancelled", "completed", "exited"})
+
+
+def event_line(event: pb.JobEvent) -> Text:
+    line = Text(f"{timestamp(event.at)}  ")
+    line.append(f"{state_name(event.state):<9}", style=_STATE_STYLES.get(event.state, ""))
+    line.append(f"  {event.event}")
+    if event.message:
+        line.append(f": {event.message}")
+    return line
+
+
+def explanation(explained: pb.Explanation) -> RenderableType:
+    parts: list[RenderableType] = [
+        _fields([("Job", explained.job_id), ("State", _styled_state(explained.state))])
+    ]
+    reason = explained.pending_reason
+    if reason.code:
+        parts.append(_fields([("Reason", reason.code), ("Message", reason.message or "-")]))
+        if reason.details:
+            parts.append(_fields([(f"  {k}", v) for k, v in sorted(reason.details.items())]))
+    if explained.rejected_by_filter:
+        rejected = Table(box=None, pad_edge=False, header_style="bold")
+        rejected.add_column("FILTER")
+        rejected.add_column("NODES REJECTED", justify="right")
+        for name, count in sorted(explained.rejected_by_filter.items(), key=lambda kv: (-kv[1], kv[0])):
+            rejected.add_row(name, str(count))
+        parts += [Text(""), rejected]
+    if explained.top_nodes:
+        plugins = sorted({p for n in explained.top_nodes for p in n.plugin_scores})
+        scores = Table(box=None, pad_edge=False, header_style="bold")
+        for column in ("NODE", "SCORE", *(p.upper() for p in plugins)):
+            scores.add_column(column, justify="left" if column == "NODE" else "right")
+        for node in explained.top_nodes:
+            scores.add_row(
+                node.node_id, f"{node.score:.2f}",
+                *(f"{node.plugin_scores[p]:.2f}" if p in node.plugin_scores else "-" for p in plugins),
+            )
+        parts += [Text(""), scores]
+    if not reason.code and not explained.rejected_by_filter and not explained.top_nodes:
+        parts.append(Text("nothing to explain: the scheduler recorded no decision for this job yet"))
+    return Group(*parts)
+
+
+# --- nodes and queues --------------------------------------------------------------------------
+
+
+def _gpu_summary(node: pb.Node) -> tuple[str, str]:
+    if not node.devices:
+        return "-", "-"
+    models: dict[str, int] = {}
+    for device in node.devices:
+        models[device.model] = models.get(device.model, 0) + 1
+    kinds = ", ".join(f"{count}x {model}" for model, count in models.items())
+    free = sum(d.free_milli for d in node.devices)
+    return kinds, f"{gpus(free)}/{len(node.devices)}"
+
+
+def nodes_table(nodes: Iterable[pb.Node]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("NODE", "REGION", "ZONE", "STATUS", "CPU FREE", "MEMORY FREE", "GPUS", "GPU FREE"):
+        table.add_column(column, no_wrap=True)
+    for node in nodes:
+        kinds, free = _gpu_summary(node)
+        table.add_row(
+            node.id, node.region, node.zone, node.status,
+            f"{format_cpu(node.free_cpu_milli)}/{format_cpu(node.cpu_milli)}",
+            f"{format_memory(node.free_memory_mib)}/{format_memory(node.memory_mib)}",
+            kinds, free,
+        )
+    return table
+
+
+def amount(flavour: str, value: int) -> str:
+    """A quota amount in the flavour's unit: cpu milli -> cores, memory MiB -> Gi, gpu milli -> GPUs."""
+    if flavour == "cpu":
+        return format_cpu(value)
+    if flavour == "memory":
+        return format_memory(value)
+    if flavour.startswith("gpu"):
+        return gpus(value)
+    return str(value)
+
+
+def _usage(resource: pb.ResourceAmount) -> str:
+    if not resource.guaranteed:
+        return "-"
+    return f"{100 * resource.used / resource.guaranteed:.0f}%"
+
+
+def queues_table(queues: Iterable[pb.Queue]) -> Table:
+    """One row per queue and flavour; the queue's own columns only on its first row."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("QUEUE", "COHORT", "PENDING", "RUNNING", "SHARE", "FLAVOUR", "USED", "GUARANTEED",
+                   "MAXIMUM", "BORROWED", "USE/GUAR"):
+        table.add_column(column, no_wrap=True, justify="left" if column.isalpha() else "right")
+    for queue in queues:
+        head = [queue.name, queue.cohort or "-", str(queue.pending_jobs), str(queue.running_jobs),
+                f"{queue.dominant_share:.2f}"]
+        for resource in queue.resources or [pb.ResourceAmount()]:
+            f = resource.flavour
+            table.add_row(
+                *head,
+                f or "-",
+                amount(f, resource.used),
+                amount(f, resource.guaranteed),
+                # 0 on the wire: the queue has no ceiling of its own beyond what its cohort lends.
+                amount(f, resource.maximum) if resource.maximum else "-",
+                amount(f, resource.borrowed) if resource.borrowed else "-",
+                _usage(resource),
+            )
+            head = [""] * len(head)
+    return table
