@@ -183,13 +183,16 @@ def job_detail(job: pb.Job) -> RenderableType:
     return Group(*parts)
 
 
-_ENDED = frozenset({"succeeded", "failed", "cancelled", "completed", "exited"})
+# TaskStatus.state values after which an exit code means something.
+_ENDED = frozenset({"succeeded", "failed", "stopped"})
 
 
 def event_line(event: pb.JobEvent) -> Text:
     line = Text(f"{timestamp(event.at)}  ")
     line.append(f"{state_name(event.state):<9}", style=_STATE_STYLES.get(event.state, ""))
     line.append(f"  {event.event}")
+    if event.task_id:
+        line.append(f" {event.task_id}" + (f" (attempt {event.attempt})" if event.attempt else ""))
     if event.message:
         line.append(f": {event.message}")
     return line
@@ -278,9 +281,11 @@ def queues_table(queues: Iterable[pb.Queue]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("QUEUE", "COHORT", "PENDING", "RUNNING", "SHARE", "FLAVOUR", "USED", "GUARANTEED",
                    "MAXIMUM", "BORROWED", "USE/GUAR"):
-        table.add_column(column, no_wrap=True, justify="left" if column.isalpha() else "right")
+        textual = column in ("QUEUE", "COHORT", "FLAVOUR")
+        table.add_column(column, no_wrap=True, justify="left" if textual else "right")
     for queue in queues:
-        head = [queue.name, queue.cohort or "-", str(queue.pending_jobs), str(queue.running_jobs),
+        name = queue.name + (" (stopped)" if queue.stopped else "")
+        head = [name, queue.cohort or "-", str(queue.pending_jobs), str(queue.running_jobs),
                 f"{queue.dominant_share:.2f}"]
         for resource in queue.resources or [pb.ResourceAmount()]:
             f = resource.flavour

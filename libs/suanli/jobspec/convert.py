@@ -31,6 +31,7 @@ def _resources_to_proto(resources: Resources) -> pb.ResourceRequest:
         memory_mib=resources.memory_mib,
         gpu_count=resources.gpu_count,
         gpu_milli=resources.gpu_milli,
+        gpu_memory_mib=resources.gpu_memory_mib,
         gpu_models=resources.gpu_models,
         node_selector=resources.node_selector,
         regions=resources.regions,
@@ -67,9 +68,14 @@ def to_proto(spec: JobSpec) -> pb.JobSpec:
 def _gpu_document(request: pb.ResourceRequest) -> Any:
     if request.gpu_count == 0:
         return None
-    if request.gpu_milli in (0, GPU_MILLI):
-        return request.gpu_count
-    return {"count": request.gpu_count, "milli": request.gpu_milli}
+    milli = request.gpu_milli or GPU_MILLI
+    if not request.gpu_memory_mib:
+        return request.gpu_count if milli == GPU_MILLI else milli / GPU_MILLI
+    return _drop_empty({
+        "count": request.gpu_count,
+        "milli": milli if milli != GPU_MILLI else None,
+        "memory": format_memory(request.gpu_memory_mib),
+    })
 
 
 def _drop_empty(document: dict[str, Any]) -> dict[str, Any]:
@@ -113,8 +119,8 @@ def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
         "tasks": [_task_document(t) for t in spec.tasks],
         "min_available": spec.min_available or None,
     })
-    # Always explicit: the wire's default (false) differs from the spec's (true).
-    document["preemptible"] = spec.preemptible
+    # Unset on the wire means true, as in the spec.
+    document["preemptible"] = spec.preemptible if spec.HasField("preemptible") else True
     return document
 
 

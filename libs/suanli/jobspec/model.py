@@ -8,6 +8,7 @@ Attributes hold canonical units (milli-cores, MiB, milli-GPU, seconds); YAML key
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -81,10 +82,12 @@ class _Spec(BaseModel):
 
 
 class GpuRequest(_Spec):
-    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU."""
+    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU. `memory` caps the GPU
+    memory the task may use (0: no cap), which is what keeps tasks sharing one GPU apart."""
 
     count: int = 1
     milli: int = GPU_MILLI
+    memory_mib: int = Field(0, alias="memory")
 
     @field_validator("count")
     @classmethod
@@ -100,6 +103,11 @@ class GpuRequest(_Spec):
             # A shared task must fit inside one device; it is never split across devices.
             raise invalid(f"below {GPU_MILLI} (a shared GPU) only with count 1 (got count {count})")
         return value
+
+    @field_validator("memory_mib", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> int:
+        return _parse(parse_memory_mib, value)
 
 
 def _gpu_shorthand(value: Any) -> Any:
@@ -169,6 +177,10 @@ class Resources(_Spec):
     def gpu_milli(self) -> int:
         return self.gpu.milli if self.gpu else 0
 
+    @property
+    def gpu_memory_mib(self) -> int:
+        return self.gpu.memory_mib if self.gpu else 0
+
 
 class TaskSpec(_Spec):
     name: str
@@ -188,6 +200,16 @@ class TaskSpec(_Spec):
     @classmethod
     def _replicas(cls, value: int) -> int:
         return _bounded(value, 1, MAX_REPLICAS)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        # The agent splits the command like a shell would; an unbalanced quote would fail only there.
+        try:
+            shlex.split(value)
+        except ValueError as exc:
+            raise invalid(f"cannot be split into words like a shell would: {exc} (got {value!r})") from None
+        return value
 
     @field_validator("args", mode="before")
     @classmethod
