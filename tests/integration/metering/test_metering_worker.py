@@ -326,13 +326,16 @@ async def test_garbage_goes_to_the_dead_letter_topic_and_the_next_snapshot_is_pr
         await producer.send_and_wait(stack.topics.snapshots, b"this is not an event", key=node.encode())
     finally:
         await producer.stop()
+    misplaced = task_started("misplaced-task", node, now_ms())  # well-formed, wrong topic
+    await stack.publisher.publish(stack.topics.snapshots, "misplaced", "TaskStarted", misplaced)
     stack.heartbeats.nodes[node] = {"devices": [gpu(0, "Tesla T4", 15_360)]}
     dlq = stack.reader(f"{stack.topics.snapshots}.dlq", raw=True)
     capacity = stack.reader(stack.topics.capacity)
     await dlq.start()
     await capacity.start()
     try:
-        dead = await dlq.until(lambda s: any(r.record["key"] == node.encode() for r in s), what="dead letter")
+        keys = {node.encode(), b"misplaced"}
+        dead = await dlq.until(lambda s: keys <= {r.record["key"] for r in s}, what="dead letters")
         views = await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
     finally:
         await dlq.stop()
@@ -342,6 +345,8 @@ async def test_garbage_goes_to_the_dead_letter_topic_and_the_next_snapshot_is_pr
     assert header(letter.headers, "dlq-original-topic") == stack.topics.snapshots
     assert "CorruptEventError" in (header(letter.headers, "dlq-error-class") or "")
     assert header(letter.headers, "dlq-error-message")
+    wrong_topic = next(r for r in dead if r.record["key"] == b"misplaced")
+    assert "UnexpectedEventError" in (header(wrong_topic.headers, "dlq-error-class") or "")
     assert _latest_by_node(views)[node]["cu_total"] == pytest.approx(65.0 + 6.4)
 
 

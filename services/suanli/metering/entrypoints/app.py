@@ -34,7 +34,7 @@ from suanli.bus.headers import EVENT_ID, EVENT_NAME, dead_letter_headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.bus.topics import dlq_topic
-from suanli.contracts import decode, encode
+from suanli.contracts import catalogue, decode, encode, events_on
 from suanli.metering.adapters import records
 from suanli.metering.adapters.jsoncodec import TaggedCodec, dumps, loads
 from suanli.metering.adapters.metrics import MeteringMetrics
@@ -68,6 +68,8 @@ from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.telemetry import inject_headers
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[[str, Mapping[str, Any]], Awaitable[None]]
 
 FACTS = TaggedCodec(JobKnown, Placed, Started, Ended, Seen, Sampled)
 _RAW: dict[str, Any] = {
@@ -156,33 +158,34 @@ class MeteringApp:
         return self.app.topic(name, **_RAW)
 
     def _register(self) -> None:
-        routes: list[tuple[str, TopicT, Callable[[str, Mapping[str, Any]], Awaitable[None]]]] = [
-            ("node-snapshots", self.snapshots, self._on_node_event),
-            ("placements", self.placements, self._on_placement),
-            ("task-lifecycle", self.lifecycle, self._on_lifecycle),
-            ("usage-samples", self.samples, self._on_sample),
-            ("jobs", self.jobs, self._on_job),
+        routes: list[tuple[str, TopicT, Handler]] = [
+            (catalogue.NODE_SNAPSHOTS, self.snapshots, self._on_node_event),
+            (catalogue.PLACEMENTS, self.placements, self._on_placement),
+            (catalogue.TASKS_LIFECYCLE, self.lifecycle, self._on_lifecycle),
+            (catalogue.USAGE_SAMPLES, self.samples, self._on_sample),
+            (catalogue.JOBS_EVENTS, self.jobs, self._on_job),
         ]
         for name, topic, handler in routes:
-            self.app.agent(topic, name=f"metering.{name}")(self._consumer(handler))
+            self.app.agent(topic, name=f"metering.{name}")(self._consumer(name, handler))
         self.app.agent(self.facts, name="metering.task-facts")(self._fact_consumer)
         self.app.timer(self.config.interval_s, name="metering.liveness")(self._liveness)
 
-    def _consumer(
-        self, handler: Callable[[str, Mapping[str, Any]], Awaitable[None]]
-    ) -> Callable[[StreamT], AsyncIterator[None]]:
+    def _consumer(self, topic: str, handler: Handler) -> Callable[[StreamT], AsyncIterator[None]]:
+        belongs = frozenset(events_on(topic))
+
+        async def handle(value: bytes) -> None:
+            name, record = decode(value)
+            if name not in belongs:
+                raise UnexpectedEventError(f"{name} does not belong on {topic}")
+            # Handlers skip the events of their topic that metering has no use for.
+            await handler(name, record)
+
         async def consume(stream: StreamT) -> AsyncIterator[None]:
             async for event in stream.events():
-                await self._guarded(event, lambda value: self._decoded(value, handler))
+                await self._guarded(event, handle)
                 yield None
 
         return consume
-
-    async def _decoded(
-        self, value: bytes, handler: Callable[[str, Mapping[str, Any]], Awaitable[None]]
-    ) -> None:
-        name, record = decode(value)
-        await handler(name, record)
 
     async def _fact_consumer(self, stream: StreamT) -> AsyncIterator[None]:
         async for event in stream.events():
@@ -245,10 +248,8 @@ class MeteringApp:
         return loads(NodeState, raw) if raw is not None else None
 
     async def _on_node_event(self, name: str, record: Mapping[str, Any]) -> None:
-        if name == "NodeRegistered":
-            return  # identity only; the next snapshot carries everything the views need
         if name != "NodeSnapshot":
-            raise UnexpectedEventError(f"{name} does not belong on {self.names.snapshots}")
+            return  # NodeRegistered is identity only; the next snapshot carries everything views need
         node_id = record["node_id"]
         out = on_snapshot(
             self._node(node_id),
@@ -291,8 +292,7 @@ class MeteringApp:
             after = on_preempted(self._node(node_id), record["task_id"], record["attempt"])
             if after is not None:
                 self.nodes[node_id.encode()] = dumps(after)
-        else:
-            raise UnexpectedEventError(f"{name} does not belong on {self.names.placements}")
+        # Stop requests change no charge: the task is metered until its agent reports it ended.
 
     async def _liveness(self) -> None:
         now = self.clock()
@@ -331,14 +331,12 @@ class MeteringApp:
 
     async def _on_lifecycle(self, name: str, record: Mapping[str, Any]) -> None:
         fact = records.lifecycle_fact(name, record)
-        if fact is None:
-            raise UnexpectedEventError(f"{name} does not belong on {self.names.lifecycle}")
-        await self._send_facts([fact])
+        if fact is not None:
+            await self._send_facts([fact])
 
     async def _on_sample(self, name: str, record: Mapping[str, Any]) -> None:
-        if name != "UsageSampled":
-            raise UnexpectedEventError(f"{name} does not belong on {self.names.samples}")
-        await self._send_facts([records.sample_fact(record)])
+        if name == "UsageSampled":
+            await self._send_facts([records.sample_fact(record)])
 
     async def _on_job(self, name: str, record: Mapping[str, Any]) -> None:
         if name == "JobSubmitted":
