@@ -1,0 +1,1 @@
+"""Billing's edges: the price-book file, contract records, PostgreSQL."""

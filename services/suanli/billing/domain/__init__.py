@@ -1,0 +1,1 @@
+"""The pure core of billing: no I/O, no clock, no randomness (ids derive from the facts rated)."""
