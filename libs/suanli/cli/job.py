@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
+from suanli.cli import paging
 from suanli.cli.client import (
     DEFAULT_ADDRESS,
     EXIT_JOB_FAILED,
@@ -92,21 +94,12 @@ def get(
 def list_jobs(
     stub: scheduler_pb2_grpc.SchedulerStub, queue: str, state: int, limit: int
 ) -> tuple[list[pb.Job], bool]:
-    """Jobs across pages, at most `limit` (0: all); the flag says whether more were left."""
-    jobs: list[pb.Job] = []
-    token = ""
-    while True:
-        size = PAGE_SIZE if not limit else min(PAGE_SIZE, limit - len(jobs))
-        page = stub.ListJobs(
-            pb.ListJobsRequest(queue=queue, state=state, page_size=size, page_token=token),  # type: ignore[arg-type]
-            timeout=UNARY_TIMEOUT_S,
-        )
-        jobs.extend(page.jobs)
-        token = page.next_page_token
-        if limit and len(jobs) >= limit:
-            return jobs[:limit], bool(token) or len(jobs) > limit
-        if not token:
-            return jobs, False
+    def fetch(size: int, token: str) -> tuple[Sequence[pb.Job], str]:
+        request = pb.ListJobsRequest(queue=queue, state=state, page_size=size, page_token=token)  # type: ignore[arg-type]
+        page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
+        return page.jobs, page.next_page_token
+
+    return paging.collect(fetch, page_size=PAGE_SIZE, limit=limit)
 
 
 def _state_option(value: str | None) -> int:
