@@ -20,7 +20,7 @@ from rich.text import Text
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.jobspec import kind_name
-from suanli.jobspec.units import format_cpu, format_memory
+from suanli.jobspec.units import format_memory
 
 GPU_MILLI = 1000
 FINAL_STATES = frozenset({pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED})
@@ -64,6 +64,11 @@ def timestamp(value: Timestamp) -> str:
     if not value.seconds and not value.nanos:
         return "-"
     return value.ToDatetime().strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def cores(milli: int) -> str:
+    """Milli-cores as cores: 60500 -> "60.5" (tables compare amounts, so one unit reads best)."""
+    return f"{milli / 1000:g}"
 
 
 def gpus(milli: int) -> str:
@@ -199,14 +204,13 @@ def event_line(event: pb.JobEvent) -> Text:
 
 
 def explanation(explained: pb.Explanation) -> RenderableType:
-    parts: list[RenderableType] = [
-        _fields([("Job", explained.job_id), ("State", _styled_state(explained.state))])
-    ]
     reason = explained.pending_reason
+    head: list[tuple[str, Any]] = [("Job", explained.job_id), ("State", _styled_state(explained.state))]
     if reason.code:
-        parts.append(_fields([("Reason", reason.code), ("Message", reason.message or "-")]))
-        if reason.details:
-            parts.append(_fields([(f"  {k}", v) for k, v in sorted(reason.details.items())]))
+        head += [("Reason", reason.code), ("Message", reason.message or "-")]
+    parts: list[RenderableType] = [_fields(head)]
+    if reason.details:
+        parts.append(_fields([(f"  {k}", v) for k, v in sorted(reason.details.items())]))
     if explained.rejected_by_filter:
         rejected = Table(box=None, pad_edge=False, header_style="bold")
         rejected.add_column("FILTER")
@@ -252,7 +256,7 @@ def nodes_table(nodes: Iterable[pb.Node]) -> Table:
         kinds, free = _gpu_summary(node)
         table.add_row(
             node.id, node.region, node.zone, node.status,
-            f"{format_cpu(node.free_cpu_milli)}/{format_cpu(node.cpu_milli)}",
+            f"{cores(node.free_cpu_milli)}/{cores(node.cpu_milli)}",
             f"{format_memory(node.free_memory_mib)}/{format_memory(node.memory_mib)}",
             kinds, free,
         )
@@ -262,7 +266,7 @@ def nodes_table(nodes: Iterable[pb.Node]) -> Table:
 def amount(flavour: str, value: int) -> str:
     """A quota amount in the flavour's unit: cpu milli -> cores, memory MiB -> Gi, gpu milli -> GPUs."""
     if flavour == "cpu":
-        return format_cpu(value)
+        return cores(value)
     if flavour == "memory":
         return format_memory(value)
     if flavour.startswith("gpu"):

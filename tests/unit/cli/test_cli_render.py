@@ -157,14 +157,14 @@ def test_nodes_table() -> None:
     cpu_only = pb.Node(id="n2", region="cn-east", zone="cn-east-b", status="Lost", cpu_milli=8000,
                        free_cpu_milli=8000, memory_mib=32768, free_memory_mib=32768)
     assert rows(nodes_table([node, cpu_only]))[1:] == [
-        ["n1", "cn-east", "cn-east-a", "Ready", "60500m/64", "384Gi/512Gi", "4x", "A100", "2.7/4"],
+        ["n1", "cn-east", "cn-east-a", "Ready", "60.5/64", "384Gi/512Gi", "4x", "A100", "2.7/4"],
         ["n2", "cn-east", "cn-east-b", "Lost", "8/8", "32Gi/32Gi", "-", "-"],
     ]
 
 
 @pytest.mark.parametrize(
     ("flavour", "value", "shown"),
-    [("cpu", 16000, "16"), ("cpu", 2500, "2500m"), ("memory", 65536, "64Gi"), ("gpu:A100", 2500, "2.5"),
+    [("cpu", 16000, "16"), ("cpu", 2500, "2.5"), ("memory", 65536, "64Gi"), ("gpu:A100", 2500, "2.5"),
      ("pods", 7, "7")],
 )
 def test_amount_in_the_flavours_unit(flavour: str, value: int, shown: str) -> None:
