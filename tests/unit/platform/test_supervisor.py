@@ -1,0 +1,51 @@
+"""The supervisor starts real processes, notices readiness and failures, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from suanli.platform.supervisor import ServiceSpec, ServiceStartError, Supervisor, group_members
+
+# A child that starts a grandchild and ignores SIGTERM: the hardest case for "no process left behind".
+STUBBORN = """
+import signal, subprocess, sys, time, pathlib
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+pathlib.Path(sys.argv[1]).write_text("ready")
+time.sleep(600)
+"""
+
+
+def test_ready_check_and_stop_all_leave_no_process(tmp_path: Path) -> None:
+    marker = tmp_path / "ready"
+    with Supervisor(tmp_path / "logs") as supervisor:
+        running = supervisor.start(
+            ServiceSpec("stubborn", [sys.executable, "-c", STUBBORN, str(marker)], ready=marker.exists)
+        )
+        pgid = os.getpgid(running.pid)
+        assert marker.read_text() == "ready"
+        assert len(group_members(pgid)) == 2  # the child and its grandchild
+        supervisor.stop_all(grace_s=0.5)
+    assert group_members(pgid) == []
+
+
+def test_a_child_that_exits_before_ready_is_reported_with_its_log(tmp_path: Path) -> None:
+    supervisor = Supervisor(tmp_path / "logs")
+    spec = ServiceSpec(
+        "broken", [sys.executable, "-c", "print('bad config'); raise SystemExit(3)"], ready=lambda: False
+    )
+    with pytest.raises(ServiceStartError, match=r"broken exited with code 3; log: .*broken\.log"):
+        supervisor.start(spec)
+    assert "bad config" in (tmp_path / "logs" / "broken.log").read_text()
+    supervisor.stop_all()
+
+
+def test_failed_lists_children_that_died_on_their_own(tmp_path: Path) -> None:
+    with Supervisor(tmp_path / "logs") as supervisor:
+        supervisor.start(ServiceSpec("quick", [sys.executable, "-c", "raise SystemExit(7)"]))
+        supervisor.services[0].process.wait(timeout=10)
+        assert supervisor.failed() == [("quick", 7)]
