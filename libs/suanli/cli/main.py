@@ -25,6 +25,8 @@ def _register() -> None:
     app.add_typer(job.app, name="job")
     app.command("nodes")(nodes.nodes)
     app.command("queues")(queues.queues)
+    from suanli.cli import bill
+    app.add_typer(bill.app, name="bill")
 
 
 _register()

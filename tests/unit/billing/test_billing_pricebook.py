@@ -36,8 +36,14 @@ def test_defaults_apply() -> None:
 
 
 def test_yaml_floats_are_read_by_their_decimal_text() -> None:
-    book = parse_pricebook({**VALID, "versions": [{"effective_from": "2025-01-01T00:00:00Z",
-                                                   "rates": [{"device_class": "*", "cu_hour": 0.1}]}]})
+    book = parse_pricebook(
+        {
+            **VALID,
+            "versions": [
+                {"effective_from": "2025-01-01T00:00:00Z", "rates": [{"device_class": "*", "cu_hour": 0.1}]}
+            ],
+        }
+    )
     assert book.versions[0].rates[0].cu_hour == Decimal("0.1")
 
 
@@ -83,14 +89,18 @@ def test_monthly_weekly_daily_periods() -> None:
     at = datetime(2025, 2, 14, 13, 5, tzinfo=UTC)
     month = Calendar().period_of(at)
     assert (month.start, month.end, month.label) == (
-        datetime(2025, 2, 1, tzinfo=UTC), datetime(2025, 3, 1, tzinfo=UTC), "2025-02")
+        datetime(2025, 2, 1, tzinfo=UTC),
+        datetime(2025, 3, 1, tzinfo=UTC),
+        "2025-02",
+    )
     week = Calendar(PeriodKind.WEEKLY).period_of(at)
     assert (week.start, week.label) == (datetime(2025, 2, 10, tzinfo=UTC), "2025-02-10")
     assert Calendar(PeriodKind.DAILY).period_of(at).end == datetime(2025, 2, 15, tzinfo=UTC)
     assert Calendar().next(month).label == "2025-03"
     assert Calendar().parse("2025-12") == Calendar().period_of(datetime(2025, 12, 31, tzinfo=UTC))
-    assert Calendar().boundaries_within(datetime(2025, 1, 31, 23, 59, 30, tzinfo=UTC),
-                                        datetime(2025, 2, 1, 0, 0, 30, tzinfo=UTC)) == [month.start]
+    assert Calendar().boundaries_within(
+        datetime(2025, 1, 31, 23, 59, 30, tzinfo=UTC), datetime(2025, 2, 1, 0, 0, 30, tzinfo=UTC)
+    ) == [month.start]
     for bad in ("2025", "2025-13", "2025-02-30", "feb"):
         with pytest.raises(ValueError, match="period"):
             Calendar().parse(bad)
@@ -106,7 +116,9 @@ def test_invoice_lines_per_device_class_then_adjustments() -> None:
     cal = Calendar()
     feb, jan = cal.parse("2025-02"), cal.parse("2025-01")
     invoice = build_invoice(
-        "acme", feb, "CNY",
+        "acme",
+        feb,
+        "CNY",
         [
             ChargeTotal("h200", jan, Decimal("3600"), Decimal("1.50")),
             ChargeTotal("h200", feb, Decimal("7200"), Decimal("7.20")),

@@ -27,8 +27,11 @@ def book(**overrides: Any) -> PriceBook:
         "currency": "CNY",
         "granularity": {"seconds": 1, "rounding": "ROUND_UP"},
         "amount": {"scale": 6, "rounding": "ROUND_HALF_EVEN"},
-        "tiers": [{"name": "high", "min_priority": 100}, {"name": "standard", "min_priority": 0},
-                  {"name": "best-effort"}],
+        "tiers": [
+            {"name": "high", "min_priority": 100},
+            {"name": "standard", "min_priority": 0},
+            {"name": "best-effort"},
+        ],
         "versions": [
             {
                 "effective_from": "2025-01-01T00:00:00Z",
@@ -160,8 +163,11 @@ def test_amount_rounding_mode_is_the_books(mode: str, expected: str) -> None:
 def test_unpriced_usage_names_what_is_missing() -> None:
     with pytest.raises(UnpricedUsage, match="no price-book version in effect"):
         rate(usage(datetime(2024, 12, 31, tzinfo=UTC)), STANDARD, "cn-east", book())
-    narrow = book(versions=[{"effective_from": "2025-01-01T00:00:00Z", "rates": [{"device_class": "cpu",
-                                                                                  "cu_hour": 1}]}])
+    narrow = book(
+        versions=[
+            {"effective_from": "2025-01-01T00:00:00Z", "rates": [{"device_class": "cpu", "cu_hour": 1}]}
+        ]
+    )
     with pytest.raises(UnpricedUsage, match="device_class='h200'"):
         rate(usage(), STANDARD, "cn-east", narrow)
 
@@ -195,8 +201,14 @@ def test_rating_is_deterministic() -> None:
 )
 def test_invalid_usage_is_refused(changes: dict[str, Any], message: str) -> None:
     fields: dict[str, Any] = {
-        "event_id": "e", "tenant": "acme", "job_id": "j", "task_id": "t", "node_id": "n",
-        "window_start": T0, "window_end": T0 + timedelta(seconds=60), **changes,
+        "event_id": "e",
+        "tenant": "acme",
+        "job_id": "j",
+        "task_id": "t",
+        "node_id": "n",
+        "window_start": T0,
+        "window_end": T0 + timedelta(seconds=60),
+        **changes,
     }
     with pytest.raises(InvalidUsage, match=message):
         Usage(**fields)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from suanli.billing.domain.periods import Period
 from suanli.billing.domain.rating import Charge
 
 
@@ -35,3 +36,19 @@ def entries_for(charge: Charge) -> tuple[LedgerEntry, LedgerEntry]:
         LedgerEntry(charge.charge_id, receivable_account(charge.tenant), charge.amount),
         LedgerEntry(charge.charge_id, revenue_account(charge.region, charge.device_class), -charge.amount),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BilledCharge:
+    """A charge with the period its usage fell in and the period whose invoice carries it.
+
+    They differ only for late usage of an already invoiced period, which is billed as an adjustment.
+    """
+
+    charge: Charge
+    usage_period: Period
+    billing_period: Period
+
+    @property
+    def adjustment(self) -> bool:
+        return self.usage_period != self.billing_period

@@ -19,7 +19,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 WILDCARD = "*"
 
 RoundingMode = Literal[
-    "ROUND_HALF_EVEN", "ROUND_HALF_UP", "ROUND_HALF_DOWN", "ROUND_UP", "ROUND_DOWN", "ROUND_CEILING",
+    "ROUND_HALF_EVEN",
+    "ROUND_HALF_UP",
+    "ROUND_HALF_DOWN",
+    "ROUND_UP",
+    "ROUND_DOWN",
+    "ROUND_CEILING",
     "ROUND_FLOOR",
 ]
 
@@ -78,9 +83,7 @@ class Rate(_Frozen):
     @property
     def specificity(self) -> int:
         # Device class outranks region outranks tier, so "h200 anywhere" beats "anything in cn-east".
-        return (
-            4 * (self.device_class != WILDCARD) + 2 * (self.region != WILDCARD) + (self.tier != WILDCARD)
-        )
+        return 4 * (self.device_class != WILDCARD) + 2 * (self.region != WILDCARD) + (self.tier != WILDCARD)
 
     def matches(self, device_class: str, region: str, tier: str) -> bool:
         return (

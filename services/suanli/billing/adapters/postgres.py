@@ -1,0 +1,411 @@
+"""PostgreSQL: billing's tables next to its event store, units of work, and the read side for the API.
+
+Every unit of work takes one transaction-level advisory lock per schema before it reads anything, so
+writers (consumer instances, the period closer, admin calls) are serialised: "is this period invoiced?"
+and "record the charge" cannot interleave with issuing that invoice.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from suanli.billing.adapters import records
+from suanli.billing.domain.invoices import ChargeTotal, Invoice, InvoiceLine
+from suanli.billing.domain.ledger import BilledCharge, entries_for
+from suanli.billing.domain.periods import Calendar, Period
+from suanli.billing.domain.rating import Charge
+from suanli.billing.domain.usage import JobTerms, Usage
+from suanli.contracts import encode
+from suanli.eventstore import Clock, NewEvent, OutboxMessage, PostgresEventStore
+from suanli.eventstore.migrator import Migration, migrate
+from suanli.eventstore.postgres import PostgresTransaction
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+STREAM_PREFIX = "billing-"
+
+
+def load_migrations() -> list[Migration]:
+    return [Migration(p.stem, p.read_text(encoding="utf-8")) for p in sorted(MIGRATIONS_DIR.glob("*.sql"))]
+
+
+async def migrate_billing(store: PostgresEventStore) -> list[str]:
+    """Apply billing's migrations to the event store's schema (its own files: 0001.. are the store's)."""
+    async with store.pool.acquire() as conn:
+        return await migrate(conn, store.schema, migrations=load_migrations())
+
+
+class PostgresLedgerUnit:
+    """`LedgerUnit` on one transaction of the event store (which also carries the tracked offset)."""
+
+    def __init__(
+        self, tx: PostgresTransaction, schema: str, calendar: Calendar, billing_topic: str, clock: Clock
+    ) -> None:
+        self._tx = tx
+        self._conn: asyncpg.Connection = tx.connection
+        self._s = schema
+        self._calendar = calendar
+        self._topic = billing_topic
+        self._clock = clock
+
+    async def lock(self) -> None:
+        await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"suanli.billing:{self._s}")
+
+    async def job_terms(self, job_id: str) -> JobTerms | None:
+        row = await self._conn.fetchrow(
+            f"SELECT priority, preemptible FROM {self._s}.job_terms WHERE job_id = $1", job_id
+        )
+        return None if row is None else JobTerms(row["priority"], row["preemptible"])
+
+    async def record_job_terms(self, job_id: str, tenant: str, terms: JobTerms) -> None:
+        # A job is submitted once; a repeated JobSubmitted must not re-price anything.
+        await self._conn.execute(
+            f"INSERT INTO {self._s}.job_terms VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id) DO NOTHING",
+            job_id,
+            tenant,
+            terms.priority,
+            terms.preemptible,
+            self._clock.now(),
+        )
+
+    async def node_region(self, node_id: str) -> str | None:
+        return await self._conn.fetchval(
+            f"SELECT region FROM {self._s}.node_regions WHERE node_id = $1", node_id
+        )
+
+    async def record_node_region(self, node_id: str, region: str) -> None:
+        await self._conn.execute(
+            f"INSERT INTO {self._s}.node_regions VALUES ($1, $2, $3) "
+            "ON CONFLICT (node_id) DO UPDATE SET region = EXCLUDED.region, updated_at = EXCLUDED.updated_at",
+            node_id,
+            region,
+            self._clock.now(),
+        )
+
+    async def park(self, usage: Usage) -> None:
+        await self._conn.execute(
+            f"INSERT INTO {self._s}.parked_usage VALUES ($1, $2, $3, $4, $5) "
+            "ON CONFLICT (usage_event_id) DO NOTHING",
+            usage.event_id,
+            usage.job_id,
+            usage.node_id,
+            json.dumps(records.usage_to_json(usage)),
+            self._clock.now(),
+        )
+
+    async def parked(self, *, job_id: str | None = None, node_id: str | None = None) -> list[Usage]:
+        rows = await self._conn.fetch(
+            f"SELECT usage FROM {self._s}.parked_usage WHERE job_id = $1 OR node_id = $2 "
+            "ORDER BY parked_at, usage_event_id",
+            job_id,
+            node_id,
+        )
+        return [records.usage_from_json(json.loads(r["usage"])) for r in rows]
+
+    async def unpark(self, usage_event_id: str) -> None:
+        await self._conn.execute(
+            f"DELETE FROM {self._s}.parked_usage WHERE usage_event_id = $1", usage_event_id
+        )
+
+    async def claim_usage(self, usage_event_id: str) -> bool:
+        claimed = await self._conn.fetchval(
+            f"INSERT INTO {self._s}.rated_usage VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1",
+            usage_event_id,
+            self._clock.now(),
+        )
+        return claimed is not None
+
+    async def invoiced(self, tenant: str, period: Period) -> bool:
+        found = await self._conn.fetchval(
+            f"SELECT 1 FROM {self._s}.invoices WHERE tenant = $1 AND period_start = $2", tenant, period.start
+        )
+        return found is not None
+
+    async def record_charges(self, charges: Sequence[BilledCharge]) -> None:
+        if not charges:
+            return
+        now = self._clock.now()
+        await self._conn.executemany(
+            f"INSERT INTO {self._s}.charges (charge_id, usage_event_id, tenant, job_id, task_id, device_class,"
+            " region, tier, preemptible, window_start, window_end, cu_seconds, unit_price, amount, currency,"
+            " usage_period_start, billing_period_start, billing_period_end, reverses_charge_id, recorded_at)"
+            " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)",
+            [_charge_row(b, now) for b in charges],
+        )
+        await self._conn.executemany(
+            f"INSERT INTO {self._s}.ledger_entries (charge_id, account, amount, currency, recorded_at)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            [
+                (e.charge_id, e.account, e.amount, b.charge.currency, now)
+                for b in charges
+                for e in entries_for(b.charge)
+            ],
+        )
+        by_tenant: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for b in charges:
+            by_tenant.setdefault(b.charge.tenant, []).append(
+                ("ChargeRecorded", records.charge_recorded(b, now))
+            )
+        for tenant, events in by_tenant.items():
+            await self._announce(tenant, events)
+
+    async def billed_charge(self, charge_id: str) -> BilledCharge | None:
+        row = await self._conn.fetchrow(f"SELECT * FROM {self._s}.charges WHERE charge_id = $1", charge_id)
+        return None if row is None else billed_from_row(row, self._calendar)
+
+    async def reversed(self, charge_id: str) -> bool:
+        found = await self._conn.fetchval(
+            f"SELECT 1 FROM {self._s}.charges WHERE reverses_charge_id = $1", charge_id
+        )
+        return found is not None
+
+    async def charge_totals(self, tenant: str, billing_period: Period) -> list[ChargeTotal]:
+        rows = await self._conn.fetch(
+            f"SELECT device_class, usage_period_start, sum(cu_seconds) AS cu, sum(amount) AS amount"
+            f" FROM {self._s}.charges WHERE tenant = $1 AND billing_period_start = $2"
+            " GROUP BY device_class, usage_period_start",
+            tenant,
+            billing_period.start,
+        )
+        return [
+            ChargeTotal(
+                r["device_class"], self._calendar.period_of(r["usage_period_start"]), r["cu"], r["amount"]
+            )
+            for r in rows
+        ]
+
+    async def invoice(self, tenant: str, period: Period) -> Invoice | None:
+        return await read_invoice(self._conn, self._s, self._calendar, tenant, period)
+
+    async def record_invoice(self, invoice: Invoice) -> None:
+        await self._conn.execute(
+            f"INSERT INTO {self._s}.invoices VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            invoice.invoice_id,
+            invoice.tenant,
+            invoice.period.start,
+            invoice.period.end,
+            invoice.period.label,
+            invoice.currency,
+            invoice.total,
+            invoice.issued_at,
+        )
+        await self._conn.executemany(
+            f"INSERT INTO {self._s}.invoice_lines VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            [
+                (
+                    invoice.invoice_id,
+                    n,
+                    ln.device_class,
+                    ln.description,
+                    ln.cu_hours,
+                    ln.unit,
+                    ln.amount,
+                    ln.adjustment_of,
+                )
+                for n, ln in enumerate(invoice.lines, 1)
+            ],
+        )
+        await self._announce(invoice.tenant, [("InvoiceIssued", records.invoice_issued(invoice))])
+
+    async def unbilled_periods(self, ended_by: datetime) -> list[tuple[str, datetime]]:
+        rows = await self._conn.fetch(
+            f"SELECT DISTINCT c.tenant, c.billing_period_start FROM {self._s}.charges c"
+            f" WHERE c.billing_period_end <= $1 AND NOT EXISTS (SELECT 1 FROM {self._s}.invoices i"
+            "  WHERE i.tenant = c.tenant AND i.period_start = c.billing_period_start)"
+            " ORDER BY 2, 1",
+            ended_by,
+        )
+        return [(r["tenant"], r["billing_period_start"]) for r in rows]
+
+    async def _announce(self, tenant: str, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Append the events to the tenant's billing stream, with their outbox rows (same transaction)."""
+        stream = STREAM_PREFIX + tenant
+        # Safe without a retry loop: the unit holds billing's advisory lock, the only writer of these streams.
+        version = await self._conn.fetchval(
+            f"SELECT coalesce(max(version), 0) FROM {self._s}.events WHERE stream = $1", stream
+        )
+        new = [NewEvent(uuid.UUID(r["event_id"]), name, encode(name, r), {}) for name, r in events]
+        outbox = [OutboxMessage.for_event(self._topic, tenant.encode(), e) for e in new]
+        await self._tx.append(stream, version, new, outbox=outbox)
+
+
+def _charge_row(billed: BilledCharge, now: datetime) -> tuple[Any, ...]:
+    c = billed.charge
+    return (
+        c.charge_id,
+        c.usage_event_id,
+        c.tenant,
+        c.job_id,
+        c.task_id,
+        c.device_class,
+        c.region,
+        c.tier,
+        c.preemptible,
+        c.start,
+        c.end,
+        c.cu_seconds,
+        c.unit_price,
+        c.amount,
+        c.currency,
+        billed.usage_period.start,
+        billed.billing_period.start,
+        billed.billing_period.end,
+        c.reverses,
+        now,
+    )
+
+
+def billed_from_row(row: asyncpg.Record, calendar: Calendar) -> BilledCharge:
+    charge = Charge(
+        charge_id=str(row["charge_id"]),
+        usage_event_id=None if row["usage_event_id"] is None else str(row["usage_event_id"]),
+        tenant=row["tenant"],
+        job_id=row["job_id"],
+        task_id=row["task_id"],
+        device_class=row["device_class"],
+        region=row["region"],
+        tier=row["tier"],
+        preemptible=row["preemptible"],
+        start=row["window_start"],
+        end=row["window_end"],
+        cu_seconds=row["cu_seconds"],
+        unit_price=row["unit_price"],
+        amount=row["amount"],
+        currency=row["currency"],
+        reverses=None if row["reverses_charge_id"] is None else str(row["reverses_charge_id"]),
+    )
+    return BilledCharge(
+        charge, calendar.period_of(row["usage_period_start"]), calendar.period_of(row["billing_period_start"])
+    )
+
+
+async def read_invoice(
+    conn: asyncpg.Connection | asyncpg.Pool, schema: str, calendar: Calendar, tenant: str, period: Period
+) -> Invoice | None:
+    head = await conn.fetchrow(
+        f"SELECT * FROM {schema}.invoices WHERE tenant = $1 AND period_start = $2", tenant, period.start
+    )
+    if head is None:
+        return None
+    lines = await conn.fetch(
+        f"SELECT * FROM {schema}.invoice_lines WHERE invoice_id = $1 ORDER BY line_no", head["invoice_id"]
+    )
+    return Invoice(
+        invoice_id=str(head["invoice_id"]),
+        tenant=head["tenant"],
+        period=calendar.period_of(head["period_start"]),
+        currency=head["currency"],
+        lines=tuple(
+            InvoiceLine(r["device_class"], r["description"], r["cu_hours"], r["amount"], r["adjustment_of"])
+            for r in lines
+        ),
+        issued_at=head["issued_at"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    device_class: str
+    region: str
+    cu_seconds: Decimal
+    amount: Decimal
+    charges: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChargePage:
+    charges: list[BilledCharge]
+    next_after: int | None  # seq of the last charge when more may follow
+
+
+class BillingUnitOfWork:
+    """Opens units of work: tracked (a consumed record's offset commits with the effect) or plain."""
+
+    def __init__(
+        self, store: PostgresEventStore, calendar: Calendar, billing_topic: str, clock: Clock
+    ) -> None:
+        self.store = store
+        self._calendar = calendar
+        self._topic = billing_topic
+        self._clock = clock
+
+    @asynccontextmanager
+    async def tracked(
+        self, group: str, topic: str, partition: int, offset: int
+    ) -> AsyncIterator[PostgresLedgerUnit]:
+        """Raises `suanli.eventstore.AlreadyProcessed` (nothing runs) when the offset was applied."""
+        async with self.store.tracking_transaction(group, topic, partition, offset) as tx:
+            yield await self._unit(tx)
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[PostgresLedgerUnit]:
+        async with self.store.transaction() as tx:
+            yield await self._unit(tx)
+
+    async def _unit(self, tx: PostgresTransaction) -> PostgresLedgerUnit:
+        unit = PostgresLedgerUnit(tx, self.store.schema, self._calendar, self._topic, self._clock)
+        await unit.lock()
+        return unit
+
+
+class BillingQueries:
+    """Read side for the API: plain reads of committed rows, no lock."""
+
+    def __init__(self, pool: asyncpg.Pool, schema: str, calendar: Calendar) -> None:
+        self._pool = pool
+        self._s = schema
+        self._calendar = calendar
+
+    async def usage(self, tenant: str, period: Period) -> list[UsageRow]:
+        rows = await self._pool.fetch(
+            f"SELECT device_class, region, sum(cu_seconds) AS cu, sum(amount) AS amount, count(*) AS n"
+            f" FROM {self._s}.charges WHERE tenant = $1 AND usage_period_start = $2"
+            " GROUP BY device_class, region ORDER BY device_class, region",
+            tenant,
+            period.start,
+        )
+        return [UsageRow(r["device_class"], r["region"], r["cu"], r["amount"], r["n"]) for r in rows]
+
+    async def charges(
+        self,
+        tenant: str,
+        *,
+        billing_period: Period | None = None,
+        job_id: str | None = None,
+        after: int = 0,
+        limit: int = 100,
+    ) -> ChargePage:
+        rows = await self._pool.fetch(
+            f"SELECT * FROM {self._s}.charges WHERE tenant = $1 AND seq > $2"
+            " AND ($3::timestamptz IS NULL OR billing_period_start = $3)"
+            " AND ($4::text IS NULL OR job_id = $4)"
+            " ORDER BY seq LIMIT $5",
+            tenant,
+            after,
+            None if billing_period is None else billing_period.start,
+            job_id,
+            limit + 1,
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return ChargePage(
+            [billed_from_row(r, self._calendar) for r in rows], rows[-1]["seq"] if more and rows else None
+        )
+
+    async def invoice(self, tenant: str, period: Period) -> Invoice | None:
+        return await read_invoice(self._pool, self._s, self._calendar, tenant, period)
+
+    async def balance(self, account: str) -> Decimal:
+        total = await self._pool.fetchval(
+            f"SELECT coalesce(sum(amount), 0) FROM {self._s}.ledger_entries WHERE account = $1", account
+        )
+        return Decimal(total)

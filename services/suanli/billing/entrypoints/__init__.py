@@ -1,0 +1,1 @@
+"""Billing's process: the consumer, the outbox relay, the period closer and the gRPC API."""

@@ -1,0 +1,225 @@
+"""The `suanli.billing.v1.Billing` gRPC service, with health and reflection."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from datetime import datetime
+from decimal import Decimal
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from suanli.api.billing.v1 import billing_pb2 as pb
+from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
+from suanli.billing.adapters.postgres import BillingQueries, BillingUnitOfWork
+from suanli.billing.domain.invoices import Invoice
+from suanli.billing.domain.ledger import BilledCharge
+from suanli.billing.domain.periods import Calendar, Period
+from suanli.billing.domain.rating import SECONDS_PER_HOUR
+from suanli.billing.service_layer.billing import BillingService, PeriodNotEnded
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Billing"].full_name
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+CU_HOURS = Decimal("0.000001")
+
+
+class BillingApi(pb_grpc.BillingServicer):
+    def __init__(
+        self,
+        queries: BillingQueries,
+        uow: BillingUnitOfWork,
+        service: BillingService,
+        calendar: Calendar,
+        currency: str,
+        now: Callable[[], datetime],
+    ) -> None:
+        self._queries = queries
+        self._uow = uow
+        self._service = service
+        self._calendar = calendar
+        self._currency = currency
+        self._now = now
+
+    async def GetUsage(
+        self, request: pb.GetUsageRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetUsageResponse:
+        tenant = await _required(context, "tenant", request.tenant)
+        period = await self._period(context, request.period, default_now=True)
+        rows = await self._queries.usage(tenant, period)
+        return pb.GetUsageResponse(
+            tenant=tenant,
+            period=_period(period),
+            currency=self._currency,
+            rows=[
+                pb.UsageRow(
+                    device_class=r.device_class,
+                    region=r.region,
+                    cu_hours=_cu_hours(r.cu_seconds),
+                    amount=str(r.amount),
+                    charges=r.charges,
+                )
+                for r in rows
+            ],
+            total=str(sum((r.amount for r in rows), Decimal("0.000000"))),
+        )
+
+    async def ListCharges(
+        self, request: pb.ListChargesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListChargesResponse:
+        tenant = await _required(context, "tenant", request.tenant)
+        period = await self._period(context, request.period) if request.period else None
+        if not 0 <= request.page_size <= MAX_PAGE_SIZE:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"page_size: must be 0..{MAX_PAGE_SIZE}, got {request.page_size}",
+            )
+        after = await _page_after(context, request.page_token)
+        page = await self._queries.charges(
+            tenant,
+            billing_period=period,
+            job_id=request.job_id or None,
+            after=after,
+            limit=request.page_size or DEFAULT_PAGE_SIZE,
+        )
+        token = "" if page.next_after is None else _page_token(page.next_after)
+        return pb.ListChargesResponse(charges=[_charge(b) for b in page.charges], next_page_token=token)
+
+    async def GetInvoice(
+        self, request: pb.GetInvoiceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Invoice:
+        tenant = await _required(context, "tenant", request.tenant)
+        period = await self._period(context, await _required(context, "period", request.period))
+        invoice = await self._queries.invoice(tenant, period)
+        if invoice is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no invoice for tenant {tenant!r} in {period.label}"
+            )
+        return _invoice(invoice)
+
+    async def ClosePeriod(
+        self, request: pb.ClosePeriodRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Invoice:
+        tenant = await _required(context, "tenant", request.tenant)
+        period = await self._period(context, await _required(context, "period", request.period))
+        try:
+            async with self._uow.begin() as unit:
+                invoice = await self._service.close_period(unit, tenant, period, self._now())
+        except PeriodNotEnded as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"period: {exc}")
+        return _invoice(invoice)
+
+    async def _period(
+        self, context: grpc.aio.ServicerContext, label: str, default_now: bool = False
+    ) -> Period:
+        if not label and default_now:
+            return self._calendar.period_of(self._now())
+        try:
+            return self._calendar.parse(label)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"period: {exc}")
+            raise  # abort raises; this keeps type checkers aware
+
+
+async def _required(context: grpc.aio.ServicerContext, field: str, value: str) -> str:
+    if not value.strip():
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: required")
+    return value.strip()
+
+
+def _page_token(after: int) -> str:
+    return base64.urlsafe_b64encode(f"seq:{after}".encode()).decode()
+
+
+async def _page_after(context: grpc.aio.ServicerContext, token: str) -> int:
+    if not token:
+        return 0
+    try:
+        kind, _, value = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+        if kind != "seq":
+            raise ValueError(kind)
+        return int(value)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a token from ListCharges")
+        raise
+
+
+def _ts(at: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(at)
+    return stamp
+
+
+def _period(period: Period) -> pb.Period:
+    return pb.Period(label=period.label, start=_ts(period.start), end=_ts(period.end))
+
+
+def _cu_hours(cu_seconds: Decimal) -> str:
+    return str((cu_seconds / SECONDS_PER_HOUR).quantize(CU_HOURS))
+
+
+def _charge(billed: BilledCharge) -> pb.Charge:
+    c = billed.charge
+    return pb.Charge(
+        charge_id=c.charge_id,
+        usage_event_id=c.usage_event_id or "",
+        job_id=c.job_id,
+        task_id=c.task_id,
+        device_class=c.device_class,
+        region=c.region,
+        tier=c.tier,
+        preemptible=c.preemptible,
+        window_start=_ts(c.start),
+        window_end=_ts(c.end),
+        cu_seconds=str(c.cu_seconds),
+        cu_hours=str(c.cu_hours),
+        unit_price=str(c.unit_price),
+        amount=str(c.amount),
+        currency=c.currency,
+        usage_period=billed.usage_period.label,
+        billing_period=billed.billing_period.label,
+        adjustment=billed.adjustment,
+        reverses_charge_id=c.reverses or "",
+    )
+
+
+def _invoice(invoice: Invoice) -> pb.Invoice:
+    return pb.Invoice(
+        invoice_id=invoice.invoice_id,
+        tenant=invoice.tenant,
+        period=_period(invoice.period),
+        currency=invoice.currency,
+        total=str(invoice.total),
+        lines=[
+            pb.InvoiceLine(
+                device_class=ln.device_class,
+                description=ln.description,
+                quantity=str(ln.cu_hours),
+                unit=ln.unit,
+                amount=str(ln.amount),
+                adjustment_of=ln.adjustment_of or "",
+            )
+            for ln in invoice.lines
+        ],
+        issued_at=_ts(invoice.issued_at),
+    )
+
+
+async def start_server(api: BillingApi, address: str) -> tuple[grpc.aio.Server, int]:
+    """Serve Billing, health and reflection on `address` (port 0 picks one); returns the bound port."""
+    server = grpc.aio.server()
+    pb_grpc.add_BillingServicer_to_server(api, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot bind gRPC address {address}")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, port

@@ -1,0 +1,1 @@
+"""Use cases of billing, each run inside one unit of work (one PostgreSQL transaction)."""
