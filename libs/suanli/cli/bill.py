@@ -158,7 +158,8 @@ def _print_invoice(answer: Any, csv_file: Path | None) -> None:
         for ln in answer.lines
     ]
     _emit(
-        f"invoice {answer.invoice_id} {answer.tenant} {answer.period.label}: {answer.total} {answer.currency}",
+        f"invoice {answer.invoice_id} {answer.tenant} {answer.period.label}: "
+        f"{answer.total} {answer.currency}",
         ("device_class", "description", "quantity", "unit", "amount", "adjustment_of"),
         rows,
         csv_file,

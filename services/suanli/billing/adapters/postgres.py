@@ -135,8 +135,9 @@ class PostgresLedgerUnit:
             return
         now = self._clock.now()
         await self._conn.executemany(
-            f"INSERT INTO {self._s}.charges (charge_id, usage_event_id, tenant, job_id, task_id, device_class,"
-            " region, tier, preemptible, window_start, window_end, cu_seconds, unit_price, amount, currency,"
+            f"INSERT INTO {self._s}.charges (charge_id, usage_event_id, tenant, job_id, task_id,"
+            " device_class, region, tier, preemptible, window_start, window_end, cu_seconds, unit_price,"
+            " amount, currency,"
             " usage_period_start, billing_period_start, billing_period_end, reverses_charge_id, recorded_at)"
             " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)",
             [_charge_row(b, now) for b in charges],
