@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(help="Run a service in the foreground.", no_args_is_help=True)
@@ -53,3 +55,42 @@ def billing(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
     main(config)
+
+
+@app.command()
+def scheduling(
+    dsn: str = typer.Option(None, help="PostgreSQL DSN (env SUANLI_PG_DSN)."),
+    bootstrap: str = typer.Option(None, help="Kafka bootstrap HOST:PORT (env SUANLI_KAFKA_BOOTSTRAP)."),
+    queues: Path = typer.Option(None, exists=True, dir_okay=False, help="Queue config YAML (deploy/scheduler/queues.yaml)."),
+    listen: str = typer.Option("127.0.0.1:50051", help="gRPC listen address HOST:PORT."),
+    policy: str = typer.Option("fgdx", help="Placement policy (fgdx, fgd, bestfit, packing, spread, ...)."),
+    schema: str = typer.Option("scheduling", help="Event store schema in PostgreSQL."),
+    topic_prefix: str = typer.Option(None, help="Topic prefix (env SUANLI_TOPIC_PREFIX)."),
+    interval: float = typer.Option(0.5, help="Seconds between scheduling cycles (events also trigger one)."),
+    reconcile_grace: float = typer.Option(15.0, help="Seconds before a node's report that disagrees is acted on."),
+    overcommit: float = typer.Option(1.0, help="Best-effort overcommit ratio of shared GPUs (>= 1)."),
+    metrics_port: int = typer.Option(None, help="Port of /metrics (0 picks one) (env SUANLI_METRICS_PORT)."),
+) -> None:
+    """Scheduling: jobs and queues (event-sourced in PostgreSQL), the scheduling cycle, gRPC API.
+
+    Several instances may run on one database: one leads (PostgreSQL advisory lock), the others serve
+    reads and take over when it dies.
+    """
+    import asyncio
+    import os
+
+    from suanli.scheduling.entrypoints.app import serve
+    from suanli.scheduling.entrypoints.config import SchedulingConfig
+
+    dsn = dsn or os.environ.get("SUANLI_PG_DSN")
+    bootstrap = bootstrap or os.environ.get("SUANLI_KAFKA_BOOTSTRAP")
+    if not dsn:
+        raise typer.BadParameter("--dsn or SUANLI_PG_DSN is required")
+    if not bootstrap:
+        raise typer.BadParameter("--bootstrap or SUANLI_KAFKA_BOOTSTRAP is required")
+    config = SchedulingConfig(
+        dsn=dsn, bootstrap=bootstrap, queues_path=queues, schema=schema, topic_prefix=topic_prefix,
+        listen=listen, policy=policy, interval_s=interval, reconcile_grace_s=reconcile_grace,
+        overcommit_ratio=overcommit, metrics_port=metrics_port,
+    )
+    asyncio.run(serve(config))

@@ -1,0 +1,84 @@
+"""Consumers that survive the broker: each runs in a loop that rebuilds it after any failure, and a
+watchdog re-ensures the topics; when some were missing (a Tansu restart loses every topic and offset),
+the consumers are rebuilt so they read the new topics from the start instead of skipping silently."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from suanli.bus import ConsumerSettings, EventConsumer, Handler, TopicSpec, ensure_topics, topic_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    group_id: str
+    topics: tuple[str, ...]  # logical names (unprefixed)
+    handler: Handler
+
+
+class SupervisedConsumers:
+    def __init__(self, bootstrap: str, prefix: str | None, specs: Sequence[ConsumerSpec],
+                 topics: Sequence[TopicSpec], *, check_s: float = 5.0, backoff_s: float = 1.0,
+                 settings: ConsumerSettings | None = None) -> None:
+        self._bootstrap = bootstrap
+        self._prefix = prefix
+        self._specs = tuple(specs)
+        self._topics = tuple(topics)
+        self._check_s = check_s
+        self._backoff_s = backoff_s
+        self._settings = settings or ConsumerSettings(client_id="suanli-scheduling")
+        self.consumers: list[EventConsumer] = []
+        self.rebuilds = 0
+
+    async def run(self) -> None:
+        while True:
+            await self._ensure()
+            tasks = [asyncio.create_task(self._keep(spec)) for spec in self._specs]
+            try:
+                while True:
+                    await asyncio.sleep(self._check_s)
+                    if await self._ensure():
+                        log.warning("topics were missing (broker restarted?): rebuilding consumers")
+                        self.rebuilds += 1
+                        break
+            finally:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def _ensure(self) -> bool:
+        """Create missing topics; True when any was missing. Broker errors: retry until it answers."""
+        while True:
+            try:
+                result = await ensure_topics(self._bootstrap, self._topics, prefix=self._prefix)
+                return bool(result.created)
+            except Exception as exc:  # the broker is away: keep trying, consumers keep their own loops
+                log.warning("cannot ensure topics: %r", exc)
+                await asyncio.sleep(self._backoff_s)
+
+    async def _keep(self, spec: ConsumerSpec) -> None:
+        topics = [topic_name(t, self._prefix) for t in spec.topics]
+        while True:
+            consumer = EventConsumer(self._bootstrap, spec.group_id, topics, spec.handler, settings=self._settings)
+            try:
+                await consumer.start()
+                self.consumers.append(consumer)
+                await consumer.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("consumer %s failed, rebuilding: %r", spec.group_id, exc)
+            finally:
+                if consumer in self.consumers:
+                    self.consumers.remove(consumer)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(consumer.stop())
+            await asyncio.sleep(self._backoff_s)

@@ -1,0 +1,136 @@
+"""The queueing core's `Placer`, on top of the placement framework's `Scheduler` (profiles: fgd, fgdx, ...).
+
+The core hands in the free room per node; this builds a framework snapshot from it, places the gang all or
+nothing (`Scheduler.place_gang`), then places tasks past the gang size one by one where they fit. The
+framework addresses devices by slot (position in index order); decisions are translated back to device
+indices. Free room above 1000 milli (a best-effort overcommit view) is clamped to one device: the framework
+never books a device past 1000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from suanli.scheduling.domain.fragmentation import TypicalTask, typical_tasks
+from suanli.scheduling.domain.framework import PluginContext, Profile, Scheduler
+from suanli.scheduling.domain.framework.plugin import Diagnosis
+from suanli.scheduling.domain.framework.registry import ExtensionPoint
+from suanli.scheduling.domain.model import GPU_MILLI, GpuDevice, Job, Node, TaskPlacement, TaskRequest
+from suanli.scheduling.domain.plugins import default_registry
+from suanli.scheduling.domain.plugins.policies import policy_profile
+from suanli.scheduling.domain.queueing import GangPlacement, NodeAvailability, NoFit
+from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
+
+DEFAULT_POLICY = "fgdx"
+# Until jobs have been seen, fragmentation is measured against a generic mix of GPU shapes.
+DEFAULT_TYPICAL: tuple[TypicalTask, ...] = (
+    TypicalTask(cpu_milli=4000, gpu_milli=GPU_MILLI, gpu_count=1, gpu_models=(), weight=0.4),
+    TypicalTask(cpu_milli=2000, gpu_milli=500, gpu_count=1, gpu_models=(), weight=0.3),
+    TypicalTask(cpu_milli=8000, gpu_milli=GPU_MILLI, gpu_count=2, gpu_models=(), weight=0.2),
+    TypicalTask(cpu_milli=2000, gpu_milli=250, gpu_count=1, gpu_models=(), weight=0.1),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    node_id: str
+    score: float
+    plugin_scores: tuple[tuple[str, float], ...]
+
+
+def workload_typical(requests: Sequence[TaskRequest]) -> tuple[TypicalTask, ...]:
+    gpu = [r for r in requests if r.gpu_count]
+    return typical_tasks(gpu, 0.95) if gpu else DEFAULT_TYPICAL
+
+
+class FrameworkPlacer:
+    """A `Placer` for one cycle: a fresh framework `Scheduler` seeded by (seed, cycle), so decisions replay."""
+
+    def __init__(self, profile: Profile, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0) -> None:
+        self.profile = profile
+        self._context = PluginContext(typical_tasks=typical)
+        self._scheduler = Scheduler(profile, np.random.default_rng([seed, cycle]), self._context)
+
+    @classmethod
+    def for_policy(cls, policy: str, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0
+                   ) -> FrameworkPlacer:
+        return cls(policy_profile(policy), typical, seed, cycle)
+
+    def place_gang(self, nodes: tuple[NodeAvailability, ...], job: Job) -> GangPlacement | NoFit:
+        gang = job.gang_size
+        if not nodes:
+            return NoFit(0, gang, ())
+        snapshot, slots = _snapshot(nodes)
+        requests = [t.request for t in job.tasks]
+        result = self._scheduler.place_gang(snapshot, requests[:gang])
+        if not result.placed:
+            return NoFit(result.failed_task or 0, gang, _rejections(result.diagnosis))
+        placements = [_placement(job.tasks[i].id, a, snapshot, slots) for i, a in enumerate(result.assignments)]
+        current = result.snapshot
+        for task in job.tasks[gang:]:  # elastic tasks: placed when they fit, skipped otherwise
+            one = self._scheduler.place_task(current, task.request)
+            if one.assignment is not None:
+                placements.append(_placement(task.id, one.assignment, current, slots))
+                current = one.snapshot
+        return GangPlacement(tuple(placements))
+
+    def explain(self, nodes: tuple[NodeAvailability, ...], request: TaskRequest, top: int = 5
+                ) -> tuple[tuple[NodeScore, ...], tuple[tuple[str, int], ...]]:
+        """The best `top` feasible nodes for `request` with each score plugin's part, and how many nodes
+        each filter rejected."""
+        if not nodes:
+            return (), ()
+        snapshot, _ = _snapshot(nodes)
+        rows, diagnosis = self._scheduler.feasible(snapshot, request)
+        if rows.size == 0:
+            return (), _rejections(diagnosis)
+        registry = default_registry()
+        total = np.zeros(rows.size)
+        parts: list[tuple[str, np.ndarray]] = []
+        for ref in self.profile.scores:
+            plugin = registry.build(ExtensionPoint.SCORE, ref.name, ref.args, self._context)
+            part = np.asarray(plugin.score(snapshot, request, rows, self._scheduler.rng), dtype=float) * ref.weight
+            parts.append((ref.name, part))
+            total += part
+        order = np.argsort(-total, kind="stable")[:top]
+        return tuple(
+            NodeScore(snapshot.node_ids[int(rows[i])], float(total[i]),
+                      tuple((name, float(part[i])) for name, part in parts))
+            for i in order
+        ), _rejections(diagnosis)
+
+
+def _snapshot(nodes: tuple[NodeAvailability, ...]) -> tuple[ClusterSnapshot, dict[str, tuple[int, ...]]]:
+    framework_nodes: list[Node] = []
+    slots: dict[str, tuple[int, ...]] = {}
+    for a in nodes:
+        order = sorted(range(len(a.node.gpus)), key=lambda pos: a.node.gpus[pos].index)
+        devices = tuple(
+            GpuDevice(slot, a.node.gpus[pos].model, a.node.gpus[pos].memory_mib,
+                      max(0, min(GPU_MILLI, a.gpu_milli[pos])))
+            for slot, pos in enumerate(order)
+        )
+        slots[a.node.id] = tuple(a.node.gpus[pos].index for pos in order)
+        framework_nodes.append(Node(
+            a.node.id, a.node.cpu_milli, a.node.memory_mib, devices, a.node.region, a.node.zone, a.node.labels,
+            free_cpu_milli=max(0, min(a.cpu_milli, a.node.cpu_milli)),
+            free_memory_mib=max(0, min(a.memory_mib, a.node.memory_mib)),
+        ))
+    return ClusterSnapshot.from_nodes(framework_nodes), slots
+
+
+def _placement(task_id: str, a: Assignment, snapshot: ClusterSnapshot, slots: dict[str, tuple[int, ...]]
+               ) -> TaskPlacement:
+    node_id = snapshot.node_ids[a.node]
+    return TaskPlacement(task_id, node_id, tuple(slots[node_id][s] for s in a.gpu_indices), tuple(a.gpu_milli))
+
+
+def _rejections(diagnosis: Diagnosis | None) -> tuple[tuple[str, int], ...]:
+    if diagnosis is None:
+        return ()
+    if diagnosis.admission is not None:
+        return ((diagnosis.admission.split(":", 1)[0], diagnosis.nodes),)
+    return tuple(sorted((name, count) for name, count in diagnosis.rejected_by if count))

@@ -1,0 +1,61 @@
+"""Wiring of the scheduling service: the only place that picks adapters for ports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from suanli.eventstore import PostgresEventStore, SystemClock, uuid4_factory
+from suanli.scheduling.adapters.framework_placer import FrameworkPlacer, workload_typical
+from suanli.scheduling.adapters.leader import LeaderElection
+from suanli.scheduling.adapters.metrics import OtelMetrics
+from suanli.scheduling.adapters.store import PostgresWriter
+from suanli.scheduling.domain.plugins.policies import policy_profile
+from suanli.scheduling.domain.queueing import CycleConfig
+from suanli.scheduling.service_layer.capacity import CapacityView
+from suanli.scheduling.service_layer.projection import Projection
+from suanli.scheduling.service_layer.service import SchedulingService
+
+
+@dataclass
+class Components:
+    store: PostgresEventStore
+    writer: PostgresWriter
+    leader: LeaderElection
+    capacity: CapacityView
+    service: SchedulingService
+    explain: Callable[..., Any]
+
+
+async def bootstrap(config: Any) -> Components:
+    """`config` is a `SchedulingConfig`. Unknown policy: refuse to start (ProfileError / KeyError)."""
+    profile = policy_profile(config.policy)
+    store = await PostgresEventStore.connect(config.dsn, schema=config.schema)
+    leader = LeaderElection(config.dsn, config.schema, poll_s=config.standby_poll_s)
+    writer = PostgresWriter(store, leader, topic_prefix=config.topic_prefix)
+    await writer.setup()
+    projection = Projection()
+    await writer.catch_up(projection)
+    await writer.load_pending(projection)
+    capacity = CapacityView()
+
+    def placer(requests: Sequence[Any], cycle: int) -> FrameworkPlacer:
+        return FrameworkPlacer(profile, workload_typical(requests), config.seed, cycle)
+
+    service = SchedulingService(
+        writer, projection, capacity, placer,
+        clock=SystemClock(), ids=uuid4_factory,
+        producer=f"scheduling/{config.instance}",
+        cycle_config=CycleConfig(overcommit_ratio=config.overcommit_ratio),
+        reconcile_grace=timedelta(seconds=config.reconcile_grace_s),
+        metrics=OtelMetrics(),
+        is_leader=lambda: leader.is_leader,
+    )
+
+    def explain(nodes: Any, request: Any) -> Any:
+        requests = [t.request() for j in projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
+        return placer(requests, service.cycles).explain(nodes, request)
+
+    return Components(store, writer, leader, capacity, service, explain)

@@ -1,0 +1,224 @@
+"""The running scheduling service: gRPC server, capacity view, leader election and, while leader, the
+lifecycle consumer, the scheduling loop and queue configuration; the outbox relay everywhere (its own
+lease picks one publisher). `SchedulingApp.start()/stop()`; `serve()` runs until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from suanli.bus import ConsumedEvent, EventPublisher, RetriableError
+from suanli.bus import topics as bus_topics
+from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
+from suanli.eventstore.kafka_sink import KafkaOutboxSink
+from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
+from suanli.scheduling.adapters.leader import LeaderElection
+from suanli.scheduling.adapters.store import PostgresWriter
+from suanli.scheduling.bootstrap import Components, bootstrap
+from suanli.scheduling.entrypoints.config import SchedulingConfig
+from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
+from suanli.scheduling.service_layer.commands import (
+    ConfigureQueues,
+    MarkNodeLost,
+    ReconcileNode,
+    RecordTaskReport,
+    RunCycle,
+)
+from suanli.scheduling.service_layer.errors import NotLeader
+from suanli.scheduling.service_layer.queues_config import parse_queue_config
+
+log = logging.getLogger(__name__)
+
+VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots")
+LEADER_TOPICS = ("tasks.lifecycle",)
+PRODUCED = ("jobs.events", "placements")
+REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
+
+
+@dataclass
+class SchedulingApp:
+    config: SchedulingConfig
+    components: Components | None = None
+    port: int = 0
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _leader_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _server: Any = None
+
+    @property
+    def c(self) -> Components:
+        assert self.components is not None, "not started"
+        return self.components
+
+    @property
+    def is_leader(self) -> bool:
+        return self.components is not None and self.components.leader.is_leader
+
+    async def start(self) -> None:
+        cfg = self.config
+        queue_config = parse_queue_config(cfg.queues_path.read_text()) if cfg.queues_path else None
+        self.components = await bootstrap(cfg)
+        c = self.c
+        self._queue_config = queue_config
+        servicer = SchedulerServicer(c.service, c.explain)
+        self._server, self.port, _ = await start_server(servicer, cfg.listen)
+        specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
+        view = SupervisedConsumers(cfg.bootstrap, cfg.topic_prefix,
+                                   [ConsumerSpec(f"scheduling-view-{cfg.instance}", VIEW_TOPICS, self._on_view)],
+                                   specs, check_s=cfg.topic_check_s)
+        self._tasks = [
+            asyncio.create_task(view.run(), name="scheduling-view"),
+            asyncio.create_task(self._relay(), name="scheduling-relay"),
+            asyncio.create_task(self._follow(), name="scheduling-follow"),
+            asyncio.create_task(c.leader.run(self._elected, self._deposed), name="scheduling-election"),
+        ]
+        self._specs = specs
+        log.info("scheduling %s serving gRPC on port %d", cfg.instance, self.port)
+
+    async def stop(self) -> None:
+        for task in [*self._leader_tasks, *self._tasks]:
+            task.cancel()
+        for task in [*self._leader_tasks, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._leader_tasks, self._tasks = [], []
+        if self._server is not None:
+            await self._server.stop(grace=1)
+        if self.components is not None:
+            await self.components.store.close()
+
+    # -- leadership ----------------------------------------------------------------------------------
+
+    async def _elected(self) -> None:
+        c = self.c
+        async with c.service.lock:
+            await c.writer.catch_up(c.service.projection)
+        if self._queue_config is not None:
+            await c.service.handle(ConfigureQueues(self._queue_config))
+        cfg = self.config
+        lifecycle = SupervisedConsumers(cfg.bootstrap, cfg.topic_prefix,
+                                        [ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report)],
+                                        self._specs, check_s=cfg.topic_check_s)
+        self._leader_tasks = [
+            asyncio.create_task(lifecycle.run(), name="scheduling-lifecycle"),
+            asyncio.create_task(self._loop(), name="scheduling-cycle"),
+        ]
+
+    async def _deposed(self) -> None:
+        tasks, self._leader_tasks = self._leader_tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _loop(self) -> None:
+        service = self.c.service
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(service.wake.wait(), self.config.interval_s)
+            service.wake.clear()
+            try:
+                await self._requeue_lost_nodes()
+                await service.handle(RunCycle())
+            except NotLeader:
+                return
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ConcurrencyConflict) as exc:
+                log.warning("scheduling cycle failed, retrying: %r", exc)
+                await asyncio.sleep(self.config.interval_s)
+
+    async def _requeue_lost_nodes(self) -> None:
+        service = self.c.service
+        for view in list(service.capacity.nodes.values()):
+            if view.status != "LOST":
+                continue
+            if any(t.node_id == view.id for j in service.projection.jobs.values() for t in j.active):
+                await service.handle(MarkNodeLost(view.id, view.status_at or service.clock.now()))
+
+    async def _follow(self) -> None:
+        """A standby tails the store so its reads (and watchers) follow the leader's writes."""
+        c = self.c
+        while True:
+            await asyncio.sleep(self.config.standby_poll_s)
+            if c.leader.is_leader:
+                continue
+            try:
+                async with c.service.lock:
+                    await c.writer.catch_up(c.service.projection)
+                await c.writer.load_pending(c.service.projection)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("standby catch-up failed: %r", exc)
+
+    async def _relay(self) -> None:
+        cfg = self.config
+        while True:
+            try:
+                async with EventPublisher(cfg.bootstrap) as publisher:
+                    relay = OutboxRelay(PostgresOutboxFeed(cfg.dsn, schema=cfg.schema), KafkaOutboxSink(publisher),
+                                        poll_interval=0.5)
+                    await relay.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("outbox relay failed, restarting: %r", exc)
+                await asyncio.sleep(1.0)
+
+    # -- consumers -----------------------------------------------------------------------------------
+
+    async def _on_view(self, event: ConsumedEvent) -> None:
+        if event.tombstone:
+            return
+        c = self.c
+        name, record = event.event_name, event.record
+        if name == "NodeCapacityChanged":
+            c.capacity.on_capacity(record)
+            c.service.wake.set()
+        elif name == "NodeStatusChanged":
+            c.capacity.on_status(record)
+            c.service.wake.set()
+        elif name == "NodeSnapshot":
+            c.capacity.on_snapshot(record)
+            if c.leader.is_leader:
+                await self._write(ReconcileNode(record))
+        # anything else on these topics (NodeRegistered) carries nothing the scheduler needs
+
+    async def _on_report(self, event: ConsumedEvent) -> None:
+        if event.event_name not in REPORTS:
+            raise ValueError(f"{event.event_name!r} does not belong on tasks.lifecycle")
+        for key in ("task_id", "job_id", "node_id", "attempt"):
+            if key not in event.record:
+                raise ValueError(f"{event.event_name} without {key}")
+        await self._write(RecordTaskReport(event.event_name, event.record, event.event_id or ""))
+
+    async def _write(self, command: Any) -> None:
+        try:
+            await self.c.service.handle(command)
+        except NotLeader:
+            return  # leadership moved; the new leader sees the same records
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ConcurrencyConflict) as exc:
+            raise RetriableError(f"{type(command).__name__}: {exc!r}") from exc
+
+
+async def serve(config: SchedulingConfig) -> None:
+    from suanli.telemetry import setup
+
+    telemetry = setup("scheduling", metrics_port=config.metrics_port)
+    app = SchedulingApp(config)
+    await app.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await app.stop()
+        telemetry.shutdown()
+
+
+__all__ = ["PostgresWriter", "SchedulingApp", "serve"]

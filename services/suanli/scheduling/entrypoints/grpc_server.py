@@ -1,0 +1,228 @@
+"""The Scheduler gRPC API (grpc.aio), with health checking and reflection.
+
+Reads are served from the projection by every instance; writes (SubmitJob, CancelJob) only by the leader:
+a standby answers UNAVAILABLE, so clients retry against the leader. Errors map to one status each:
+InvalidSpec -> INVALID_ARGUMENT (message names the field), unknown job/queue -> NOT_FOUND, a reused
+request_id with another spec -> ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.queueing import NodeAvailability
+from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
+from suanli.scheduling.service_layer.errors import (
+    Conflict,
+    InvalidSpec,
+    JobNotFound,
+    NotLeader,
+    Precondition,
+    QueueNotFound,
+    ServiceError,
+)
+from suanli.scheduling.service_layer.jobs import JobView, Phase
+from suanli.scheduling.service_layer.projection import Change
+from suanli.scheduling.service_layer.service import SchedulingService
+from suanli.scheduling.entrypoints import convert
+from suanli.scheduling.entrypoints.validation import validate_submit
+
+SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
+STATUS: dict[type[ServiceError], grpc.StatusCode] = {
+    InvalidSpec: grpc.StatusCode.INVALID_ARGUMENT,
+    JobNotFound: grpc.StatusCode.NOT_FOUND,
+    QueueNotFound: grpc.StatusCode.NOT_FOUND,
+    Conflict: grpc.StatusCode.ALREADY_EXISTS,
+    Precondition: grpc.StatusCode.FAILED_PRECONDITION,
+    NotLeader: grpc.StatusCode.UNAVAILABLE,
+}
+JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
+Explainer = Callable[[tuple[NodeAvailability, ...], TaskRequest], Any]
+
+
+class SchedulerServicer(pb_grpc.SchedulerServicer):
+    def __init__(self, service: SchedulingService, explainer: Explainer) -> None:
+        self.service = service
+        self.projection = service.projection
+        self.explainer = explainer
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _job(self, job_id: str) -> JobView:
+        if not job_id:
+            raise InvalidSpec("job_id", "is required")
+        job = self.projection.jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def _message(self, job: JobView) -> pb.Job:
+        return convert.job_message(job, self.projection.pending_reasons.get(job.id))
+
+    # -- RPCs ----------------------------------------------------------------------------------------
+
+    async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:
+        async with _status(context):
+            job = await self.service.handle(SubmitJob(validate_submit(request)))
+            return pb.SubmitJobResponse(job=self._message(job))
+
+    async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+        async with _status(context):
+            return self._message(self._job(request.job_id))
+
+    async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
+        async with _status(context):
+            if request.state not in JOB_STATE_NAMES and request.state != pb.JOB_STATE_UNSPECIFIED:
+                raise InvalidSpec("state", f"unknown state {request.state}")
+            size = convert.page_size(request.page_size)
+            filters = {"queue": request.queue, "state": int(request.state)}
+            after = convert.decode_token(request.page_token, filters) or 0
+            phase = JOB_STATE_NAMES.get(request.state)
+            matching = sorted(
+                (j for j in self.projection.jobs.values()
+                 if j.seq > after and (not request.queue or j.spec.queue == request.queue)
+                 and (phase is None or j.phase is phase)),
+                key=lambda j: j.seq,
+            )
+            page = matching[:size]
+            token = convert.encode_token(filters, page[-1].seq) if len(matching) > size else ""
+            return pb.ListJobsResponse(jobs=[self._message(j) for j in page], next_page_token=token)
+
+    async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+        async with _status(context):
+            self._job(request.job_id)
+            peer = context.peer() if hasattr(context, "peer") else ""
+            job = await self.service.handle(CancelJob(request.job_id, request.reason, peer or ""))
+            return self._message(job)
+
+    async def WatchJob(self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
+                       ) -> AsyncIterator[pb.JobEvent]:
+        try:
+            job = self._job(request.job_id)
+        except ServiceError as exc:
+            await context.abort(STATUS[type(exc)], str(exc))
+        queue = self.projection.watch(job.id)
+        try:
+            job = self.projection.jobs[job.id]
+            yield _event(Change(job, "Current", at=job.updated_at), job.message)
+            last = job.version
+            while not job.phase.final:
+                change = await queue.get()
+                if change.job.version <= last:
+                    continue
+                last, job = change.job.version, change.job
+                yield _event(change, change.job.message)
+        finally:
+            self.projection.unwatch(request.job_id, queue)
+
+    async def ListNodes(self, request: pb.ListNodesRequest, context: grpc.aio.ServicerContext
+                        ) -> pb.ListNodesResponse:
+        async with _status(context):
+            size = convert.page_size(request.page_size)
+            filters = {"region": request.region}
+            after = convert.decode_token(request.page_token, filters) or ""
+            views = sorted((v for v in self.service.capacity.nodes.values()
+                            if v.id > after and (not request.region or v.region == request.region)),
+                           key=lambda v: v.id)
+            page = views[:size]
+            usage = convert.node_usage(self.projection)
+            token = convert.encode_token(filters, page[-1].id) if len(views) > size else ""
+            return pb.ListNodesResponse(nodes=[convert.node_message(v, usage) for v in page], next_page_token=token)
+
+    async def ListQueues(self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
+                         ) -> pb.ListQueuesResponse:
+        models = self._models()
+        return pb.ListQueuesResponse(queues=[
+            convert.queue_message(q, self.projection, models)
+            for q in sorted(self.projection.queues.values(), key=lambda q: q.name)
+        ])
+
+    async def GetQueue(self, request: pb.GetQueueRequest, context: grpc.aio.ServicerContext) -> pb.Queue:
+        async with _status(context):
+            if not request.name:
+                raise InvalidSpec("name", "is required")
+            spec = self.projection.queues.get(request.name)
+            if spec is None:
+                raise QueueNotFound(request.name)
+            return convert.queue_message(spec, self.projection, self._models())
+
+    async def ExplainJob(self, request: pb.ExplainJobRequest, context: grpc.aio.ServicerContext
+                         ) -> pb.Explanation:
+        async with _status(context):
+            job = self._job(request.job_id)
+            reason = self.projection.pending_reasons.get(job.id) if job.phase is Phase.PENDING else None
+            out = pb.Explanation(job_id=job.id, state=convert.STATES[job.phase])
+            message = convert.pending_reason(reason)
+            if message is not None:
+                out.pending_reason.CopyFrom(message)
+            if job.phase.final:
+                return out
+            scores, rejected = self.explainer(self._free(exclude=job.id), job.spec.tasks[0].request())
+            out.top_nodes.extend(pb.NodeScore(node_id=s.node_id, score=s.score, plugin_scores=dict(s.plugin_scores))
+                                 for s in scores)
+            for name, count in (reason or {}).get("rejections") or rejected:
+                out.rejected_by_filter[str(name)] = int(count)
+            return out
+
+    def _models(self) -> dict[str, str]:
+        return {v.id: v.devices[0].model for v in self.service.capacity.nodes.values() if v.devices}
+
+    def _free(self, exclude: str) -> tuple[NodeAvailability, ...]:
+        """Room left on each schedulable node, with `exclude`'s own tasks given back (so a placed job's
+        node is among the candidates it is scored against)."""
+        held: dict[str, list[Any]] = {}
+        for job in self.projection.jobs.values():
+            if job.id != exclude:
+                for t in job.active:
+                    held.setdefault(t.node_id, []).append(t)
+        out = []
+        for node in self.service.capacity.schedulable():
+            tasks = held.get(node.id, [])
+            gpu = {d.index: 1000 for d in node.gpus}
+            for t in tasks:
+                for index, milli in zip(t.gpu_indices, t.gpu_milli, strict=True):
+                    gpu[index] = gpu.get(index, 0) - milli
+            out.append(NodeAvailability(
+                node, node.cpu_milli - sum(t.spec.cpu_milli for t in tasks),
+                node.memory_mib - sum(t.spec.memory_mib for t in tasks), tuple(gpu[d.index] for d in node.gpus)))
+        return tuple(out)
+
+
+def _event(change: Change, message: str) -> pb.JobEvent:
+    return pb.JobEvent(job_id=change.job.id, state=convert.STATES[change.job.phase], event=change.event,
+                       message=message, at=convert.timestamp(change.at), task_id=change.task_id,
+                       attempt=change.attempt)
+
+
+@contextlib.asynccontextmanager
+async def _status(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+    try:
+        yield
+    except ServiceError as exc:
+        await context.abort(STATUS[type(exc)], str(exc))
+
+
+async def start_server(servicer: SchedulerServicer, listen: str) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
+    """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port."""
+    server = grpc.aio.server()
+    pb_grpc.add_SchedulerServicer_to_server(servicer, server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME),
+        server,
+    )
+    port = server.add_insecure_port(listen)
+    await server.start()
+    return server, port, health_servicer

@@ -1,0 +1,76 @@
+"""The capacity view the cycle places against, kept from full-state events: NodeCapacityChanged
+(allocatable totals and devices), NodeStatusChanged (liveness) and NodeSnapshot (labels, running tasks).
+
+A lost or repeated update heals with the next one. What is *in use* never comes from here: the scheduler
+counts its own allocations (PostgreSQL), so a slow capacity stream cannot make it over-allocate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from suanli.scheduling.domain.model import GpuDevice, Node
+
+SCHEDULABLE = frozenset({"READY", "UNKNOWN"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    id: str
+    region: str = "default"
+    zone: str = "default"
+    site: str = ""
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    devices: tuple[GpuDevice, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    status: str = "UNKNOWN"
+    status_at: datetime | None = None
+    has_capacity: bool = False
+
+    @property
+    def schedulable(self) -> bool:
+        return self.has_capacity and self.status in SCHEDULABLE and len({d.model for d in self.devices}) <= 1
+
+    def node(self) -> Node:
+        return Node(self.id, self.cpu_milli, self.memory_mib, self.devices, self.region, self.zone, self.labels)
+
+
+class CapacityView:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeView] = {}
+
+    def _get(self, node_id: str) -> NodeView:
+        return self.nodes.get(node_id) or NodeView(node_id)
+
+    def on_capacity(self, r: Mapping[str, Any]) -> NodeView:
+        alloc = r["allocatable"]
+        devices = tuple(
+            GpuDevice(int(d["index"]), str(d["model"]), int(d.get("memory_total_mib") or 0))
+            for d in sorted(r.get("devices") or (), key=lambda d: d["index"])
+        )
+        view = replace(
+            self._get(r["node_id"]), region=r["region"] or "default", zone=r["zone"] or "default",
+            site=r.get("site") or "", cpu_milli=int(alloc["cpu_milli"]), memory_mib=int(alloc["memory_mib"]),
+            devices=devices, has_capacity=True,
+        )
+        self.nodes[view.id] = view
+        return view
+
+    def on_status(self, r: Mapping[str, Any]) -> NodeView:
+        view = replace(self._get(r["node_id"]), status=str(r["status"]), status_at=r.get("occurred_at"))
+        self.nodes[view.id] = view
+        return view
+
+    def on_snapshot(self, r: Mapping[str, Any]) -> NodeView:
+        current = self._get(r["node_id"])
+        view = replace(current, labels=tuple(sorted((r.get("labels") or {}).items())),
+                       region=r.get("region") or current.region, zone=r.get("zone") or current.zone)
+        self.nodes[view.id] = view
+        return view
+
+    def schedulable(self) -> tuple[Node, ...]:
+        return tuple(v.node() for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable)

@@ -1,0 +1,56 @@
+"""Commands the service handles (imperative); each has one handler in `service.HANDLERS`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from suanli.scheduling.service_layer.queues_config import QueueConfig
+from suanli.scheduling.service_layer.spec import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitJob:
+    spec: JobSpec  # validated; task ids are assigned from the job id
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob:
+    job_id: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTaskReport:
+    """TaskStarted / TaskFinished / TaskFailed from `tasks.lifecycle`."""
+
+    name: str
+    record: Mapping[str, Any]
+    event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MarkNodeLost:
+    node_id: str
+    lost_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileNode:
+    snapshot: Mapping[str, Any]  # a decoded NodeSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class RunCycle:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigureQueues:
+    config: QueueConfig
+
+
+Command = SubmitJob | CancelJob | RecordTaskReport | MarkNodeLost | ReconcileNode | RunCycle | ConfigureQueues

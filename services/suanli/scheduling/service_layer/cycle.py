@@ -1,0 +1,112 @@
+"""One scheduling cycle of the service: snapshot -> `schedule_cycle` -> events per job.
+
+Pure: the projection (what PostgreSQL holds) and the capacity view go in; TaskPlaced / TaskPreempted
+decisions per job and a pending reason per waiting job come out. Room in use is exactly what the jobs'
+active tasks hold, never what the capacity stream says is free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from suanli.scheduling.domain.model import Node, TaskPlacement
+from suanli.scheduling.domain.queueing import (
+    ClusterState,
+    CycleConfig,
+    CycleResult,
+    Placer,
+    RunningWorkload,
+    Workload,
+    schedule_cycle,
+)
+from suanli.scheduling.service_layer.jobs import Decision, JobView
+from suanli.scheduling.service_layer.projection import Projection
+from suanli.scheduling.service_layer.spec import task_env
+
+
+@dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    result: CycleResult
+    decisions: dict[str, list[Decision]] = field(default_factory=dict)  # job id -> events
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> reason (as_dict)
+
+
+def cluster_state(projection: Projection, nodes: tuple[Node, ...]) -> ClusterState:
+    known = {n.id: {d.index for d in n.gpus} for n in nodes}
+    running: list[RunningWorkload] = []
+    pending: list[Workload] = []
+    for job in sorted(projection.jobs.values(), key=lambda j: j.seq):
+        if job.waiting:
+            pending.append(_workload(job))
+        elif job.active:
+            active = job.active
+            placements = tuple(
+                t.placement() for t in active
+                if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
+            )
+            ids = tuple(t.task_id for t in active)
+            running.append(RunningWorkload(_workload(job, ids), placements, stopping=job.winding_down))
+    return ClusterState(nodes, tuple(projection.queues.values()), tuple(running), tuple(pending))
+
+
+def _workload(job: JobView, task_ids: tuple[str, ...] | None = None) -> Workload:
+    return Workload(job.spec.domain_job(job.id, task_ids), job.seq, job.spec.priority_class or None)
+
+
+def run_cycle(
+    projection: Projection, nodes: tuple[Node, ...], placer: Placer, config: CycleConfig, cycle: int,
+    regions: Mapping[str, tuple[str, str]],
+) -> CycleOutcome:
+    """`regions`: node id -> (region, site), written into each placement for the agent and billing."""
+    state = cluster_state(projection, nodes)
+    result = schedule_cycle(state, placer, config)
+    decisions: dict[str, list[Decision]] = {}
+    for admission in result.admissions:
+        job = projection.jobs[admission.job_id]
+        decisions[job.id] = [placed(job, p, cycle, regions) for p in admission.placements]
+    victims = dict.fromkeys(v for p in result.preemptions for v in p.victims)
+    preemptor = {v: p.preemptor for p in result.preemptions for v in p.victims}
+    for victim in victims:
+        job = projection.jobs[victim]
+        decisions[victim] = [
+            ("TaskPreempted", {
+                "job_id": job.id, "task_id": t.task_id, "node_id": t.node_id, "attempt": t.attempt,
+                "reason": f"preempted by {preemptor[victim]}", "preemptor_job_id": preemptor[victim],
+            })
+            for t in job.active if t.state.value in ("PLACED", "RUNNING")
+        ]
+    pending = {p.job_id: p.reason.as_dict() for p in result.pending}
+    return CycleOutcome(result, {k: v for k, v in decisions.items() if v}, pending)
+
+
+def placed(job: JobView, p: TaskPlacement, cycle: int, regions: Mapping[str, tuple[str, str]]) -> Decision:
+    task = job.task(p.task_id)
+    assert task is not None
+    spec = task.spec
+    region, site = regions.get(p.node_id, ("default", ""))
+    return "TaskPlaced", {
+        "job_id": job.id,
+        "task_id": spec.task_id,
+        "node_id": p.node_id,
+        "region": region,
+        "site": site,
+        "devices": [{"index": i, "milli": m} for i, m in zip(p.gpu_indices, p.gpu_milli, strict=True)],
+        "requests": {
+            "cpu_milli": spec.cpu_milli,
+            "memory_mib": spec.memory_mib,
+            "gpu_count": spec.gpu_count,
+            "gpu_milli": spec.gpu_milli or 1000,
+            "gpu_memory_mib": spec.gpu_memory_mib,
+            "gpu_model": spec.gpu_models[0] if len(spec.gpu_models) == 1 else None,
+        },
+        "attempt": job.attempt,
+        "cycle": cycle,
+        "command": list(spec.argv),
+        "env": task_env(spec),
+        "duration_s": spec.duration_s,
+        "queue": job.spec.queue,
+        "tenant": job.spec.tenant,
+        "best_effort": job.spec.best_effort,
+    }

@@ -1,0 +1,127 @@
+"""The service's state: a fold of every event in the store, in commit order.
+
+Leader and standby keep the same projection: the leader catches up right after each of its own commits
+(so it decides on exactly what is recorded), a standby tails the store on a timer. Reads (gRPC) are served
+from it; watchers of a job are told about every event applied to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from suanli.contracts import decode
+from suanli.eventstore import StoredEvent
+from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
+from suanli.scheduling.service_layer import jobs
+from suanli.scheduling.service_layer.jobs import JobView
+from suanli.scheduling.service_layer.queues_config import queue_from_record
+
+JOB_STREAM = "job-"
+QUEUE_STREAM = "queue-"
+PRIORITY_STREAM = "priority-classes"
+# Internal events (never published) are JSON; integration events are Avro from suanli.contracts.
+JSON_EVENTS = frozenset({"QueueConfigured", "QueueRemoved", "PriorityClassesConfigured"})
+
+
+def job_stream(job_id: str) -> str:
+    return f"{JOB_STREAM}{job_id}"
+
+
+def queue_stream(name: str) -> str:
+    return f"{QUEUE_STREAM}{name}"
+
+
+def decode_payload(event: StoredEvent) -> dict[str, Any]:
+    if event.event_name in JSON_EVENTS:
+        return json.loads(event.payload)
+    name, record = decode(event.payload)
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One event applied to a job, as watchers see it."""
+
+    job: JobView
+    event: str
+    task_id: str = ""
+    attempt: int = 0
+    at: datetime | None = None
+
+
+class Projection:
+    def __init__(self) -> None:
+        self.position = 0
+        self.versions: dict[str, int] = {}
+        self.jobs: dict[str, JobView] = {}
+        self.by_request: dict[str, str] = {}
+        self.queues: dict[str, QueueSpec] = {}
+        self.priority_classes: tuple[PriorityClass, ...] = ()
+        self.pending_reasons: dict[str, dict[str, Any]] = {}
+        self._seq = 0
+        self._watchers: dict[str, set[asyncio.Queue[Change]]] = {}
+
+    @property
+    def next_seq(self) -> int:
+        return self._seq + 1
+
+    def apply_all(self, events: Iterable[StoredEvent]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def apply(self, event: StoredEvent) -> None:
+        self.position = max(self.position, event.position)
+        self.versions[event.stream] = event.version
+        if event.stream.startswith(JOB_STREAM):
+            self._apply_job(event)
+        elif event.stream.startswith(QUEUE_STREAM):
+            record = decode_payload(event)
+            if event.event_name == "QueueConfigured":
+                self.queues[record["name"]] = queue_from_record(record)
+            else:
+                self.queues.pop(record["name"], None)
+        elif event.stream == PRIORITY_STREAM:
+            record = decode_payload(event)
+            self.priority_classes = tuple(PriorityClass(c["name"], c["value"]) for c in record["classes"])
+
+    def _apply_job(self, event: StoredEvent) -> None:
+        record = decode_payload(event)
+        at = record.get("occurred_at") or event.recorded_at
+        job_id = event.stream[len(JOB_STREAM):]
+        if event.event_name == "JobSubmitted":
+            seq = int(event.metadata.get("seq", event.position))
+            self._seq = max(self._seq, seq)
+            job = jobs.submitted(record, seq, at)
+            if job.spec.request_id:
+                self.by_request[job.spec.request_id] = job_id
+        else:
+            current = self.jobs.get(job_id)
+            if current is None or event.event_name not in jobs.EVOLVE:
+                return
+            job = jobs.evolve(current, event.event_name, record, event.version, at)
+        self.jobs[job_id] = job
+        if job.phase.final:
+            self.pending_reasons.pop(job_id, None)
+        change = Change(job, event.event_name, str(record.get("task_id") or ""), int(record.get("attempt") or 0), at)
+        for queue in self._watchers.get(job_id, ()):
+            queue.put_nowait(change)
+
+    def watch(self, job_id: str) -> asyncio.Queue[Change]:
+        queue: asyncio.Queue[Change] = asyncio.Queue()
+        self._watchers.setdefault(job_id, set()).add(queue)
+        return queue
+
+    def unwatch(self, job_id: str, queue: asyncio.Queue[Change]) -> None:
+        watchers = self._watchers.get(job_id)
+        if watchers is not None:
+            watchers.discard(queue)
+            if not watchers:
+                del self._watchers[job_id]
+
+    def priority_of(self, class_name: str) -> int | None:
+        return next((c.value for c in self.priority_classes if c.name == class_name), None)

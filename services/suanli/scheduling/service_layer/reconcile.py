@@ -1,0 +1,95 @@
+"""Level-triggered reconciliation of one node: what PostgreSQL says should run there against the task
+ids its agent reports in every NodeSnapshot.
+
+- placed but not reported after the grace period: the placement is sent again;
+- running but not reported: the task is gone (agent restarted, order lost): recorded as lost, so the job
+  restarts;
+- stopping and not reported: it has stopped; stopping and still reported: the stop order is sent again;
+- reported but not expected there (unknown, finished, or moved on): the node is told to stop it.
+
+So a lost message or a broker that lost every topic heals with the next snapshots. Every discrepancy
+must be older than `grace` (since the task's last change, or the last order sent) before it is acted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from suanli.scheduling.service_layer.jobs import Decision, JobView, TaskRun, TaskState, stop_order
+
+Regions = Mapping[str, tuple[str, str]]
+
+
+@dataclass(slots=True)
+class NodeActions:
+    per_job: dict[str, list[Decision]] = field(default_factory=dict)
+    unknown_stops: list[Decision] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.per_job or self.unknown_stops)
+
+
+@dataclass(slots=True)
+class Reconciler:
+    grace: timedelta
+    # (node, task) -> when a stop for a task the scheduler does not expect there was last sent.
+    _stops_sent: dict[tuple[str, str], datetime] = field(default_factory=dict)
+
+    def reconcile(
+        self, jobs: Mapping[str, JobView], snapshot: Mapping[str, Any], now: datetime, resend: Any,
+    ) -> NodeActions:
+        """`resend(job, task)` builds the TaskPlaced decision sent again for a placed task."""
+        node_id = snapshot["node_id"]
+        taken_at: datetime = snapshot["occurred_at"]
+        actions = NodeActions()
+        if taken_at < now - self.grace:
+            return actions  # an old snapshot (a replay): the next fresh one decides
+        reported = set(snapshot.get("task_ids") or ())
+        expected: set[str] = set()
+        for job in jobs.values():
+            for task in job.active:
+                if task.node_id != node_id:
+                    continue
+                expected.add(task.task_id)
+                decision = self._task(job, task, task.task_id in reported, taken_at, resend)
+                if decision is not None:
+                    actions.per_job.setdefault(job.id, []).append(decision)
+        owner = {t.task_id: job for job in jobs.values() for t in job.tasks}
+        for task_id in sorted(reported - expected):
+            job = owner.get(task_id)
+            task = job.task(task_id) if job is not None else None
+            if task is not None and task.since is not None and task.since > taken_at - self.grace:
+                continue  # it ended or moved a moment ago; the node may not have caught up yet
+            last = self._stops_sent.get((node_id, task_id))
+            if last is not None and last > taken_at - self.grace:
+                continue
+            self._stops_sent[(node_id, task_id)] = taken_at
+            actions.unknown_stops.append(("TaskStopRequested", {
+                "job_id": job.id if job is not None else "", "task_id": task_id, "node_id": node_id,
+                "attempt": 0, "reason": "the scheduler does not expect this task on this node",
+            }))
+        return actions
+
+    def _task(self, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
+              ) -> Decision | None:
+        if task.since is None or task.since > taken_at - self.grace:
+            return None
+        if task.state is TaskState.PLACED and not seen:
+            return resend(job, task)
+        if task.state is TaskState.RUNNING and not seen:
+            return _gone(job, task, "NODE_LOST", f"node {task.node_id} no longer reports the task")
+        if task.state is TaskState.STOPPING:
+            if seen:
+                return stop_order(job, task, task.reason or "stop")
+            return _gone(job, task, "KILLED", f"stopped: node {task.node_id} no longer reports the task")
+        return None
+
+
+def _gone(job: JobView, task: TaskRun, kind: str, reason: str) -> Decision:
+    return "TaskFailed", {
+        "task_id": task.task_id, "job_id": job.id, "node_id": task.node_id, "attempt": task.attempt,
+        "reason": reason, "kind": kind, "exit_code": None,
+    }

@@ -1,0 +1,315 @@
+"""The scheduling service's use cases behind one lock: every command reads the projection, decides pure,
+commits through the `Writer` (events + outbox + pending reasons, one transaction, leader only), then
+catches the projection up from the store. Handlers are listed in `HANDLERS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from suanli.contracts import new_envelope
+from suanli.contracts.catalogue import EVENTS
+from suanli.eventstore import Clock, ConcurrencyConflict, DuplicateEventId, IdFactory
+from suanli.scheduling.domain.queueing import CycleConfig, Placer
+from suanli.scheduling.service_layer import jobs
+from suanli.scheduling.service_layer.capacity import CapacityView
+from suanli.scheduling.service_layer.commands import (
+    CancelJob,
+    Command,
+    ConfigureQueues,
+    MarkNodeLost,
+    ReconcileNode,
+    RecordTaskReport,
+    RunCycle,
+    SubmitJob,
+)
+from suanli.scheduling.service_layer.cycle import placed, run_cycle
+from suanli.scheduling.service_layer.errors import Conflict, InvalidSpec, JobNotFound, NotLeader, Precondition
+from suanli.scheduling.service_layer.jobs import Decision, JobView, Phase
+from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics, Outgoing, Writer
+from suanli.scheduling.service_layer.projection import (
+    PRIORITY_STREAM,
+    Projection,
+    job_stream,
+    queue_stream,
+)
+from suanli.scheduling.service_layer.queues_config import queue_record
+from suanli.scheduling.service_layer.reconcile import Reconciler
+from suanli.scheduling.service_layer.spec import JobSpec, spec_record
+
+PlacerFactory = Callable[[Sequence[Any], int], Placer]  # (task requests seen, cycle number) -> placer
+_REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
+_FOLLOW_UP_ROUNDS = 4
+
+
+def job_id_for(request_id: str, ids: IdFactory) -> str:
+    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store."""
+    raw = uuid.uuid5(_REQUEST_NS, request_id) if request_id else ids()
+    return f"job-{raw.hex[:12]}"
+
+
+class SchedulingService:
+    def __init__(
+        self,
+        writer: Writer,
+        projection: Projection,
+        capacity: CapacityView,
+        placer_factory: PlacerFactory,
+        *,
+        clock: Clock,
+        ids: IdFactory,
+        producer: str = "scheduling",
+        cycle_config: CycleConfig | None = None,
+        reconcile_grace: timedelta = timedelta(seconds=15),
+        metrics: Metrics | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.writer = writer
+        self.projection = projection
+        self.capacity = capacity
+        self.placer_factory = placer_factory
+        self.clock = clock
+        self.ids = ids
+        self.producer = producer
+        self.cycle_config = cycle_config or CycleConfig()
+        self.reconciler = Reconciler(reconcile_grace)
+        self.metrics = metrics or NoMetrics()
+        self.is_leader = is_leader
+        self.lock = asyncio.Lock()
+        self.cycles = 0
+        self.wake = asyncio.Event()
+        self.handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {
+            SubmitJob: self._submit,
+            CancelJob: self._cancel,
+            RecordTaskReport: self._report,
+            MarkNodeLost: self._node_lost,
+            ReconcileNode: self._reconcile,
+            RunCycle: self._cycle,
+            ConfigureQueues: self._configure,
+        }
+
+    async def handle(self, command: Command) -> Any:
+        async with self.lock:
+            if not self.is_leader():
+                raise NotLeader("this scheduler is a standby; writes go to the leader")
+            await self.writer.catch_up(self.projection)
+            return await self.handlers[type(command)](command)
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def _own(self, name: str, body: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> Outgoing:
+        event_id = self.ids()
+        subject = str(body[EVENTS[name].key]) if name in EVENTS else str(body.get("name", name))
+        record = {**new_envelope(self.producer, subject, event_id=event_id, occurred_at=self.clock.now()), **body}
+        return Outgoing(name, record, event_id, metadata or {})
+
+    def _with_follow_ups(self, job: JobView, decisions: list[Decision]) -> list[Outgoing]:
+        """The decisions, then whatever they make necessary (stop siblings, requeue, finish), in order."""
+        out: list[Outgoing] = []
+        now = self.clock.now()
+        batch = decisions
+        for _ in range(_FOLLOW_UP_ROUNDS):
+            for name, body in batch:
+                event = self._own(name, body)
+                out.append(event)
+                job = jobs.evolve(job, name, event.record, job.version + 1, now)
+            batch = jobs.follow_ups(job)
+            if not batch:
+                break
+        return out
+
+    async def _commit(self, appends: Sequence[Append], pending: Mapping[str, Any] | None = None) -> None:
+        await self.writer.commit(appends, pending)
+        await self.writer.catch_up(self.projection)
+        self.wake.set()
+
+    def _job(self, job_id: str) -> JobView:
+        job = self.projection.jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    # -- handlers ------------------------------------------------------------------------------------
+
+    async def _submit(self, cmd: SubmitJob) -> JobView:
+        spec = cmd.spec
+        known = self.projection.by_request.get(spec.request_id) if spec.request_id else None
+        if known is not None:
+            return self._same_or_conflict(known, spec)
+        if spec.queue not in self.projection.queues:
+            names = ", ".join(sorted(self.projection.queues)) or "none configured"
+            raise InvalidSpec("spec.queue", f"unknown queue {spec.queue!r} (known: {names})")
+        priority = 0
+        if spec.priority_class:
+            value = self.projection.priority_of(spec.priority_class)
+            if value is None:
+                names = ", ".join(c.name for c in self.projection.priority_classes) or "none configured"
+                raise InvalidSpec("spec.priority_class", f"unknown priority class {spec.priority_class!r} "
+                                  f"(known: {names})")
+            priority = value
+        job_id = job_id_for(spec.request_id, self.ids)
+        tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
+        spec = replace(spec, tasks=tasks, priority=priority)
+        event = self._own("JobSubmitted", spec_record(job_id, spec), {"seq": self.projection.next_seq})
+        try:
+            await self._commit([Append(job_stream(job_id), 0, [event])])
+        except ConcurrencyConflict:
+            await self.writer.catch_up(self.projection)
+            return self._same_or_conflict(job_id, spec)
+        return self.projection.jobs[job_id]
+
+    def _same_or_conflict(self, job_id: str, spec: JobSpec) -> JobView:
+        job = self._job(job_id)
+        if not job.spec.same_request(replace(spec, tasks=tuple(
+                replace(t, task_id=o.task_id) for t, o in zip(spec.tasks, job.spec.tasks, strict=False)),
+                priority=job.spec.priority)):
+            raise Conflict(f"request_id {spec.request_id!r} was already used for job {job_id} with another spec")
+        return job
+
+    async def _cancel(self, cmd: CancelJob) -> JobView:
+        job = self._job(cmd.job_id)
+        if job.phase is Phase.CANCELLED:
+            return job  # a retried cancel
+        if job.phase.final:
+            raise Precondition(f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled")
+        events = [self._own(n, b) for n, b in jobs.cancel(job, cmd.reason or "cancelled", cmd.requested_by)]
+        await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
+        self.metrics.decision("cancelled")
+        return self.projection.jobs[job.id]
+
+    async def _report(self, cmd: RecordTaskReport) -> bool:
+        job = self.projection.jobs.get(str(cmd.record.get("job_id")))
+        if job is None or not jobs.relevant_report(job, cmd.record):
+            return False
+        fact = Outgoing(cmd.name, cmd.record, _event_uuid(cmd.event_id))
+        now = self.clock.now()
+        after = jobs.evolve(job, cmd.name, cmd.record, job.version + 1, now)
+        events = [fact, *self._with_follow_ups(after, jobs.follow_ups(after))]
+        try:
+            await self._commit([Append(job_stream(job.id), job.version, events)])
+        except DuplicateEventId:
+            return False  # recorded before (a redelivery)
+        self._count_outcomes(events)
+        return True
+
+    async def _node_lost(self, cmd: MarkNodeLost) -> int:
+        appends = []
+        for job in list(self.projection.jobs.values()):
+            lost = jobs.lost_on(job, cmd.node_id, cmd.lost_at)
+            if not lost:
+                continue
+            facts: list[Decision] = [("TaskFailed", {
+                "task_id": t.task_id, "job_id": job.id, "node_id": t.node_id, "attempt": t.attempt,
+                "reason": f"node {cmd.node_id} was lost", "kind": "NODE_LOST", "exit_code": None,
+            }) for t in lost]
+            appends.append(Append(job_stream(job.id), job.version, self._with_follow_ups(job, facts)))
+        if appends:
+            await self._commit(appends)
+            self._count_outcomes([e for a in appends for e in a.events])
+        return len(appends)
+
+    async def _reconcile(self, cmd: ReconcileNode) -> int:
+        actions = self.reconciler.reconcile(
+            self.projection.jobs, cmd.snapshot, self.clock.now(),
+            lambda job, task: placed(job, task.placement(), self.cycles, self._regions()),
+        )
+        if not actions:
+            return 0
+        appends = [Append(job_stream(job_id), self.projection.jobs[job_id].version,
+                          self._with_follow_ups(self.projection.jobs[job_id], decisions))
+                   for job_id, decisions in actions.per_job.items()]
+        if actions.unknown_stops:
+            stream = f"node-{cmd.snapshot['node_id']}"
+            appends.append(Append(stream, self.projection.versions.get(stream, 0),
+                                  [self._own(n, b) for n, b in actions.unknown_stops]))
+        await self._commit(appends)
+        self.metrics.decision("reconciled", sum(len(a.events) for a in appends))
+        return sum(len(a.events) for a in appends)
+
+    async def _cycle(self, cmd: RunCycle) -> int:
+        if not self.projection.queues:
+            return 0
+        started = time.perf_counter()
+        self.cycles += 1
+        requests = [t.request() for j in self.projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
+        placer = self.placer_factory(requests, self.cycles)
+        nodes = self.capacity.schedulable()
+        outcome = run_cycle(self.projection, nodes, placer, self.cycle_config, self.cycles, self._regions())
+        appends = [Append(job_stream(job_id), self.projection.jobs[job_id].version,
+                          [self._own(n, b) for n, b in decisions])
+                   for job_id, decisions in outcome.decisions.items()]
+        changed: dict[str, Any] = {
+            job_id: reason for job_id, reason in outcome.pending.items()
+            if self.projection.pending_reasons.get(job_id) != reason
+        }
+        changed.update({job_id: None for job_id in outcome.result.admitted
+                        if job_id in self.projection.pending_reasons})
+        if appends or changed:
+            await self._commit(appends, changed)
+            for job_id, reason in changed.items():
+                if reason is None:
+                    self.projection.pending_reasons.pop(job_id, None)
+                else:
+                    self.projection.pending_reasons[job_id] = reason
+        now = self.clock.now()
+        for admission in outcome.result.admissions:
+            job = self.projection.jobs[admission.job_id]
+            for p in admission.placements:
+                self.metrics.placed(self.capacity.nodes[p.node_id].region, (now - job.submitted_at).total_seconds())
+        preempted = sum(len(p.victims) for p in outcome.result.preemptions)
+        pending_by: dict[tuple[str, str], int] = {}
+        for p in outcome.result.pending:
+            key = (p.queue, str(p.reason.code))
+            pending_by[key] = pending_by.get(key, 0) + 1
+        depth: dict[str, int] = {}
+        for job in self.projection.jobs.values():
+            if job.waiting:
+                depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
+        self.metrics.cycle(time.perf_counter() - started, len(outcome.result.admissions), preempted,
+                           pending_by, depth)
+        return len(outcome.result.admissions)
+
+    async def _configure(self, cmd: ConfigureQueues) -> int:
+        appends: list[Append] = []
+        wanted = {q.name: q for q in cmd.config.queues}
+        for name, spec in wanted.items():
+            if self.projection.queues.get(name) != spec:
+                stream = queue_stream(name)
+                appends.append(Append(stream, self.projection.versions.get(stream, 0),
+                                      [self._own("QueueConfigured", queue_record(spec))]))
+        for name in set(self.projection.queues) - set(wanted):
+            stream = queue_stream(name)
+            appends.append(Append(stream, self.projection.versions.get(stream, 0),
+                                  [self._own("QueueRemoved", {"name": name})]))
+        classes = [{"name": c.name, "value": c.value} for c in cmd.config.priority_classes]
+        if tuple(cmd.config.priority_classes) != self.projection.priority_classes:
+            appends.append(Append(PRIORITY_STREAM, self.projection.versions.get(PRIORITY_STREAM, 0),
+                                  [self._own("PriorityClassesConfigured", {"name": "priority-classes",
+                                                                            "classes": classes})]))
+        if appends:
+            await self._commit(appends)
+        return len(appends)
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _regions(self) -> dict[str, tuple[str, str]]:
+        return {n.id: (n.region, n.site) for n in self.capacity.nodes.values()}
+
+    def _count_outcomes(self, events: Sequence[Outgoing]) -> None:
+        for event in events:
+            outcome = {"JobRequeued": "requeued", "JobFailed": "failed", "JobSucceeded": "succeeded"}.get(event.name)
+            if outcome:
+                self.metrics.decision(outcome)
+
+
+def _event_uuid(event_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(event_id)
+    except ValueError:
+        return uuid.uuid5(_REQUEST_NS, event_id)
