@@ -154,8 +154,13 @@ class Env:
             )
 
     async def publish_usage(self, publisher: EventPublisher, windows: list[Window]) -> None:
-        for w in windows:
-            await publisher.publish(self.topic("usage.metered"), w.task, "UsageMetered", w.record())
+        # One acknowledged batch, not one round trip per event.
+        await publisher.publish_many(
+            [
+                publisher.encode(self.topic("usage.metered"), w.task, "UsageMetered", w.record())
+                for w in windows
+            ]
+        )
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         conn = await asyncpg.connect(self.dsn)
