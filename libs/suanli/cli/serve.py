@@ -61,13 +61,13 @@ def billing(
 def scheduling(
     dsn: str = typer.Option(None, help="PostgreSQL DSN (env SUANLI_PG_DSN)."),
     bootstrap: str = typer.Option(None, help="Kafka bootstrap HOST:PORT (env SUANLI_KAFKA_BOOTSTRAP)."),
-    queues: Path = typer.Option(None, exists=True, dir_okay=False, help="Queue config YAML (deploy/scheduler/queues.yaml)."),
+    queues: str = typer.Option(None, help="Queue config YAML (example: deploy/scheduler/queues.yaml)."),
     listen: str = typer.Option("127.0.0.1:50051", help="gRPC listen address HOST:PORT."),
     policy: str = typer.Option("fgdx", help="Placement policy (fgdx, fgd, bestfit, packing, spread, ...)."),
     schema: str = typer.Option("scheduling", help="Event store schema in PostgreSQL."),
     topic_prefix: str = typer.Option(None, help="Topic prefix (env SUANLI_TOPIC_PREFIX)."),
     interval: float = typer.Option(0.5, help="Seconds between scheduling cycles (events also trigger one)."),
-    reconcile_grace: float = typer.Option(15.0, help="Seconds before a node's report that disagrees is acted on."),
+    reconcile_grace: float = typer.Option(15.0, help="Seconds before a disagreeing node report is acted on."),
     overcommit: float = typer.Option(1.0, help="Best-effort overcommit ratio of shared GPUs (>= 1)."),
     metrics_port: int = typer.Option(None, help="Port of /metrics (0 picks one) (env SUANLI_METRICS_PORT)."),
 ) -> None:
@@ -88,8 +88,11 @@ def scheduling(
         raise typer.BadParameter("--dsn or SUANLI_PG_DSN is required")
     if not bootstrap:
         raise typer.BadParameter("--bootstrap or SUANLI_KAFKA_BOOTSTRAP is required")
+    if queues and not Path(queues).is_file():
+        raise typer.BadParameter(f"--queues {queues}: no such file")
     config = SchedulingConfig(
-        dsn=dsn, bootstrap=bootstrap, queues_path=queues, schema=schema, topic_prefix=topic_prefix,
+        dsn=dsn, bootstrap=bootstrap, queues_path=Path(queues) if queues else None, schema=schema,
+        topic_prefix=topic_prefix,
         listen=listen, policy=policy, interval_s=interval, reconcile_grace_s=reconcile_grace,
         overcommit_ratio=overcommit, metrics_port=metrics_port,
     )

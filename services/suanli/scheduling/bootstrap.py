@@ -45,8 +45,12 @@ async def bootstrap(config: Any) -> Components:
         return FrameworkPlacer(profile, workload_typical(requests), config.seed, cycle)
 
     service = SchedulingService(
-        writer, projection, capacity, placer,
-        clock=SystemClock(), ids=uuid4_factory,
+        writer,
+        projection,
+        capacity,
+        placer,
+        clock=SystemClock(),
+        ids=uuid4_factory,
         producer=f"scheduling/{config.instance}",
         cycle_config=CycleConfig(overcommit_ratio=config.overcommit_ratio),
         reconcile_grace=timedelta(seconds=config.reconcile_grace_s),

@@ -33,7 +33,9 @@ queues:
 """
 
 
-async def until(probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0, what: str = "condition") -> T:
+async def until(
+    probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0, what: str = "condition"
+) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = await probe()
@@ -44,14 +46,23 @@ async def until(probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0,
         await asyncio.sleep(0.1)
 
 
-def config(pg_dsn: str, bootstrap: str, prefix: str, tmp: Path, schema: str | None = None,
-           **overrides: Any) -> SchedulingConfig:
+def config(
+    pg_dsn: str, bootstrap: str, prefix: str, tmp: Path, schema: str | None = None, **overrides: Any
+) -> SchedulingConfig:
     queues = tmp / "queues.yaml"
     queues.write_text(QUEUES)
     return SchedulingConfig(
-        dsn=pg_dsn, bootstrap=bootstrap, queues_path=queues, schema=schema or f"sch_{secrets.token_hex(4)}",
-        topic_prefix=prefix, listen="127.0.0.1:0", interval_s=0.2, reconcile_grace_s=3.0, topic_check_s=2.0,
-        standby_poll_s=0.2, **overrides,
+        dsn=pg_dsn,
+        bootstrap=bootstrap,
+        queues_path=queues,
+        schema=schema or f"sch_{secrets.token_hex(4)}",
+        topic_prefix=prefix,
+        listen="127.0.0.1:0",
+        interval_s=0.2,
+        reconcile_grace_s=3.0,
+        topic_check_s=2.0,
+        standby_poll_s=0.2,
+        **overrides,
     )
 
 
@@ -77,20 +88,45 @@ def envelope(subject: str) -> dict[str, Any]:
 
 
 def capacity(node_id: str, gpus: int = 4, model: str = "A100") -> dict[str, Any]:
-    res = {"cpu_milli": 64000, "memory_mib": 262144, "gpu_count": gpus, "gpu_milli": gpus * 1000,
-           "gpu_memory_mib": gpus * 81920}
+    res = {
+        "cpu_milli": 64000,
+        "memory_mib": 262144,
+        "gpu_count": gpus,
+        "gpu_milli": gpus * 1000,
+        "gpu_memory_mib": gpus * 81920,
+    }
     return {
-        **envelope(node_id), "node_id": node_id, "region": "cn-east", "zone": "z1", "site": "sh",
-        "total": res, "allocatable": res, "used": {**res, "cpu_milli": 0, "memory_mib": 0, "gpu_count": 0,
-                                                    "gpu_milli": 0, "gpu_memory_mib": 0},
-        "cu_total": 1.0, "cu_allocatable": 1.0, "cu_used": 0.0,
-        "devices": [{"index": i, "uuid": f"GPU-{node_id}-{i}", "model": model, "device_class": "a100",
-                     "cu": 1.0, "memory_total_mib": 81920, "memory_free_mib": 81920, "milli_free": 1000,
-                     "healthy": True} for i in range(gpus)],
+        **envelope(node_id),
+        "node_id": node_id,
+        "region": "cn-east",
+        "zone": "z1",
+        "site": "sh",
+        "total": res,
+        "allocatable": res,
+        "used": {**res, "cpu_milli": 0, "memory_mib": 0, "gpu_count": 0, "gpu_milli": 0, "gpu_memory_mib": 0},
+        "cu_total": 1.0,
+        "cu_allocatable": 1.0,
+        "cu_used": 0.0,
+        "devices": [
+            {
+                "index": i,
+                "uuid": f"GPU-{node_id}-{i}",
+                "model": model,
+                "device_class": "a100",
+                "cu": 1.0,
+                "memory_total_mib": 81920,
+                "memory_free_mib": 81920,
+                "milli_free": 1000,
+                "healthy": True,
+            }
+            for i in range(gpus)
+        ],
     }
 
 
-async def publish(bootstrap: str, prefix: str, topic: str, key: str, name: str, record: dict[str, Any]) -> None:
+async def publish(
+    bootstrap: str, prefix: str, topic: str, key: str, name: str, record: dict[str, Any]
+) -> None:
     async with EventPublisher(bootstrap) as bus:
         await bus.publish(topic_name(topic, prefix), key, name, record)
 
@@ -104,8 +140,13 @@ class TopicReader:
     """Reads a topic from the start, decoding every record."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                         enable_auto_commit=False, fetch_max_wait_ms=100)
+        self.consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=100,
+        )
         self.records: list[tuple[str, dict[str, Any], dict[str, bytes]]] = []
 
     async def __aenter__(self) -> TopicReader:
@@ -127,8 +168,9 @@ class TopicReader:
                 self.records.append((name, record, headers))
         return self.records
 
-    async def wait_for(self, match: Callable[[str, dict[str, Any]], bool], count: int = 1,
-                       timeout: float = 20.0) -> list[dict[str, Any]]:
+    async def wait_for(
+        self, match: Callable[[str, dict[str, Any]], bool], count: int = 1, timeout: float = 20.0
+    ) -> list[dict[str, Any]]:
         async def probe() -> list[dict[str, Any]] | None:
             found = [r for n, r, _ in await self.poll() if match(n, r)]
             return found if len(found) >= count else None
@@ -137,7 +179,14 @@ class TopicReader:
 
 
 def task_spec(name: str = "w", gpu_count: int = 1, gpu_milli: int = 1000, replicas: int = 1) -> pb.TaskSpec:
-    return pb.TaskSpec(name=name, replicas=replicas, command="python train.py", args=["--epochs", "1"],
-                       env={"A": "1"}, duration_s=5.0,
-                       resources=pb.ResourceRequest(cpu_milli=1000, memory_mib=1024, gpu_count=gpu_count,
-                                                    gpu_milli=gpu_milli, gpu_memory_mib=4096))
+    return pb.TaskSpec(
+        name=name,
+        replicas=replicas,
+        command="python train.py",
+        args=["--epochs", "1"],
+        env={"A": "1"},
+        duration_s=5.0,
+        resources=pb.ResourceRequest(
+            cpu_milli=1000, memory_mib=1024, gpu_count=gpu_count, gpu_milli=gpu_milli, gpu_memory_mib=4096
+        ),
+    )

@@ -33,17 +33,21 @@ async def test_bad_requests_get_precise_statuses_and_restart_rebuilds_state(
         code, details = await _code(api.SubmitJob(bad))
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert details == "spec.tasks[0].resources.gpu_milli: must be 1..1000"
-        code, details = await _code(api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
-            queue="nope", tasks=[task_spec()]))))
+        code, details = await _code(
+            api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="nope", tasks=[task_spec()])))
+        )
         assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("spec.queue: unknown queue")
         code, _ = await _code(api.GetJob(pb.GetJobRequest(job_id="job-missing")))
         assert code == grpc.StatusCode.NOT_FOUND
         code, details = await _code(api.ListJobs(pb.ListJobsRequest(page_token="garbage")))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("page_token:")
 
-        await publish(kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1"))
-        request = pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec("w", replicas=2)]),
-                                      request_id="r-1")
+        await publish(
+            kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1")
+        )
+        request = pb.SubmitJobRequest(
+            spec=pb.JobSpec(queue="acme", tasks=[task_spec("w", replicas=2)]), request_id="r-1"
+        )
         job = (await api.SubmitJob(request)).job
         assert (await api.SubmitJob(request)).job.id == job.id  # idempotent retry
         other = pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec("x")]), request_id="r-1")
@@ -52,24 +56,35 @@ async def test_bad_requests_get_precise_statuses_and_restart_rebuilds_state(
         async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements") as placements:
             first = await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["job_id"] == job.id, 2)
         for i in range(3):
-            await api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(name=f"p{i}", queue="acme",
-                                                                    tasks=[task_spec()])))
+            await api.SubmitJob(
+                pb.SubmitJobRequest(spec=pb.JobSpec(name=f"p{i}", queue="acme", tasks=[task_spec()]))
+            )
         page = await api.ListJobs(pb.ListJobsRequest(queue="acme", page_size=2))
         assert len(page.jobs) == 2 and page.next_page_token
-        rest = await api.ListJobs(pb.ListJobsRequest(queue="acme", page_size=2, page_token=page.next_page_token))
+        rest = await api.ListJobs(
+            pb.ListJobsRequest(queue="acme", page_size=2, page_token=page.next_page_token)
+        )
         assert [*page.jobs, *rest.jobs][0].id == job.id and len(rest.jobs) == 2
 
         # finish the job, then cancelling it is a failed precondition
         t0 = first[0]
         for t in first:
             base = {"task_id": t["task_id"], "job_id": job.id, "node_id": "n1", "attempt": 1}
-            await publish(kafka_bootstrap, topic_prefix, "tasks.lifecycle", t["task_id"], "TaskFinished",
-                          {**envelope(t["task_id"]), **base, "exit_code": 0})
+            await publish(
+                kafka_bootstrap,
+                topic_prefix,
+                "tasks.lifecycle",
+                t["task_id"],
+                "TaskFinished",
+                {**envelope(t["task_id"]), **base, "exit_code": 0},
+            )
         await until(lambda: _state(api, job.id, pb.JOB_STATE_SUCCEEDED), what="job succeeded")
         code, _ = await _code(api.CancelJob(pb.CancelJobRequest(job_id=job.id)))
         assert code == grpc.StatusCode.FAILED_PRECONDITION
-        before = {j.id: (j.state, [t.node_id for t in j.tasks])
-                  for j in (await api.ListJobs(pb.ListJobsRequest(page_size=100))).jobs}
+        before = {
+            j.id: (j.state, [t.node_id for t in j.tasks])
+            for j in (await api.ListJobs(pb.ListJobsRequest(page_size=100))).jobs
+        }
     finally:
         await channel.close()
         await app.stop()
@@ -78,10 +93,14 @@ async def test_bad_requests_get_precise_statuses_and_restart_rebuilds_state(
     app = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.schema))
     channel, api = stub(app)
     try:
-        after = {j.id: (j.state, [t.node_id for t in j.tasks])
-                 for j in (await api.ListJobs(pb.ListJobsRequest(page_size=100))).jobs}
+        after = {
+            j.id: (j.state, [t.node_id for t in j.tasks])
+            for j in (await api.ListJobs(pb.ListJobsRequest(page_size=100))).jobs
+        }
         assert after == before
-        await publish(kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1"))
+        await publish(
+            kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1")
+        )
         await until(lambda: _cycles(app, 3), what="cycles over the rebuilt state")
         async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements") as placements:
             await placements.wait_for(lambda n, r: n == "TaskPlaced", 5)
@@ -101,14 +120,22 @@ async def test_standby_takes_over_when_the_leader_session_dies_and_reconciliatio
 ) -> None:
     cfg = config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path)
     first = await started(cfg)
-    second = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.schema), leader=False)
+    second = await started(
+        config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.schema), leader=False
+    )
     ch1, api1 = stub(first)
     ch2, api2 = stub(second)
     try:
         assert not second.is_leader
-        await publish(kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1"))
-        job = (await api1.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec()])))).job
-        code, _ = await _code(api2.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec()]))))
+        await publish(
+            kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1")
+        )
+        job = (
+            await api1.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec()])))
+        ).job
+        code, _ = await _code(
+            api2.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec()])))
+        )
         assert code == grpc.StatusCode.UNAVAILABLE  # the standby does not write
         await until(lambda: _has_job(api2, job.id), what="standby follows the leader")
 
@@ -118,23 +145,41 @@ async def test_standby_takes_over_when_the_leader_session_dies_and_reconciliatio
         finally:
             await conn.close()
         await until(lambda: _leads(second), timeout=20, what="standby takes over")
-        job2 = (await api2.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec()])))).job
+        job2 = (
+            await api2.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task_spec()])))
+        ).job
 
         async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements") as placements:
-            got = await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["job_id"] in (job.id, job2.id), 2)
+            got = await placements.wait_for(
+                lambda n, r: n == "TaskPlaced" and r["job_id"] in (job.id, job2.id), 2
+            )
             # the node reports none of them and a task it should not run: placements are sent again
             # after the grace period and the unknown task is told to stop
             snapshot = {
-                **envelope("n1"), "node_id": "n1", "region": "cn-east", "zone": "z1", "site": "sh", "labels": {},
-                "sequence": 1, "report_interval_ms": 1000,
-                "host": {"cpu_cores": 64, "cpu_utilisation_pct": 0.0, "memory_total_mib": 1, "memory_used_mib": 0},
-                "devices": [], "task_ids": ["ghost-task"],
+                **envelope("n1"),
+                "node_id": "n1",
+                "region": "cn-east",
+                "zone": "z1",
+                "site": "sh",
+                "labels": {},
+                "sequence": 1,
+                "report_interval_ms": 1000,
+                "host": {
+                    "cpu_cores": 64,
+                    "cpu_utilisation_pct": 0.0,
+                    "memory_total_mib": 1,
+                    "memory_used_mib": 0,
+                },
+                "devices": [],
+                "task_ids": ["ghost-task"],
             }
             await asyncio.sleep(cfg.reconcile_grace_s)
             snapshot.update(envelope("n1"))
             await publish(kafka_bootstrap, topic_prefix, "node.snapshots", "n1", "NodeSnapshot", snapshot)
             await placements.wait_for(lambda n, r: n == "TaskStopRequested" and r["task_id"] == "ghost-task")
-            again = await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["task_id"] == got[0]["task_id"], 2)
+            again = await placements.wait_for(
+                lambda n, r: n == "TaskPlaced" and r["task_id"] == got[0]["task_id"], 2
+            )
             assert again[1]["devices"] == again[0]["devices"] and again[1]["attempt"] == again[0]["attempt"]
     finally:
         await ch1.close()

@@ -32,13 +32,22 @@ async def test_submit_places_gang_and_fractions_and_watch_follows_lifecycle(
     channel, api = stub(app)
     try:
         for node in ("n1", "n2"):
-            await publish(kafka_bootstrap, topic_prefix, "capacity.nodes", node, "NodeCapacityChanged",
-                          capacity(node, gpus=4))
+            await publish(
+                kafka_bootstrap,
+                topic_prefix,
+                "capacity.nodes",
+                node,
+                "NodeCapacityChanged",
+                capacity(node, gpus=4),
+            )
         await until(lambda: _nodes(api, 2), what="capacity view")
         async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements") as placements:
             # one whole GPU: TaskPlaced with the devices, argv, env and duration the agent needs
-            single = (await api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
-                name="one", queue="acme", tasks=[task_spec("w")])))).job
+            single = (
+                await api.SubmitJob(
+                    pb.SubmitJobRequest(spec=pb.JobSpec(name="one", queue="acme", tasks=[task_spec("w")]))
+                )
+            ).job
             [placed] = await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["job_id"] == single.id)
             assert placed["node_id"] in ("n1", "n2") and len(placed["devices"]) == 1
             assert placed["devices"][0]["milli"] == 1000
@@ -47,22 +56,44 @@ async def test_submit_places_gang_and_fractions_and_watch_follows_lifecycle(
             assert placed["env"]["A"] == "1" and placed["attempt"] == 1
 
             # a gang of 4 x 1 GPU: all placed, on distinct devices
-            gang = (await api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
-                name="gang", queue="acme", tasks=[task_spec("g", replicas=4)])))).job
+            gang = (
+                await api.SubmitJob(
+                    pb.SubmitJobRequest(
+                        spec=pb.JobSpec(name="gang", queue="acme", tasks=[task_spec("g", replicas=4)])
+                    )
+                )
+            ).job
             got = await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["job_id"] == gang.id, 4)
             devices = {(r["node_id"], d["index"]) for r in got for d in r["devices"]}
             assert len(devices) == 4
 
             # a gang that cannot fit (8 x 1 GPU, 3 left) places nothing and says why
-            big = (await api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
-                name="big", queue="acme", tasks=[task_spec("b", replicas=8)])))).job
+            big = (
+                await api.SubmitJob(
+                    pb.SubmitJobRequest(
+                        spec=pb.JobSpec(name="big", queue="acme", tasks=[task_spec("b", replicas=8)])
+                    )
+                )
+            ).job
             why = await until(lambda: _explained(api, big.id), what="pending reason")
-            assert why.pending_reason.code in ("GANG_INCOMPLETE", "BLOCKED_BY_HIGHER_PRIORITY", "NO_NODE_FITS")
+            assert why.pending_reason.code in (
+                "GANG_INCOMPLETE",
+                "BLOCKED_BY_HIGHER_PRIORITY",
+                "NO_NODE_FITS",
+            )
             await api.CancelJob(pb.CancelJobRequest(job_id=big.id, reason="too big"))
 
             # 3 x 300 milli share devices without passing 1000 on any
-            shared = [(await api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
-                name=f"s{i}", queue="acme", tasks=[task_spec("s", gpu_milli=300)])))).job.id for i in range(3)]
+            shared = [
+                (
+                    await api.SubmitJob(
+                        pb.SubmitJobRequest(
+                            spec=pb.JobSpec(name=f"s{i}", queue="acme", tasks=[task_spec("s", gpu_milli=300)])
+                        )
+                    )
+                ).job.id
+                for i in range(3)
+            ]
             frac = await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["job_id"] in shared, 3)
             assert all(r["devices"][0]["milli"] == 300 for r in frac)
             per_device: dict[tuple[str, int], int] = {}
@@ -78,11 +109,28 @@ async def test_submit_places_gang_and_fractions_and_watch_follows_lifecycle(
             stream = api.WatchJob(pb.WatchJobRequest(job_id=single.id))
             first = await stream.read()
             assert first.event == "Current"
-            base = {"task_id": placed["task_id"], "job_id": single.id, "node_id": placed["node_id"], "attempt": 1}
-            await publish(kafka_bootstrap, topic_prefix, "tasks.lifecycle", placed["task_id"], "TaskStarted",
-                          {**envelope(placed["task_id"]), **base, "device_indices": [0], "pid": 7})
-            await publish(kafka_bootstrap, topic_prefix, "tasks.lifecycle", placed["task_id"], "TaskFinished",
-                          {**envelope(placed["task_id"]), **base, "exit_code": 0})
+            base = {
+                "task_id": placed["task_id"],
+                "job_id": single.id,
+                "node_id": placed["node_id"],
+                "attempt": 1,
+            }
+            await publish(
+                kafka_bootstrap,
+                topic_prefix,
+                "tasks.lifecycle",
+                placed["task_id"],
+                "TaskStarted",
+                {**envelope(placed["task_id"]), **base, "device_indices": [0], "pid": 7},
+            )
+            await publish(
+                kafka_bootstrap,
+                topic_prefix,
+                "tasks.lifecycle",
+                placed["task_id"],
+                "TaskFinished",
+                {**envelope(placed["task_id"]), **base, "exit_code": 0},
+            )
             states = [first.state]
             while (event := await stream.read()) is not grpc.aio.EOF:
                 states.append(event.state)

@@ -61,8 +61,18 @@ class FakeWriter:
                     payload = json.dumps(dict(e.record), default=str).encode()
                 else:
                     payload = encode(e.name, dict(e.record))
-                self.log.append(StoredEvent(a.stream, a.expected_version + i + 1, next(self._pos), e.event_id,
-                                            e.name, payload, T0, e.metadata))
+                self.log.append(
+                    StoredEvent(
+                        a.stream,
+                        a.expected_version + i + 1,
+                        next(self._pos),
+                        e.event_id,
+                        e.name,
+                        payload,
+                        T0,
+                        e.metadata,
+                    )
+                )
                 self.published.append((e.name, dict(e.record)))
 
     async def catch_up(self, projection: Projection) -> None:
@@ -74,31 +84,66 @@ def _service() -> tuple[SchedulingService, FakeWriter, Clock]:
     capacity = CapacityView()
     for node in ("n1", "n2"):
         res = {"cpu_milli": 64000, "memory_mib": 262144}
-        capacity.on_capacity({"node_id": node, "region": "r", "zone": "z", "site": "s", "allocatable": res,
-                              "devices": [{"index": i, "model": "A100", "memory_total_mib": 1} for i in range(2)]})
+        capacity.on_capacity(
+            {
+                "node_id": node,
+                "region": "r",
+                "zone": "z",
+                "site": "s",
+                "allocatable": res,
+                "devices": [{"index": i, "model": "A100", "memory_total_mib": 1} for i in range(2)],
+            }
+        )
     service = SchedulingService(
-        writer, Projection(), capacity, lambda reqs, cycle: FrameworkPlacer.for_policy("fgdx", DEFAULT_TYPICAL),
-        clock=clock, ids=uuid.uuid4, reconcile_grace=timedelta(seconds=5),
+        writer,
+        Projection(),
+        capacity,
+        lambda reqs, cycle: FrameworkPlacer.for_policy("fgdx", DEFAULT_TYPICAL),
+        clock=clock,
+        ids=uuid.uuid4,
+        reconcile_grace=timedelta(seconds=5),
     )
     return service, writer, clock
 
 
 def _spec(tasks: int = 1, gpu_milli: int = 1000, max_retries: int = 0, **kw: Any) -> JobSpec:
-    return JobSpec(name="j", queue="acme", min_available=tasks, max_retries=max_retries, tasks=tuple(
-        TaskSpec("", f"t{i}", cpu_milli=1000, gpu_count=1, gpu_milli=gpu_milli, argv=("run",)) for i in range(tasks)
-    ), **kw)
+    return JobSpec(
+        name="j",
+        queue="acme",
+        min_available=tasks,
+        max_retries=max_retries,
+        tasks=tuple(
+            TaskSpec("", f"t{i}", cpu_milli=1000, gpu_count=1, gpu_milli=gpu_milli, argv=("run",))
+            for i in range(tasks)
+        ),
+        **kw,
+    )
 
 
 async def _ready() -> tuple[SchedulingService, FakeWriter, Clock]:
     service, writer, clock = _service()
-    await service.handle(ConfigureQueues(QueueConfig(
-        (QueueSpec("acme", (ResourceQuota("gpu:A100", 4000),)),), (PriorityClass("high", 10),))))
+    await service.handle(
+        ConfigureQueues(
+            QueueConfig(
+                (QueueSpec("acme", (ResourceQuota("gpu:A100", 4000),)),), (PriorityClass("high", 10),)
+            )
+        )
+    )
     return service, writer, clock
 
 
 def _report(name: str, task: Any, job_id: str, **extra: Any) -> RecordTaskReport:
-    record = {"event_id": str(uuid.uuid4()), "occurred_at": T0, "producer": "agent", "subject_id": task.task_id,
-              "task_id": task.task_id, "job_id": job_id, "node_id": task.node_id, "attempt": task.attempt, **extra}
+    record = {
+        "event_id": str(uuid.uuid4()),
+        "occurred_at": T0,
+        "producer": "agent",
+        "subject_id": task.task_id,
+        "task_id": task.task_id,
+        "job_id": job_id,
+        "node_id": task.node_id,
+        "attempt": task.attempt,
+        **extra,
+    }
     return RecordTaskReport(name, record, record["event_id"])
 
 
@@ -120,7 +165,7 @@ async def test_gang_is_placed_whole_and_runs_to_success() -> None:
 
 
 async def test_redelivered_and_stale_reports_change_nothing() -> None:
-    service, writer, _ = await _ready()
+    service, _, _ = await _ready()
     job = await service.handle(SubmitJob(_spec()))
     await service.handle(RunCycle())
     task = service.projection.jobs[job.id].tasks[0]
@@ -141,7 +186,9 @@ async def test_failure_with_retries_requeues_the_whole_gang_then_fails_for_good(
     view = service.projection.jobs[job.id]
     assert view.tasks[1].state is TaskState.STOPPING  # its sibling is told to stop
     assert writer.published[-1][0] == "TaskStopRequested"
-    await service.handle(_report("TaskFailed", second, job.id, reason="stopped", kind="KILLED", exit_code=-15))
+    await service.handle(
+        _report("TaskFailed", second, job.id, reason="stopped", kind="KILLED", exit_code=-15)
+    )
     view = service.projection.jobs[job.id]
     assert view.phase is Phase.PENDING and view.attempt == 2 and view.restarts == 1 and view.waiting
     await service.handle(RunCycle())
@@ -154,7 +201,7 @@ async def test_failure_with_retries_requeues_the_whole_gang_then_fails_for_good(
 
 
 async def test_lost_node_requeues_without_charging_retries_and_cancel_is_final() -> None:
-    service, writer, clock = await _ready()
+    service, _, clock = await _ready()
     job = await service.handle(SubmitJob(_spec(tasks=1)))
     await service.handle(RunCycle())
     node = service.projection.jobs[job.id].tasks[0].node_id

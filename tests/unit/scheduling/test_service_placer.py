@@ -12,8 +12,12 @@ def _node(node_id: str, indices: tuple[int, ...] = (0, 1, 2, 3)) -> Node:
 
 
 def _job(n: int, gpu_milli: int = 1000, gang: int | None = None) -> Job:
-    return Job("j", "q", tuple(Task(f"t{i}", TaskRequest(cpu_milli=1000, gpu_count=1, gpu_milli=gpu_milli))
-                               for i in range(n)), min_available=gang)
+    return Job(
+        "j",
+        "q",
+        tuple(Task(f"t{i}", TaskRequest(cpu_milli=1000, gpu_count=1, gpu_milli=gpu_milli)) for i in range(n)),
+        min_available=gang,
+    )
 
 
 def _placer() -> FrameworkPlacer:

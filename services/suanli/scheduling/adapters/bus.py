@@ -23,9 +23,17 @@ class ConsumerSpec:
 
 
 class SupervisedConsumers:
-    def __init__(self, bootstrap: str, prefix: str | None, specs: Sequence[ConsumerSpec],
-                 topics: Sequence[TopicSpec], *, check_s: float = 5.0, backoff_s: float = 1.0,
-                 settings: ConsumerSettings | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str | None,
+        specs: Sequence[ConsumerSpec],
+        topics: Sequence[TopicSpec],
+        *,
+        check_s: float = 5.0,
+        backoff_s: float = 1.0,
+        settings: ConsumerSettings | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
         self._prefix = prefix
         self._specs = tuple(specs)
@@ -67,7 +75,9 @@ class SupervisedConsumers:
     async def _keep(self, spec: ConsumerSpec) -> None:
         topics = [topic_name(t, self._prefix) for t in spec.topics]
         while True:
-            consumer = EventConsumer(self._bootstrap, spec.group_id, topics, spec.handler, settings=self._settings)
+            consumer = EventConsumer(
+                self._bootstrap, spec.group_id, topics, spec.handler, settings=self._settings
+            )
             try:
                 await consumer.start()
                 self.consumers.append(consumer)

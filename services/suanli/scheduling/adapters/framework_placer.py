@@ -47,16 +47,20 @@ def workload_typical(requests: Sequence[TaskRequest]) -> tuple[TypicalTask, ...]
 
 
 class FrameworkPlacer:
-    """A `Placer` for one cycle: a fresh framework `Scheduler` seeded by (seed, cycle), so decisions replay."""
+    """A `Placer` for one cycle: a fresh framework `Scheduler` seeded by (seed, cycle), so decisions
+    replay."""
 
-    def __init__(self, profile: Profile, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0) -> None:
+    def __init__(
+        self, profile: Profile, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0
+    ) -> None:
         self.profile = profile
         self._context = PluginContext(typical_tasks=typical)
         self._scheduler = Scheduler(profile, np.random.default_rng([seed, cycle]), self._context)
 
     @classmethod
-    def for_policy(cls, policy: str, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0
-                   ) -> FrameworkPlacer:
+    def for_policy(
+        cls, policy: str, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0
+    ) -> FrameworkPlacer:
         return cls(policy_profile(policy), typical, seed, cycle)
 
     def place_gang(self, nodes: tuple[NodeAvailability, ...], job: Job) -> GangPlacement | NoFit:
@@ -68,7 +72,9 @@ class FrameworkPlacer:
         result = self._scheduler.place_gang(snapshot, requests[:gang])
         if not result.placed:
             return NoFit(result.failed_task or 0, gang, _rejections(result.diagnosis))
-        placements = [_placement(job.tasks[i].id, a, snapshot, slots) for i, a in enumerate(result.assignments)]
+        placements = [
+            _placement(job.tasks[i].id, a, snapshot, slots) for i, a in enumerate(result.assignments)
+        ]
         current = result.snapshot
         for task in job.tasks[gang:]:  # elastic tasks: placed when they fit, skipped otherwise
             one = self._scheduler.place_task(current, task.request)
@@ -77,8 +83,9 @@ class FrameworkPlacer:
                 current = one.snapshot
         return GangPlacement(tuple(placements))
 
-    def explain(self, nodes: tuple[NodeAvailability, ...], request: TaskRequest, top: int = 5
-                ) -> tuple[tuple[NodeScore, ...], tuple[tuple[str, int], ...]]:
+    def explain(
+        self, nodes: tuple[NodeAvailability, ...], request: TaskRequest, top: int = 5
+    ) -> tuple[tuple[NodeScore, ...], tuple[tuple[str, int], ...]]:
         """The best `top` feasible nodes for `request` with each score plugin's part, and how many nodes
         each filter rejected."""
         if not nodes:
@@ -92,13 +99,19 @@ class FrameworkPlacer:
         parts: list[tuple[str, np.ndarray]] = []
         for ref in self.profile.scores:
             plugin = registry.build(ExtensionPoint.SCORE, ref.name, ref.args, self._context)
-            part = np.asarray(plugin.score(snapshot, request, rows, self._scheduler.rng), dtype=float) * ref.weight
+            part = (
+                np.asarray(plugin.score(snapshot, request, rows, self._scheduler.rng), dtype=float)
+                * ref.weight
+            )
             parts.append((ref.name, part))
             total += part
         order = np.argsort(-total, kind="stable")[:top]
         return tuple(
-            NodeScore(snapshot.node_ids[int(rows[i])], float(total[i]),
-                      tuple((name, float(part[i])) for name, part in parts))
+            NodeScore(
+                snapshot.node_ids[int(rows[i])],
+                float(total[i]),
+                tuple((name, float(part[i])) for name, part in parts),
+            )
             for i in order
         ), _rejections(diagnosis)
 
@@ -109,23 +122,38 @@ def _snapshot(nodes: tuple[NodeAvailability, ...]) -> tuple[ClusterSnapshot, dic
     for a in nodes:
         order = sorted(range(len(a.node.gpus)), key=lambda pos: a.node.gpus[pos].index)
         devices = tuple(
-            GpuDevice(slot, a.node.gpus[pos].model, a.node.gpus[pos].memory_mib,
-                      max(0, min(GPU_MILLI, a.gpu_milli[pos])))
+            GpuDevice(
+                slot,
+                a.node.gpus[pos].model,
+                a.node.gpus[pos].memory_mib,
+                max(0, min(GPU_MILLI, a.gpu_milli[pos])),
+            )
             for slot, pos in enumerate(order)
         )
         slots[a.node.id] = tuple(a.node.gpus[pos].index for pos in order)
-        framework_nodes.append(Node(
-            a.node.id, a.node.cpu_milli, a.node.memory_mib, devices, a.node.region, a.node.zone, a.node.labels,
-            free_cpu_milli=max(0, min(a.cpu_milli, a.node.cpu_milli)),
-            free_memory_mib=max(0, min(a.memory_mib, a.node.memory_mib)),
-        ))
+        framework_nodes.append(
+            Node(
+                a.node.id,
+                a.node.cpu_milli,
+                a.node.memory_mib,
+                devices,
+                a.node.region,
+                a.node.zone,
+                a.node.labels,
+                free_cpu_milli=max(0, min(a.cpu_milli, a.node.cpu_milli)),
+                free_memory_mib=max(0, min(a.memory_mib, a.node.memory_mib)),
+            )
+        )
     return ClusterSnapshot.from_nodes(framework_nodes), slots
 
 
-def _placement(task_id: str, a: Assignment, snapshot: ClusterSnapshot, slots: dict[str, tuple[int, ...]]
-               ) -> TaskPlacement:
+def _placement(
+    task_id: str, a: Assignment, snapshot: ClusterSnapshot, slots: dict[str, tuple[int, ...]]
+) -> TaskPlacement:
     node_id = snapshot.node_ids[a.node]
-    return TaskPlacement(task_id, node_id, tuple(slots[node_id][s] for s in a.gpu_indices), tuple(a.gpu_milli))
+    return TaskPlacement(
+        task_id, node_id, tuple(slots[node_id][s] for s in a.gpu_indices), tuple(a.gpu_milli)
+    )
 
 
 def _rejections(diagnosis: Diagnosis | None) -> tuple[tuple[str, int], ...]:

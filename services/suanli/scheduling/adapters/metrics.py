@@ -32,8 +32,14 @@ class OtelMetrics:
         self._seen_depth: set[str] = set()
         self._seen_pending: set[tuple[str, str]] = set()
 
-    def cycle(self, seconds: float, placed: int, preempted: int, pending: Mapping[tuple[str, str], int],
-              depth: Mapping[str, int]) -> None:
+    def cycle(
+        self,
+        seconds: float,
+        placed: int,
+        preempted: int,
+        pending: Mapping[tuple[str, str], int],
+        depth: Mapping[str, int],
+    ) -> None:
         self._cycle.record(seconds)
         if placed:
             self._decisions.add(placed, {"outcome": "placed"})

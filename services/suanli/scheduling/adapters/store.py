@@ -32,8 +32,14 @@ class Fence(Protocol):
 
 
 class PostgresWriter:
-    def __init__(self, store: PostgresEventStore, fence: Fence, *, topic_prefix: str | None = None,
-                 read_batch: int = 5000) -> None:
+    def __init__(
+        self,
+        store: PostgresEventStore,
+        fence: Fence,
+        *,
+        topic_prefix: str | None = None,
+        read_batch: int = 5000,
+    ) -> None:
         self.store = store
         self.fence = fence
         self._prefix = topic_prefix
@@ -62,11 +68,15 @@ class PostgresWriter:
                 gone = [job_id for job_id, reason in pending.items() if reason is None]
                 if gone:
                     await tx.connection.execute(f"DELETE FROM {table} WHERE job_id = ANY($1)", gone)
-                rows = [(job_id, json.dumps(reason)) for job_id, reason in pending.items() if reason is not None]
+                rows = [
+                    (job_id, json.dumps(reason)) for job_id, reason in pending.items() if reason is not None
+                ]
                 if rows:
                     await tx.connection.executemany(
                         f"INSERT INTO {table} (job_id, reason) VALUES ($1, $2::jsonb) ON CONFLICT (job_id) "
-                        "DO UPDATE SET reason = EXCLUDED.reason, updated_at = now()", rows)
+                        "DO UPDATE SET reason = EXCLUDED.reason, updated_at = now()",
+                        rows,
+                    )
 
     async def catch_up(self, projection: Projection) -> None:
         while True:

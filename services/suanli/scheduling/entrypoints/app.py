@@ -18,7 +18,6 @@ from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import KafkaOutboxSink
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
-from suanli.scheduling.adapters.leader import LeaderElection
 from suanli.scheduling.adapters.store import PostgresWriter
 from suanli.scheduling.bootstrap import Components, bootstrap
 from suanli.scheduling.entrypoints.config import SchedulingConfig
@@ -68,9 +67,13 @@ class SchedulingApp:
         servicer = SchedulerServicer(c.service, c.explain)
         self._server, self.port, _ = await start_server(servicer, cfg.listen)
         specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
-        view = SupervisedConsumers(cfg.bootstrap, cfg.topic_prefix,
-                                   [ConsumerSpec(f"scheduling-view-{cfg.instance}", VIEW_TOPICS, self._on_view)],
-                                   specs, check_s=cfg.topic_check_s)
+        view = SupervisedConsumers(
+            cfg.bootstrap,
+            cfg.topic_prefix,
+            [ConsumerSpec(f"scheduling-view-{cfg.instance}", VIEW_TOPICS, self._on_view)],
+            specs,
+            check_s=cfg.topic_check_s,
+        )
         self._tasks = [
             asyncio.create_task(view.run(), name="scheduling-view"),
             asyncio.create_task(self._relay(), name="scheduling-relay"),
@@ -101,9 +104,13 @@ class SchedulingApp:
         if self._queue_config is not None:
             await c.service.handle(ConfigureQueues(self._queue_config))
         cfg = self.config
-        lifecycle = SupervisedConsumers(cfg.bootstrap, cfg.topic_prefix,
-                                        [ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report)],
-                                        self._specs, check_s=cfg.topic_check_s)
+        lifecycle = SupervisedConsumers(
+            cfg.bootstrap,
+            cfg.topic_prefix,
+            [ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report)],
+            self._specs,
+            check_s=cfg.topic_check_s,
+        )
         self._leader_tasks = [
             asyncio.create_task(lifecycle.run(), name="scheduling-lifecycle"),
             asyncio.create_task(self._loop(), name="scheduling-cycle"),
@@ -159,8 +166,11 @@ class SchedulingApp:
         while True:
             try:
                 async with EventPublisher(cfg.bootstrap) as publisher:
-                    relay = OutboxRelay(PostgresOutboxFeed(cfg.dsn, schema=cfg.schema), KafkaOutboxSink(publisher),
-                                        poll_interval=0.5)
+                    relay = OutboxRelay(
+                        PostgresOutboxFeed(cfg.dsn, schema=cfg.schema),
+                        KafkaOutboxSink(publisher),
+                        poll_interval=0.5,
+                    )
                     await relay.run()
             except asyncio.CancelledError:
                 raise

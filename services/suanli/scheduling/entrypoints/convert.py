@@ -19,8 +19,10 @@ from suanli.scheduling.service_layer.jobs import JobView, Phase
 from suanli.scheduling.service_layer.projection import Projection
 
 STATES = {
-    Phase.PENDING: pb.JOB_STATE_PENDING, Phase.RUNNING: pb.JOB_STATE_RUNNING,
-    Phase.SUCCEEDED: pb.JOB_STATE_SUCCEEDED, Phase.FAILED: pb.JOB_STATE_FAILED,
+    Phase.PENDING: pb.JOB_STATE_PENDING,
+    Phase.RUNNING: pb.JOB_STATE_RUNNING,
+    Phase.SUCCEEDED: pb.JOB_STATE_SUCCEEDED,
+    Phase.FAILED: pb.JOB_STATE_FAILED,
     Phase.CANCELLED: pb.JOB_STATE_CANCELLED,
 }
 KINDS = {"BATCH": pb.JOB_KIND_BATCH, "TRAINING": pb.JOB_KIND_TRAINING, "INFERENCE": pb.JOB_KIND_INFERENCE}
@@ -36,33 +38,70 @@ def timestamp(at: datetime | None) -> Timestamp:
 def pending_reason(reason: Mapping[str, Any] | None) -> pb.PendingReason | None:
     if not reason:
         return None
-    details = {k: json.dumps(v) if not isinstance(v, str) else v
-               for k, v in reason.items() if k not in ("code", "message")}
+    details = {
+        k: json.dumps(v) if not isinstance(v, str) else v
+        for k, v in reason.items()
+        if k not in ("code", "message")
+    }
     return pb.PendingReason(code=str(reason["code"]), message=str(reason["message"]), details=details)
 
 
 def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     s = job.spec
     spec = pb.JobSpec(
-        name=s.name, queue=s.queue, kind=KINDS.get(s.kind, pb.JOB_KIND_BATCH), priority_class=s.priority_class,
-        preemptible=s.preemptible, best_effort=s.best_effort, min_available=s.min_available,
-        max_retries=s.max_retries, labels=dict(s.labels),
-        tasks=[pb.TaskSpec(
-            name=t.name,
-            resources=pb.ResourceRequest(
-                cpu_milli=t.cpu_milli, memory_mib=t.memory_mib, gpu_count=t.gpu_count, gpu_milli=t.gpu_milli,
-                gpu_models=list(t.gpu_models), node_selector=dict(t.node_selector), regions=list(t.regions),
-                gpu_memory_mib=t.gpu_memory_mib),
-            command=t.argv[0] if t.argv else "", args=list(t.argv[1:]), env=dict(t.env),
-            duration_s=t.duration_s or 0.0, replicas=1,
-        ) for t in s.tasks],
+        name=s.name,
+        queue=s.queue,
+        kind=KINDS.get(s.kind, pb.JOB_KIND_BATCH),
+        priority_class=s.priority_class,
+        preemptible=s.preemptible,
+        best_effort=s.best_effort,
+        min_available=s.min_available,
+        max_retries=s.max_retries,
+        labels=dict(s.labels),
+        tasks=[
+            pb.TaskSpec(
+                name=t.name,
+                resources=pb.ResourceRequest(
+                    cpu_milli=t.cpu_milli,
+                    memory_mib=t.memory_mib,
+                    gpu_count=t.gpu_count,
+                    gpu_milli=t.gpu_milli,
+                    gpu_models=list(t.gpu_models),
+                    node_selector=dict(t.node_selector),
+                    regions=list(t.regions),
+                    gpu_memory_mib=t.gpu_memory_mib,
+                ),
+                command=t.argv[0] if t.argv else "",
+                args=list(t.argv[1:]),
+                env=dict(t.env),
+                duration_s=t.duration_s or 0.0,
+                replicas=1,
+            )
+            for t in s.tasks
+        ],
     )
-    tasks = [pb.TaskStatus(
-        task_id=t.task_id, state=t.state.value, node_id=t.node_id, gpu_indices=list(t.gpu_indices),
-        gpu_milli=list(t.gpu_milli), attempt=t.attempt, exit_code=t.exit_code, reason=t.reason,
-    ) for t in job.tasks]
-    out = pb.Job(id=job.id, spec=spec, state=STATES[job.phase], tasks=tasks, restarts=job.restarts,
-                 submitted_at=timestamp(job.submitted_at), updated_at=timestamp(job.updated_at))
+    tasks = [
+        pb.TaskStatus(
+            task_id=t.task_id,
+            state=t.state.value,
+            node_id=t.node_id,
+            gpu_indices=list(t.gpu_indices),
+            gpu_milli=list(t.gpu_milli),
+            attempt=t.attempt,
+            exit_code=t.exit_code,
+            reason=t.reason,
+        )
+        for t in job.tasks
+    ]
+    out = pb.Job(
+        id=job.id,
+        spec=spec,
+        state=STATES[job.phase],
+        tasks=tasks,
+        restarts=job.restarts,
+        submitted_at=timestamp(job.submitted_at),
+        updated_at=timestamp(job.updated_at),
+    )
     message = pending_reason(reason) if job.phase is Phase.PENDING else None
     if message is not None:
         out.pending_reason.CopyFrom(message)
@@ -72,11 +111,19 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
 def node_message(view: NodeView, used: Mapping[str, tuple[int, int, dict[int, int]]]) -> pb.Node:
     cpu, memory, gpus = used.get(view.id, (0, 0, {}))
     return pb.Node(
-        id=view.id, region=view.region, zone=view.zone, status=view.status, cpu_milli=view.cpu_milli,
-        free_cpu_milli=max(0, view.cpu_milli - cpu), memory_mib=view.memory_mib,
-        free_memory_mib=max(0, view.memory_mib - memory), labels=dict(view.labels),
-        devices=[pb.Device(index=d.index, model=d.model, free_milli=max(0, 1000 - gpus.get(d.index, 0)))
-                 for d in view.devices],
+        id=view.id,
+        region=view.region,
+        zone=view.zone,
+        status=view.status,
+        cpu_milli=view.cpu_milli,
+        free_cpu_milli=max(0, view.cpu_milli - cpu),
+        memory_mib=view.memory_mib,
+        free_memory_mib=max(0, view.memory_mib - memory),
+        labels=dict(view.labels),
+        devices=[
+            pb.Device(index=d.index, model=d.model, free_milli=max(0, 1000 - gpus.get(d.index, 0)))
+            for d in view.devices
+        ],
     )
 
 
@@ -118,12 +165,26 @@ def queue_message(spec: QueueSpec, projection: Projection, models: Mapping[str, 
     share = 0.0
     for q in spec.quotas:
         amount = used.get(q.resource, 0)
-        resources.append(pb.ResourceAmount(flavour=q.resource, guaranteed=q.guaranteed, maximum=q.maximum or 0,
-                                           used=amount, borrowed=max(0, amount - q.guaranteed)))
+        resources.append(
+            pb.ResourceAmount(
+                flavour=q.resource,
+                guaranteed=q.guaranteed,
+                maximum=q.maximum or 0,
+                used=amount,
+                borrowed=max(0, amount - q.guaranteed),
+            )
+        )
         if q.guaranteed:
             share = max(share, amount / q.guaranteed)
-    return pb.Queue(name=spec.name, cohort=spec.cohort or "", resources=resources, pending_jobs=pending,
-                    running_jobs=running, dominant_share=share, stopped=spec.stopped)
+    return pb.Queue(
+        name=spec.name,
+        cohort=spec.cohort or "",
+        resources=resources,
+        pending_jobs=pending,
+        running_jobs=running,
+        dominant_share=share,
+        stopped=spec.stopped,
+    )
 
 
 def encode_token(filters: Mapping[str, Any], after: Any) -> str:

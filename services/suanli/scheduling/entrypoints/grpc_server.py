@@ -20,6 +20,8 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.queueing import NodeAvailability
+from suanli.scheduling.entrypoints import convert
+from suanli.scheduling.entrypoints.validation import validate_submit
 from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
 from suanli.scheduling.service_layer.errors import (
     Conflict,
@@ -33,8 +35,6 @@ from suanli.scheduling.service_layer.errors import (
 from suanli.scheduling.service_layer.jobs import JobView, Phase
 from suanli.scheduling.service_layer.projection import Change
 from suanli.scheduling.service_layer.service import SchedulingService
-from suanli.scheduling.entrypoints import convert
-from suanli.scheduling.entrypoints.validation import validate_submit
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
 STATUS: dict[type[ServiceError], grpc.StatusCode] = {
@@ -70,7 +70,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
 
     # -- RPCs ----------------------------------------------------------------------------------------
 
-    async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:
+    async def SubmitJob(
+        self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitJobResponse:
         async with _status(context):
             job = await self.service.handle(SubmitJob(validate_submit(request)))
             return pb.SubmitJobResponse(job=self._message(job))
@@ -79,7 +81,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         async with _status(context):
             return self._message(self._job(request.job_id))
 
-    async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
+    async def ListJobs(
+        self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListJobsResponse:
         async with _status(context):
             if request.state not in JOB_STATE_NAMES and request.state != pb.JOB_STATE_UNSPECIFIED:
                 raise InvalidSpec("state", f"unknown state {request.state}")
@@ -88,9 +92,13 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             after = convert.decode_token(request.page_token, filters) or 0
             phase = JOB_STATE_NAMES.get(request.state)
             matching = sorted(
-                (j for j in self.projection.jobs.values()
-                 if j.seq > after and (not request.queue or j.spec.queue == request.queue)
-                 and (phase is None or j.phase is phase)),
+                (
+                    j
+                    for j in self.projection.jobs.values()
+                    if j.seq > after
+                    and (not request.queue or j.spec.queue == request.queue)
+                    and (phase is None or j.phase is phase)
+                ),
                 key=lambda j: j.seq,
             )
             page = matching[:size]
@@ -104,8 +112,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             job = await self.service.handle(CancelJob(request.job_id, request.reason, peer or ""))
             return self._message(job)
 
-    async def WatchJob(self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
-                       ) -> AsyncIterator[pb.JobEvent]:
+    async def WatchJob(
+        self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobEvent]:
         try:
             job = self._job(request.job_id)
         except ServiceError as exc:
@@ -124,27 +133,38 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         finally:
             self.projection.unwatch(request.job_id, queue)
 
-    async def ListNodes(self, request: pb.ListNodesRequest, context: grpc.aio.ServicerContext
-                        ) -> pb.ListNodesResponse:
+    async def ListNodes(
+        self, request: pb.ListNodesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListNodesResponse:
         async with _status(context):
             size = convert.page_size(request.page_size)
             filters = {"region": request.region}
             after = convert.decode_token(request.page_token, filters) or ""
-            views = sorted((v for v in self.service.capacity.nodes.values()
-                            if v.id > after and (not request.region or v.region == request.region)),
-                           key=lambda v: v.id)
+            views = sorted(
+                (
+                    v
+                    for v in self.service.capacity.nodes.values()
+                    if v.id > after and (not request.region or v.region == request.region)
+                ),
+                key=lambda v: v.id,
+            )
             page = views[:size]
             usage = convert.node_usage(self.projection)
             token = convert.encode_token(filters, page[-1].id) if len(views) > size else ""
-            return pb.ListNodesResponse(nodes=[convert.node_message(v, usage) for v in page], next_page_token=token)
+            return pb.ListNodesResponse(
+                nodes=[convert.node_message(v, usage) for v in page], next_page_token=token
+            )
 
-    async def ListQueues(self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
-                         ) -> pb.ListQueuesResponse:
+    async def ListQueues(
+        self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListQueuesResponse:
         models = self._models()
-        return pb.ListQueuesResponse(queues=[
-            convert.queue_message(q, self.projection, models)
-            for q in sorted(self.projection.queues.values(), key=lambda q: q.name)
-        ])
+        return pb.ListQueuesResponse(
+            queues=[
+                convert.queue_message(q, self.projection, models)
+                for q in sorted(self.projection.queues.values(), key=lambda q: q.name)
+            ]
+        )
 
     async def GetQueue(self, request: pb.GetQueueRequest, context: grpc.aio.ServicerContext) -> pb.Queue:
         async with _status(context):
@@ -155,8 +175,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 raise QueueNotFound(request.name)
             return convert.queue_message(spec, self.projection, self._models())
 
-    async def ExplainJob(self, request: pb.ExplainJobRequest, context: grpc.aio.ServicerContext
-                         ) -> pb.Explanation:
+    async def ExplainJob(
+        self, request: pb.ExplainJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Explanation:
         async with _status(context):
             job = self._job(request.job_id)
             reason = self.projection.pending_reasons.get(job.id) if job.phase is Phase.PENDING else None
@@ -167,8 +188,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if job.phase.final:
                 return out
             scores, rejected = self.explainer(self._free(exclude=job.id), job.spec.tasks[0].request())
-            out.top_nodes.extend(pb.NodeScore(node_id=s.node_id, score=s.score, plugin_scores=dict(s.plugin_scores))
-                                 for s in scores)
+            out.top_nodes.extend(
+                pb.NodeScore(node_id=s.node_id, score=s.score, plugin_scores=dict(s.plugin_scores))
+                for s in scores
+            )
             for name, count in (reason or {}).get("rejections") or rejected:
                 out.rejected_by_filter[str(name)] = int(count)
             return out
@@ -191,16 +214,27 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             for t in tasks:
                 for index, milli in zip(t.gpu_indices, t.gpu_milli, strict=True):
                     gpu[index] = gpu.get(index, 0) - milli
-            out.append(NodeAvailability(
-                node, node.cpu_milli - sum(t.spec.cpu_milli for t in tasks),
-                node.memory_mib - sum(t.spec.memory_mib for t in tasks), tuple(gpu[d.index] for d in node.gpus)))
+            out.append(
+                NodeAvailability(
+                    node,
+                    node.cpu_milli - sum(t.spec.cpu_milli for t in tasks),
+                    node.memory_mib - sum(t.spec.memory_mib for t in tasks),
+                    tuple(gpu[d.index] for d in node.gpus),
+                )
+            )
         return tuple(out)
 
 
 def _event(change: Change, message: str) -> pb.JobEvent:
-    return pb.JobEvent(job_id=change.job.id, state=convert.STATES[change.job.phase], event=change.event,
-                       message=message, at=convert.timestamp(change.at), task_id=change.task_id,
-                       attempt=change.attempt)
+    return pb.JobEvent(
+        job_id=change.job.id,
+        state=convert.STATES[change.job.phase],
+        event=change.event,
+        message=message,
+        at=convert.timestamp(change.at),
+        task_id=change.task_id,
+        attempt=change.attempt,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -211,7 +245,9 @@ async def _status(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
         await context.abort(STATUS[type(exc)], str(exc))
 
 
-async def start_server(servicer: SchedulerServicer, listen: str) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
+async def start_server(
+    servicer: SchedulerServicer, listen: str
+) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
     """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port."""
     server = grpc.aio.server()
     pb_grpc.add_SchedulerServicer_to_server(servicer, server)

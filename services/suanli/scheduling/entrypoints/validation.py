@@ -20,8 +20,10 @@ MAX_GPUS_PER_TASK = 64
 MAX_RETRIES = 100
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
 KIND_NAMES = {
-    pb.JOB_KIND_UNSPECIFIED: "BATCH", pb.JOB_KIND_BATCH: "BATCH",
-    pb.JOB_KIND_TRAINING: "TRAINING", pb.JOB_KIND_INFERENCE: "INFERENCE",
+    pb.JOB_KIND_UNSPECIFIED: "BATCH",
+    pb.JOB_KIND_BATCH: "BATCH",
+    pb.JOB_KIND_TRAINING: "TRAINING",
+    pb.JOB_KIND_INFERENCE: "INFERENCE",
 }
 
 
@@ -37,7 +39,7 @@ def validate_submit(request: pb.SubmitJobRequest) -> JobSpec:
     _check(bool(s.queue), "spec.queue", "is required")
     _check(len(s.name) <= 253, "spec.name", "must be at most 253 characters")
     _check(s.kind in KIND_NAMES, "spec.kind", f"unknown kind {s.kind}")
-    _check(0 < len(s.tasks), "spec.tasks", "at least one task is required")
+    _check(len(s.tasks) > 0, "spec.tasks", "at least one task is required")
     tasks: list[TaskSpec] = []
     for i, t in enumerate(s.tasks):
         tasks.extend(_tasks(t, f"spec.tasks[{i}]", i))
@@ -45,14 +47,18 @@ def validate_submit(request: pb.SubmitJobRequest) -> JobSpec:
     names = [t.name for t in tasks]
     for i, name in enumerate(names):
         _check(names.index(name) == i, "spec.tasks", f"task name {name!r} is used twice")
-    _check(0 <= s.min_available <= len(tasks), "spec.min_available",
-           f"must be 0..{len(tasks)} (the number of tasks); 0 means all")
+    _check(
+        0 <= s.min_available <= len(tasks),
+        "spec.min_available",
+        f"must be 0..{len(tasks)} (the number of tasks); 0 means all",
+    )
     _check(0 <= s.max_retries <= MAX_RETRIES, "spec.max_retries", f"must be 0..{MAX_RETRIES}")
     for key in s.labels:
         _check(bool(key), "spec.labels", "keys must be non-empty")
     preemptible = s.preemptible if s.HasField("preemptible") else True
-    _check(not (s.best_effort and not preemptible), "spec.preemptible",
-           "best-effort jobs are always preemptible")
+    _check(
+        not (s.best_effort and not preemptible), "spec.preemptible", "best-effort jobs are always preemptible"
+    )
     return JobSpec(
         name=s.name or "job",
         queue=s.queue,
@@ -81,15 +87,22 @@ def _tasks(t: Any, path: str, position: int) -> list[TaskSpec]:
     else:
         gpu_milli = gpu_milli or GPU_MILLI  # unset means whole devices
         _check(1 <= gpu_milli <= GPU_MILLI, f"{rp}.gpu_milli", f"must be 1..{GPU_MILLI}")
-        _check(r.gpu_count == 1 or gpu_milli == GPU_MILLI, f"{rp}.gpu_milli",
-               f"a fractional share (below {GPU_MILLI}) needs gpu_count 1")
+        _check(
+            r.gpu_count == 1 or gpu_milli == GPU_MILLI,
+            f"{rp}.gpu_milli",
+            f"a fractional share (below {GPU_MILLI}) needs gpu_count 1",
+        )
     for j, model in enumerate(r.gpu_models):
         _check(bool(model.strip()), f"{rp}.gpu_models[{j}]", "must be non-empty")
     for j, region in enumerate(r.regions):
         _check(bool(region.strip()), f"{rp}.regions[{j}]", "must be non-empty")
     for key in r.node_selector:
         _check(bool(key), f"{rp}.node_selector", "keys must be non-empty")
-    _check(math.isfinite(t.duration_s) and t.duration_s >= 0, f"{path}.duration_s", "must be a finite number >= 0")
+    _check(
+        math.isfinite(t.duration_s) and t.duration_s >= 0,
+        f"{path}.duration_s",
+        "must be a finite number >= 0",
+    )
     _check(0 <= t.replicas <= MAX_TASKS, f"{path}.replicas", f"must be 0..{MAX_TASKS} (0 means 1)")
     for key in t.env:
         _check(bool(key) and "=" not in key, f"{path}.env", f"bad variable name {key!r}")
@@ -98,13 +111,24 @@ def _tasks(t: Any, path: str, position: int) -> list[TaskSpec]:
     except ValueError as exc:
         raise InvalidSpec(f"{path}.command", f"cannot be split into words: {exc}") from None
     name = t.name or f"task{position}"
-    _check(bool(_NAME.match(name)), f"{path}.name",
-           "must be 1..63 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    _check(
+        bool(_NAME.match(name)),
+        f"{path}.name",
+        "must be 1..63 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    )
     base = TaskSpec(
-        task_id="", name=name, cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, gpu_count=r.gpu_count,
-        gpu_milli=gpu_milli if r.gpu_count else 0, gpu_memory_mib=r.gpu_memory_mib,
-        gpu_models=tuple(m.strip() for m in r.gpu_models), node_selector=tuple(sorted(r.node_selector.items())),
-        regions=tuple(r.regions), argv=argv, env=tuple(sorted(t.env.items())),
+        task_id="",
+        name=name,
+        cpu_milli=r.cpu_milli,
+        memory_mib=r.memory_mib,
+        gpu_count=r.gpu_count,
+        gpu_milli=gpu_milli if r.gpu_count else 0,
+        gpu_memory_mib=r.gpu_memory_mib,
+        gpu_models=tuple(m.strip() for m in r.gpu_models),
+        node_selector=tuple(sorted(r.node_selector.items())),
+        regions=tuple(r.regions),
+        argv=argv,
+        env=tuple(sorted(t.env.items())),
         duration_s=t.duration_s if t.duration_s > 0 else None,
     )
     replicas = t.replicas or 1

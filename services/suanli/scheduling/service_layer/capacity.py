@@ -36,7 +36,9 @@ class NodeView:
         return self.has_capacity and self.status in SCHEDULABLE and len({d.model for d in self.devices}) <= 1
 
     def node(self) -> Node:
-        return Node(self.id, self.cpu_milli, self.memory_mib, self.devices, self.region, self.zone, self.labels)
+        return Node(
+            self.id, self.cpu_milli, self.memory_mib, self.devices, self.region, self.zone, self.labels
+        )
 
 
 class CapacityView:
@@ -53,9 +55,14 @@ class CapacityView:
             for d in sorted(r.get("devices") or (), key=lambda d: d["index"])
         )
         view = replace(
-            self._get(r["node_id"]), region=r["region"] or "default", zone=r["zone"] or "default",
-            site=r.get("site") or "", cpu_milli=int(alloc["cpu_milli"]), memory_mib=int(alloc["memory_mib"]),
-            devices=devices, has_capacity=True,
+            self._get(r["node_id"]),
+            region=r["region"] or "default",
+            zone=r["zone"] or "default",
+            site=r.get("site") or "",
+            cpu_milli=int(alloc["cpu_milli"]),
+            memory_mib=int(alloc["memory_mib"]),
+            devices=devices,
+            has_capacity=True,
         )
         self.nodes[view.id] = view
         return view
@@ -67,8 +74,12 @@ class CapacityView:
 
     def on_snapshot(self, r: Mapping[str, Any]) -> NodeView:
         current = self._get(r["node_id"])
-        view = replace(current, labels=tuple(sorted((r.get("labels") or {}).items())),
-                       region=r.get("region") or current.region, zone=r.get("zone") or current.zone)
+        view = replace(
+            current,
+            labels=tuple(sorted((r.get("labels") or {}).items())),
+            region=r.get("region") or current.region,
+            zone=r.get("zone") or current.zone,
+        )
         self.nodes[view.id] = view
         return view
 

@@ -43,8 +43,7 @@ def cluster_state(projection: Projection, nodes: tuple[Node, ...]) -> ClusterSta
         elif job.active:
             active = job.active
             placements = tuple(
-                t.placement() for t in active
-                if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
+                t.placement() for t in active if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
             )
             ids = tuple(t.task_id for t in active)
             running.append(RunningWorkload(_workload(job, ids), placements, stopping=job.winding_down))
@@ -56,7 +55,11 @@ def _workload(job: JobView, task_ids: tuple[str, ...] | None = None) -> Workload
 
 
 def run_cycle(
-    projection: Projection, nodes: tuple[Node, ...], placer: Placer, config: CycleConfig, cycle: int,
+    projection: Projection,
+    nodes: tuple[Node, ...],
+    placer: Placer,
+    config: CycleConfig,
+    cycle: int,
     regions: Mapping[str, tuple[str, str]],
 ) -> CycleOutcome:
     """`regions`: node id -> (region, site), written into each placement for the agent and billing."""
@@ -71,11 +74,19 @@ def run_cycle(
     for victim in victims:
         job = projection.jobs[victim]
         decisions[victim] = [
-            ("TaskPreempted", {
-                "job_id": job.id, "task_id": t.task_id, "node_id": t.node_id, "attempt": t.attempt,
-                "reason": f"preempted by {preemptor[victim]}", "preemptor_job_id": preemptor[victim],
-            })
-            for t in job.active if t.state.value in ("PLACED", "RUNNING")
+            (
+                "TaskPreempted",
+                {
+                    "job_id": job.id,
+                    "task_id": t.task_id,
+                    "node_id": t.node_id,
+                    "attempt": t.attempt,
+                    "reason": f"preempted by {preemptor[victim]}",
+                    "preemptor_job_id": preemptor[victim],
+                },
+            )
+            for t in job.active
+            if t.state.value in ("PLACED", "RUNNING")
         ]
     pending = {p.job_id: p.reason.as_dict() for p in result.pending}
     return CycleOutcome(result, {k: v for k, v in decisions.items() if v}, pending)

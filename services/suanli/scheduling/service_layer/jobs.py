@@ -134,8 +134,14 @@ class JobView:
 def submitted(record: Mapping[str, Any], seq: int, at: datetime) -> JobView:
     spec = spec_from_record(record)
     return JobView(
-        id=record["job_id"], spec=spec, seq=seq, version=1, submitted_at=at, updated_at=at,
-        tasks=tuple(TaskRun(t) for t in spec.tasks), message="submitted",
+        id=record["job_id"],
+        spec=spec,
+        seq=seq,
+        version=1,
+        submitted_at=at,
+        updated_at=at,
+        tasks=tuple(TaskRun(t) for t in spec.tasks),
+        message="submitted",
     )
 
 
@@ -150,9 +156,14 @@ def _placed(job: JobView, r: Mapping[str, Any], at: datetime) -> JobView:
     def place(t: TaskRun) -> TaskRun:
         if t.state is TaskState.PENDING:
             return replace(
-                t, state=TaskState.PLACED, attempt=r["attempt"], node_id=r["node_id"],
-                gpu_indices=tuple(d["index"] for d in devices), gpu_milli=tuple(d["milli"] for d in devices),
-                since=at, reason="",
+                t,
+                state=TaskState.PLACED,
+                attempt=r["attempt"],
+                node_id=r["node_id"],
+                gpu_indices=tuple(d["index"] for d in devices),
+                gpu_milli=tuple(d["milli"] for d in devices),
+                since=at,
+                reason="",
             )
         if t.state is TaskState.PLACED and t.attempt == r["attempt"]:
             return replace(t, since=at)  # re-sent: the grace period starts again
@@ -265,7 +276,10 @@ def relevant_report(job: JobView, record: Mapping[str, Any]) -> bool:
 
 def stop_order(job: JobView, task: TaskRun, reason: str) -> Decision:
     return "TaskStopRequested", {
-        "job_id": job.id, "task_id": task.task_id, "node_id": task.node_id, "attempt": task.attempt,
+        "job_id": job.id,
+        "task_id": task.task_id,
+        "node_id": task.node_id,
+        "attempt": task.attempt,
         "reason": reason,
     }
 
@@ -284,10 +298,16 @@ def follow_ups(job: JobView) -> list[Decision]:
     if trouble is not None:
         cause, culprit = trouble
         running = [t for t in job.tasks if t.state in (TaskState.PLACED, TaskState.RUNNING)]
-        out += [stop_order(job, t, f"task {culprit.task_id} of the gang ended: {culprit.reason}") for t in running]
+        out += [
+            stop_order(job, t, f"task {culprit.task_id} of the gang ended: {culprit.reason}") for t in running
+        ]
         if cause is Cause.TASK_FAILED and job.failures >= job.spec.max_retries:
-            reason = f"task {culprit.task_id} failed ({culprit.reason}); retries exhausted ({job.spec.max_retries})"
-            return [*out, ("JobFailed", {**_job_fields(job), "reason": reason, "failed_task_id": culprit.task_id})]
+            retries = job.spec.max_retries
+            reason = f"task {culprit.task_id} failed ({culprit.reason}); retries exhausted ({retries})"
+            return [
+                *out,
+                ("JobFailed", {**_job_fields(job), "reason": reason, "failed_task_id": culprit.task_id}),
+            ]
         if running or any(t.state is TaskState.STOPPING for t in job.tasks):
             return out
         return [requeue(job, cause, culprit.reason, culprit.task_id)]
@@ -298,14 +318,21 @@ def follow_ups(job: JobView) -> list[Decision]:
 
 def requeue(job: JobView, cause: Cause, reason: str, task_id: str | None) -> Decision:
     return "JobRequeued", {
-        **_job_fields(job), "attempt": job.attempt + 1, "restarts": job.restarts + 1, "cause": cause.value,
-        "reason": reason, "failed_task_id": task_id,
+        **_job_fields(job),
+        "attempt": job.attempt + 1,
+        "restarts": job.restarts + 1,
+        "cause": cause.value,
+        "reason": reason,
+        "failed_task_id": task_id,
     }
 
 
 def cancel(job: JobView, reason: str, requested_by: str) -> list[Decision]:
-    stops = [stop_order(job, t, f"job cancelled: {reason}") for t in job.tasks
-             if t.state in (TaskState.PLACED, TaskState.RUNNING)]
+    stops = [
+        stop_order(job, t, f"job cancelled: {reason}")
+        for t in job.tasks
+        if t.state in (TaskState.PLACED, TaskState.RUNNING)
+    ]
     return [*stops, ("JobCancelled", {"job_id": job.id, "reason": reason, "requested_by": requested_by})]
 
 

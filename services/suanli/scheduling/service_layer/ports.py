@@ -42,8 +42,14 @@ class Writer(Protocol):
 
 
 class Metrics(Protocol):
-    def cycle(self, seconds: float, placed: int, preempted: int, pending: Mapping[tuple[str, str], int],
-              depth: Mapping[str, int]) -> None: ...
+    def cycle(
+        self,
+        seconds: float,
+        placed: int,
+        preempted: int,
+        pending: Mapping[tuple[str, str], int],
+        depth: Mapping[str, int],
+    ) -> None: ...
 
     def placed(self, region: str, latency_s: float) -> None: ...
 
@@ -51,8 +57,14 @@ class Metrics(Protocol):
 
 
 class NoMetrics:
-    def cycle(self, seconds: float, placed: int, preempted: int, pending: Mapping[tuple[str, str], int],
-              depth: Mapping[str, int]) -> None:
+    def cycle(
+        self,
+        seconds: float,
+        placed: int,
+        preempted: int,
+        pending: Mapping[tuple[str, str], int],
+        depth: Mapping[str, int],
+    ) -> None:
         pass
 
     def placed(self, region: str, latency_s: float) -> None:

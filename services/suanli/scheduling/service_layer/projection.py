@@ -39,8 +39,7 @@ def queue_stream(name: str) -> str:
 def decode_payload(event: StoredEvent) -> dict[str, Any]:
     if event.event_name in JSON_EVENTS:
         return json.loads(event.payload)
-    name, record = decode(event.payload)
-    return record
+    return decode(event.payload)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +91,7 @@ class Projection:
     def _apply_job(self, event: StoredEvent) -> None:
         record = decode_payload(event)
         at = record.get("occurred_at") or event.recorded_at
-        job_id = event.stream[len(JOB_STREAM):]
+        job_id = event.stream[len(JOB_STREAM) :]
         if event.event_name == "JobSubmitted":
             seq = int(event.metadata.get("seq", event.position))
             self._seq = max(self._seq, seq)
@@ -107,7 +106,9 @@ class Projection:
         self.jobs[job_id] = job
         if job.phase.final:
             self.pending_reasons.pop(job_id, None)
-        change = Change(job, event.event_name, str(record.get("task_id") or ""), int(record.get("attempt") or 0), at)
+        change = Change(
+            job, event.event_name, str(record.get("task_id") or ""), int(record.get("attempt") or 0), at
+        )
         for queue in self._watchers.get(job_id, ()):
             queue.put_nowait(change)
 

@@ -74,8 +74,15 @@ def _queue(entry: Any, path: str) -> QueueSpec:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise QueueConfigError(f"{qpath}.{key}: must be an integer >= 0, got {value!r}")
         try:
-            quotas.append(ResourceQuota(str(flavour), int(q.get("guaranteed", 0)), q.get("maximum"),
-                                        q.get("borrowing_limit"), q.get("lending_limit")))
+            quotas.append(
+                ResourceQuota(
+                    str(flavour),
+                    int(q.get("guaranteed", 0)),
+                    q.get("maximum"),
+                    q.get("borrowing_limit"),
+                    q.get("lending_limit"),
+                )
+            )
         except ValueError as exc:
             raise QueueConfigError(f"{qpath}: {exc}") from None
     try:
@@ -91,8 +98,13 @@ def queue_record(spec: QueueSpec) -> dict[str, Any]:
         "cohort": spec.cohort,
         "stopped": spec.stopped,
         "quotas": [
-            {"resource": q.resource, "guaranteed": q.guaranteed, "maximum": q.maximum,
-             "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
+            {
+                "resource": q.resource,
+                "guaranteed": q.guaranteed,
+                "maximum": q.maximum,
+                "borrowing_limit": q.borrowing_limit,
+                "lending_limit": q.lending_limit,
+            }
             for q in spec.quotas
         ],
     }
@@ -101,8 +113,12 @@ def queue_record(spec: QueueSpec) -> dict[str, Any]:
 def queue_from_record(record: Mapping[str, Any]) -> QueueSpec:
     return QueueSpec(
         record["name"],
-        tuple(ResourceQuota(q["resource"], q["guaranteed"], q["maximum"], q["borrowing_limit"],
-                            q["lending_limit"]) for q in record["quotas"]),
+        tuple(
+            ResourceQuota(
+                q["resource"], q["guaranteed"], q["maximum"], q["borrowing_limit"], q["lending_limit"]
+            )
+            for q in record["quotas"]
+        ),
         record.get("cohort"),
         bool(record.get("stopped", False)),
     )

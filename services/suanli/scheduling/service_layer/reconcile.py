@@ -39,7 +39,11 @@ class Reconciler:
     _stops_sent: dict[tuple[str, str], datetime] = field(default_factory=dict)
 
     def reconcile(
-        self, jobs: Mapping[str, JobView], snapshot: Mapping[str, Any], now: datetime, resend: Any,
+        self,
+        jobs: Mapping[str, JobView],
+        snapshot: Mapping[str, Any],
+        now: datetime,
+        resend: Any,
     ) -> NodeActions:
         """`resend(job, task)` builds the TaskPlaced decision sent again for a placed task."""
         node_id = snapshot["node_id"]
@@ -67,14 +71,23 @@ class Reconciler:
             if last is not None and last > taken_at - self.grace:
                 continue
             self._stops_sent[(node_id, task_id)] = taken_at
-            actions.unknown_stops.append(("TaskStopRequested", {
-                "job_id": job.id if job is not None else "", "task_id": task_id, "node_id": node_id,
-                "attempt": 0, "reason": "the scheduler does not expect this task on this node",
-            }))
+            actions.unknown_stops.append(
+                (
+                    "TaskStopRequested",
+                    {
+                        "job_id": job.id if job is not None else "",
+                        "task_id": task_id,
+                        "node_id": node_id,
+                        "attempt": 0,
+                        "reason": "the scheduler does not expect this task on this node",
+                    },
+                )
+            )
         return actions
 
-    def _task(self, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
-              ) -> Decision | None:
+    def _task(
+        self, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
+    ) -> Decision | None:
         if task.since is None or task.since > taken_at - self.grace:
             return None
         if task.state is TaskState.PLACED and not seen:
@@ -90,6 +103,11 @@ class Reconciler:
 
 def _gone(job: JobView, task: TaskRun, kind: str, reason: str) -> Decision:
     return "TaskFailed", {
-        "task_id": task.task_id, "job_id": job.id, "node_id": task.node_id, "attempt": task.attempt,
-        "reason": reason, "kind": kind, "exit_code": None,
+        "task_id": task.task_id,
+        "job_id": job.id,
+        "node_id": task.node_id,
+        "attempt": task.attempt,
+        "reason": reason,
+        "kind": kind,
+        "exit_code": None,
     }

@@ -106,7 +106,10 @@ class SchedulingService:
     def _own(self, name: str, body: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> Outgoing:
         event_id = self.ids()
         subject = str(body[EVENTS[name].key]) if name in EVENTS else str(body.get("name", name))
-        record = {**new_envelope(self.producer, subject, event_id=event_id, occurred_at=self.clock.now()), **body}
+        record = {
+            **new_envelope(self.producer, subject, event_id=event_id, occurred_at=self.clock.now()),
+            **body,
+        }
         return Outgoing(name, record, event_id, metadata or {})
 
     def _with_follow_ups(self, job: JobView, decisions: list[Decision]) -> list[Outgoing]:
@@ -150,8 +153,9 @@ class SchedulingService:
             value = self.projection.priority_of(spec.priority_class)
             if value is None:
                 names = ", ".join(c.name for c in self.projection.priority_classes) or "none configured"
-                raise InvalidSpec("spec.priority_class", f"unknown priority class {spec.priority_class!r} "
-                                  f"(known: {names})")
+                raise InvalidSpec(
+                    "spec.priority_class", f"unknown priority class {spec.priority_class!r} (known: {names})"
+                )
             priority = value
         job_id = job_id_for(spec.request_id, self.ids)
         tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
@@ -166,10 +170,18 @@ class SchedulingService:
 
     def _same_or_conflict(self, job_id: str, spec: JobSpec) -> JobView:
         job = self._job(job_id)
-        if not job.spec.same_request(replace(spec, tasks=tuple(
-                replace(t, task_id=o.task_id) for t, o in zip(spec.tasks, job.spec.tasks, strict=False)),
-                priority=job.spec.priority)):
-            raise Conflict(f"request_id {spec.request_id!r} was already used for job {job_id} with another spec")
+        if not job.spec.same_request(
+            replace(
+                spec,
+                tasks=tuple(
+                    replace(t, task_id=o.task_id) for t, o in zip(spec.tasks, job.spec.tasks, strict=False)
+                ),
+                priority=job.spec.priority,
+            )
+        ):
+            raise Conflict(
+                f"request_id {spec.request_id!r} was already used for job {job_id} with another spec"
+            )
         return job
 
     async def _cancel(self, cmd: CancelJob) -> JobView:
@@ -177,7 +189,9 @@ class SchedulingService:
         if job.phase is Phase.CANCELLED:
             return job  # a retried cancel
         if job.phase.final:
-            raise Precondition(f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled")
+            raise Precondition(
+                f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled"
+            )
         events = [self._own(n, b) for n, b in jobs.cancel(job, cmd.reason or "cancelled", cmd.requested_by)]
         await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
         self.metrics.decision("cancelled")
@@ -204,10 +218,21 @@ class SchedulingService:
             lost = jobs.lost_on(job, cmd.node_id, cmd.lost_at)
             if not lost:
                 continue
-            facts: list[Decision] = [("TaskFailed", {
-                "task_id": t.task_id, "job_id": job.id, "node_id": t.node_id, "attempt": t.attempt,
-                "reason": f"node {cmd.node_id} was lost", "kind": "NODE_LOST", "exit_code": None,
-            }) for t in lost]
+            facts: list[Decision] = [
+                (
+                    "TaskFailed",
+                    {
+                        "task_id": t.task_id,
+                        "job_id": job.id,
+                        "node_id": t.node_id,
+                        "attempt": t.attempt,
+                        "reason": f"node {cmd.node_id} was lost",
+                        "kind": "NODE_LOST",
+                        "exit_code": None,
+                    },
+                )
+                for t in lost
+            ]
             appends.append(Append(job_stream(job.id), job.version, self._with_follow_ups(job, facts)))
         if appends:
             await self._commit(appends)
@@ -216,18 +241,30 @@ class SchedulingService:
 
     async def _reconcile(self, cmd: ReconcileNode) -> int:
         actions = self.reconciler.reconcile(
-            self.projection.jobs, cmd.snapshot, self.clock.now(),
+            self.projection.jobs,
+            cmd.snapshot,
+            self.clock.now(),
             lambda job, task: placed(job, task.placement(), self.cycles, self._regions()),
         )
         if not actions:
             return 0
-        appends = [Append(job_stream(job_id), self.projection.jobs[job_id].version,
-                          self._with_follow_ups(self.projection.jobs[job_id], decisions))
-                   for job_id, decisions in actions.per_job.items()]
+        appends = [
+            Append(
+                job_stream(job_id),
+                self.projection.jobs[job_id].version,
+                self._with_follow_ups(self.projection.jobs[job_id], decisions),
+            )
+            for job_id, decisions in actions.per_job.items()
+        ]
         if actions.unknown_stops:
             stream = f"node-{cmd.snapshot['node_id']}"
-            appends.append(Append(stream, self.projection.versions.get(stream, 0),
-                                  [self._own(n, b) for n, b in actions.unknown_stops]))
+            appends.append(
+                Append(
+                    stream,
+                    self.projection.versions.get(stream, 0),
+                    [self._own(n, b) for n, b in actions.unknown_stops],
+                )
+            )
         await self._commit(appends)
         self.metrics.decision("reconciled", sum(len(a.events) for a in appends))
         return sum(len(a.events) for a in appends)
@@ -237,19 +274,28 @@ class SchedulingService:
             return 0
         started = time.perf_counter()
         self.cycles += 1
-        requests = [t.request() for j in self.projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
+        requests = [
+            t.request() for j in self.projection.jobs.values() if not j.phase.final for t in j.spec.tasks
+        ]
         placer = self.placer_factory(requests, self.cycles)
         nodes = self.capacity.schedulable()
         outcome = run_cycle(self.projection, nodes, placer, self.cycle_config, self.cycles, self._regions())
-        appends = [Append(job_stream(job_id), self.projection.jobs[job_id].version,
-                          [self._own(n, b) for n, b in decisions])
-                   for job_id, decisions in outcome.decisions.items()]
+        appends = [
+            Append(
+                job_stream(job_id),
+                self.projection.jobs[job_id].version,
+                [self._own(n, b) for n, b in decisions],
+            )
+            for job_id, decisions in outcome.decisions.items()
+        ]
         changed: dict[str, Any] = {
-            job_id: reason for job_id, reason in outcome.pending.items()
+            job_id: reason
+            for job_id, reason in outcome.pending.items()
             if self.projection.pending_reasons.get(job_id) != reason
         }
-        changed.update({job_id: None for job_id in outcome.result.admitted
-                        if job_id in self.projection.pending_reasons})
+        changed.update(
+            {job_id: None for job_id in outcome.result.admitted if job_id in self.projection.pending_reasons}
+        )
         if appends or changed:
             await self._commit(appends, changed)
             for job_id, reason in changed.items():
@@ -261,7 +307,9 @@ class SchedulingService:
         for admission in outcome.result.admissions:
             job = self.projection.jobs[admission.job_id]
             for p in admission.placements:
-                self.metrics.placed(self.capacity.nodes[p.node_id].region, (now - job.submitted_at).total_seconds())
+                self.metrics.placed(
+                    self.capacity.nodes[p.node_id].region, (now - job.submitted_at).total_seconds()
+                )
         preempted = sum(len(p.victims) for p in outcome.result.preemptions)
         pending_by: dict[tuple[str, str], int] = {}
         for p in outcome.result.pending:
@@ -271,8 +319,9 @@ class SchedulingService:
         for job in self.projection.jobs.values():
             if job.waiting:
                 depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
-        self.metrics.cycle(time.perf_counter() - started, len(outcome.result.admissions), preempted,
-                           pending_by, depth)
+        self.metrics.cycle(
+            time.perf_counter() - started, len(outcome.result.admissions), preempted, pending_by, depth
+        )
         return len(outcome.result.admissions)
 
     async def _configure(self, cmd: ConfigureQueues) -> int:
@@ -281,17 +330,35 @@ class SchedulingService:
         for name, spec in wanted.items():
             if self.projection.queues.get(name) != spec:
                 stream = queue_stream(name)
-                appends.append(Append(stream, self.projection.versions.get(stream, 0),
-                                      [self._own("QueueConfigured", queue_record(spec))]))
+                appends.append(
+                    Append(
+                        stream,
+                        self.projection.versions.get(stream, 0),
+                        [self._own("QueueConfigured", queue_record(spec))],
+                    )
+                )
         for name in set(self.projection.queues) - set(wanted):
             stream = queue_stream(name)
-            appends.append(Append(stream, self.projection.versions.get(stream, 0),
-                                  [self._own("QueueRemoved", {"name": name})]))
+            appends.append(
+                Append(
+                    stream,
+                    self.projection.versions.get(stream, 0),
+                    [self._own("QueueRemoved", {"name": name})],
+                )
+            )
         classes = [{"name": c.name, "value": c.value} for c in cmd.config.priority_classes]
         if tuple(cmd.config.priority_classes) != self.projection.priority_classes:
-            appends.append(Append(PRIORITY_STREAM, self.projection.versions.get(PRIORITY_STREAM, 0),
-                                  [self._own("PriorityClassesConfigured", {"name": "priority-classes",
-                                                                            "classes": classes})]))
+            appends.append(
+                Append(
+                    PRIORITY_STREAM,
+                    self.projection.versions.get(PRIORITY_STREAM, 0),
+                    [
+                        self._own(
+                            "PriorityClassesConfigured", {"name": "priority-classes", "classes": classes}
+                        )
+                    ],
+                )
+            )
         if appends:
             await self._commit(appends)
         return len(appends)
@@ -303,7 +370,9 @@ class SchedulingService:
 
     def _count_outcomes(self, events: Sequence[Outgoing]) -> None:
         for event in events:
-            outcome = {"JobRequeued": "requeued", "JobFailed": "failed", "JobSucceeded": "succeeded"}.get(event.name)
+            outcome = {"JobRequeued": "requeued", "JobFailed": "failed", "JobSucceeded": "succeeded"}.get(
+                event.name
+            )
             if outcome:
                 self.metrics.decision(outcome)
 

@@ -84,15 +84,45 @@ class JobSpec:
     def same_request(self, other: JobSpec) -> bool:
         """Equal apart from generated task ids: what an idempotent retry must match."""
         strip = lambda s: tuple((t.name, *_task_body(t)) for t in s.tasks)  # noqa: E731
-        return (self.name, self.queue, self.kind, self.priority_class, self.preemptible, self.best_effort,
-                self.min_available, self.max_retries, self.labels, strip(self)) == (
-            other.name, other.queue, other.kind, other.priority_class, other.preemptible, other.best_effort,
-            other.min_available, other.max_retries, other.labels, strip(other))
+        return (
+            self.name,
+            self.queue,
+            self.kind,
+            self.priority_class,
+            self.preemptible,
+            self.best_effort,
+            self.min_available,
+            self.max_retries,
+            self.labels,
+            strip(self),
+        ) == (
+            other.name,
+            other.queue,
+            other.kind,
+            other.priority_class,
+            other.preemptible,
+            other.best_effort,
+            other.min_available,
+            other.max_retries,
+            other.labels,
+            strip(other),
+        )
 
 
 def _task_body(t: TaskSpec) -> tuple[Any, ...]:
-    return (t.cpu_milli, t.memory_mib, t.gpu_count, t.gpu_milli, t.gpu_memory_mib, t.gpu_models,
-            t.node_selector, t.regions, t.argv, t.env, t.duration_s)
+    return (
+        t.cpu_milli,
+        t.memory_mib,
+        t.gpu_count,
+        t.gpu_milli,
+        t.gpu_memory_mib,
+        t.gpu_models,
+        t.node_selector,
+        t.regions,
+        t.argv,
+        t.env,
+        t.duration_s,
+    )
 
 
 def spec_record(job_id: str, spec: JobSpec) -> dict[str, Any]:
