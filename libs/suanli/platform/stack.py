@@ -1,0 +1,166 @@
+"""The whole platform on one machine: broker, PostgreSQL, every service and a simulated fleet.
+
+Used by `suanli up` and by the end-to-end tests, so both run exactly the same processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suanli import REPO_ROOT
+from suanli.bus import ensure_topics
+from suanli.bus.topics import CATALOGUE
+from suanli.infra.broker import BrokerProcess
+from suanli.infra.net import free_loopback_port
+from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgres
+from suanli.platform.health import grpc_serving
+from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
+
+DEFAULT_FLEET = REPO_ROOT / "deploy" / "fleets" / "demo-3regions.yaml"
+DEFAULT_QUEUES = REPO_ROOT / "deploy" / "scheduler" / "queues.yaml"
+DEFAULT_PRICEBOOK = REPO_ROOT / "deploy" / "billing" / "pricebook.yaml"
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    home: Path
+    fleet: Path = DEFAULT_FLEET
+    queues: Path = DEFAULT_QUEUES
+    pricebook: Path = DEFAULT_PRICEBOOK
+    policy: str = "fgdx"
+    pg_mode: PostgresMode = PostgresMode.EMBEDDED
+    topic_prefix: str = ""
+    snapshot_interval_s: float = 1.0
+    scheduling_interval_s: float = 0.5
+    reconcile_grace_s: float = 15.0
+    # Seconds a simulated task holds its resources when its spec gives no duration.
+    sim_duration_s: float = 30.0
+    kafka_bootstrap: str | None = None  # an existing broker instead of starting Tansu
+
+
+@dataclass
+class Stack:
+    """Start with `start()`, stop with `stop()` (or use as a context manager); nothing is left running."""
+
+    config: StackConfig
+    supervisor: Supervisor = field(init=False)
+    bootstrap: str = ""
+    pg: PostgresEndpoint | None = None
+    scheduler_addr: str = ""
+    billing_addr: str = ""
+    broker: BrokerProcess | None = None
+
+    def __post_init__(self) -> None:
+        self.supervisor = Supervisor(self.config.home / "logs")
+
+    def __enter__(self) -> Stack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def env(self) -> dict[str, str]:
+        assert self.pg is not None
+        return {
+            "SUANLI_KAFKA_BOOTSTRAP": self.bootstrap,
+            "SUANLI_PG_DSN": self.pg.dsn,
+            "SUANLI_TOPIC_PREFIX": self.config.topic_prefix,
+            "SUANLI_SCHEDULER_ADDR": self.scheduler_addr,
+            "SUANLI_BILLING_ADDR": self.billing_addr,
+            # Several services on one machine: each picks a free metrics port instead of its default.
+            "SUANLI_METRICS_PORT": "0",
+        }
+
+    def start(self) -> None:
+        try:
+            self._start_infrastructure()
+            self.supervisor.base_env.update(self.env)
+            self.start_scheduling()
+            self.start_billing()
+            self.start_metering()
+            self.start_fleet()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_infrastructure(self) -> None:
+        cfg = self.config
+        cfg.home.mkdir(parents=True, exist_ok=True)
+        if cfg.kafka_bootstrap:
+            self.bootstrap = cfg.kafka_bootstrap
+        else:
+            self.broker = BrokerProcess(log_path=cfg.home / "logs" / "tansu.log")
+            self.bootstrap = self.broker.start()
+        self.pg = resolve_postgres(cfg.pg_mode, data_dir=cfg.home / "pg")
+        asyncio.run(ensure_topics(self.bootstrap, CATALOGUE, prefix=cfg.topic_prefix))
+        self.scheduler_addr = f"127.0.0.1:{free_loopback_port()}"
+        self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
+
+    def scheduling_spec(self, name: str = "scheduling", listen: str | None = None) -> ServiceSpec:
+        cfg = self.config
+        address = listen or self.scheduler_addr
+        return ServiceSpec(
+            name,
+            suanli_argv(
+                "serve", "scheduling",
+                "--queues", str(cfg.queues),
+                "--listen", address,
+                "--policy", cfg.policy,
+                "--interval", str(cfg.scheduling_interval_s),
+                "--reconcile-grace", str(cfg.reconcile_grace_s),
+            ),
+            ready=lambda: grpc_serving(address),
+            ready_timeout_s=90,
+        )
+
+    def start_scheduling(self, name: str = "scheduling", listen: str | None = None) -> RunningService:
+        return self.supervisor.start(self.scheduling_spec(name, listen))
+
+    def start_billing(self) -> RunningService:
+        address = self.billing_addr
+        return self.supervisor.start(
+            ServiceSpec(
+                "billing",
+                suanli_argv(
+                    "serve", "billing", "--pricebook", str(self.config.pricebook), "--listen", address
+                ),
+                ready=lambda: grpc_serving(address),
+                ready_timeout_s=90,
+            )
+        )
+
+    def start_metering(self) -> RunningService:
+        return self.supervisor.start(
+            ServiceSpec(
+                "metering",
+                suanli_argv("serve", "metering", "--interval", str(self.config.snapshot_interval_s)),
+            )
+        )
+
+    def fleet_spec(self, name: str = "fleet") -> ServiceSpec:
+        cfg = self.config
+        return ServiceSpec(
+            name,
+            suanli_argv(
+                "agent",
+                "--simulate", str(cfg.fleet),
+                "--interval", str(cfg.snapshot_interval_s),
+                "--sim-duration", str(cfg.sim_duration_s),
+            ),
+        )
+
+    def start_fleet(self, name: str = "fleet") -> RunningService:
+        return self.supervisor.start(self.fleet_spec(name))
+
+    def stop(self) -> None:
+        self.supervisor.stop_all()
+        if self.broker is not None:
+            self.broker.stop()
+            self.broker = None
+        if self.pg is not None:
+            self.pg.stop()
+            self.pg = None
