@@ -18,6 +18,7 @@ from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
 from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.entrypoints.service import BillingConfig, close_due_periods, running
+from suanli.billing.service_layer.billing import AlreadyReversed
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher
 from suanli.cli.main import app
 
@@ -136,6 +137,16 @@ async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env, tmp_p
         )
         with pytest.raises(Exception, match="append-only"):
             await env.fetchval("UPDATE {s}.charges SET amount = 0")
+
+        # A correction is a reversing charge in the first open period; the original stays.
+        globex_charge = await env.fetchval("SELECT charge_id::text FROM {s}.charges WHERE tenant = 'globex'")
+        async with billing.uow.begin() as unit:
+            reversal = await billing.service.reverse_charge(unit, globex_charge)
+        assert reversal.amount == Decimal("-6.000000") and reversal.reverses == globex_charge
+        assert await balance(env, "tenant:globex:receivable") == 0
+        with pytest.raises(AlreadyReversed):
+            async with billing.uow.begin() as unit:
+                await billing.service.reverse_charge(unit, globex_charge)
 
         async with grpc.aio.insecure_channel(f"127.0.0.1:{billing.grpc_port}") as channel:
             stub = pb_grpc.BillingStub(channel)
