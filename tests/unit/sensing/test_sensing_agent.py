@@ -23,7 +23,7 @@ from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
 from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.domain.identity import NodeIdentity
-from suanli.sensing.domain.placement import InvalidOrder
+from suanli.sensing.domain.placement import InvalidOrder, parse_placement
 from suanli.sensing.service_layer.agent import AgentSettings, NodeAgent
 from suanli.sensing.service_layer.host import AgentHost
 
@@ -219,3 +219,135 @@ async def test_an_order_before_registration_still_sees_the_devices() -> None:
     assert [r["task_id"] for r in sink.named("TaskStarted")] == ["early"]
     await host.shutdown()
     assert sink.named("TaskFailed")[0]["kind"] == "KILLED"
+
+
+# -- TaskStopRequested (cancel, a gang sibling ended, reconciliation) and TaskPlaced v2's duration_s ------
+# The end of a stopped task is reported as TaskFailed(KILLED): the scheduler records any end of a task it
+# is stopping as STOPPED, and a simulated task releases its room at once.
+
+
+def stop_request(node_id: str, task_id: str, *, attempt: int = 1, job_id: str = "job-1",
+                 reason: str = "job cancelled") -> tuple[str, dict[str, Any]]:
+    return "TaskStopRequested", {
+        "task_id": task_id, "job_id": job_id, "node_id": node_id, "attempt": attempt, "reason": reason,
+    }
+
+
+async def test_stop_request_releases_a_simulated_task_and_reports_it_killed() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.handle_order(*order("a-g-001", "t1", devices=[{"index": 0, "milli": 1000}],
+                                   env={"SUANLI_SIM_DURATION_S": "300"}))
+    agent = host.agents["a-g-001"]
+    assert agent.table.task_ids() == ["t1"]
+    assert await host.handle_order(*stop_request("a-g-001", "t1"))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    (failed,) = sink.named("TaskFailed")
+    assert failed["kind"] == "KILLED" and failed["attempt"] == 1
+    assert failed["reason"] == "stopped: job cancelled" and failed["exit_code"] == -15
+    # The room is free again: the next snapshot no longer lists the task, and the device takes a new one.
+    assert agent.table.task_ids() == [] and agent.table.milli_by_device() == {}
+    await host.handle_order(*order("a-g-001", "t2", devices=[{"index": 0, "milli": 1000}]))
+    assert [r["task_id"] for r in sink.named("TaskStarted")] == ["t1", "t2"]
+    await host.shutdown()
+
+
+async def test_attempt_zero_stops_whatever_attempt_runs_and_needs_no_job_id() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.handle_order(*order("a-g-002", "t3", attempt=4, env={"SUANLI_SIM_DURATION_S": "300"}))
+    # Reconciliation found a task the scheduler does not know: job id empty, attempt 0.
+    await host.handle_order(*stop_request("a-g-002", "t3", attempt=0, job_id="", reason="unknown task"))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    (failed,) = sink.named("TaskFailed")
+    assert failed["attempt"] == 4 and failed["kind"] == "KILLED" and "unknown task" in failed["reason"]
+
+
+async def test_stop_for_another_attempt_or_an_absent_task_changes_nothing() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.handle_order(*order("a-g-001", "t4", attempt=2, env={"SUANLI_SIM_DURATION_S": "300"}))
+    await host.handle_order(*stop_request("a-g-001", "t4", attempt=1))
+    await host.handle_order(*stop_request("a-g-001", "nowhere", attempt=0))
+    assert host.agents["a-g-001"].table.task_ids() == ["t4"]
+    assert sink.named("TaskFailed") == []
+    await host.shutdown()
+
+
+async def test_a_placement_stopped_before_it_arrived_is_not_started() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.handle_order(*stop_request("a-g-001", "t5", attempt=1))
+    await host.handle_order(*order("a-g-001", "t5", attempt=1, env={"SUANLI_SIM_DURATION_S": "300"}))
+    assert sink.named("TaskStarted") == [] and host.agents["a-g-001"].table.task_ids() == []
+    # A later attempt is a new placement and runs.
+    await host.handle_order(*order("a-g-001", "t5", attempt=2, env={"SUANLI_SIM_DURATION_S": "300"}))
+    assert [r["attempt"] for r in sink.named("TaskStarted")] == [2]
+    await host.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"attempt": -1}, "attempt must be an integer >= 0"), ({"task_id": ""}, "task_id must be"),
+     ({"node_id": None}, "without a node_id")],
+)
+async def test_a_stop_request_the_agent_cannot_act_on_raises(change: dict[str, Any], message: str) -> None:
+    host = fleet_host(RecordingSink())
+    name, record = stop_request("a-g-001", "t6")
+    with pytest.raises(InvalidOrder, match=message):
+        await host.handle_order(name, record | change)
+
+
+async def test_stop_request_terminates_a_real_process_group(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    agent = real_agent(sink, tmp_path, grace_s=5.0)
+    await agent.register()
+    host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
+    waits = "import time; print('ready', flush=True); time.sleep(60)"
+    await host.handle_order(*order("real-1", "p1", command=[sys.executable, "-u", "-c", waits]))
+    log = tmp_path / "p1.1.log"
+    await eventually(lambda: log.exists() and "ready" in log.read_text())
+    await host.handle_order(*stop_request("real-1", "p1", attempt=0))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    (failed,) = sink.named("TaskFailed")
+    # SIGTERM was enough: the process ended by it, well inside the grace period.
+    assert failed["kind"] == "KILLED" and failed["exit_code"] == -15
+    assert agent.table.task_ids() == []
+
+
+async def test_stop_request_escalates_to_sigkill_after_the_grace(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    agent = real_agent(sink, tmp_path, grace_s=0.3)
+    await agent.register()
+    host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
+    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('ready', flush=True); time.sleep(60)")
+    await host.handle_order(*order("real-1", "p2", command=[sys.executable, "-u", "-c", stubborn]))
+    log = tmp_path / "p2.1.log"
+    await eventually(lambda: log.exists() and "ready" in log.read_text())
+    await host.handle_order(*stop_request("real-1", "p2"))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    assert sink.named("TaskFailed")[0]["exit_code"] == -9
+
+
+async def test_placement_duration_wins_over_the_environment() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    name, record = order("b-c-001", "d1", env={"SUANLI_SIM_DURATION_S": "300"})
+    await host.handle_order(name, record | {"duration_s": 0.0})
+    await eventually(lambda: bool(sink.named("TaskFinished")))
+    assert sink.named("TaskFinished")[0]["exit_code"] == 0
+
+
+def test_duration_falls_back_to_the_environment_then_the_default_and_is_validated() -> None:
+    _, record = order("n", "d2", env={"SUANLI_SIM_DURATION_S": "12"})
+    assert parse_placement(record).sim_duration_s(300.0) == 12.0
+    assert parse_placement(record | {"duration_s": 2.5}).sim_duration_s(300.0) == 2.5
+    assert parse_placement(order("n", "d3")[1]).sim_duration_s(300.0) == 300.0
+    with pytest.raises(InvalidOrder, match="duration_s must be a number >= 0"):
+        parse_placement(record | {"duration_s": -1.0})

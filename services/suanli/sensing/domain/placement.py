@@ -1,7 +1,8 @@
 """Orders from the scheduler, as the agent understands them: place a task, or stop one.
 
-The wire records are `TaskPlaced` and `TaskPreempted` on ``placements``. Parsing validates what the agent
-relies on; a record that fails raises `InvalidOrder`, which the consumer dead-letters with the reason.
+The wire records are `TaskPlaced`, `TaskPreempted` and `TaskStopRequested` on ``placements``. Parsing
+validates what the agent relies on; a record that fails raises `InvalidOrder`, which the consumer
+dead-letters with the reason.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MILLI = 1000
-# TaskPlaced has no duration field; a simulated agent reads it from the task's environment instead.
+# TaskPlaced v1 had no duration field: a simulated agent then reads it from the task's environment.
 SIM_DURATION_ENV = "SUANLI_SIM_DURATION_S"
+# TaskStopRequested's attempt 0: whatever attempt of the task runs on the node.
+ANY_ATTEMPT = 0
 
 
 class InvalidOrder(ValueError):
@@ -37,12 +40,15 @@ class Placement:
     gpu_memory_mib: int = 0
     command: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    duration_s: float | None = None  # TaskPlaced v2's own field; wins over the environment
 
     @property
     def device_indices(self) -> tuple[int, ...]:
         return tuple(d.index for d in self.devices)
 
     def sim_duration_s(self, default_s: float) -> float:
+        if self.duration_s is not None:
+            return self.duration_s
         raw = self.env.get(SIM_DURATION_ENV)
         if raw is None:
             return default_s
@@ -60,8 +66,12 @@ class StopOrder:
     task_id: str
     job_id: str
     node_id: str
-    attempt: int
+    attempt: int  # ANY_ATTEMPT (0): whatever attempt runs here
     reason: str
+    preempted: bool = True  # TaskPreempted; False for TaskStopRequested (cancel, gang stop, reconcile)
+
+    def matches(self, attempt: int) -> bool:
+        return self.attempt == ANY_ATTEMPT or self.attempt == attempt
 
 
 def parse_placement(record: Mapping[str, Any]) -> Placement:
@@ -77,6 +87,9 @@ def parse_placement(record: Mapping[str, Any]) -> Placement:
     if len({d.index for d in devices}) != len(devices):
         raise InvalidOrder(f"task {task_id}: a device is listed twice")
     env = record.get("env") or {}
+    duration = record.get("duration_s")
+    if duration is not None and (not isinstance(duration, int | float) or not duration >= 0):
+        raise InvalidOrder(f"task {task_id}: duration_s must be a number >= 0, got {duration!r}")
     return Placement(
         task_id=task_id,
         job_id=_text(record, "job_id"),
@@ -88,6 +101,7 @@ def parse_placement(record: Mapping[str, Any]) -> Placement:
         gpu_memory_mib=max(0, int(requests.get("gpu_memory_mib") or 0)),
         command=tuple(str(a) for a in record.get("command") or ()),
         env={str(k): str(v) for k, v in env.items()},
+        duration_s=None if duration is None else float(duration),
     )
 
 
@@ -99,6 +113,26 @@ def parse_stop(record: Mapping[str, Any]) -> StopOrder:
         node_id=_text(record, "node_id"),
         attempt=_positive(record, "attempt"),
         reason=str(record.get("reason") or "preempted"),
+    )
+
+
+def parse_stop_request(record: Mapping[str, Any]) -> StopOrder:
+    """A `StopOrder` from a decoded `TaskStopRequested` record.
+
+    Unlike a preemption, the job id may be empty (the scheduler does not know the task: reconciliation
+    found it on the node) and the attempt may be 0 (stop whatever attempt runs here).
+    """
+    attempt = record.get("attempt")
+    if not isinstance(attempt, int) or attempt < ANY_ATTEMPT:
+        raise InvalidOrder(f"attempt must be an integer >= 0, got {attempt!r}")
+    job_id = record.get("job_id")
+    return StopOrder(
+        task_id=_text(record, "task_id"),
+        job_id=job_id if isinstance(job_id, str) else "",
+        node_id=_text(record, "node_id"),
+        attempt=attempt,
+        reason=str(record.get("reason") or "stop requested"),
+        preempted=False,
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from suanli.sensing.domain.placement import MILLI, Placement
+from suanli.sensing.domain.placement import ANY_ATTEMPT, MILLI, Placement
 
 
 class TaskState(StrEnum):
@@ -139,9 +139,17 @@ class TaskTable:
         return TaskFailed(run.placement, FailureKind.ERROR, f"could not start: {reason}")
 
     def request_stop(self, task_id: str, attempt: int, reason: str) -> TaskRun | None:
-        """Mark a live task as stopping; None when there is nothing (or another attempt) to stop."""
+        """Mark a live task as stopping; None when there is nothing (or another attempt) to stop.
+
+        ``attempt`` 0 (ANY_ATTEMPT) stops whatever attempt runs. A stop for a specific attempt that is not
+        here (yet) is remembered, so a placement of that attempt delivered later is not started.
+        """
         run = self._runs.get(task_id)
-        if run is None or run.placement.attempt != attempt or run.state is TaskState.STOPPING:
+        if run is None or (attempt != ANY_ATTEMPT and run.placement.attempt != attempt):
+            if attempt != ANY_ATTEMPT and (run is None or run.placement.attempt < attempt):
+                self._remember((task_id, attempt))
+            return None
+        if run.state is TaskState.STOPPING:
             return None
         run.state, run.stop_reason = TaskState.STOPPING, reason
         return run

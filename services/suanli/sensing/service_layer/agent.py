@@ -153,8 +153,13 @@ class NodeAgent:
             handle.terminate(self.settings.stop_grace_s)
 
     async def stop(self, order: StopOrder) -> bool:
-        """Stop a placed task (preemption); False when it is not here (already ended, other attempt)."""
-        run = self.table.request_stop(order.task_id, order.attempt, f"preempted: {order.reason}")
+        """Stop a placed task (preemption, or the scheduler's stop request); False when it is not here
+        (already ended, another attempt). Its end is reported as TaskFailed(KILLED) with the reason: the
+        scheduler records any end of a task it is stopping as STOPPED, so the kind only informs people.
+        A simulated task releases its resources at once; a process gets SIGTERM, then SIGKILL after grace.
+        """
+        prefix = "preempted" if order.preempted else "stopped"
+        run = self.table.request_stop(order.task_id, order.attempt, f"{prefix}: {order.reason}")
         if run is None:
             return False
         handle = self._handles.get(order.task_id)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from suanli.sensing.domain import records
-from suanli.sensing.domain.placement import InvalidOrder, parse_placement, parse_stop
+from suanli.sensing.domain.placement import InvalidOrder, parse_placement, parse_stop, parse_stop_request
 from suanli.sensing.service_layer.agent import NodeAgent
 from suanli.sensing.service_layer.ports import Clock, EventSink, IdFactory, LinkProber
 
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 PLACE = "TaskPlaced"
 STOP = "TaskPreempted"
+STOP_REQUEST = "TaskStopRequested"  # cancel, a gang sibling ended, or reconciliation (attempt 0 = any)
 
 
 class AgentHost:
@@ -75,7 +76,7 @@ class AgentHost:
 
         Raises `InvalidOrder` for a record the agent cannot act on, so the consumer dead-letters it.
         """
-        if event_name not in (PLACE, STOP):
+        if event_name not in (PLACE, STOP, STOP_REQUEST):
             raise InvalidOrder(f"{event_name!r} does not belong on placements")
         node_id = record.get("node_id")
         agent = self.agents.get(node_id) if isinstance(node_id, str) else None
@@ -85,8 +86,10 @@ class AgentHost:
             return False
         if event_name == PLACE:
             await agent.place(parse_placement(record))
-        else:
+        elif event_name == STOP:
             await agent.stop(parse_stop(record))
+        else:
+            await agent.stop(parse_stop_request(record))
         return True
 
     async def shutdown(self, *, stop_tasks: bool = True) -> None:
