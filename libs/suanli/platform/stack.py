@@ -13,6 +13,7 @@ from suanli import REPO_ROOT
 from suanli.bus import ensure_topics
 from suanli.bus.topics import CATALOGUE
 from suanli.infra.broker import BrokerProcess
+from suanli.infra.dsn import with_database
 from suanli.infra.net import free_loopback_port
 from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgres
 from suanli.platform.health import grpc_serving
@@ -38,6 +39,9 @@ class StackConfig:
     # Seconds a simulated task holds its resources when its spec gives no duration.
     sim_duration_s: float = 30.0
     kafka_bootstrap: str | None = None  # an existing broker instead of starting Tansu
+    # A database to create on the resolved server (and drop on stop) instead of its default one, so
+    # several stacks (tests running side by side, other people's work on a shared :5432) never meet.
+    database: str | None = None
 
 
 @dataclass
@@ -96,6 +100,8 @@ class Stack:
             self.broker = BrokerProcess(log_path=cfg.home / "logs" / "tansu.log")
             self.bootstrap = self.broker.start()
         self.pg = resolve_postgres(cfg.pg_mode, data_dir=cfg.home / "pg")
+        if cfg.database:
+            self.pg = _fresh_database(self.pg, cfg.database)
         asyncio.run(ensure_topics(self.bootstrap, CATALOGUE, prefix=cfg.topic_prefix))
         self.scheduler_addr = f"127.0.0.1:{free_loopback_port()}"
         self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
@@ -164,3 +170,30 @@ class Stack:
         if self.pg is not None:
             self.pg.stop()
             self.pg = None
+
+
+def _fresh_database(server: PostgresEndpoint, name: str) -> PostgresEndpoint:
+    """Create database ``name`` on ``server`` (dropping a leftover of that name); stopping the returned
+    endpoint drops it, then stops the server if we started it."""
+    import asyncpg  # only needed when this option is used
+
+    async def admin(statement: str) -> None:
+        conn = await asyncpg.connect(server.dsn)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    quoted = '"' + name.replace('"', '""') + '"'
+    asyncio.run(admin(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"))
+    asyncio.run(admin(f"CREATE DATABASE {quoted}"))
+
+    def stop() -> None:
+        try:
+            asyncio.run(admin(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"))
+        finally:
+            server.stop()
+
+    return PostgresEndpoint(
+        dsn=with_database(server.dsn, name), source=server.source, data_dir=server.data_dir, _stop=stop
+    )
