@@ -22,6 +22,7 @@ class _State:
     outbox: dict[int, OutboxRecord] = field(default_factory=dict)  # unpublished, insertion (= id) order
     published: dict[int, OutboxRecord] = field(default_factory=dict)
     tracking: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    processed: set[tuple[str, str]] = field(default_factory=set)  # (group, event id)
     next_position: int = 1
     next_outbox_id: int = 1
 
@@ -36,6 +37,7 @@ class _MemoryTransaction:
         self._outbox: list[OutboxRecord] = []
         self._event_ids: set[Any] = set()
         self._tracking: dict[tuple[str, str, int], int] = {}
+        self._processed: set[tuple[str, str]] = set()
         self._next_position = store._state.next_position
         self._next_outbox_id = store._state.next_outbox_id
 
@@ -108,6 +110,7 @@ class _MemoryTransaction:
         for record in self._outbox:
             state.outbox[record.id] = record
         state.tracking.update(self._tracking)
+        state.processed |= self._processed
         state.next_position = self._next_position
         state.next_outbox_id = self._next_outbox_id
         if self._outbox:
@@ -169,13 +172,19 @@ class InMemoryEventStore:
 
     @asynccontextmanager
     async def tracking_transaction(
-        self, group: str, topic: str, partition: int, offset: int
+        self, group: str, topic: str, partition: int, offset: int, *, event_id: str | None = None
     ) -> AsyncIterator[_MemoryTransaction]:
         async with self._lock:
-            if await self.applied(group, topic, partition, offset):
+            if event_id is None:
+                seen = await self.applied(group, topic, partition, offset)
+            else:
+                seen = (group, str(event_id)) in self._state.processed
+            if seen:
                 raise AlreadyProcessed(group, topic, partition, offset)
             tx = _MemoryTransaction(self)
             tx._tracking[(group, topic, partition)] = offset
+            if event_id is not None:
+                tx._processed.add((group, str(event_id)))
             yield tx
             tx._commit()
 

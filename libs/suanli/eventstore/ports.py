@@ -79,17 +79,20 @@ class TrackingStore(Protocol):
     """Exactly-once effects of consumed records: the effect and its offset are recorded in one transaction.
 
     Offsets are tracked per (group, topic, partition) as the highest applied offset, because a partition is
-    consumed in order: an offset at or below it has been applied.
+    consumed in order: an offset at or below it has been applied. A consumer that passes the record's
+    `event_id` is de-duplicated by that id instead: a broker that restarted empty hands out offsets from 0
+    again, and only the id tells a redelivery from a new record then.
     """
 
     async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool: ...
 
     def tracking_transaction(
-        self, group: str, topic: str, partition: int, offset: int
+        self, group: str, topic: str, partition: int, offset: int, *, event_id: str | None = None
     ) -> AbstractAsyncContextManager[Transaction]:
-        """Claim the offset and open a unit of work for its effect.
+        """Claim the offset (or, with `event_id`, the event) and open a unit of work for its effect.
 
-        Raises `AlreadyProcessed` on entry when the offset was applied before (the block does not run).
+        Raises `AlreadyProcessed` on entry when the offset, or the event id when given, was applied before
+        (the block does not run).
         If the block raises, the effect and the claim roll back together, so the record is applied again on
         redelivery.
         """

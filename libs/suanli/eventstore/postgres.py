@@ -92,6 +92,16 @@ class Statements:
         self.applied = (
             f"SELECT last_offset FROM {s}.tracking WHERE group_id = $1 AND topic = $2 AND partition = $3"
         )
+        self.claim_event = (
+            f'INSERT INTO {s}.processed_events (group_id, event_id, topic, partition, "offset", processed_at)'
+            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1"
+        )
+        # With event ids the offset row is only "last seen": after a broker restart it moves backwards.
+        self.record_offset = (
+            f"INSERT INTO {s}.tracking (group_id, topic, partition, last_offset, updated_at)"
+            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (group_id, topic, partition) DO UPDATE"
+            " SET last_offset = EXCLUDED.last_offset, updated_at = EXCLUDED.updated_at"
+        )
 
 
 class PostgresTransaction:
@@ -250,10 +260,17 @@ class PostgresEventStore:
 
     @asynccontextmanager
     async def tracking_transaction(
-        self, group: str, topic: str, partition: int, offset: int
+        self, group: str, topic: str, partition: int, offset: int, *, event_id: str | None = None
     ) -> AsyncIterator[PostgresTransaction]:
         async with self._pool.acquire() as conn, conn.transaction():
-            claimed = await conn.fetchval(self._sql.claim, group, topic, partition, offset, self._clock.now())
+            now = self._clock.now()
+            if event_id is None:
+                claimed = await conn.fetchval(self._sql.claim, group, topic, partition, offset, now)
+            else:
+                claimed = await conn.fetchval(
+                    self._sql.claim_event, group, str(event_id), topic, partition, offset, now
+                )
+                await conn.execute(self._sql.record_offset, group, topic, partition, offset, now)
             if claimed is None:
                 raise AlreadyProcessed(group, topic, partition, offset)
             yield PostgresTransaction(conn, self._sql, self._clock)

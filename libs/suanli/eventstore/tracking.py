@@ -15,10 +15,12 @@ async def apply_once(
     partition: int,
     offset: int,
     effect: Callable[[Transaction], Awaitable[None]],
+    *,
+    event_id: str | None = None,
 ) -> bool:
-    """Run `effect` and record the offset in one transaction; False (and no effect) if already applied."""
+    """Run `effect` and record the offset (or event id) in one transaction; False if already applied."""
     try:
-        async with store.tracking_transaction(group, topic, partition, offset) as tx:
+        async with store.tracking_transaction(group, topic, partition, offset, event_id=event_id) as tx:
             await effect(tx)
     except AlreadyProcessed:
         return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -62,3 +63,23 @@ async def test_events_appended_in_a_tracking_transaction_commit_with_the_offset(
             raise RuntimeError("crash before commit")
     assert await store.stream_version("tenant-1") == 1
     assert not await tracking.applied("billing", "usage.metered", 0, 2)
+
+
+async def test_event_id_tracking_survives_offsets_starting_again(store: TrackingStore) -> None:
+    # A broker that restarted empty numbers records from 0 again: new events at old offsets still apply,
+    # and a redelivered event is still refused whatever offset it comes back at.
+    runs: list[str] = []
+
+    def effect(name: str) -> Callable[[Transaction], Awaitable[None]]:
+        async def run(_: Transaction) -> None:
+            runs.append(name)
+
+        return run
+
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    assert await apply_once(store, "billing", "usage.metered", 0, 41, effect("a"), event_id=first)
+    assert await apply_once(store, "billing", "usage.metered", 0, 0, effect("b"), event_id=second)
+    assert not await apply_once(store, "billing", "usage.metered", 0, 42, effect("c"), event_id=first)
+    assert not await apply_once(store, "billing", "usage.metered", 3, 0, effect("d"), event_id=second)
+    assert await apply_once(store, "metering", "usage.metered", 0, 41, effect("e"), event_id=first)
+    assert runs == ["a", "b", "e"]

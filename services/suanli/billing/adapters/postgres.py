@@ -341,10 +341,14 @@ class BillingUnitOfWork:
 
     @asynccontextmanager
     async def tracked(
-        self, group: str, topic: str, partition: int, offset: int
+        self, group: str, topic: str, partition: int, offset: int, event_id: str | None = None
     ) -> AsyncIterator[PostgresLedgerUnit]:
-        """Raises `suanli.eventstore.AlreadyProcessed` (nothing runs) when the offset was applied."""
-        async with self.store.tracking_transaction(group, topic, partition, offset) as tx:
+        """Raises `suanli.eventstore.AlreadyProcessed` (nothing runs) when the record was applied.
+
+        With `event_id` the record is recognised by its id, which stays right after a broker restart that
+        numbers offsets from 0 again; without it, by its offset.
+        """
+        async with self.store.tracking_transaction(group, topic, partition, offset, event_id=event_id) as tx:
             yield await self._unit(tx)
 
     @asynccontextmanager

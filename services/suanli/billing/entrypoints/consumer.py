@@ -49,7 +49,9 @@ class BillingHandler:
         if effect is None:
             return
         try:
-            async with self._uow.tracked(self._group, event.topic, event.partition, event.offset) as unit:
+            async with self._uow.tracked(
+                self._group, event.topic, event.partition, event.offset, event.event_id
+            ) as unit:
                 await effect(unit)
         except AlreadyProcessed:
             log.debug("%s[%d]@%d already applied", event.topic, event.partition, event.offset)
