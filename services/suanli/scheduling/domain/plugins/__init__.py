@@ -15,6 +15,7 @@ def default_registry() -> PluginRegistry:
         devices,
         dotprod,
         fgd,
+        fgdb,
         fgdx,
         filters,
         packing,
@@ -23,7 +24,19 @@ def default_registry() -> PluginRegistry:
     )
 
     registry = PluginRegistry()
-    for module in (filters, devices, random_pick, dotprod, clustering, packing, bestfit, spread, fgd, fgdx):
+    for module in (
+        filters,
+        devices,
+        random_pick,
+        dotprod,
+        clustering,
+        packing,
+        bestfit,
+        spread,
+        fgd,
+        fgdx,
+        fgdb,
+    ):
         for spec in module.SPECS:
             registry.register(spec)
     return registry

@@ -36,6 +36,12 @@ POLICIES: dict[str, dict[str, Any]] = {
     "bestfit": _profile("bestfit", "least leftover CPU+GPU (paper baseline)", "bestfit", "best-fit"),
     "fgd": _profile("fgd", "fragmentation gradient descent (Weng et al., ATC '23)", "fgd", "fgd"),
     "spread": _profile("spread", "least allocated: balance load", "spread", "best-fit"),
+    "fgdb": _profile(
+        "fgdb",
+        "ours: FGD + CPU stranding + GPU-model pressure, FGD tie-break and device rule",
+        "fgdb",
+        "fgdb",
+    ),
     "fgdx": _profile(
         "fgdx",
         "ours: FGD score, best-fit tie-break, exact-delta device choice",
