@@ -42,6 +42,9 @@ class StackConfig:
     # A database to create on the resolved server (and drop on stop) instead of its default one, so
     # several stacks (tests running side by side, other people's work on a shared :5432) never meet.
     database: str | None = None
+    # Start Tansu in its own session, so a Ctrl-C at the terminal reaches only the foreground process
+    # (`suanli up`), which then stops the services before the broker instead of losing it under them.
+    broker_own_session: bool = False
 
 
 @dataclass
@@ -97,7 +100,9 @@ class Stack:
         if cfg.kafka_bootstrap:
             self.bootstrap = cfg.kafka_bootstrap
         else:
-            self.broker = BrokerProcess(log_path=cfg.home / "logs" / "tansu.log")
+            self.broker = BrokerProcess(
+                log_path=cfg.home / "logs" / "tansu.log", detached=cfg.broker_own_session
+            )
             self.bootstrap = self.broker.start()
         self.pg = resolve_postgres(cfg.pg_mode, data_dir=cfg.home / "pg")
         if cfg.database:

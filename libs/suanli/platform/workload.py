@@ -1,0 +1,161 @@
+"""Workload files for `suanli up`: who submits what, how often and for how long, as a seeded plan.
+
+A workload names tenants with a share of the arrivals; each tenant has a mix of job templates (a job
+spec as in docs/jobspec.md, a weight, and a range of task durations). `plan()` turns it into a list of
+arrivals, a pure function of the file, the run length and a run id: the same seed gives the same jobs
+at the same offsets. Format: docs/demo.md ("Workload files").
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.jobspec import JobSpecError, to_proto, validate_document
+from suanli.jobspec.errors import problems_of
+from suanli.jobspec.units import parse_duration_s
+
+# Room for the sequence suffix inside the job name limit of 63 characters.
+_MAX_TEMPLATE_NAME = 56
+
+
+class WorkloadError(ValueError):
+    """A workload file that cannot be planned; one `path: message` line per problem."""
+
+
+def _seconds(value: object) -> float:
+    return parse_duration_s(value)
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Arrivals(_Model):
+    # poisson: exponential gaps (bursty, like real users); uniform: one job every 60/per_minute s.
+    pattern: Literal["poisson", "uniform"] = "poisson"
+    per_minute: float = Field(gt=0, le=6000)
+
+
+class Template(_Model):
+    weight: float = Field(default=1.0, gt=0)
+    # [min, max] seconds every task of the job holds its resources; one value means fixed.
+    duration: tuple[Seconds, Seconds] | Seconds
+    spec: dict[str, Any]
+
+    @property
+    def duration_range(self) -> tuple[float, float]:
+        if isinstance(self.duration, tuple):
+            return self.duration
+        return (self.duration, self.duration)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Template:
+        low, high = self.duration_range
+        if low > high:
+            raise ValueError(f"duration: min {low:g}s is above max {high:g}s")
+        return self
+
+
+class Tenant(_Model):
+    name: str
+    weight: float = Field(default=1.0, gt=0)
+    mix: list[Template] = Field(min_length=1)
+
+
+class Workload(_Model):
+    seed: int = 0
+    arrivals: Arrivals
+    tenants: list[Tenant] = Field(min_length=1)
+
+    @property
+    def tenant_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tenants)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    seq: int
+    at_s: float  # offset from the start of submission
+    tenant: str
+    spec: pb.JobSpec
+    request_id: str
+
+
+def parse_workload(document: Any, source: str = "") -> Workload:
+    where = f"{source}: " if source else ""
+    try:
+        workload = Workload.model_validate(document)
+    except ValidationError as exc:
+        raise WorkloadError("\n".join(f"{where}{p}" for p in problems_of(exc))) from None
+    problems = [
+        f"{where}tenants[{t}].mix[{m}].spec: {problem}"
+        for t, tenant in enumerate(workload.tenants)
+        for m, template in enumerate(tenant.mix)
+        for problem in _template_problems(tenant.name, template)
+    ]
+    if problems:
+        raise WorkloadError("\n".join(problems))
+    return workload
+
+
+def load_workload(path: Path) -> Workload:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise WorkloadError(f"{path}: {exc}") from None
+    return parse_workload(document, str(path))
+
+
+def _template_problems(tenant: str, template: Template) -> list[str]:
+    try:
+        spec = validate_document(_instance(template.spec, "x", template.duration_range[0]))
+    except JobSpecError as exc:
+        return list(exc.problems)
+    problems = []
+    # Billing charges a job to the first segment of its queue: a template filed under the wrong
+    # tenant would make the demo's per-tenant charges lie.
+    if spec.queue.split("/", 1)[0] != tenant:
+        problems.append(f"queue: {spec.queue!r} does not belong to tenant {tenant!r}")
+    if len(spec.name) > _MAX_TEMPLATE_NAME:
+        problems.append(f"name: at most {_MAX_TEMPLATE_NAME} characters in a workload template")
+    return problems
+
+
+def _instance(spec: dict[str, Any], suffix: str, duration_s: float) -> dict[str, Any]:
+    document = copy.deepcopy(spec)
+    document["name"] = f"{document.get('name', '')}-{suffix}"
+    for task in document.get("tasks") or ():
+        if isinstance(task, dict):
+            task["duration"] = duration_s
+    return document
+
+
+def plan(workload: Workload, duration_s: float, run_id: str) -> list[Arrival]:
+    """Every arrival in [0, duration_s), in time order; request ids make a retried submit idempotent."""
+    rng = random.Random(workload.seed)
+    rate_per_s = workload.arrivals.per_minute / 60.0
+    tenant_weights = [t.weight for t in workload.tenants]
+    arrivals: list[Arrival] = []
+    at = 0.0 if workload.arrivals.pattern == "uniform" else rng.expovariate(rate_per_s)
+    while at < duration_s:
+        tenant = rng.choices(workload.tenants, weights=tenant_weights)[0]
+        template = rng.choices(tenant.mix, weights=[m.weight for m in tenant.mix])[0]
+        low, high = template.duration_range
+        hold_s = round(rng.uniform(low, high), 1)
+        seq = len(arrivals) + 1
+        spec = validate_document(_instance(template.spec, f"{seq:03d}", hold_s))
+        arrivals.append(Arrival(seq, round(at, 3), tenant.name, to_proto(spec), f"{run_id}-{seq}"))
+        gap = 1.0 / rate_per_s
+        at += gap if workload.arrivals.pattern == "uniform" else rng.expovariate(rate_per_s)
+    return arrivals
