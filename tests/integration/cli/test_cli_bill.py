@@ -1,0 +1,131 @@
+"""`suanli bill usage|charges|invoice|close` against the real billing service, after usage is rated."""
+
+from __future__ import annotations
+
+import csv
+import secrets
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from billing.billing_testkit import (
+    JAN,
+    PRICEBOOK,
+    REGIONS,
+    TERMS,
+    Env,
+    ManualClock,
+    Window,
+    eventually,
+    expected_amount,
+)
+from click.testing import Result
+
+from suanli.billing.entrypoints.service import BillingConfig, running
+from suanli.bus import ConsumerSettings, EventPublisher
+
+from .clikit import invoke
+
+pytestmark = pytest.mark.timeout(120)
+
+# Short sessions, so the consumer joins its group quickly on the shared broker.
+FAST = ConsumerSettings(session_timeout_ms=6000, heartbeat_interval_ms=500)
+
+
+def usage() -> list[Window]:
+    """acme: three whole minutes on H200 in cn-east, and a best-effort job on H200 + CPU in cn-west."""
+    out = [
+        Window("job-std", "job-std/t0", "n-east", JAN + timedelta(minutes=i), 60, h200_cu=100)
+        for i in range(3)
+    ]
+    out.append(Window("job-cheap", "job-cheap/t0", "n-west", JAN, 45, h200_cu=200, cpu_cu=2))
+    return out
+
+
+def table_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+async def test_bill_commands_after_usage_is_billed(
+    kafka_bootstrap: str, pg_dsn: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    book = tmp_path / "pricebook.yaml"
+    book.write_text(PRICEBOOK)
+    env = Env(kafka_bootstrap, pg_dsn, topic_prefix, f"bil_{secrets.token_hex(4)}", book)
+    config = BillingConfig(
+        bootstrap=env.bootstrap,
+        dsn=env.dsn,
+        pricebook=env.pricebook,
+        schema=env.schema,
+        topic_prefix=env.prefix,
+        close_check_s=3600,  # periods are closed by `bill close` below, not by the clock-driven check
+        grpc_addr="127.0.0.1:0",
+        consumer=FAST,
+    )
+    windows = usage()
+    total = sum(expected_amount(w, TERMS, REGIONS) for w in windows)
+    charges = sum((w.h200_cu > 0) + (w.cpu_cu > 0) for w in windows)
+    clock = ManualClock(datetime(2025, 1, 20, tzinfo=UTC))
+    async with EventPublisher(env.bootstrap) as publisher, running(config, clock) as billing:
+        await env.publish_facts(publisher)
+        await env.publish_usage(publisher, windows)
+        await eventually(lambda: env.fetchval("SELECT count(*) FROM {s}.charges"), lambda n: n == charges)
+        address = f"127.0.0.1:{billing.grpc_port}"
+
+        async def bill(*args: str) -> Result:
+            result = await invoke("bill", *args, "--tenant", "acme", "--billing", address)
+            assert result.exit_code == 0, result.output
+            return result
+
+        # charges: every row, the same as the ledger holds
+        out = tmp_path / "charges.csv"
+        result = await bill("charges", "--period", "2025-01", "--csv", str(out))
+        assert f"wrote {charges} row(s) to {out}" in result.stdout
+        rows = table_rows(out)
+        assert len(rows) == charges
+        assert sum(Decimal(r["amount"]) for r in rows) == total == Decimal("20.716875")
+        stored = "SELECT count(*) FROM {s}.charges WHERE tenant = 'acme' AND charge_id::text = ANY($1)"
+        assert await env.fetchval(stored, [r["charge_id"] for r in rows]) == charges
+        assert {r["task_id"] for r in rows} == {"job-std/t0", "job-cheap/t0"}
+        assert {(r["currency"], r["billing_period"], r["adjustment"]) for r in rows} == {
+            ("CNY", "2025-01", "")
+        }
+        by_class = {(r["device_class"], r["region"], r["tier"]) for r in rows}
+        assert by_class == {
+            ("h200", "cn-east", "standard"),
+            ("h200", "cn-west", "best-effort"),
+            ("cpu", "cn-west", "best-effort"),
+        }
+
+        only = tmp_path / "cheap.csv"
+        await bill("charges", "--job", "job-cheap", "--csv", str(only))
+        assert {r["job_id"] for r in table_rows(only)} == {"job-cheap"} and len(table_rows(only)) == 2
+
+        # usage: per device class and region, summing to the same amount
+        used = tmp_path / "usage.csv"
+        await bill("usage", "--period", "2025-01", "--csv", str(used))
+        amounts = {(r["device_class"], r["region"]): Decimal(r["amount"]) for r in table_rows(used)}
+        # 3 min x 100 CU at 3.60 = 18; 45 s x 200 CU at 2.88 x 0.5 x 0.75 = 2.7; 45 s x 2 CU at 1.80 x 0.375
+        assert amounts == {
+            ("h200", "cn-east"): Decimal("18"),
+            ("h200", "cn-west"): Decimal("2.7"),
+            ("cpu", "cn-west"): Decimal("0.016875"),
+        }
+
+        # invoice: none before the period is closed (the billing CLI exits 1 on any server error)
+        missing = await invoke(
+            "bill", "invoice", "--tenant", "acme", "--period", "2025-01", "--billing", address
+        )
+        assert missing.exit_code == 1 and "NOT_FOUND" in missing.stderr, missing.output
+
+        clock.current = datetime(2025, 2, 1, 0, 20, tzinfo=UTC)
+        await bill("close", "--period", "2025-01")
+        lines = tmp_path / "invoice.csv"
+        result = await bill("invoice", "--period", "2025-01", "--csv", str(lines))
+        assert f"{total} CNY" in result.stdout
+        invoice = table_rows(lines)
+        assert [r["device_class"] for r in invoice] == ["cpu", "h200"]
+        assert sum(Decimal(r["amount"]) for r in invoice) == total
+        assert all(r["adjustment_of"] == "" for r in invoice)
