@@ -279,7 +279,10 @@ class SchedulingService:
         ]
         placer = self.placer_factory(requests, self.cycles)
         nodes = self.capacity.schedulable()
-        outcome = run_cycle(self.projection, nodes, placer, self.cycle_config, self.cycles, self._regions())
+        # The priority classes are configuration recorded in the store (ConfigureQueues), not fixed at
+        # start: without them every job naming a class was inadmissible ("priority class ... is unknown").
+        config = replace(self.cycle_config, priority_classes=self.projection.priority_classes)
+        outcome = run_cycle(self.projection, nodes, placer, config, self.cycles, self._regions())
         appends = [
             Append(
                 job_stream(job_id),
