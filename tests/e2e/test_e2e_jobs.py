@@ -1,0 +1,212 @@
+"""End to end, on one platform for the module: gRPC submissions are placed, run on a simulated fleet of 20
+nodes in 3 regions and on a real-mode agent running real processes, and reach their final states;
+garbage on every input topic is dead-lettered while the services keep serving; bad RPCs are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.bus import headers as h
+from suanli.bus import topic_name, topics
+from suanli.bus.publisher import EventPublisher
+from suanli.platform.stack import Stack
+from suanli.platform.supervisor import ServiceSpec, suanli_argv
+
+from .kit import (
+    Platform,
+    TopicReader,
+    gpu_task,
+    job_spec,
+    over_allocations,
+    read_topics,
+    stack_config,
+    until,
+)
+
+REAL_NODE = "e2e-real-1"
+REAL_REGION = "cn-lab"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    home = tmp_path_factory.mktemp("e2e-jobs")
+    with Stack(stack_config(home)) as started:
+        # A real-mode agent beside the simulated fleet: its own region, so jobs can be steered to it.
+        started.supervisor.start(ServiceSpec("agent-real", suanli_argv(
+            "agent", "--node-id", REAL_NODE, "--region", REAL_REGION, "--site", "lab1",
+            "--interval", "1", "--grace", "2", "--task-log-dir", str(home / "tasks"),
+        )))
+        yield started
+
+
+@pytest.fixture(scope="module")
+async def platform(stack: Stack) -> AsyncIterator[Platform]:
+    p = Platform(stack, stack.scheduler_addr)
+    # 20 simulated nodes + the real one, all READY in the scheduler's own view.
+    await p.ready_nodes(21, timeout=90)
+    yield p
+    await p.close()
+
+
+async def watch_states(platform: Platform, job_id: str) -> list[str]:
+    """Every state WatchJob streams until the job is final, consecutive repeats folded."""
+    states: list[str] = []
+    stream = platform.api().WatchJob(pb.WatchJobRequest(job_id=job_id))
+    async for event in stream:
+        state = pb.JobState.Name(event.state)
+        if not states or states[-1] != state:
+            states.append(state)
+    return states
+
+
+async def test_gang_and_fractional_jobs_run_and_no_device_is_over_allocated(platform: Platform) -> None:
+    token = secrets.token_hex(3)
+    gang = await platform.submit(
+        job_spec("gang", gpu_task("worker", replicas=4, duration_s=3.0)), f"gang-{token}"
+    )
+    # Watch from the start, so the stream sees every change of the gang job.
+    watching = asyncio.create_task(watch_states(platform, gang.id))
+    shares = [
+        await platform.submit(job_spec(f"share-{i}", gpu_task("infer", gpu_milli=300, duration_s=2.0)),
+                              f"share-{token}-{i}")
+        for i in range(3)
+    ]
+    jobs = [gang, *shares]
+    final = await platform.wait_final([j.id for j in jobs], timeout=60)
+    assert {pb.JobState.Name(j.state) for j in final.values()} == {"JOB_STATE_SUCCEEDED"}
+    assert await asyncio.wait_for(watching, 10) == [
+        "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED",
+    ]
+
+    gang_tasks = final[gang.id].tasks
+    assert len(gang_tasks) == 4 and all(t.state == "SUCCEEDED" and t.attempt == 1 for t in gang_tasks)
+    assert all(len(t.gpu_indices) == 1 and list(t.gpu_milli) == [1000] for t in gang_tasks)
+    for job in shares:
+        (task,) = final[job.id].tasks
+        assert task.state == "SUCCEEDED" and list(task.gpu_milli) == [300]
+
+    # The whole placements topic against the ends the agents reported: no device past 1000 milli.
+    task_ids = {t.task_id for j in final.values() for t in j.tasks}
+    placements_t = topic_name(topics.PLACEMENTS.name)
+    lifecycle_t = topic_name(topics.TASKS_LIFECYCLE.name)
+
+    def complete(records: list) -> bool:
+        placed = {c.record["task_id"] for c in records if c.name == "TaskPlaced"}
+        ended = {c.record["task_id"] for c in records if c.name == "TaskFinished"}
+        return task_ids <= placed and task_ids <= ended
+
+    records = await read_topics(platform.bootstrap, [placements_t, lifecycle_t], complete)
+    placements = [c for c in records if c.topic == placements_t]
+    lifecycle = [c for c in records if c.topic == lifecycle_t]
+    assert over_allocations(placements, lifecycle) == []
+    ours = [c.record for c in placements if c.name == "TaskPlaced" and c.record["task_id"] in task_ids]
+    assert sorted(r["task_id"] for r in ours) == sorted(task_ids)  # each placed exactly once
+    assert all(r["duration_s"] is not None for r in ours)
+
+
+def real_job(name: str, code: int) -> pb.JobSpec:
+    return pb.JobSpec(
+        name=name, queue="e2e", priority_class="batch", max_retries=0,
+        tasks=[pb.TaskSpec(
+            name="main",
+            command=sys.executable,
+            args=["-c", f"import os, sys; print(os.environ['SUANLI_NODE_ID']); sys.exit({code})"],
+            resources=pb.ResourceRequest(cpu_milli=100, memory_mib=64, regions=[REAL_REGION]),
+        )],
+    )
+
+
+async def test_real_agent_runs_the_process_and_its_exit_code_reaches_the_job(platform: Platform) -> None:
+    token = secrets.token_hex(3)
+    failing = await platform.submit(real_job("exits-3", 3), f"real-3-{token}")
+    passing = await platform.submit(real_job("exits-0", 0), f"real-0-{token}")
+    final = await platform.wait_final([failing.id, passing.id], timeout=60)
+
+    failed = final[failing.id]
+    assert pb.JobState.Name(failed.state) == "JOB_STATE_FAILED"
+    (task,) = failed.tasks
+    assert (task.state, task.exit_code, task.node_id) == ("FAILED", 3, REAL_NODE)
+
+    succeeded = final[passing.id]
+    assert pb.JobState.Name(succeeded.state) == "JOB_STATE_SUCCEEDED"
+    (task,) = succeeded.tasks
+    assert (task.state, task.exit_code, task.node_id) == ("SUCCEEDED", 0, REAL_NODE)
+    # It really ran as a process on this machine: its output is in the agent's task log.
+    log = Path(platform.home / "tasks" / f"{task.task_id}.{task.attempt}.log")
+    assert log.read_text().strip() == REAL_NODE
+
+
+# The input topic of every consumer, and the service that reads it.
+GARBAGE_TOPICS = (
+    topics.NODE_SNAPSHOTS,   # metering, scheduler view
+    topics.TASKS_LIFECYCLE,  # metering, scheduler
+    topics.PLACEMENTS,       # agents, metering
+    topics.CAPACITY_NODES,   # scheduler view
+    topics.NODES_STATUS,     # scheduler view
+    topics.USAGE_METERED,    # billing
+    topics.USAGE_SAMPLES,    # metering
+)
+
+
+async def test_garbage_on_every_input_topic_is_dead_lettered_and_services_keep_serving(
+    platform: Platform,
+) -> None:
+    token = secrets.token_hex(4).encode()
+    garbage = {spec.name: b"\x00not avro " + spec.name.encode() + b" " + token for spec in GARBAGE_TOPICS}
+    async with EventPublisher(platform.bootstrap) as bus:
+        for name, value in garbage.items():
+            await bus.publish_raw(topic_name(name), b"garbage", value, [])
+
+    dlqs = [f"{topic_name(name)}.dlq" for name in garbage]
+    async with TopicReader(platform.bootstrap, *dlqs) as reader:
+
+        async def all_dead_lettered() -> bool:
+            seen = {c.headers.get(h.DLQ_ORIGINAL_TOPIC, b"").decode() for c in await reader.poll()
+                    if c.value in garbage.values()}
+            return seen >= set(garbage)
+
+        await until(all_dead_lettered, 60, "garbage on every input topic in its DLQ", every=0.1)
+        for c in reader.records:
+            if c.value not in garbage.values():
+                continue
+            original = c.headers[h.DLQ_ORIGINAL_TOPIC].decode()
+            assert c.topic == f"{original}.dlq" and c.value == garbage[original]
+            assert c.headers[h.DLQ_ERROR_CLASS] and c.headers[h.DLQ_ERROR_MESSAGE]
+
+    # Every service is still up and the platform still runs work end to end.
+    assert platform.stack.supervisor.failed() == []
+    job = await platform.submit(job_spec("after-garbage", gpu_task("w", duration_s=1.0)),
+                                f"after-garbage-{token.decode()}")
+    final = await platform.wait_final([job.id], timeout=60)
+    assert pb.JobState.Name(final[job.id].state) == "JOB_STATE_SUCCEEDED"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda api: api.SubmitJob(pb.SubmitJobRequest(request_id="no-spec")), "spec"),
+        (lambda api: api.SubmitJob(pb.SubmitJobRequest(
+            spec=job_spec("bad", gpu_task("w", gpu_milli=1500)), request_id="bad-milli")),
+         "spec.tasks[0].resources.gpu_milli"),
+        (lambda api: api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
+            name="q", queue="nowhere", tasks=[gpu_task("w")]))), "spec.queue"),
+        (lambda api: api.GetJob(pb.GetJobRequest()), "job_id"),
+        (lambda api: api.ListJobs(pb.ListJobsRequest(page_size=-1)), "page_size"),
+    ],
+)
+async def test_invalid_rpcs_get_invalid_argument_naming_the_field(
+    platform: Platform, call: object, field: str
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call(platform.api())  # type: ignore[operator]
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (raised.value.details() or "").startswith(f"{field}:")
