@@ -44,7 +44,7 @@ POLICIES: dict[str, dict[str, Any]] = {
     ),
     "fgdx": _profile(
         "fgdx",
-        "ours: FGD score, best-fit tie-break, exact-delta device choice",
+        "FGD score, best-fit tie-break, exact-delta device choice (ties FGD; see fgdb)",
         "fgdx",
         {"name": "fgd", "args": {"exact": True}},
     ),
