@@ -63,7 +63,7 @@ def scheduling(
     bootstrap: str = typer.Option(None, help="Kafka bootstrap HOST:PORT (env SUANLI_KAFKA_BOOTSTRAP)."),
     queues: str = typer.Option(None, help="Queue config YAML (example: deploy/scheduler/queues.yaml)."),
     listen: str = typer.Option("127.0.0.1:50051", help="gRPC listen address HOST:PORT."),
-    policy: str = typer.Option("fgdx", help="Placement policy (fgdx, fgd, bestfit, packing, spread, ...)."),
+    policy: str = typer.Option("fgdb", help="Placement policy (fgdb, fgd, bestfit, packing, spread, ...)."),
     schema: str = typer.Option("scheduling", help="Event store schema in PostgreSQL."),
     topic_prefix: str = typer.Option(None, help="Topic prefix (env SUANLI_TOPIC_PREFIX)."),
     interval: float = typer.Option(0.5, help="Seconds between scheduling cycles (events also trigger one)."),

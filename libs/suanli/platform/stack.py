@@ -30,7 +30,7 @@ class StackConfig:
     fleet: Path = DEFAULT_FLEET
     queues: Path = DEFAULT_QUEUES
     pricebook: Path = DEFAULT_PRICEBOOK
-    policy: str = "fgdx"
+    policy: str = "fgdb"
     pg_mode: PostgresMode = PostgresMode.EMBEDDED
     topic_prefix: str = ""
     snapshot_interval_s: float = 1.0

@@ -24,7 +24,7 @@ from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.queueing import GangPlacement, NodeAvailability, NoFit
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
-DEFAULT_POLICY = "fgdx"
+DEFAULT_POLICY = "fgdb"
 # Until jobs have been seen, fragmentation is measured against a generic mix of GPU shapes.
 DEFAULT_TYPICAL: tuple[TypicalTask, ...] = (
     TypicalTask(cpu_milli=4000, gpu_milli=GPU_MILLI, gpu_count=1, gpu_models=(), weight=0.4),

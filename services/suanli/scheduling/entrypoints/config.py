@@ -15,7 +15,7 @@ class SchedulingConfig:
     schema: str = "scheduling"  # event store schema
     topic_prefix: str | None = None  # None: SUANLI_TOPIC_PREFIX
     listen: str = "127.0.0.1:50051"
-    policy: str = "fgdx"
+    policy: str = "fgdb"
     seed: int = 0
     interval_s: float = 0.5
     reconcile_grace_s: float = 15.0
