@@ -2,8 +2,8 @@
 ids its agent reports in every NodeSnapshot.
 
 - placed but not reported after the grace period: the placement is sent again;
-- running but not reported: the task is gone (agent restarted, order lost): recorded as lost, so the job
-  restarts;
+- running but not reported for the whole grace period: the task is gone (agent restarted, order lost):
+  recorded as lost, so the job restarts;
 - stopping and not reported: it has stopped; stopping and still reported: the stop order is sent again;
 - reported but not expected there (unknown, finished, or moved on): the node is told to stop it.
 
@@ -37,6 +37,10 @@ class Reconciler:
     grace: timedelta
     # (node, task) -> when a stop for a task the scheduler does not expect there was last sent.
     _stops_sent: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    # (node, task, attempt) -> the first snapshot that no longer listed a running task. A task that just
+    # ended leaves the node's snapshots before its TaskFinished (another topic) arrives here, so the
+    # absence itself must outlast the grace before the task counts as lost.
+    _missing_since: dict[tuple[str, str, int], datetime] = field(default_factory=dict)
 
     def reconcile(
         self,
@@ -58,9 +62,11 @@ class Reconciler:
                 if task.node_id != node_id:
                     continue
                 expected.add(task.task_id)
-                decision = self._task(job, task, task.task_id in reported, taken_at, resend)
+                decision = self._task(node_id, job, task, task.task_id in reported, taken_at, resend)
                 if decision is not None:
                     actions.per_job.setdefault(job.id, []).append(decision)
+        for key in [k for k in self._missing_since if k[0] == node_id and k[1] not in expected]:
+            del self._missing_since[key]
         owner = {t.task_id: job for job in jobs.values() for t in job.tasks}
         for task_id in sorted(reported - expected):
             job = owner.get(task_id)
@@ -86,13 +92,18 @@ class Reconciler:
         return actions
 
     def _task(
-        self, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
+        self, node_id: str, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
     ) -> Decision | None:
+        missing = (node_id, task.task_id, task.attempt)
+        if seen or task.state is not TaskState.RUNNING:
+            self._missing_since.pop(missing, None)
         if task.since is None or task.since > taken_at - self.grace:
             return None
         if task.state is TaskState.PLACED and not seen:
             return resend(job, task)
         if task.state is TaskState.RUNNING and not seen:
+            if self._missing_since.setdefault(missing, taken_at) > taken_at - self.grace:
+                return None
             return _gone(job, task, "NODE_LOST", f"node {task.node_id} no longer reports the task")
         if task.state is TaskState.STOPPING:
             if seen:
