@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from suanli.cli.client import fail, rpc_failure
+
 if TYPE_CHECKING:
     from suanli.api.billing.v1 import billing_pb2_grpc
 
@@ -46,8 +48,8 @@ def _call(addr: str, method: str, request: Any) -> Any:
     try:
         return getattr(stub, method)(request, timeout=TIMEOUT_S)
     except grpc.RpcError as exc:
-        typer.secho(f"billing {addr}: {exc.code().name}: {exc.details()}", err=True, fg="red")
-        raise typer.Exit(1) from None
+        # The same messages and exit codes as the scheduler commands (3 refused, 4 unreachable).
+        raise fail(rpc_failure(exc, addr, service="billing")) from None
     finally:
         channel.close()
 

@@ -49,12 +49,13 @@ class Failure:
     exit_code: int
 
 
-def rpc_failure(error: grpc.RpcError, address: str) -> Failure:
+def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling") -> Failure:
     """A gRPC error as the line a person reads; UNAVAILABLE almost always means nothing is listening."""
     code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
     if code is grpc.StatusCode.UNAVAILABLE:
+        who = "the scheduler" if service == "scheduling" else f"the {service} service"
         return Failure(
-            f"cannot reach the scheduler at {address} (is `suanli serve scheduling` running?)",
+            f"cannot reach {who} at {address} (is `suanli serve {service}` running?)",
             EXIT_UNREACHABLE,
         )
     details = (error.details() or "").strip()  # type: ignore[attr-defined]

@@ -114,11 +114,11 @@ async def test_bill_commands_after_usage_is_billed(
             ("cpu", "cn-west"): Decimal("0.016875"),
         }
 
-        # invoice: none before the period is closed (the billing CLI exits 1 on any server error)
+        # invoice: none before the period is closed (exit 3: the service refused, as for the scheduler)
         missing = await invoke(
             "bill", "invoice", "--tenant", "acme", "--period", "2025-01", "--billing", address
         )
-        assert missing.exit_code == 1 and "NOT_FOUND" in missing.stderr, missing.output
+        assert missing.exit_code == 3 and "NOT_FOUND" in missing.stderr, missing.output
 
         clock.current = datetime(2025, 2, 1, 0, 20, tzinfo=UTC)
         await bill("close", "--period", "2025-01")
