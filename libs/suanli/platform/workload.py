@@ -2,14 +2,16 @@
 
 A workload names tenants with a share of the arrivals; each tenant has a mix of job templates (a job
 spec as in docs/jobspec.md, a weight, and a range of task durations). `plan()` turns it into a list of
-arrivals, a pure function of the file, the run length and a run id: the same seed gives the same jobs
+arrivals, a pure function of the file and a run id: the same seed gives the same jobs
 at the same offsets. Format: docs/demo.md ("Workload files").
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -141,21 +143,23 @@ def _instance(spec: dict[str, Any], suffix: str, duration_s: float) -> dict[str,
     return document
 
 
-def plan(workload: Workload, duration_s: float, run_id: str) -> list[Arrival]:
-    """Every arrival in [0, duration_s), in time order; request ids make a retried submit idempotent."""
+def arrivals(workload: Workload, run_id: str) -> Iterator[Arrival]:
+    """Arrivals in time order, without end; request ids make a retried submit idempotent."""
     rng = random.Random(workload.seed)
+    uniform = workload.arrivals.pattern == "uniform"
     rate_per_s = workload.arrivals.per_minute / 60.0
     tenant_weights = [t.weight for t in workload.tenants]
-    arrivals: list[Arrival] = []
-    at = 0.0 if workload.arrivals.pattern == "uniform" else rng.expovariate(rate_per_s)
-    while at < duration_s:
+    at = 0.0 if uniform else rng.expovariate(rate_per_s)
+    for seq in itertools.count(1):
         tenant = rng.choices(workload.tenants, weights=tenant_weights)[0]
         template = rng.choices(tenant.mix, weights=[m.weight for m in tenant.mix])[0]
         low, high = template.duration_range
         hold_s = round(rng.uniform(low, high), 1)
-        seq = len(arrivals) + 1
         spec = validate_document(_instance(template.spec, f"{seq:03d}", hold_s))
-        arrivals.append(Arrival(seq, round(at, 3), tenant.name, to_proto(spec), f"{run_id}-{seq}"))
-        gap = 1.0 / rate_per_s
-        at += gap if workload.arrivals.pattern == "uniform" else rng.expovariate(rate_per_s)
-    return arrivals
+        yield Arrival(seq, round(at, 3), tenant.name, to_proto(spec), f"{run_id}-{seq}")
+        at += 1.0 / rate_per_s if uniform else rng.expovariate(rate_per_s)
+
+
+def plan(workload: Workload, duration_s: float, run_id: str) -> list[Arrival]:
+    """Every arrival in [0, duration_s)."""
+    return list(itertools.takewhile(lambda a: a.at_s < duration_s, arrivals(workload, run_id)))

@@ -1,0 +1,179 @@
+"""The live terminal view of `suanli up`, and its one-line headless form.
+
+Pure functions of what the observer collected (no I/O, no clock), like the CLI's renderers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_milli, state_name
+from suanli.platform.observe import Decision, Observation
+from suanli.platform.summary import READY, GpuFigures, gpu_figures
+
+ROWS = 10  # per list panel: enough to read, short enough for an 80x40 terminal
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Where the run is, as the runner knows it."""
+
+    phase: str  # "submitting", "draining", "settling"
+    elapsed_s: float
+    submitted: int
+    planned: int
+    counts: dict[int, int]  # job state -> jobs
+    placements: int
+    utilisation_avg: float
+    problems: tuple[str, ...] = ()
+    logs: str = ""
+
+
+def _bar(ratio: float, width: int = 12) -> Text:
+    filled = round(max(0.0, min(1.0, ratio)) * width)
+    style = "green" if ratio < 0.7 else "yellow" if ratio < 0.9 else "red"
+    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
+
+
+def _table(*columns: str, right: Iterable[str] = ()) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
+    aligned = set(right)
+    for column in columns:
+        table.add_column(column, justify="right" if column in aligned else "left", no_wrap=True)
+    return table
+
+
+def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
+    groups: dict[tuple[str, str], list[pb.Node]] = {}
+    for node in nodes:
+        model = node.devices[0].model if node.devices else "cpu only"
+        groups.setdefault((node.region, model), []).append(node)
+    table = _table("REGION", "GPU MODEL", "NODES", "GPUS", "ALLOC", "UTIL", "", "FRAG", "CPU FREE",
+                   right=("NODES", "GPUS", "ALLOC", "UTIL", "FRAG", "CPU FREE"))
+    for (region, model), members in sorted(groups.items()):
+        ready = [n for n in members if n.status == READY]
+        figures = gpu_figures(ready)
+        free_cpu = sum(n.free_cpu_milli for n in ready)
+        total_cpu = sum(n.cpu_milli for n in ready)
+        table.add_row(
+            region, model, f"{len(ready)}/{len(members)}",
+            gpus(figures.total) if figures.total else "-",
+            gpus(figures.allocated) if figures.total else "-",
+            f"{100 * figures.utilisation:.0f}%" if figures.total else "-",
+            _bar(figures.utilisation) if figures.total else Text(""),
+            gpus(figures.fragmented) if figures.fragmented else "-",
+            f"{cores(free_cpu)}/{cores(total_cpu)}",
+        )
+    overall = gpu_figures(nodes)
+    return Panel(table, title="Capacity (scheduler's view)", subtitle=_overall(overall), title_align="left")
+
+
+def _overall(figures: GpuFigures) -> str:
+    return (
+        f"GPUs {gpus(figures.allocated)}/{gpus(figures.total)} allocated "
+        f"({100 * figures.utilisation:.0f}%), {gpus(figures.fragmented)} idle on partly used devices"
+    )
+
+
+def queues_panel(queues: Sequence[pb.Queue]) -> Panel:
+    table = _table("QUEUE", "PEND", "RUN", "SHARE", "GPU USED/GUAR", right=("PEND", "RUN", "SHARE"))
+    for queue in queues:
+        gpu = [r for r in queue.resources if r.flavour.startswith("gpu:") and (r.used or r.guaranteed)]
+        used = sum(r.used for r in gpu)
+        guaranteed = sum(r.guaranteed for r in gpu)
+        table.add_row(
+            queue.name, str(queue.pending_jobs), str(queue.running_jobs), f"{queue.dominant_share:.2f}",
+            f"{amount('gpu', used)}/{amount('gpu', guaranteed)}" if gpu else "-",
+        )
+    return Panel(table, title="Queues", title_align="left")
+
+
+def pending_panel(jobs: Sequence[pb.Job]) -> Panel:
+    pending = [j for j in jobs if j.state == pb.JOB_STATE_PENDING]
+    reasons = Counter(j.pending_reason.code or "NOT_SCHEDULED_YET" for j in pending)
+    head = Text(
+        ", ".join(f"{code} {count}" for code, count in reasons.most_common()) or "nothing pending",
+        style="yellow" if pending else "dim",
+    )
+    table = _table("JOB", "QUEUE", "WHY")
+    for job in pending[:ROWS]:
+        reason = job.pending_reason
+        why = Text(reason.message or reason.code or "-", overflow="ellipsis")
+        table.add_row(job.spec.name, job.spec.queue, why)
+    return Panel(Group(head, table), title=f"Pending ({len(pending)})", title_align="left")
+
+
+def running_panel(jobs: Sequence[pb.Job]) -> Panel:
+    running = [j for j in jobs if j.state == pb.JOB_STATE_RUNNING]
+    table = _table("JOB", "QUEUE", "TASKS", "GPU", "NODES", right=("TASKS", "GPU"))
+    for job in running[-ROWS:]:
+        nodes = sorted({t.node_id for t in job.tasks if t.node_id})
+        started = sum(1 for t in job.tasks if t.state.lower() == "running")
+        table.add_row(
+            job.spec.name, job.spec.queue, f"{started}/{len(job.tasks)}",
+            gpus(requested_gpu_milli(job.spec)), ",".join(nodes[:2]) + ("…" if len(nodes) > 2 else ""),
+        )
+    return Panel(table, title=f"Running ({len(running)})", title_align="left")
+
+
+def decisions_panel(decisions: Iterable[Decision]) -> Panel:
+    table = _table("TASK", "", "NODE", "GPUS")
+    for d in list(decisions)[:ROWS]:
+        table.add_row(f"{d.job_name}/{_task(d)}", "→", d.node_id, d.gpus)
+    return Panel(table, title="Recent placements", title_align="left")
+
+
+def _task(decision: Decision) -> str:
+    return decision.task_id.removeprefix(f"{decision.job_id}-")
+
+
+def charges_panel(observation: Observation) -> Panel:
+    table = _table("TENANT", "CHARGES", "LINES", right=("CHARGES", "LINES"))
+    currency = ""
+    for tenant, charge in observation.charges.items():
+        currency = currency or charge.currency
+        table.add_row(tenant, f"{charge.total:.6f}", str(charge.charges))
+    return Panel(table, title=f"Charges so far ({currency or '-'})", title_align="left")
+
+
+def status_line(status: Status) -> Text:
+    counts = status.counts
+    line = Text(f"{status.elapsed_s:5.0f}s  {status.phase:<10}", style="bold")
+    line.append(f"  submitted {status.submitted}/{status.planned}")
+    for state in (pb.JOB_STATE_PENDING, pb.JOB_STATE_RUNNING, pb.JOB_STATE_SUCCEEDED,
+                  pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED):
+        line.append(f"  {state_name(state).lower()} {counts.get(state, 0)}")
+    line.append(f"  placements {status.placements}  GPU util avg {100 * status.utilisation_avg:.0f}%")
+    for problem in status.problems:
+        line.append(f"  ! {problem}", style="red")
+    return line
+
+
+def progress_line(status: Status, observation: Observation) -> str:
+    """The headless form: one plain line per report."""
+    charges = " ".join(f"{t}={c.total:.4f}" for t, c in observation.charges.items())
+    figures = gpu_figures(observation.nodes)
+    return (
+        f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%"
+        + (f"  charges {charges}" if charges else "")
+    )
+
+
+def dashboard(status: Status, observation: Observation, jobs: Sequence[pb.Job],
+              decisions: Iterable[Decision]) -> RenderableType:
+    grid = Table.grid(expand=True, padding=(0, 1))
+    grid.add_column(ratio=1)
+    grid.add_column(ratio=1)
+    grid.add_row(capacity_panel(observation.nodes), Group(running_panel(jobs), decisions_panel(decisions)))
+    grid.add_row(Group(queues_panel(observation.queues), charges_panel(observation)), pending_panel(jobs))
+    footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")
+    title = Text("suanli up", style="bold cyan") + Text(f"  1 GPU = {GPU_MILLI} milli", style="dim")
+    return Group(title, status_line(status), grid, footer)

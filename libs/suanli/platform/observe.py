@@ -1,0 +1,151 @@
+"""What `suanli up` sees of the running platform, through the same gRPC APIs as any client.
+
+Jobs are followed cheaply: each poll lists only pending and running jobs, and a submitted job that has
+left both lists is fetched once to learn how it ended. Placements are noticed as task attempts gain a
+node, which gives the feed of scheduling decisions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import grpc
+
+from suanli.api.billing.v1 import billing_pb2 as bpb
+from suanli.api.billing.v1 import billing_pb2_grpc
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.api.scheduler.v1 import scheduler_pb2_grpc
+from suanli.cli import paging
+from suanli.cli.client import UNARY_TIMEOUT_S
+from suanli.cli.render import FINAL_STATES, _gpu_slots
+
+PAGE_SIZE = 500
+RECENT_DECISIONS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    at: float  # monotonic, when it was noticed
+    job_id: str
+    job_name: str
+    task_id: str
+    node_id: str
+    gpus: str  # device slots as in `suanli job get`: "0,1" or "2@0.3"
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCharges:
+    total: Decimal
+    charges: int
+    currency: str
+
+
+@dataclass
+class Observation:
+    at: float
+    nodes: list[pb.Node] = field(default_factory=list)
+    queues: list[pb.Queue] = field(default_factory=list)
+    charges: dict[str, TenantCharges] = field(default_factory=dict)
+
+
+class Observer:
+    """Polls the scheduler and billing; keeps the last known state of every job it was told about."""
+
+    def __init__(self, scheduler_addr: str, billing_addr: str, tenants: Iterable[str]) -> None:
+        self._scheduler_channel = grpc.insecure_channel(scheduler_addr)
+        self._billing_channel = grpc.insecure_channel(billing_addr)
+        self.scheduler = scheduler_pb2_grpc.SchedulerStub(self._scheduler_channel)
+        self.billing = billing_pb2_grpc.BillingStub(self._billing_channel)
+        self.tenants = tuple(tenants)
+        self.jobs: dict[str, pb.Job] = {}
+        self.decisions: deque[Decision] = deque(maxlen=RECENT_DECISIONS)
+        self.placed_total = 0
+        self._seen_attempts: set[tuple[str, int, str]] = set()
+
+    def close(self) -> None:
+        self._scheduler_channel.close()
+        self._billing_channel.close()
+
+    # --- jobs ---------------------------------------------------------------------------------------
+
+    def submitted(self, job: pb.Job) -> None:
+        self.jobs[job.id] = job
+
+    def _list(self, state: int) -> list[pb.Job]:
+        def fetch(size: int, token: str) -> tuple[list[pb.Job], str]:
+            answer = self.scheduler.ListJobs(
+                pb.ListJobsRequest(state=state, page_size=size, page_token=token), timeout=UNARY_TIMEOUT_S
+            )
+            return list(answer.jobs), answer.next_page_token
+
+        return paging.collect(fetch, page_size=PAGE_SIZE)[0]
+
+    def refresh_jobs(self, now: float) -> None:
+        listed = (pb.JOB_STATE_PENDING, pb.JOB_STATE_RUNNING)
+        active = {j.id: j for state in listed for j in self._list(state)}
+        for job_id, known in list(self.jobs.items()):
+            if known.state in FINAL_STATES:
+                continue
+            # Gone from both lists: it ended (or moved between the two calls); ask once for its state.
+            job = active.get(job_id) or self.scheduler.GetJob(
+                pb.GetJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S
+            )
+            self.jobs[job_id] = job
+            self._note_placements(job, now)
+
+    def _note_placements(self, job: pb.Job, now: float) -> None:
+        for task in job.tasks:
+            key = (task.task_id, task.attempt, task.node_id)
+            if not task.node_id or key in self._seen_attempts:
+                continue
+            self._seen_attempts.add(key)
+            self.placed_total += 1
+            self.decisions.appendleft(
+                Decision(now, job.id, job.spec.name, task.task_id, task.node_id, _gpu_slots(task))
+            )
+
+    def unfinished(self) -> list[pb.Job]:
+        return [j for j in self.jobs.values() if j.state not in FINAL_STATES]
+
+    def counts(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for job in self.jobs.values():
+            counts[job.state] = counts.get(job.state, 0) + 1
+        return counts
+
+    # --- capacity, queues, charges ------------------------------------------------------------------
+
+    def nodes(self) -> list[pb.Node]:
+        def fetch(size: int, token: str) -> tuple[list[pb.Node], str]:
+            answer = self.scheduler.ListNodes(
+                pb.ListNodesRequest(page_size=size, page_token=token), timeout=UNARY_TIMEOUT_S
+            )
+            return list(answer.nodes), answer.next_page_token
+
+        return paging.collect(fetch, page_size=PAGE_SIZE)[0]
+
+    def queues(self) -> list[pb.Queue]:
+        return list(self.scheduler.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+
+    def charges(self) -> dict[str, TenantCharges]:
+        result = {}
+        for tenant in self.tenants:
+            usage = self.billing.GetUsage(bpb.GetUsageRequest(tenant=tenant), timeout=UNARY_TIMEOUT_S)
+            result[tenant] = TenantCharges(
+                Decimal(usage.total or "0"), sum(r.charges for r in usage.rows), usage.currency
+            )
+        return result
+
+    def observe(self, *, with_charges: bool = True) -> Observation:
+        now = time.monotonic()
+        self.refresh_jobs(now)
+        return Observation(
+            at=now,
+            nodes=self.nodes(),
+            queues=self.queues(),
+            charges=self.charges() if with_charges else {},
+        )

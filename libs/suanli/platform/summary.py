@@ -1,0 +1,174 @@
+"""How a `suanli up` run went: GPU capacity figures per poll, their time averages, and the final summary
+(printed for people, written as `<home>/summary.json` for scripts and the end-to-end test).
+
+Pure: figures are computed from the messages and times they are given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli.render import GPU_MILLI, gpus, state_name
+from suanli.platform.observe import TenantCharges
+
+READY = "READY"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFigures:
+    """GPU capacity of schedulable nodes at one moment, in milli-GPU."""
+
+    total: int = 0
+    allocated: int = 0
+    # Idle milli on devices that are partly allocated: room only a small fractional task can use.
+    fragmented: int = 0
+
+    @property
+    def utilisation(self) -> float:
+        return self.allocated / self.total if self.total else 0.0
+
+    @property
+    def fragmentation(self) -> float:
+        return self.fragmented / self.total if self.total else 0.0
+
+
+def gpu_figures(nodes: Iterable[pb.Node]) -> GpuFigures:
+    total = allocated = fragmented = 0
+    for node in nodes:
+        if node.status != READY:
+            continue
+        for device in node.devices:
+            free = min(max(device.free_milli, 0), GPU_MILLI)
+            total += GPU_MILLI
+            allocated += GPU_MILLI - free
+            if 0 < free < GPU_MILLI:
+                fragmented += free
+    return GpuFigures(total, allocated, fragmented)
+
+
+@dataclass
+class TimeAverage:
+    """Time-weighted averages of GPU figures: each sample holds until the next one."""
+
+    _last: tuple[float, GpuFigures] | None = None
+    _span_s: float = 0.0
+    _utilisation_s: float = 0.0
+    _fragmentation_s: float = 0.0
+    peak_utilisation: float = 0.0
+
+    def add(self, at: float, figures: GpuFigures) -> None:
+        if self._last is not None:
+            since, previous = self._last
+            span = max(0.0, at - since)
+            self._span_s += span
+            self._utilisation_s += span * previous.utilisation
+            self._fragmentation_s += span * previous.fragmentation
+        self._last = (at, figures)
+        self.peak_utilisation = max(self.peak_utilisation, figures.utilisation)
+
+    @property
+    def utilisation(self) -> float:
+        return self._utilisation_s / self._span_s if self._span_s else 0.0
+
+    @property
+    def fragmentation(self) -> float:
+        return self._fragmentation_s / self._span_s if self._span_s else 0.0
+
+
+@dataclass
+class Summary:
+    submitted: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    unfinished: int
+    rejected: int  # submits the scheduler refused
+    all_final: bool
+    gpu_utilisation_avg: float  # time-averaged allocated / total GPU milli while the workload ran
+    gpu_utilisation_peak: float
+    fragmentation_avg: float  # time-averaged idle milli on partly used devices / total GPU milli
+    gpus_total: float
+    placements: int
+    charges: dict[str, str]  # tenant -> total, decimal text
+    charge_counts: dict[str, int]
+    currency: str
+    healthy: bool
+    problems: list[str]
+    leftover_processes: list[int]
+    wall_s: float
+    submit_s: float
+    drain_s: float
+    exit_code: int = 0
+    home: str = ""
+    fleet: str = ""
+    workload: str = ""
+    policy: str = ""
+    unfinished_jobs: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=False)
+
+    def write(self, path: Path) -> None:
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
+
+
+def job_outcomes(jobs: Iterable[pb.Job]) -> dict[str, int]:
+    counts = {"succeeded": 0, "failed": 0, "cancelled": 0, "unfinished": 0}
+    for job in jobs:
+        name = state_name(job.state).lower()
+        counts[name if name in counts else "unfinished"] += 1
+    return counts
+
+
+def charge_totals(charges: Mapping[str, TenantCharges]) -> tuple[dict[str, str], dict[str, int], str]:
+    currency = next((c.currency for c in charges.values() if c.currency), "")
+    return (
+        {tenant: str(c.total) for tenant, c in charges.items()},
+        {tenant: c.charges for tenant, c in charges.items()},
+        currency,
+    )
+
+
+def _percent(ratio: float) -> str:
+    return f"{100 * ratio:.1f}%"
+
+
+def render_summary(summary: Summary) -> RenderableType:
+    verdict = (
+        Text("OK: every submitted job reached a final state; the platform stayed healthy", style="green")
+        if summary.exit_code == 0
+        else Text(f"FAILED (exit {summary.exit_code}): " + "; ".join(summary.problems), style="red")
+    )
+    jobs = Table.grid(padding=(0, 2))
+    jobs.add_column(style="bold")
+    jobs.add_column()
+    rows: Sequence[tuple[str, str]] = [
+        ("Jobs", f"{summary.submitted} submitted, {summary.succeeded} succeeded, {summary.failed} failed, "
+                 f"{summary.cancelled} cancelled, {summary.unfinished} unfinished"
+                 + (f", {summary.rejected} refused" if summary.rejected else "")),
+        ("Placements", str(summary.placements)),
+        ("GPU utilisation", f"{_percent(summary.gpu_utilisation_avg)} time-averaged allocated/total "
+                            f"of {gpus(int(summary.gpus_total * GPU_MILLI))} GPUs "
+                            f"(peak {_percent(summary.gpu_utilisation_peak)})"),
+        ("Fragmentation", f"{_percent(summary.fragmentation_avg)} of GPU capacity idle on partly used "
+                          "devices (time-averaged)"),
+        ("Time", f"{summary.wall_s:.0f}s in all: {summary.submit_s:.0f}s submitting, "
+                 f"{summary.drain_s:.0f}s draining"),
+    ]
+    for name, value in rows:
+        jobs.add_row(name, value)
+    charges = Table(box=None, pad_edge=False, header_style="bold")
+    charges.add_column("TENANT")
+    charges.add_column(f"CHARGES ({summary.currency or '-'})", justify="right")
+    charges.add_column("LINES", justify="right")
+    for tenant, total in summary.charges.items():
+        charges.add_row(tenant, total, str(summary.charge_counts.get(tenant, 0)))
+    return Group(Text("Summary", style="bold underline"), jobs, Text(""), charges, Text(""), verdict)
