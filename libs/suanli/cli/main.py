@@ -27,6 +27,8 @@ def _register() -> None:
     app.command("queues")(queues.queues)
     from suanli.cli import bill
     app.add_typer(bill.app, name="bill")
+    from suanli.cli import up
+    app.command("up")(up.up)
 
 
 _register()
