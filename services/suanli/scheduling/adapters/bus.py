@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from suanli.bus import ConsumerSettings, EventConsumer, Handler, TopicSpec, ensure_topics, topic_name
@@ -20,6 +20,8 @@ class ConsumerSpec:
     group_id: str
     topics: tuple[str, ...]  # logical names (unprefixed)
     handler: Handler
+    # Called each time a (re)built consumer gets its partitions, i.e. when records start flowing again.
+    on_assigned: Callable[[], None] | None = None
 
 
 class SupervisedConsumers:
@@ -78,17 +80,30 @@ class SupervisedConsumers:
             consumer = EventConsumer(
                 self._bootstrap, spec.group_id, topics, spec.handler, settings=self._settings
             )
+            notify: asyncio.Task[None] | None = None
             try:
                 await consumer.start()
                 self.consumers.append(consumer)
+                if spec.on_assigned is not None:
+                    notify = asyncio.create_task(self._notify_assigned(consumer, spec.on_assigned))
                 await consumer.run()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("consumer %s failed, rebuilding: %r", spec.group_id, exc)
             finally:
+                if notify is not None:
+                    notify.cancel()
                 if consumer in self.consumers:
                     self.consumers.remove(consumer)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(consumer.stop())
             await asyncio.sleep(self._backoff_s)
+
+    @staticmethod
+    async def _notify_assigned(consumer: EventConsumer, callback: Callable[[], None]) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await consumer.wait_assigned(timeout_s=60.0)
+                callback()
+                return

@@ -104,10 +104,11 @@ class SchedulingApp:
         if self._queue_config is not None:
             await c.service.handle(ConfigureQueues(self._queue_config))
         cfg = self.config
+        c.service.reconciler.reports_since = None  # until the lifecycle consumer has its partitions
         lifecycle = SupervisedConsumers(
             cfg.bootstrap,
             cfg.topic_prefix,
-            [ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report)],
+            [ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report, on_assigned=self._reports_flowing)],
             self._specs,
             check_s=cfg.topic_check_s,
         )
@@ -116,7 +117,12 @@ class SchedulingApp:
             asyncio.create_task(self._loop(), name="scheduling-cycle"),
         ]
 
+    def _reports_flowing(self) -> None:
+        # Reconciliation takes a task's absence from snapshots for its end only once reports flow.
+        self.c.service.reconciler.reports_since = self.c.service.clock.now()
+
     async def _deposed(self) -> None:
+        self.c.service.reconciler.reports_since = None
         tasks, self._leader_tasks = self._leader_tasks, []
         for task in tasks:
             task.cancel()

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from suanli.scheduling.service_layer.jobs import Decision, JobView, TaskRun, TaskState, stop_order
 
 Regions = Mapping[str, tuple[str, str]]
+ALWAYS = datetime.min.replace(tzinfo=UTC)  # reports_since for a caller that feeds reports itself
 
 
 @dataclass(slots=True)
@@ -41,6 +42,12 @@ class Reconciler:
     # ended leaves the node's snapshots before its TaskFinished (another topic) arrives here, so the
     # absence itself must outlast the grace before the task counts as lost.
     _missing_since: dict[tuple[str, str, int], datetime] = field(default_factory=dict)
+    # When the consumer of tasks.lifecycle last got its partitions; None while it has none. A task's
+    # absence only means it is gone if its end report could have arrived meanwhile: after a restart the
+    # consumer group waits out the dead member's session (seconds) before reports flow, and a task that
+    # finished in that gap must not be taken for lost (and run a second time). The app sets it; the
+    # default (always flowing) suits a caller that feeds reports and snapshots itself.
+    reports_since: datetime | None = ALWAYS
 
     def reconcile(
         self,
@@ -102,14 +109,25 @@ class Reconciler:
         if task.state is TaskState.PLACED and not seen:
             return resend(job, task)
         if task.state is TaskState.RUNNING and not seen:
-            if self._missing_since.setdefault(missing, taken_at) > taken_at - self.grace:
+            missing_since = self._missing_since.setdefault(missing, taken_at)
+            if not self._reports_heard_since(max(missing_since, task.since), taken_at):
                 return None
             return _gone(job, task, "NODE_LOST", f"node {task.node_id} no longer reports the task")
         if task.state is TaskState.STOPPING:
             if seen:
                 return stop_order(job, task, task.reason or "stop")
+            if not self._reports_heard_since(task.since, taken_at):
+                return None
             return _gone(job, task, "KILLED", f"stopped: node {task.node_id} no longer reports the task")
         return None
+
+
+    def _reports_heard_since(self, since: datetime, taken_at: datetime) -> bool:
+        """Whether reports have been consumed for a whole grace period since ``since``: only then is a
+        missing end report evidence that the task is gone."""
+        if self.reports_since is None:
+            return False
+        return max(since, self.reports_since) <= taken_at - self.grace
 
 
 def _gone(job: JobView, task: TaskRun, kind: str, reason: str) -> Decision:
