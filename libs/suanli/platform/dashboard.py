@@ -19,7 +19,7 @@ from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_mill
 from suanli.platform.observe import Decision, Observation
 from suanli.platform.summary import READY, GpuFigures, gpu_figures
 
-ROWS = 10  # per list panel: enough to read, short enough for an 80x40 terminal
+ROWS = 8  # per list panel: the whole view fits a 45-line terminal with the demo fleet
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +56,8 @@ def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
     for node in nodes:
         model = node.devices[0].model if node.devices else "cpu only"
         groups.setdefault((node.region, model), []).append(node)
-    table = _table("REGION", "GPU MODEL", "NODES", "GPUS", "ALLOC", "UTIL", "", "FRAG", "CPU FREE",
-                   right=("NODES", "GPUS", "ALLOC", "UTIL", "FRAG", "CPU FREE"))
+    table = _table("REGION", "GPU MODEL", "NODES", "GPUS", "ALLOCATED", "UTILISATION", "FRAGMENTED",
+                   "CPU FREE", right=("NODES", "GPUS", "ALLOCATED", "FRAGMENTED", "CPU FREE"))
     for (region, model), members in sorted(groups.items()):
         ready = [n for n in members if n.status == READY]
         figures = gpu_figures(ready)
@@ -67,8 +67,7 @@ def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
             region, model, f"{len(ready)}/{len(members)}",
             gpus(figures.total) if figures.total else "-",
             gpus(figures.allocated) if figures.total else "-",
-            f"{100 * figures.utilisation:.0f}%" if figures.total else "-",
-            _bar(figures.utilisation) if figures.total else Text(""),
+            _bar(figures.utilisation) + Text(f" {100 * figures.utilisation:3.0f}%") if figures.total else "-",
             gpus(figures.fragmented) if figures.fragmented else "-",
             f"{cores(free_cpu)}/{cores(total_cpu)}",
         )
@@ -98,28 +97,29 @@ def queues_panel(queues: Sequence[pb.Queue]) -> Panel:
 
 def pending_panel(jobs: Sequence[pb.Job]) -> Panel:
     pending = [j for j in jobs if j.state == pb.JOB_STATE_PENDING]
-    reasons = Counter(j.pending_reason.code or "NOT_SCHEDULED_YET" for j in pending)
+    reasons = Counter(j.pending_reason.code or "NEW" for j in pending)
     head = Text(
         ", ".join(f"{code} {count}" for code, count in reasons.most_common()) or "nothing pending",
         style="yellow" if pending else "dim",
     )
-    table = _table("JOB", "QUEUE", "WHY")
+    table = _table("JOB")
+    table.add_column("WHY", no_wrap=True, overflow="ellipsis", ratio=1)
     for job in pending[:ROWS]:
         reason = job.pending_reason
-        why = Text(reason.message or reason.code or "-", overflow="ellipsis")
-        table.add_row(job.spec.name, job.spec.queue, why)
+        table.add_row(job.spec.name, reason.message or reason.code or "waiting for the next scheduling cycle")
     return Panel(Group(head, table), title=f"Pending ({len(pending)})", title_align="left")
 
 
 def running_panel(jobs: Sequence[pb.Job]) -> Panel:
     running = [j for j in jobs if j.state == pb.JOB_STATE_RUNNING]
-    table = _table("JOB", "QUEUE", "TASKS", "GPU", "NODES", right=("TASKS", "GPU"))
+    table = _table("JOB", "QUEUE", "TASKS", "GPU", "NODE", right=("TASKS", "GPU"))
     for job in running[-ROWS:]:
         nodes = sorted({t.node_id for t in job.tasks if t.node_id})
         started = sum(1 for t in job.tasks if t.state.lower() == "running")
         table.add_row(
             job.spec.name, job.spec.queue, f"{started}/{len(job.tasks)}",
-            gpus(requested_gpu_milli(job.spec)), ",".join(nodes[:2]) + ("…" if len(nodes) > 2 else ""),
+            gpus(requested_gpu_milli(job.spec)),
+            (nodes[0] + (f" +{len(nodes) - 1}" if len(nodes) > 1 else "")) if nodes else "-",
         )
     return Panel(table, title=f"Running ({len(running)})", title_align="left")
 
@@ -172,8 +172,10 @@ def dashboard(status: Status, observation: Observation, jobs: Sequence[pb.Job],
     grid = Table.grid(expand=True, padding=(0, 1))
     grid.add_column(ratio=1)
     grid.add_column(ratio=1)
-    grid.add_row(capacity_panel(observation.nodes), Group(running_panel(jobs), decisions_panel(decisions)))
-    grid.add_row(Group(queues_panel(observation.queues), charges_panel(observation)), pending_panel(jobs))
+    grid.add_row(
+        Group(running_panel(jobs), pending_panel(jobs)),
+        Group(decisions_panel(decisions), queues_panel(observation.queues), charges_panel(observation)),
+    )
     footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")
     title = Text("suanli up", style="bold cyan") + Text(f"  1 GPU = {GPU_MILLI} milli", style="dim")
-    return Group(title, status_line(status), grid, footer)
+    return Group(title, status_line(status), capacity_panel(observation.nodes), grid, footer)
