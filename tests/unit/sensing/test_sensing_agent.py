@@ -351,3 +351,70 @@ def test_duration_falls_back_to_the_environment_then_the_default_and_is_validate
     assert parse_placement(order("n", "d3")[1]).sim_duration_s(300.0) == 300.0
     with pytest.raises(InvalidOrder, match="duration_s must be a number >= 0"):
         parse_placement(record | {"duration_s": -1.0})
+
+
+# -- the scheduler's placement wins over what it no longer expects on the node ---------------------------
+# (a node taken for lost while only the broker was away keeps running the old attempts; the new
+# placements must not be refused, or the jobs would fail for an infrastructure blip)
+
+
+async def test_a_newer_attempt_supersedes_the_old_one_still_running() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    devices = [{"index": 0, "milli": 1000}]
+    await host.handle_order(*order("a-g-001", "t1", attempt=1, devices=devices,
+                                   env={"SUANLI_SIM_DURATION_S": "300"}))
+    await host.handle_order(*order("a-g-001", "t1", attempt=2, devices=devices,
+                                   env={"SUANLI_SIM_DURATION_S": "300"}))
+    (ended,) = sink.named("TaskFailed")
+    assert (ended["attempt"], ended["kind"]) == (1, "KILLED") and "superseded" in ended["reason"]
+    assert [(r["task_id"], r["attempt"]) for r in sink.named("TaskStarted")] == [("t1", 1), ("t1", 2)]
+    assert host.agents["a-g-001"].table.get("t1").placement.attempt == 2  # type: ignore[union-attr]
+    # A late redelivery of the old attempt changes nothing.
+    await host.handle_order(*order("a-g-001", "t1", attempt=1, devices=devices))
+    assert len(sink.named("TaskStarted")) == 2 and len(sink.named("TaskFailed")) == 1
+    await host.shutdown()
+
+
+async def test_a_placement_on_a_device_held_by_a_stale_task_stops_that_task() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    env = {"SUANLI_SIM_DURATION_S": "300"}
+    await host.handle_order(*order("a-g-001", "old", devices=[{"index": 2, "milli": 700}], env=env))
+    await host.handle_order(*order("a-g-001", "keep", devices=[{"index": 3, "milli": 500}], env=env))
+    await host.handle_order(*order("a-g-001", "new", devices=[{"index": 2, "milli": 600}], env=env))
+    (ended,) = sink.named("TaskFailed")
+    assert ended["task_id"] == "old" and ended["kind"] == "KILLED"
+    assert host.agents["a-g-001"].table.task_ids() == ["keep", "new"]
+    assert host.agents["a-g-001"].table.milli_by_device() == {2: 600, 3: 500}
+    await host.shutdown()
+
+
+class FlakySink(RecordingSink):
+    """Fails the first ``failures`` publishes, as a producer does while the broker is away."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def publish(self, event_name: str, record: dict[str, Any]) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("broker away")
+        await super().publish(event_name, record)
+
+
+async def test_a_task_end_is_retried_until_published() -> None:
+    sink = FlakySink(failures=0)
+    fleet = parse_fleet(FLEET, default_catalogue())
+    host = build_fleet_host(fleet, sink, interval_s=1.0, clock=fixed_clock, ids=counter_ids())
+    for agent in host.agents.values():
+        agent.settings = AgentSettings(1.0, 0.0, publish_retry_s=0.01)
+    await host.register_all()
+    await host.handle_order(*order("b-c-001", "t9", env={"SUANLI_SIM_DURATION_S": "0.05"}))
+    sink.failures = 2  # the end is published while the bus fails twice
+    await eventually(lambda: bool(sink.named("TaskFinished")))
+    (finished,) = sink.named("TaskFinished")
+    assert finished["task_id"] == "t9" and sink.failures == 0

@@ -122,6 +122,26 @@ class TaskTable:
                 )
         return None
 
+    def blocking(self, placement: Placement) -> list[TaskRun]:
+        """Runs that stand in the way of ``placement``: an older attempt of the same task, or tasks whose
+        shares would push one of its devices past 1000 milli. The scheduler books devices from its own
+        record and never past 1000, so whatever blocks a placement is something it no longer expects here
+        (say a node it took for lost while only the broker was away): the agent stops those to admit it.
+        Nothing blocks a repeat, a stale (older) attempt, or a placement on devices that do not exist."""
+        current = self._runs.get(placement.task_id)
+        key = (placement.task_id, placement.attempt)
+        if key in self._ended or (current is not None and current.placement.attempt >= placement.attempt):
+            return []
+        if set(placement.device_indices) - self.device_indices:
+            return []
+        out = [current] if current is not None else []
+        used = self.milli_by_device()
+        for share in placement.devices:
+            if used.get(share.index, 0) + share.milli > MILLI:
+                out += [r for r in self._runs.values()
+                        if r not in out and share.index in r.placement.device_indices]
+        return out
+
     def started(self, task_id: str, pid: int | None, at: dt.datetime) -> TaskStarted | None:
         run = self._runs.get(task_id)
         if run is None or run.started_at is not None:

@@ -16,7 +16,7 @@ from suanli.sensing.domain import records
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import Placement, StopOrder
-from suanli.sensing.domain.tasks import TaskEvent, TaskState, TaskTable
+from suanli.sensing.domain.tasks import TaskEvent, TaskRun, TaskState, TaskTable
 from suanli.sensing.service_layer.ports import (
     Clock,
     Collector,
@@ -37,6 +37,9 @@ class AgentSettings:
     stop_grace_s: float = 10.0
     # Extra labels published with the node (collector in use, why GPUs are missing, ...).
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Task starts and ends are retried this long (first pause, then doubling up to 5 s) when publishing fails.
+    publish_retry_s: float = 0.5
+    publish_retry_for_s: float = 300.0
 
     @property
     def interval_ms(self) -> int:
@@ -123,6 +126,9 @@ class NodeAgent:
         if not self._inventory_known:
             # An order can arrive before register() ran; admission needs to know the devices.
             self._learn_inventory(self._collector.collect())
+        stale = self.table.blocking(placement)
+        if stale:
+            await self._supersede(stale, placement)
         admission = self.table.admit(placement)
         if admission.event is not None:
             log.warning("%s: refused task %s: %s", self.identity.node_id, placement.task_id,
@@ -167,6 +173,24 @@ class NodeAgent:
             handle.terminate(self.settings.stop_grace_s)
         return True
 
+    async def _supersede(self, stale: list[TaskRun], placement: Placement) -> None:
+        """Stop what the scheduler no longer expects here, and wait (up to the grace, plus a margin for
+        SIGKILL) until their ends are reported, so the new placement finds its devices free."""
+        reason = f"superseded by {placement.task_id} attempt {placement.attempt}"
+        waits = []
+        for run in stale:
+            log.warning("%s: stopping task %s attempt %d: %s", self.identity.node_id, run.task_id,
+                        run.placement.attempt, reason)
+            self.table.request_stop(run.task_id, run.placement.attempt, f"stopped: {reason}")
+            handle = self._handles.get(run.task_id)
+            if handle is not None:
+                handle.terminate(self.settings.stop_grace_s)
+            watcher = self._watchers.get(run.task_id)
+            if watcher is not None:
+                waits.append(watcher)
+        if waits:
+            await asyncio.wait(waits, timeout=self.settings.stop_grace_s + 5.0)
+
     async def _watch(self, task_id: str, handle: TaskHandle) -> None:
         try:
             exit_code = await handle.wait()
@@ -181,8 +205,23 @@ class NodeAgent:
             await self._emit(event)
 
     async def _emit(self, event: TaskEvent) -> None:
+        """Publish a task's start or end, retrying the same record (same event id, so the scheduler
+        de-duplicates) while the bus fails: a lost end would make the scheduler take the task for lost
+        and run it a second time (seen when the broker restarted and the topic was not there yet)."""
         name, record = records.task_event(self.identity, event, self._stamp())
-        await self._sink.publish(name, record)
+        delay = self.settings.publish_retry_s
+        deadline = asyncio.get_running_loop().time() + self.settings.publish_retry_for_s
+        while True:
+            try:
+                await self._sink.publish(name, record)
+                return
+            except Exception as exc:
+                if asyncio.get_running_loop().time() + delay > deadline:
+                    raise
+                log.warning("%s: publishing %s of %s failed, retrying in %.1fs: %r", self.identity.node_id,
+                            name, record["task_id"], delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def shutdown(self, *, stop_tasks: bool = True) -> None:
         """Stop every task (reported as KILLED) and wait for their ends to be published."""
