@@ -1,0 +1,207 @@
+"""Platform latency (not a test): the whole stack with 200 simulated nodes, jobs submitted over gRPC.
+
+- submit -> placement: the client's clock just before SubmitJob against (a) the TaskPlaced event's
+  occurred_at (the scheduler's decision, same machine clock) and (b) the moment this process consumed it
+  from ``placements`` (delivered, after the outbox relay and the broker);
+- capacity-view freshness: a NodeCapacityChanged's arrival on ``capacity.nodes`` against the occurred_at of
+  the newest NodeSnapshot of that node at that moment (exact while metering keeps up within one interval).
+
+    .venv/bin/python bench/latency.py                       # 50 jobs/s for 60 s, deploy/fleets/bench-200.yaml
+    .venv/bin/python bench/latency.py --rate 20 --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import os
+import platform
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import grpc
+from aiokafka import AIOKafkaConsumer
+
+from suanli import REPO_ROOT
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.bus import topic_name, topics
+from suanli.contracts import decode
+from suanli.infra.postgres import PostgresMode
+from suanli.platform.stack import Stack, StackConfig
+
+FLEET = REPO_ROOT / "deploy" / "fleets" / "bench-200.yaml"
+# Room for every model of the bench fleet, so no job waits on quota: latency, not admission, is measured.
+QUEUES = """
+priority_classes: {batch: 100}
+queues:
+  - name: bench
+    quotas: {"gpu:A100 80GB SXM": 560000, "gpu:L40S": 280000, "gpu:T4": 120000}
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def summary(name: str, values_s: list[float]) -> str:
+    if not values_s:
+        return f"{name}: no samples"
+    ms = [v * 1000 for v in values_s]
+    return (f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} ms p99={pct(ms, 99):.1f} ms "
+            f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
+
+
+class Recorder:
+    """Reads topics from the start; remembers each record with the wall-clock time it was consumed."""
+
+    def __init__(self, bootstrap: str, *names: str) -> None:
+        self.consumer = AIOKafkaConsumer(*names, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                         enable_auto_commit=False, fetch_max_wait_ms=10)
+        self.seen: list[tuple[float, str, str, dict]] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.consumer.start()
+        try:
+            while not stop.is_set():
+                batches = await self.consumer.getmany(timeout_ms=50)
+                now = time.time()
+                for records in batches.values():
+                    for r in records:
+                        try:
+                            name, record = decode(r.value)
+                        except Exception:
+                            continue
+                        self.seen.append((now, r.topic, name, record))
+        finally:
+            await self.consumer.stop()
+
+
+async def load(api: pb_grpc.SchedulerStub, rate: float, seconds: float, duration_s: float,
+               submitted: dict[str, float]) -> int:
+    """Submit at a fixed rate (each RPC in its own task, so a slow answer does not slow the schedule)."""
+    token = secrets.token_hex(3)
+    models = ["A100 80GB SXM", "L40S", "T4"]
+    total = int(rate * seconds)
+    start = time.monotonic()
+    errors = 0
+
+    async def one(i: int) -> None:
+        nonlocal errors
+        milli = 1000 if i % 3 else 500
+        spec = pb.JobSpec(name=f"bench-{i}", queue="bench", priority_class="batch", tasks=[pb.TaskSpec(
+            name="w", command="python serve.py", duration_s=duration_s,
+            resources=pb.ResourceRequest(cpu_milli=1000, memory_mib=2048, gpu_count=1, gpu_milli=milli,
+                                         gpu_models=[models[i % 3]]))])
+        at = time.time()
+        try:
+            request = pb.SubmitJobRequest(spec=spec, request_id=f"{token}-{i}")
+            job = (await api.SubmitJob(request, timeout=30)).job
+        except grpc.aio.AioRpcError:
+            errors += 1
+            return
+        submitted[job.id] = at
+
+    tasks = []
+    for i in range(total):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i)))
+    await asyncio.gather(*tasks)
+    return errors
+
+
+async def measure(stack: Stack, args: argparse.Namespace) -> None:
+    placements_t = topic_name(topics.PLACEMENTS.name)
+    snapshots_t = topic_name(topics.NODE_SNAPSHOTS.name)
+    capacity_t = topic_name(topics.CAPACITY_NODES.name)
+    stop = asyncio.Event()
+    recorder = Recorder(stack.bootstrap, placements_t, snapshots_t, capacity_t)
+    reading = asyncio.create_task(recorder.run(stop))
+    async with grpc.aio.insecure_channel(stack.scheduler_addr) as channel:
+        api = pb_grpc.SchedulerStub(channel)
+        deadline = time.monotonic() + 120
+        while True:  # the whole fleet READY in the scheduler's view before the clock starts
+            nodes = (await api.ListNodes(pb.ListNodesRequest(page_size=500))).nodes
+            if sum(n.status == "READY" and len(n.devices) > 0 for n in nodes) >= args.nodes:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {len(nodes)} nodes after 120 s")
+            await asyncio.sleep(0.5)
+        submitted: dict[str, float] = {}
+        started = time.time()
+        errors = await load(api, args.rate, args.seconds, args.duration, submitted)
+        elapsed = time.time() - started
+        drain = time.monotonic() + 30
+        while time.monotonic() < drain:
+            placed = {r["job_id"] for _, t, n, r in recorder.seen if n == "TaskPlaced"}
+            if set(submitted) <= placed:
+                break
+            await asyncio.sleep(0.5)
+    stop.set()
+    await reading
+
+    decided: list[float] = []
+    delivered: list[float] = []
+    first: dict[str, tuple[float, float]] = {}
+    for consumed_at, topic, name, record in recorder.seen:
+        if topic == placements_t and name == "TaskPlaced" and record["job_id"] in submitted:
+            first.setdefault(record["job_id"], (record["occurred_at"].timestamp(), consumed_at))
+    for job_id, (occurred, consumed_at) in first.items():
+        decided.append(occurred - submitted[job_id])
+        delivered.append(consumed_at - submitted[job_id])
+
+    snapshots: dict[str, list[float]] = defaultdict(list)
+    for _, topic, name, record in recorder.seen:
+        if topic == snapshots_t and name == "NodeSnapshot":
+            snapshots[record["node_id"]].append(record["occurred_at"].timestamp())
+    fresh: list[float] = []
+    for consumed_at, topic, name, record in recorder.seen:
+        if topic != capacity_t or name != "NodeCapacityChanged" or consumed_at < started:
+            continue
+        times = sorted(snapshots[record["node_id"]])
+        i = bisect.bisect_right(times, consumed_at)
+        if i:
+            fresh.append(consumed_at - times[i - 1])
+
+    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+          f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes)")
+    print(f"load: {len(submitted)} jobs accepted in {elapsed:.1f} s "
+          f"({len(submitted) / elapsed:.1f}/s), {errors} errors; {len(first)} placed")
+    print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
+    print(summary("submit -> TaskPlaced delivered (consumed from placements)", delivered))
+    print(summary("capacity view freshness (snapshot occurred_at -> capacity.nodes arrival)", fresh))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--fleet", type=Path, default=FLEET)
+    parser.add_argument("--nodes", type=int, default=200, help="nodes to wait for before the load")
+    parser.add_argument("--rate", type=float, default=50.0, help="jobs per second")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds a task holds its GPU")
+    parser.add_argument("--interval", type=float, default=1.0, help="agent snapshot interval (s)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="suanli-latency-") as tmp:
+        home = Path(tmp)
+        queues = home / "queues.yaml"
+        queues.write_text(QUEUES)
+        config = StackConfig(home=home, fleet=args.fleet, queues=queues, pg_mode=PostgresMode.AUTO,
+                             database=f"suanli_bench_{secrets.token_hex(4)}",
+                             snapshot_interval_s=args.interval, scheduling_interval_s=0.2)
+        with Stack(config) as stack:
+            asyncio.run(measure(stack, args))
+
+
+if __name__ == "__main__":
+    main()
