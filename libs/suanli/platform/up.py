@@ -169,20 +169,24 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+# SIGTERM (`kill`, a CI timeout) and SIGHUP (the terminal closed) shut down as cleanly as Ctrl-C.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def _terminate_like_ctrl_c() -> Iterator[None]:
-    """SIGTERM (e.g. `kill`, a CI timeout) shuts down as cleanly as Ctrl-C does."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in _STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
 def _uninterruptible() -> Iterator[None]:
     """While stopping: a second Ctrl-C would abandon children half-stopped, so it waits."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_STOP_SIGNALS)}
     try:
         yield
     finally:
@@ -334,20 +338,24 @@ def run_up(options: UpOptions, console: Console) -> int:
                 _drive(run)
         except KeyboardInterrupt:
             run.interrupted = True
-            run._problem("interrupted (Ctrl-C or SIGTERM) before every job ended")
+            run._problem("interrupted (Ctrl-C, SIGTERM or SIGHUP) before every job ended")
         except Exception as exc:  # a start failure: report it like any other problem, after cleaning up
             run._problem(f"{type(exc).__name__}: {exc}")
         finally:
             with _uninterruptible():
-                if run.observer is not None:
-                    run.observer.close()
-                console.print("stopping the platform…")
+                # Nothing may keep the children from being stopped: not a closed channel, not a
+                # terminal that went away (SIGHUP) and now fails every write.
+                with contextlib.suppress(Exception):
+                    if run.observer is not None:
+                        run.observer.close()
+                    console.print("stopping the platform…")
                 stack.stop()
     left = leftovers(processes)
     summary = _summarise(run, left)
     summary.write(options.home / "summary.json")
-    console.print(render_summary(summary))
-    console.print(f"summary: {options.home / 'summary.json'}  logs: {run.logs}/*.log")
+    with contextlib.suppress(OSError):
+        console.print(render_summary(summary))
+        console.print(f"summary: {options.home / 'summary.json'}  logs: {run.logs}/*.log")
     return summary.exit_code
 
 
