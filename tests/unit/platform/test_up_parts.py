@@ -1,0 +1,104 @@
+"""The pure parts of `suanli up`: workload files and their seeded plan, GPU figures and their time average."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suanli import REPO_ROOT
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.platform.summary import GpuFigures, TimeAverage, gpu_figures
+from suanli.platform.workload import WorkloadError, load_workload, parse_workload, plan
+
+MIXED = REPO_ROOT / "deploy" / "workloads" / "mixed.yaml"
+
+
+def _workload(**changes: Any) -> dict[str, Any]:
+    template = {
+        "weight": 1,
+        "duration": ["5s", "10s"],
+        "spec": {"name": "etl", "queue": "initech", "tasks": [{"name": "t", "resources": {"cpu": "1"}}]},
+    }
+    document: dict[str, Any] = {
+        "seed": 1,
+        "arrivals": {"pattern": "uniform", "per_minute": 60},
+        "tenants": [{"name": "initech", "mix": [template]}],
+    }
+    document.update(changes)
+    return document
+
+
+def test_the_shipped_workload_plans_every_tenant_and_kind_with_short_durations() -> None:
+    workload = load_workload(MIXED)
+    arrivals = plan(workload, 60, "run")
+    assert 20 <= len(arrivals) <= 60
+    assert {a.tenant for a in arrivals} == set(workload.tenant_names) == {"acme", "globex", "initech"}
+    assert [a.at_s for a in arrivals] == sorted(a.at_s for a in arrivals) and arrivals[-1].at_s < 60
+    kinds = {a.spec.kind for a in arrivals}
+    assert kinds == {pb.JOB_KIND_TRAINING, pb.JOB_KIND_INFERENCE, pb.JOB_KIND_BATCH}
+    assert all(5 <= t.duration_s <= 20 for a in arrivals for t in a.spec.tasks)
+    assert any(t.resources.gpu_milli < 1000 and t.resources.gpu_count for a in arrivals for t in a.spec.tasks)
+    assert len({a.request_id for a in arrivals}) == len(arrivals)
+
+
+def test_the_plan_is_a_function_of_the_seed() -> None:
+    workload = load_workload(MIXED)
+    first, again = plan(workload, 60, "r"), plan(workload, 60, "r")
+    assert [(a.at_s, a.spec) for a in first] == [(a.at_s, a.spec) for a in again]
+    other = parse_workload({**_yaml(MIXED), "seed": 99})
+    assert [a.at_s for a in plan(other, 60, "r")] != [a.at_s for a in first]
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load(path.read_text()))
+
+
+def test_uniform_arrivals_are_evenly_spaced_and_named_by_sequence() -> None:
+    arrivals = plan(parse_workload(_workload()), 5, "r")
+    assert [a.at_s for a in arrivals] == [0, 1, 2, 3, 4]
+    assert [a.spec.name for a in arrivals][:2] == ["etl-001", "etl-002"]
+    assert all(5 <= a.spec.tasks[0].duration_s <= 10 for a in arrivals)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"arrivals": {"per_minute": 0}}, "arrivals.per_minute"),
+        ({"tenants": []}, "tenants"),
+        ({"tenants": [{"name": "acme", "mix": [{"duration": 5, "spec": {"name": "x", "queue": "initech",
+                                                                         "tasks": [{"name": "t"}]}}]}]},
+         "tenants[0].mix[0].spec: queue: 'initech' does not belong to tenant 'acme'"),
+        ({"tenants": [{"name": "initech", "mix": [{"duration": 5, "spec": {"name": "x", "queue": "initech",
+                                                                            "tasks": [{"name": "t",
+                                                                                       "replicas": 0}]}}]}]},
+         "tenants[0].mix[0].spec: tasks[0].replicas: must be 1..10000"),
+        ({"tenants": [{"name": "initech", "mix": [{"duration": ["9s", "3s"], "spec": {}}]}]}, "above max"),
+    ],
+)
+def test_a_bad_workload_names_the_problem(change: dict[str, Any], problem: str) -> None:
+    with pytest.raises(WorkloadError, match=re.escape(problem)):
+        parse_workload(_workload(**change))
+
+
+def _node(status: str, *free: int) -> pb.Node:
+    return pb.Node(status=status, devices=[pb.Device(index=i, free_milli=f) for i, f in enumerate(free)])
+
+
+def test_gpu_figures_count_ready_nodes_and_idle_room_on_partly_used_devices() -> None:
+    figures = gpu_figures([_node("READY", 1000, 0, 700), _node("LOST", 0, 0)])
+    assert figures == GpuFigures(total=3000, allocated=1300, fragmented=700)
+    assert figures.utilisation == pytest.approx(1300 / 3000)
+
+
+def test_time_average_holds_each_sample_until_the_next() -> None:
+    average = TimeAverage()
+    average.add(0.0, GpuFigures(1000, 0, 0))
+    average.add(1.0, GpuFigures(1000, 1000, 0))
+    average.add(4.0, GpuFigures(1000, 500, 500))
+    assert average.utilisation == pytest.approx(3 / 4)  # 0 for 1 s, then 1.0 for 3 s
+    assert average.peak_utilisation == 1.0 and average.fragmentation == 0.0
