@@ -43,6 +43,30 @@ def shared_on(node: int, device: int, request: TaskRequest) -> Assignment:
     return Assignment(node, (int(device),), (request.gpu_milli,))
 
 
+def assign_devices(
+    snapshot: ClusterSnapshot,
+    request: TaskRequest,
+    node: int,
+    pick_shared: Callable[[np.ndarray], int],
+) -> Assignment:
+    """The devices `request` takes on `node`. Device policies differ only in `pick_shared`, which chooses
+    a shared task's device among the fitting ones (lowest index first, never empty)."""
+    if request.gpu_count == 0:
+        return Assignment(node)
+    if not request.is_shared_gpu:
+        return whole_devices(snapshot, request, node)
+    options = fitting_devices(snapshot, request, node)
+    if options.size == 0:
+        raise ValueError(f"{snapshot.node_ids[node]}: no device fits {request.gpu_milli} milli")
+    return shared_on(node, pick_shared(options), request)
+
+
+def first_best_device(options: np.ndarray, delta: np.ndarray) -> int:
+    """FGD's device rule: the first of `options` with the best integer score of its fragmentation `delta`."""
+    score = sigmoid_score(delta)
+    return int(options[np.flatnonzero(score == score.max())[0]])
+
+
 def plain(cls: Callable[..., Any]) -> Callable[[Mapping[str, Any], PluginContext], Any]:
     """Factory for plugins that take their (validated) arguments as keywords and need no context."""
 

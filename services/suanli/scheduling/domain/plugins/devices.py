@@ -11,13 +11,7 @@ import numpy as np
 from suanli.scheduling.domain.framework.plugin import PluginContext
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
-from suanli.scheduling.domain.plugins._common import (
-    fitting_devices,
-    plain,
-    shared_on,
-    sigmoid_score,
-    whole_devices,
-)
+from suanli.scheduling.domain.plugins._common import assign_devices, first_best_device, plain
 from suanli.scheduling.domain.plugins._fragmentation import PlacementDeltas
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
@@ -28,14 +22,9 @@ class _DeviceChoice:
     def choose(
         self, snapshot: ClusterSnapshot, request: TaskRequest, node: int, rng: np.random.Generator
     ) -> Assignment:
-        if request.gpu_count == 0:
-            return Assignment(node)
-        if not request.is_shared_gpu:
-            return whole_devices(snapshot, request, node)
-        options = fitting_devices(snapshot, request, node)
-        if options.size == 0:
-            raise ValueError(f"{snapshot.node_ids[node]}: no device fits {request.gpu_milli} milli")
-        return shared_on(node, self._shared(snapshot, request, node, options, rng), request)
+        return assign_devices(
+            snapshot, request, node, lambda options: self._shared(snapshot, request, node, options, rng)
+        )
 
     def _shared(
         self,
@@ -115,8 +104,7 @@ class FgdDevice(_DeviceChoice):
     ) -> int:
         delta = self._deltas.per_device(snapshot, request, node)[options]
         if not self._exact:
-            score = sigmoid_score(delta)
-            return int(options[np.flatnonzero(score == score.max())[0]])
+            return first_best_device(options, delta)
         best = options[delta >= delta.max() - 1e-9]
         return int(best[np.argmin(snapshot.gpu_free[node, best])])
 

@@ -36,7 +36,7 @@ from suanli.scheduling.domain.fragmentation import FragmentationModel, NodeStats
 from suanli.scheduling.domain.framework.plugin import PluginContext, ProfileError
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
-from suanli.scheduling.domain.plugins._common import fitting_devices, shared_on, sigmoid_score, whole_devices
+from suanli.scheduling.domain.plugins._common import assign_devices, first_best_device, sigmoid_score
 from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
@@ -166,19 +166,14 @@ class FgdbDevice:
     def choose(
         self, snapshot: ClusterSnapshot, request: TaskRequest, node: int, rng: np.random.Generator
     ) -> Assignment:
-        if request.gpu_count == 0:
-            return Assignment(node)
-        if not request.is_shared_gpu:
-            return whole_devices(snapshot, request, node)
-        options = fitting_devices(snapshot, request, node)
-        if options.size == 0:
-            raise ValueError(f"{snapshot.node_ids[node]}: no device fits {request.gpu_milli} milli")
-        # The penalty depends on the node's model only, so it shifts every device alike; it is kept so that
-        # the integer buckets are the ones the node score used.
-        penalty = self._shared.penalty(snapshot, request, np.array([node]))
-        delta = self._shared.deltas.per_device(snapshot, request, node)[options] - penalty
-        score = sigmoid_score(delta)
-        return shared_on(node, int(options[np.flatnonzero(score == score.max())[0]]), request)
+        def pick_shared(options: np.ndarray) -> int:
+            # The penalty depends on the node's model only, so it shifts every device alike; it is kept so
+            # that the integer buckets are the ones the node score used.
+            penalty = self._shared.penalty(snapshot, request, np.array([node]))
+            delta = self._shared.deltas.per_device(snapshot, request, node)[options] - penalty
+            return first_best_device(options, delta)
+
+        return assign_devices(snapshot, request, node, pick_shared)
 
 
 ARGS = {
