@@ -222,16 +222,3 @@ def device_class(model: str, *, catalogue: DeviceCatalogue | None = None) -> Dev
 def cpu_cu(cpu_milli: int, *, catalogue: DeviceCatalogue | None = None) -> float:
     return (catalogue or default_catalogue()).cpu_cu(cpu_milli)
 
-
-__all__ = [
-    "MILLI",
-    "CatalogueError",
-    "DeviceCatalogue",
-    "DeviceClass",
-    "cpu_cu",
-    "cu_of",
-    "default_catalogue",
-    "device_class",
-    "name_tokens",
-    "parse_catalogue",
-]
