@@ -10,9 +10,17 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from suanli.jobspec.units import parse_cpu_milli, parse_duration_s, parse_memory_mib
@@ -62,6 +70,17 @@ def _stringify_scalars(value: Any) -> Any:
         return value
     return {k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v)
             for k, v in value.items()}
+
+
+def _label_keys(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        if len(key) > _MAX_NAME or not _LABEL_KEY.match(key):
+            raise invalid(f"{key!r} is not a valid label key")
+    return value
+
+
+# Job labels and a task's node selector are the same kind of map: label keys to label values.
+_LabelMap = Annotated[dict[str, str], BeforeValidator(_stringify_scalars), AfterValidator(_label_keys)]
 
 
 def _distinct(values: list[str], what: str) -> list[str]:
@@ -131,7 +150,7 @@ class Resources(_Spec):
     memory_mib: int = Field(DEFAULT_MEMORY_MIB, alias="memory")
     gpu: GpuRequest | None = None
     gpu_models: list[str] = Field(default_factory=list)
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: _LabelMap = Field(default_factory=dict)
     regions: list[str] = Field(default_factory=list)
 
     @field_validator("cpu_milli", mode="before")
@@ -158,16 +177,6 @@ class Resources(_Spec):
     @classmethod
     def _regions(cls, value: list[str]) -> list[str]:
         return _distinct(value, "region")
-
-    @field_validator("node_selector", mode="before")
-    @classmethod
-    def _selector_values(cls, value: Any) -> Any:
-        return _stringify_scalars(value)
-
-    @field_validator("node_selector")
-    @classmethod
-    def _selector_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        return _label_keys(value)
 
     @property
     def gpu_count(self) -> int:
@@ -249,7 +258,7 @@ class JobSpec(_Spec):
     best_effort: bool = False
     preemptible: bool = True
     max_retries: int = 0
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: _LabelMap = Field(default_factory=dict)
     tasks: list[TaskSpec]
     min_available: int = 0
 
@@ -286,16 +295,6 @@ class JobSpec(_Spec):
     def _retries(cls, value: int) -> int:
         return _bounded(value, 0, MAX_RETRIES)
 
-    @field_validator("labels", mode="before")
-    @classmethod
-    def _label_values(cls, value: Any) -> Any:
-        return _stringify_scalars(value)
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return _label_keys(value)
-
     @field_validator("tasks")
     @classmethod
     def _tasks(cls, value: list[TaskSpec]) -> list[TaskSpec]:
@@ -316,13 +315,6 @@ class JobSpec(_Spec):
     def task_count(self) -> int:
         """Tasks after expanding replicas."""
         return sum(t.replicas for t in self.tasks)
-
-
-def _label_keys(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
-        if len(key) > _MAX_NAME or not _LABEL_KEY.match(key):
-            raise invalid(f"{key!r} is not a valid label key")
-    return value
 
 
 def _parse(parser: Callable[[object], _T], value: object) -> _T:
