@@ -24,11 +24,7 @@ async def test_relay_publishes_every_row_in_order_per_key(
     async with EventPublisher(kafka_bootstrap) as publisher, OutboxRelay(
         PostgresOutboxFeed(pg_dsn, schema=pg_store.schema), KafkaOutboxSink(publisher), batch_size=300
     ):
-
-        async def drained() -> bool:
-            return await unpublished(pg_store) == 0
-
-        await eventually(drained, "every outbox row marked published")
+        await _until_drained(pg_store, "every outbox row marked published")
 
     contents = await read_topic(kafka_bootstrap, relay_topic, PARTITIONS, written.event_ids)
     assert contents.duplicates() == 0  # no crash, so exactly once
@@ -45,6 +41,24 @@ def _start_relay(pg_dsn: str, bootstrap: str, schema: str, *extra: str) -> subpr
         ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+
+async def _until_drained(pg_store: PostgresEventStore, what: str) -> None:
+    async def drained() -> bool:
+        return await unpublished(pg_store) == 0
+
+    await eventually(drained, what)
+
+
+async def _restart_relay_until_drained(pg_dsn: str, bootstrap: str, pg_store: PostgresEventStore) -> int:
+    """Start a fresh relay, let it publish the rest, then SIGTERM it; its exit code."""
+    relay = _start_relay(pg_dsn, bootstrap, pg_store.schema)
+    try:
+        await _until_drained(pg_store, "the restarted relay to publish the rest")
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(relay.wait, 30)
+    return returncode
 
 
 async def test_relay_killed_mid_way_and_restarted_delivers_every_event(
@@ -66,16 +80,7 @@ async def test_relay_killed_mid_way_and_restarted_delivers_every_event(
     marked_at_kill = await published(pg_store)
     assert marked_at_kill < total, "the relay finished before it was killed: the test proved nothing"
 
-    second = _start_relay(pg_dsn, kafka_bootstrap, pg_store.schema)
-    try:
-
-        async def drained() -> bool:
-            return await unpublished(pg_store) == 0
-
-        await eventually(drained, "the restarted relay to publish the rest")
-    finally:
-        second.send_signal(signal.SIGTERM)
-        returncode = await asyncio.to_thread(second.wait, 30)
+    returncode = await _restart_relay_until_drained(pg_dsn, kafka_bootstrap, pg_store)
     assert returncode == 0  # SIGTERM is a graceful stop
 
     contents = await read_topic(kafka_bootstrap, relay_topic, PARTITIONS, written.event_ids)
@@ -100,16 +105,7 @@ async def test_relay_killed_between_ack_and_mark_resends_that_batch(
     assert returncode == -signal.SIGKILL
     assert await published(pg_store) == 200  # batches 1-2 marked; batch 3 acknowledged, not marked
 
-    second = _start_relay(pg_dsn, kafka_bootstrap, pg_store.schema)
-    try:
-
-        async def drained() -> bool:
-            return await unpublished(pg_store) == 0
-
-        await eventually(drained, "the restarted relay to publish the rest")
-    finally:
-        second.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(second.wait, 30)
+    await _restart_relay_until_drained(pg_dsn, kafka_bootstrap, pg_store)
 
     contents = await read_topic(kafka_bootstrap, relay_topic, PARTITIONS, written.event_ids)
     assert set(contents.event_ids()) == written.event_ids
