@@ -47,7 +47,11 @@ def _table(*columns: str, right: Iterable[str] = ()) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
     aligned = set(right)
     for column in columns:
-        table.add_column(column, justify="right" if column in aligned else "left", no_wrap=True)
+        # Numbers keep their header's width; names give way (cut with an ellipsis) on narrow terminals.
+        table.add_column(
+            column, justify="right" if column in aligned else "left", no_wrap=True,
+            min_width=len(column) if column in aligned else None, overflow="ellipsis",
+        )
     return table
 
 
@@ -103,6 +107,7 @@ def pending_panel(jobs: Sequence[pb.Job]) -> Panel:
         style="yellow" if pending else "dim",
     )
     table = _table("JOB")
+    table.columns[0].min_width = 18  # which job matters more than the end of the reason
     table.add_column("WHY", no_wrap=True, overflow="ellipsis", ratio=1)
     for job in pending[:ROWS]:
         reason = job.pending_reason
@@ -126,6 +131,7 @@ def running_panel(jobs: Sequence[pb.Job]) -> Panel:
 
 def decisions_panel(decisions: Iterable[Decision]) -> Panel:
     table = _table("TASK", "", "NODE", "GPUS")
+    table.columns[-1].min_width = 6  # "0@0.25"
     for d in list(decisions)[:ROWS]:
         table.add_row(f"{d.job_name}/{_task(d)}", "→", d.node_id, d.gpus)
     return Panel(table, title="Recent placements", title_align="left")
