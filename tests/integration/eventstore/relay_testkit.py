@@ -72,6 +72,15 @@ async def published(store: PostgresEventStore) -> int:
     )
 
 
+async def until_drained(store: PostgresEventStore, what: str) -> None:
+    """Wait until a relay has marked every outbox row published."""
+
+    async def drained() -> bool:
+        return await unpublished(store) == 0
+
+    await eventually(drained, what)
+
+
 @dataclass
 class TopicContents:
     records: list[ConsumerRecord[bytes, bytes]]

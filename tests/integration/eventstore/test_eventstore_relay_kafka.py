@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from conftest import PARTITIONS
-from relay_testkit import eventually, fill_outbox, published, read_topic, unpublished
+from relay_testkit import eventually, fill_outbox, published, read_topic, until_drained
 
 from suanli.bus.publisher import EventPublisher
 from suanli.eventstore import OutboxRelay, PostgresEventStore, PostgresOutboxFeed
@@ -24,7 +24,7 @@ async def test_relay_publishes_every_row_in_order_per_key(
     async with EventPublisher(kafka_bootstrap) as publisher, OutboxRelay(
         PostgresOutboxFeed(pg_dsn, schema=pg_store.schema), KafkaOutboxSink(publisher), batch_size=300
     ):
-        await _until_drained(pg_store, "every outbox row marked published")
+        await until_drained(pg_store, "every outbox row marked published")
 
     contents = await read_topic(kafka_bootstrap, relay_topic, PARTITIONS, written.event_ids)
     assert contents.duplicates() == 0  # no crash, so exactly once
@@ -43,18 +43,11 @@ def _start_relay(pg_dsn: str, bootstrap: str, schema: str, *extra: str) -> subpr
     )
 
 
-async def _until_drained(pg_store: PostgresEventStore, what: str) -> None:
-    async def drained() -> bool:
-        return await unpublished(pg_store) == 0
-
-    await eventually(drained, what)
-
-
 async def _restart_relay_until_drained(pg_dsn: str, bootstrap: str, pg_store: PostgresEventStore) -> int:
     """Start a fresh relay, let it publish the rest, then SIGTERM it; its exit code."""
     relay = _start_relay(pg_dsn, bootstrap, pg_store.schema)
     try:
-        await _until_drained(pg_store, "the restarted relay to publish the rest")
+        await until_drained(pg_store, "the restarted relay to publish the rest")
     finally:
         relay.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(relay.wait, 30)

@@ -6,7 +6,7 @@ import uuid
 
 from aiokafka.structs import ConsumerRecord
 from conftest import PARTITIONS
-from relay_testkit import eventually, fill_outbox, read_topic, unpublished
+from relay_testkit import fill_outbox, read_topic, until_drained
 
 from suanli.bus.headers import EVENT_ID, header
 from suanli.bus.publisher import EventPublisher
@@ -20,11 +20,7 @@ async def _relay_until_drained(pg_dsn: str, store: PostgresEventStore, bootstrap
     async with EventPublisher(bootstrap) as publisher, OutboxRelay(
         PostgresOutboxFeed(pg_dsn, schema=store.schema), KafkaOutboxSink(publisher)
     ):
-
-        async def drained() -> bool:
-            return await unpublished(store) == 0
-
-        await eventually(drained, "outbox drained")
+        await until_drained(store, "outbox drained")
 
 
 async def _apply_all(store: PostgresEventStore, records: list[ConsumerRecord[bytes, bytes]]) -> int:
