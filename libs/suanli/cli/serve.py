@@ -68,6 +68,12 @@ def scheduling(
     topic_prefix: str = typer.Option(None, help="Topic prefix (env SUANLI_TOPIC_PREFIX)."),
     interval: float = typer.Option(0.5, help="Seconds between scheduling cycles (events also trigger one)."),
     reconcile_grace: float = typer.Option(15.0, help="Seconds before a disagreeing node report is acted on."),
+    disruption_threshold: float = typer.Option(
+        0.75,
+        min=0.01,
+        max=1.0,
+        help="Hold evictions while this fraction of the fleet is Lost at once (a broker or network outage).",
+    ),
     overcommit: float = typer.Option(1.0, help="Best-effort overcommit ratio of shared GPUs (>= 1)."),
     metrics_port: int = typer.Option(None, help="Port of /metrics (0 picks one) (env SUANLI_METRICS_PORT)."),
 ) -> None:
@@ -94,6 +100,7 @@ def scheduling(
         dsn=dsn, bootstrap=bootstrap, queues_path=Path(queues) if queues else None, schema=schema,
         topic_prefix=topic_prefix,
         listen=listen, policy=policy, interval_s=interval, reconcile_grace_s=reconcile_grace,
+        disruption_threshold=disruption_threshold,
         overcommit_ratio=overcommit, metrics_port=metrics_port,
     )
     asyncio.run(serve(config))

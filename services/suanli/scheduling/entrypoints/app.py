@@ -29,6 +29,7 @@ from suanli.scheduling.service_layer.commands import (
     RecordTaskReport,
     RunCycle,
 )
+from suanli.scheduling.service_layer.disruption import lost_nodes_to_evict
 from suanli.scheduling.service_layer.errors import NotLeader
 from suanli.scheduling.service_layer.queues_config import parse_queue_config
 
@@ -48,6 +49,7 @@ class SchedulingApp:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _leader_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _server: Any = None
+    _evictions_held: bool = False
 
     @property
     def c(self) -> Components:
@@ -147,9 +149,17 @@ class SchedulingApp:
 
     async def _requeue_lost_nodes(self) -> None:
         service = self.c.service
-        for view in list(service.capacity.nodes.values()):
-            if view.status != "LOST":
-                continue
+        verdict = lost_nodes_to_evict(service.capacity.nodes.values(), self.config.disruption_threshold)
+        if verdict.disrupted != self._evictions_held:
+            self._evictions_held = verdict.disrupted
+            if verdict.disrupted:
+                log.warning(
+                    "%d of %d nodes are Lost at once: holding evictions (disruption threshold %.2f)",
+                    verdict.lost, verdict.known, self.config.disruption_threshold,
+                )
+            else:
+                log.info("evictions resumed: %d of %d nodes Lost", verdict.lost, verdict.known)
+        for view in verdict.evict:
             if any(t.node_id == view.id for j in service.projection.jobs.values() for t in j.active):
                 await service.handle(MarkNodeLost(view.id, view.status_at or service.clock.now()))
 

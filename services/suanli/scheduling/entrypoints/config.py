@@ -19,6 +19,8 @@ class SchedulingConfig:
     seed: int = 0
     interval_s: float = 0.5
     reconcile_grace_s: float = 15.0
+    # Lost fraction of the fleet at or above which evictions are held (see service_layer/disruption.py).
+    disruption_threshold: float = 0.75
     standby_poll_s: float = 0.5
     topic_check_s: float = 5.0
     overcommit_ratio: float = 1.0

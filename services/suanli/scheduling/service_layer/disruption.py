@@ -1,0 +1,45 @@
+"""When to believe that lost nodes are lost: the eviction guard.
+
+A node is Lost when metering has heard nothing from it for a few intervals. When most of the fleet goes
+silent at once, the likelier cause is the path between the nodes and us (the broker restarted, metering
+stopped, a network partition) rather than the nodes themselves, and their tasks are most likely still
+running. Evicting them then would start second copies of every task. Like Kubernetes' node lifecycle
+controller, which performs no evictions when every zone is unhealthy, the scheduler holds evictions while
+the lost fraction of the fleet is at or above a threshold, and resumes them as nodes report again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from suanli.scheduling.service_layer.capacity import NodeView
+
+DEFAULT_THRESHOLD = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionVerdict:
+    evict: tuple[NodeView, ...]
+    held: tuple[NodeView, ...]
+    lost: int
+    known: int
+
+    @property
+    def disrupted(self) -> bool:
+        return bool(self.held)
+
+
+def lost_nodes_to_evict(nodes: Iterable[NodeView], threshold: float = DEFAULT_THRESHOLD) -> EvictionVerdict:
+    """Split the Lost nodes into those whose tasks may be requeued and those held back.
+
+    Only nodes that have reported capacity count as the fleet; a fleet of one node is never "disrupted",
+    since there is no majority to compare with.
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"disruption threshold must be in (0, 1], got {threshold}")
+    fleet = [n for n in nodes if n.has_capacity]
+    lost = tuple(n for n in fleet if n.status == "LOST")
+    if len(fleet) > 1 and len(lost) >= threshold * len(fleet):
+        return EvictionVerdict((), lost, len(lost), len(fleet))
+    return EvictionVerdict(lost, (), len(lost), len(fleet))
