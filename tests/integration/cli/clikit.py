@@ -28,12 +28,12 @@ queues:
       gpu:A100: 256000
       cpu: 1000000
   - {name: acme/vision, quotas: {gpu:A100: 32000, cpu: 128000}}
-  - {name: acme/serving, quotas: {gpu:A100: 32000, cpu: 128000}}
-  - {name: acme/data, quotas: {gpu:A100: 32000, cpu: 128000}}
+  - {name: globex, quotas: {gpu:A100: 32000, cpu: 128000}}
+  - {name: initech, quotas: {gpu:A100: 32000, cpu: 128000}}
   - {name: acme/lists, quotas: {gpu:A100: 32000, cpu: 128000}}
   - {name: acme/ops, quotas: {gpu:A100: 128000, cpu: 256000}}
 """
-QUEUE_NAMES = ("acme", "acme/vision", "acme/serving", "acme/data", "acme/lists", "acme/ops")
+QUEUE_NAMES = ("acme", "acme/vision", "globex", "initech", "acme/lists", "acme/ops")
 
 # Nodes of the capacity view: two with 4 A100s in cn-east, one in cn-west for the --region filter.
 NODES = {"e1": "cn-east", "e2": "cn-east", "w1": "cn-west"}
