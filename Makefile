@@ -27,8 +27,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true
 
+# One benchmark at a time (each needs the machine to itself); figures go to docs/BENCHMARKS.md by hand.
+BENCHES ?= placement bus relay latency
 bench: setup
-	$(BIN)/python bench/run.py
+	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; done
 
 demo: setup
 	$(BIN)/suanli up $(DEMO_ARGS)

@@ -13,22 +13,18 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from suanli.cli import dev, simulate
+    # Imported here so that `suanli --help` stays one module deep until a command is chosen.
+    from suanli.cli import agent, bill, dev, job, nodes, queues, serve, simulate, up
 
-    app.add_typer(dev.app, name="dev")
-    app.command("simulate")(simulate.simulate)
-    from suanli.cli import agent
-    app.command("agent")(agent.agent)
-    from suanli.cli import serve
-    app.add_typer(serve.app, name="serve")
-    from suanli.cli import job, nodes, queues
+    app.command("up")(up.up)
     app.add_typer(job.app, name="job")
     app.command("nodes")(nodes.nodes)
     app.command("queues")(queues.queues)
-    from suanli.cli import bill
     app.add_typer(bill.app, name="bill")
-    from suanli.cli import up
-    app.command("up")(up.up)
+    app.add_typer(serve.app, name="serve")
+    app.command("agent")(agent.agent)
+    app.command("simulate")(simulate.simulate)
+    app.add_typer(dev.app, name="dev")
 
 
 _register()
