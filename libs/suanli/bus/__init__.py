@@ -6,7 +6,13 @@ See docs/bus.md for delivery semantics, dead-letter topics and broker caveats.
 from __future__ import annotations
 
 from suanli.bus import topics
-from suanli.bus.admin import EnsureResult, TopicCreationError, ensure_topics
+from suanli.bus.admin import (
+    TOPIC_REPLICATION_ENV,
+    EnsureResult,
+    TopicCreationError,
+    ensure_topics,
+    resolve_replication_factor,
+)
 from suanli.bus.codec import AvroCodec, Codec, default_codec
 from suanli.bus.consumer import ConsumedEvent, ConsumerSettings, EventConsumer, Handler, run_consumer
 from suanli.bus.errors import BusClosedError, RetriableError, is_retriable
@@ -19,6 +25,7 @@ __all__ = [
     "CATALOGUE",
     "EVENT_ID",
     "EVENT_NAME",
+    "TOPIC_REPLICATION_ENV",
     "AvroCodec",
     "BusClosedError",
     "Codec",
@@ -38,6 +45,7 @@ __all__ = [
     "dlq_topic",
     "ensure_topics",
     "is_retriable",
+    "resolve_replication_factor",
     "run_consumer",
     "topic_name",
     "topics",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -15,9 +16,34 @@ log = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
 
+TOPIC_REPLICATION_ENV = "SUANLI_TOPIC_REPLICATION"
+"""Replication factor of topics ``ensure_topics`` creates when the caller passes none (default 1)."""
+
 
 class TopicCreationError(RuntimeError):
     """The broker refused to create a topic for a reason other than it already existing."""
+
+
+def resolve_replication_factor(replication_factor: int | None = None) -> int:
+    """An explicit factor wins; otherwise ``SUANLI_TOPIC_REPLICATION``, otherwise 1 (the development broker).
+
+    A production cluster with ``min.insync.replicas=2`` needs 3: a topic with fewer replicas than that
+    refuses every ``acks=all`` write. A value that is not a whole number >= 1 raises ``ValueError``.
+    """
+    if replication_factor is None:
+        raw = os.environ.get(TOPIC_REPLICATION_ENV, "").strip()
+        if not raw:
+            return 1
+        try:
+            replication_factor = int(raw)
+        except ValueError:
+            raise ValueError(f"{TOPIC_REPLICATION_ENV}={raw!r} is not a whole number") from None
+        source = f"{TOPIC_REPLICATION_ENV}={raw!r}"
+    else:
+        source = f"replication_factor={replication_factor!r}"
+    if replication_factor < 1:
+        raise ValueError(f"{source}: the replication factor must be at least 1")
+    return replication_factor
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +58,19 @@ async def ensure_topics(
     *,
     prefix: str | None = None,
     with_dlq: bool = True,
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
     timeout_ms: int = 30_000,
 ) -> EnsureResult:
     """Create every topic in ``specs`` (and its ``.dlq``) under ``prefix``; existing ones are left alone.
 
-    ``prefix=None`` reads ``SUANLI_TOPIC_PREFIX``. Configs are passed at creation because that is the
-    only time Tansu accepts them. An existing topic is not altered (no AlterConfigs/CreatePartitions
-    on Tansu), so a changed partition count needs a migration, not a restart.
+    ``prefix=None`` reads ``SUANLI_TOPIC_PREFIX``; ``replication_factor=None`` reads
+    ``SUANLI_TOPIC_REPLICATION`` (default 1, see ``resolve_replication_factor``); the DLQs get the
+    same factor. Configs are passed at creation because that is the only time Tansu accepts them. An
+    existing topic is not altered (no AlterConfigs/CreatePartitions on Tansu), so a changed partition
+    count or replication factor needs a migration, not a restart.
     """
     resolved = resolve_prefix(prefix)
+    replicas = resolve_replication_factor(replication_factor)
     wanted: list[TopicSpec] = []
     for topic in specs:
         physical = topic.prefixed(resolved)
@@ -51,7 +80,7 @@ async def ensure_topics(
     if not wanted:
         return EnsureResult((), ())
     new_topics = [
-        NewTopic(t.name, t.partitions, replication_factor, topic_configs=t.configs) for t in wanted
+        NewTopic(t.name, t.partitions, replicas, topic_configs=t.configs) for t in wanted
     ]
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     await admin.start()

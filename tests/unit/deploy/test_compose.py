@@ -108,24 +108,138 @@ def test_named_volumes_are_declared(compose: dict[str, Any]) -> None:
     assert used <= declared
 
 
-def test_prometheus_scrapes_compose_services_or_documented_ports(
-    compose: dict[str, Any], prometheus: dict[str, Any]
-) -> None:
-    services = set(compose["services"])
-    documented = {f"{name}:{port}" for name, port in METRICS_PORTS.items()}
-    targets = [
+def _targets(prometheus: dict[str, Any]) -> list[str]:
+    return [
         target
         for job in prometheus["scrape_configs"]
         for static in job.get("static_configs", [])
         for target in static["targets"]
     ]
+
+
+def test_every_scrape_target_names_a_compose_service(
+    compose: dict[str, Any], prometheus: dict[str, Any]
+) -> None:
+    services = set(compose["services"])
+    targets = _targets(prometheus)
     assert targets
     for target in targets:
         host, _, port = target.rpartition(":")
         assert port.isdigit(), target
-        assert host in services or host == "localhost" or target in documented, target
-    # Every Suanli service is scraped on its catalogued port.
-    assert documented <= set(targets)
+        assert host in services or host == "localhost", target
+
+
+def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
+    compose: dict[str, Any], prometheus: dict[str, Any]
+) -> None:
+    # A Suanli service exports /metrics exactly when compose gives it SUANLI_METRICS_PORT.
+    exporting = {
+        name: int(svc["environment"]["SUANLI_METRICS_PORT"])
+        for name, svc in _suanli_services(compose).items()
+        if "SUANLI_METRICS_PORT" in svc["environment"]
+    }
+    assert {"scheduling", "metering", "billing"} <= set(exporting)
+    assert {name: METRICS_PORTS[name] for name in exporting} == exporting
+    targets = set(_targets(prometheus))
+    assert {f"{name}:{port}" for name, port in exporting.items()} <= targets
+    # Every catalogued port that is scraped belongs to a service that serves it (no permanent `up == 0`).
+    scraped_catalogued = {t for t in targets if t in {f"{n}:{p}" for n, p in METRICS_PORTS.items()}}
+    assert scraped_catalogued == {f"{name}:{port}" for name, port in exporting.items()}
+
+
+# --- the Suanli services: image, environment, commands ----------------------------------------------
+
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+SUANLI_SERVICES = {"scheduling", "metering", "billing", "fleet"}
+USES_POSTGRES = {"scheduling", "billing"}
+BOOTSTRAP = "kafka-1:9092,kafka-2:9092,kafka-3:9092"
+
+
+def _suanli_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Services built from the repository's Dockerfile."""
+    return {
+        name: svc
+        for name, svc in compose["services"].items()
+        if svc.get("build") in (".", "./") or (svc.get("build") or {}).get("context") in (".", "./")
+    }
+
+
+def test_the_platform_services_are_built_from_the_dockerfile(compose: dict[str, Any]) -> None:
+    services = _suanli_services(compose)
+    assert set(services) == SUANLI_SERVICES
+    commands = {name: svc["command"] for name, svc in services.items()}
+    assert commands["scheduling"][:2] == ["serve", "scheduling"]
+    assert commands["metering"][:2] == ["serve", "metering"]
+    assert commands["billing"][:2] == ["serve", "billing"]
+    assert commands["fleet"][:2] == ["agent", "--simulate"]
+    # Another container can only reach a gRPC API that listens on every interface.
+    for name in ("scheduling", "billing"):
+        listen = commands[name][commands[name].index("--listen") + 1]
+        assert listen.startswith("0.0.0.0:"), name
+        assert any(p.endswith(":" + listen.rpartition(":")[2]) for p in services[name]["ports"]), name
+    for name, svc in services.items():
+        assert svc.get("restart") in {"unless-stopped", "always", "on-failure"}, name
+
+
+def test_dockerfile_installs_the_clone_editable_and_runs_as_non_root() -> None:
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert lines[0].startswith("FROM python:3.11")
+    # suanli/__init__.py joins services/suanli from the source tree: only an editable install keeps it.
+    assert re.search(r"pip install (\S+ )*-e \.", text)
+    assert any(line.startswith("COPY . /app") for line in lines)
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in {"root", "0"}
+    assert 'ENTRYPOINT ["suanli"]' in lines
+    ignored = set((REPO_ROOT / ".dockerignore").read_text(encoding="utf-8").split())
+    assert {".git", ".venv", ".suanli", "out", "bench/results"} <= ignored
+    assert ignored & {"__pycache__", "**/__pycache__"}
+
+
+def test_suanli_services_have_the_environment_they_need(compose: dict[str, Any]) -> None:
+    for name, svc in _suanli_services(compose).items():
+        env = svc["environment"]
+        assert env["SUANLI_KAFKA_BOOTSTRAP"] == BOOTSTRAP, name
+        # Every bootstrap address is a compose broker's INTERNAL listener.
+        for address in env["SUANLI_KAFKA_BOOTSTRAP"].split(","):
+            host = address.split(":")[0]
+            listeners = compose["services"][host]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+            assert f"INTERNAL://{address}" in listeners.split(","), (name, address)
+        # Topics the service creates must survive min.insync.replicas=2.
+        assert int(env["SUANLI_TOPIC_REPLICATION"]) == 3, name
+        depends = svc["depends_on"]
+        for broker in ("kafka-1", "kafka-2", "kafka-3"):
+            assert depends[broker]["condition"] == "service_healthy", (name, broker)
+        if name in USES_POSTGRES:
+            dsn = env["SUANLI_PG_DSN"]
+            assert dsn.startswith("postgresql://suanli:${SUANLI_PG_PASSWORD"), name
+            assert dsn.endswith("@postgres:5432/suanli"), name
+            assert depends["postgres"]["condition"] == "service_healthy", name
+        if "SUANLI_METRICS_PORT" in env:
+            assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://otel-collector:4318/v1/traces", name
+            # Pushing metrics as well would count every series twice (docs/operations.md).
+            assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env, name
+
+
+def test_kafka_brokers_require_the_replication_the_services_use(compose: dict[str, Any]) -> None:
+    for broker in ("kafka-1", "kafka-2", "kafka-3"):
+        env = compose["services"][broker]["environment"]
+        assert int(env["KAFKA_DEFAULT_REPLICATION_FACTOR"]) == 3, broker
+        assert int(env["KAFKA_MIN_INSYNC_REPLICAS"]) <= 3, broker
+
+
+def test_every_file_a_service_command_names_exists(compose: dict[str, Any]) -> None:
+    # The image holds the repository at /app (Dockerfile: COPY . /app).
+    paths = [
+        arg
+        for svc in _suanli_services(compose).values()
+        for arg in svc["command"]
+        if isinstance(arg, str) and arg.startswith("/app/")
+    ]
+    assert len(paths) >= 3
+    missing = [p for p in paths if not (REPO_ROOT / p.removeprefix("/app/")).is_file()]
+    assert missing == []
+    assert any(line.strip() == "COPY . /app" for line in DOCKERFILE.read_text(encoding="utf-8").splitlines())
 
 
 def test_prometheus_job_names_are_unique(prometheus: dict[str, Any]) -> None:
