@@ -25,6 +25,7 @@ from suanli.scheduling.domain.queueing import GangPlacement, NodeAvailability, N
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 DEFAULT_POLICY = "fgdb"
+_Slots = dict[str, tuple[int, ...]]  # node id -> device index per framework slot
 # Until jobs have been seen, fragmentation is measured against a generic mix of GPU shapes.
 DEFAULT_TYPICAL: tuple[TypicalTask, ...] = (
     TypicalTask(cpu_milli=4000, gpu_milli=GPU_MILLI, gpu_count=1, gpu_models=(), weight=0.4),
@@ -56,6 +57,20 @@ class FrameworkPlacer:
         self.profile = profile
         self._context = PluginContext(typical_tasks=typical)
         self._scheduler = Scheduler(profile, np.random.default_rng([seed, cycle]), self._context)
+        # The last views asked about and what was built from them: the core hands in the very same tuple
+        # until its ledger changes, so a run of jobs that do not fit costs one snapshot, not one each
+        # (snapshots are immutable; reusing one also keeps the plugins' per-node caches warm).
+        self._built: list[tuple[tuple[NodeAvailability, ...], ClusterSnapshot, _Slots]] = []
+
+    def _snapshot_of(
+        self, nodes: tuple[NodeAvailability, ...]
+    ) -> tuple[ClusterSnapshot, _Slots]:
+        for seen, snapshot, slots in self._built:
+            if seen is nodes:
+                return snapshot, slots
+        snapshot, slots = _snapshot(nodes)
+        self._built = [*self._built[-3:], (nodes, snapshot, slots)]
+        return snapshot, slots
 
     @classmethod
     def for_policy(
@@ -67,7 +82,7 @@ class FrameworkPlacer:
         gang = job.gang_size
         if not nodes:
             return NoFit(0, gang, ())
-        snapshot, slots = _snapshot(nodes)
+        snapshot, slots = self._snapshot_of(nodes)
         requests = [t.request for t in job.tasks]
         result = self._scheduler.place_gang(snapshot, requests[:gang])
         if not result.placed:

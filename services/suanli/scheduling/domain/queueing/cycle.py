@@ -103,6 +103,9 @@ class _Cycle:
         self.reservations: list[Reservation] = []
         self.pending: list[Pending] = []
         self.queues_holding: set[str] = set()
+        # Lowest priority of preemptible guaranteed work per queue and whether preemptible best-effort work
+        # runs, over `ledger.running` (which only shrinks, by evictions): None until asked, reset on evict.
+        self._victim_index: tuple[dict[str, int], bool] | None = None
 
     def run(self) -> CycleResult:
         guaranteed: dict[str, list[Workload]] = {}
@@ -215,8 +218,34 @@ class _Cycle:
         flavour = gpu_flavour(model) if model is not None else None
         self.admissions.append(Admission(job.id, job.queue, placements, flavour, job.best_effort))
 
+    def _no_victims(self, workload: Workload) -> bool:
+        """True when `victim_pools` is bound to come back empty for this workload: no cohorts (so nothing
+        to reclaim), no preemptible best-effort work and nothing of lower priority in its queue. A cheap
+        answer for the common case, so a backlog of jobs that do not fit does not scan every running
+        workload once per pending job."""
+        if self.tree.has_cohorts:
+            return False
+        if self._victim_index is None:
+            lowest: dict[str, int] = {}
+            best_effort = False
+            for running in self.ledger.running.values():
+                if not running.job.preemptible:
+                    continue
+                if running.job.best_effort:
+                    best_effort = True
+                    continue
+                value = self._priority(running.workload)
+                queue = running.job.queue
+                lowest[queue] = min(value, lowest.get(queue, value))
+            self._victim_index = (lowest, best_effort)
+        lowest, best_effort = self._victim_index
+        queue = workload.job.queue
+        return not best_effort and (queue not in lowest or lowest[queue] >= self._priority(workload))
+
     def _preempt(self, workload: Workload) -> bool:
         job = workload.job
+        if self._no_victims(workload):
+            return False
         running = tuple(self.ledger.running.values())
         for model in self._gpu_models(workload):
             restricted = _restrict(job, model)
@@ -247,6 +276,7 @@ class _Cycle:
                 victims, plan = found
                 for victim in victims:
                     self.ledger.evict(victim)
+                self._victim_index = None
                 self.ledger.hold(job, plan.placements)
                 ids = tuple(v.job.id for v in victims)
                 self.preemptions.append(Preemption(job.id, ids, plan.placements))

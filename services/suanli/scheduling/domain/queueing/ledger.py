@@ -38,6 +38,9 @@ class Ledger:
         self.best_effort_usage: dict[str, Amounts] = {}
         # Only work that was running when the cycle began can be preempted in it.
         self.running: dict[str, RunningWorkload] = {}
+        # Plain views are memoised until the next change: a cycle asks for the same room once per pending
+        # job, and a placer may reuse what it built from an identical (same object) view.
+        self._views: dict[tuple[int, bool, bool], tuple[NodeAvailability, ...]] = {}
         for workload in running:
             self._take_room(workload.job, workload.placements)
             if not workload.stopping:
@@ -45,21 +48,25 @@ class Ledger:
                 self.running[workload.job.id] = workload
 
     def occupy(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
+        self._views.clear()
         self._take_room(job, placements)
         self._charge_queue(job, placements, 1)
 
     def evict(self, workload: RunningWorkload) -> None:
         """Its quota is free at once, but its room stays in use: a victim is still stopping, and nothing
         may be placed on a device before it is really free."""
+        self._views.clear()
         self._charge_queue(workload.job, workload.placements, -1)
         del self.running[workload.job.id]
 
     def hold(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
         """A preemptor: charged to its queue now and its room reserved, admitted once the victims stop."""
+        self._views.clear()
         self._charge_queue(job, placements, 1)
         self.reserve(job, placements)
 
     def reserve(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
+        self._views.clear()
         for node_id, amounts in self._physical(job, placements).items():
             self._apply(self._reserved[node_id], amounts, 1)
             self._holders.setdefault(node_id, []).append(job.id)
@@ -88,6 +95,18 @@ class Ledger:
     ) -> tuple[NodeAvailability, ...]:
         """Free room per node. `released`: pretend these stopped. `future`: pretend everything running
         stopped (where a reservation can go). `reservations=False`: what the held room would allow."""
+        released = tuple(released)
+        if not released:
+            key = (gpu_capacity, reservations, future)
+            cached = self._views.get(key)
+            if cached is None:
+                cached = self._views[key] = self._view(gpu_capacity, (), reservations, future)
+            return cached
+        return self._view(gpu_capacity, released, reservations, future)
+
+    def _view(
+        self, gpu_capacity: int, released: tuple[RunningWorkload, ...], reservations: bool, future: bool
+    ) -> tuple[NodeAvailability, ...]:
         back: dict[str, _NodeAmounts] = {}
         for workload in released:
             for node_id, amounts in self._physical(workload.job, workload.placements).items():

@@ -48,7 +48,12 @@ def victim_pools(
             best_effort.append(workload)
             continue
         outranked = job.queue == queue and priority(workload) < priority_value
-        borrowing = job.queue in tree and any(level.name in lenders for level in tree.chain(job.queue))
+        borrowing = (
+            not outranked
+            and bool(lenders)
+            and job.queue in tree
+            and any(level.name in lenders for level in tree.chain(job.queue))
+        )
         if outranked or borrowing:
             guaranteed.append(workload)
     pools = []

@@ -91,6 +91,10 @@ class QueueTree:
         return name in self._specs
 
     @property
+    def has_cohorts(self) -> bool:
+        return bool(self._cohorts)
+
+    @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._specs)
 
