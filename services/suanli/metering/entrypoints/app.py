@@ -29,6 +29,7 @@ import faust
 from aiokafka.partitioner import DefaultPartitioner
 from faust.types import EventT, StreamT, TopicT
 
+from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.errors import is_retriable
 from suanli.bus.headers import EVENT_ID, EVENT_NAME, dead_letter_headers
 from suanli.bus.metrics import BusMetrics
@@ -118,7 +119,8 @@ class MeteringApp:
             # recovery trusts it, so every changelog record must be its own batch (ARCHITECTURE §3).
             producer_max_batch_size=1,
             consumer_auto_offset_reset="earliest",
-            topic_replication_factor=1,
+            # faust's own topics (table changelogs) follow the deployment's replication, like ours.
+            topic_replication_factor=resolve_replication_factor(),
             topic_partitions=self.names.partitions,
             stream_wait_empty=False,
             # faust's 60 s defaults hold a fresh group's first join for half a minute on Tansu and leave
