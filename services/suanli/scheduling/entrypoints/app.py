@@ -160,7 +160,7 @@ class SchedulingApp:
             else:
                 log.info("evictions resumed: %d of %d nodes Lost", verdict.lost, verdict.known)
         for view in verdict.evict:
-            if any(t.node_id == view.id for j in service.projection.jobs.values() for t in j.active):
+            if any(t.node_id == view.id for j in service.projection.live.values() for t in j.active):
                 await service.handle(MarkNodeLost(view.id, view.status_at or service.clock.now()))
 
     async def _follow(self) -> None:

@@ -37,7 +37,7 @@ def cluster_state(projection: Projection, nodes: tuple[Node, ...]) -> ClusterSta
     known = {n.id: {d.index for d in n.gpus} for n in nodes}
     running: list[RunningWorkload] = []
     pending: list[Workload] = []
-    for job in sorted(projection.jobs.values(), key=lambda j: j.seq):
+    for job in sorted(projection.live.values(), key=lambda j: j.seq):  # final jobs hold nothing
         if job.waiting:
             pending.append(_workload(job))
         elif job.active:

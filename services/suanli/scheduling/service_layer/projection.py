@@ -58,6 +58,10 @@ class Projection:
         self.position = 0
         self.versions: dict[str, int] = {}
         self.jobs: dict[str, JobView] = {}
+        # Jobs that still matter to a cycle or to reconciliation: not final, or holding room (a cancelled
+        # job's stopping tasks). Kept so that per-cycle and per-snapshot work does not grow with history.
+        self.live: dict[str, JobView] = {}
+        self.task_owner: dict[str, str] = {}  # task id -> job id
         self.by_request: dict[str, str] = {}
         self.queues: dict[str, QueueSpec] = {}
         self.priority_classes: tuple[PriorityClass, ...] = ()
@@ -98,12 +102,18 @@ class Projection:
             job = jobs.submitted(record, seq, at)
             if job.spec.request_id:
                 self.by_request[job.spec.request_id] = job_id
+            for task in job.tasks:
+                self.task_owner[task.task_id] = job_id
         else:
             current = self.jobs.get(job_id)
             if current is None or event.event_name not in jobs.EVOLVE:
                 return
             job = jobs.evolve(current, event.event_name, record, event.version, at)
         self.jobs[job_id] = job
+        if job.phase.final and not job.active:
+            self.live.pop(job_id, None)
+        else:
+            self.live[job_id] = job
         if job.phase.final:
             self.pending_reasons.pop(job_id, None)
         change = Change(

@@ -13,7 +13,7 @@ must be older than `grace` (since the task's last change, or the last order sent
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,8 +55,10 @@ class Reconciler:
         snapshot: Mapping[str, Any],
         now: datetime,
         resend: Any,
+        owner: Callable[[str], JobView | None] | None = None,
     ) -> NodeActions:
-        """`resend(job, task)` builds the TaskPlaced decision sent again for a placed task."""
+        """`resend(job, task)` builds the TaskPlaced decision sent again for a placed task. `jobs` needs
+        only the jobs that may hold room; `owner(task_id)` finds any task's job (default: search `jobs`)."""
         node_id = snapshot["node_id"]
         taken_at: datetime = snapshot["occurred_at"]
         actions = NodeActions()
@@ -74,9 +76,13 @@ class Reconciler:
                     actions.per_job.setdefault(job.id, []).append(decision)
         for key in [k for k in self._missing_since if k[0] == node_id and k[1] not in expected]:
             del self._missing_since[key]
-        owner = {t.task_id: job for job in jobs.values() for t in job.tasks}
-        for task_id in sorted(reported - expected):
-            job = owner.get(task_id)
+        unexpected = sorted(reported - expected)
+        if owner is None and unexpected:
+            owners = {t.task_id: job for job in jobs.values() for t in job.tasks}
+            owner = owners.get
+        for task_id in unexpected:
+            assert owner is not None
+            job = owner(task_id)
             task = job.task(task_id) if job is not None else None
             if task is not None and task.since is not None and task.since > taken_at - self.grace:
                 continue  # it ended or moved a moment ago; the node may not have caught up yet

@@ -214,7 +214,7 @@ class SchedulingService:
 
     async def _node_lost(self, cmd: MarkNodeLost) -> int:
         appends = []
-        for job in list(self.projection.jobs.values()):
+        for job in list(self.projection.live.values()):
             lost = jobs.lost_on(job, cmd.node_id, cmd.lost_at)
             if not lost:
                 continue
@@ -241,10 +241,11 @@ class SchedulingService:
 
     async def _reconcile(self, cmd: ReconcileNode) -> int:
         actions = self.reconciler.reconcile(
-            self.projection.jobs,
+            self.projection.live,
             cmd.snapshot,
             self.clock.now(),
             lambda job, task: placed(job, task.placement(), self.cycles, self._regions()),
+            owner=self._owner,
         )
         if not actions:
             return 0
@@ -275,7 +276,7 @@ class SchedulingService:
         started = time.perf_counter()
         self.cycles += 1
         requests = [
-            t.request() for j in self.projection.jobs.values() if not j.phase.final for t in j.spec.tasks
+            t.request() for j in self.projection.live.values() if not j.phase.final for t in j.spec.tasks
         ]
         placer = self.placer_factory(requests, self.cycles)
         nodes = self.capacity.schedulable()
@@ -319,7 +320,7 @@ class SchedulingService:
             key = (p.queue, str(p.reason.code))
             pending_by[key] = pending_by.get(key, 0) + 1
         depth: dict[str, int] = {}
-        for job in self.projection.jobs.values():
+        for job in self.projection.live.values():
             if job.waiting:
                 depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
         self.metrics.cycle(
@@ -367,6 +368,10 @@ class SchedulingService:
         return len(appends)
 
     # -- helpers -------------------------------------------------------------------------------------
+
+    def _owner(self, task_id: str) -> JobView | None:
+        job_id = self.projection.task_owner.get(task_id)
+        return None if job_id is None else self.projection.jobs.get(job_id)
 
     def _regions(self) -> dict[str, tuple[str, str]]:
         return {n.id: (n.region, n.site) for n in self.capacity.nodes.values()}
