@@ -7,15 +7,13 @@ only talk to them the way clients and operators do: gRPC, Kafka topics, signals.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import os
 import secrets
 import signal
-import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +25,7 @@ from suanli import REPO_ROOT
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.contracts import decode
+from suanli.infra.polling import until
 from suanli.infra.postgres import PostgresMode
 from suanli.platform.stack import Stack, StackConfig
 from suanli.platform.supervisor import RunningService, ServiceSpec, suanli_argv
@@ -55,16 +54,6 @@ def stack_config(home: Path, **overrides: Any) -> StackConfig:
     return StackConfig(**(values | overrides))
 
 
-async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str, every: float = 0.2) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(every)
 
 
 @dataclass

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from contract_adapters import Adapter
 
 from suanli.eventstore import NewEvent, OutboxMessage, OutboxRecord, OutboxRelay, RecordingOutboxSink
+from suanli.infra.polling import until
 
 DEADLINE_S = 10.0
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
+    await until(check, DEADLINE_S, what, every=0.01)
 
 
 async def write(adapter: Adapter, stream: str, count: int, key: bytes) -> list[NewEvent]:

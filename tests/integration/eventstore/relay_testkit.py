@@ -5,7 +5,6 @@ A plain module (test folders are not packages), imported by this folder's confte
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections import Counter
@@ -17,17 +16,14 @@ from aiokafka.structs import ConsumerRecord
 
 from suanli.bus.headers import EVENT_ID, header
 from suanli.eventstore import NewEvent, OutboxMessage, PostgresEventStore
+from suanli.infra.polling import until
 
 DEADLINE_S = 60.0
 EVENT_NAME = "RelayProbe"
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    await until(check, timeout_s, what, every=0.02)
 
 
 @dataclass

@@ -3,11 +3,9 @@ capacity published like metering does, a reader of what the scheduler published,
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +17,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.bus import EventPublisher, topic_name
 from suanli.contracts import decode, new_envelope
+from suanli.infra.polling import until
 from suanli.scheduling.entrypoints.app import SchedulingApp
 from suanli.scheduling.entrypoints.config import SchedulingConfig
 
@@ -33,17 +32,6 @@ queues:
 """
 
 
-async def until(
-    probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0, what: str = "condition"
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def config(
