@@ -8,6 +8,12 @@
 
     .venv/bin/python bench/latency.py                       # 50 jobs/s for 60 s, deploy/fleets/bench-200.yaml
     .venv/bin/python bench/latency.py --rate 20 --seconds 30
+    .venv/bin/python bench/latency.py --duration 30 --duration-spread 0   # saturated: measures queueing
+
+The default load stays well below the fleet: 50 jobs/s x 2-4 s x (1 or 0.5 GPU) keeps ~125 of the 960 GPUs
+busy (T4, the smallest pool, ~35 %), and quota (bench/latency-queues.yaml) is far above the fleet, so the
+figure is the scheduler's latency when room and quota exist. A run whose offered occupancy (printed) is
+>= 100 % of a pool measures queueing behind a full cluster instead, and is labelled so.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import asyncio
 import bisect
 import os
 import platform
+import random
 import secrets
 import statistics
 import sys
@@ -37,13 +44,27 @@ from suanli.infra.postgres import PostgresMode
 from suanli.platform.stack import Stack, StackConfig
 
 FLEET = REPO_ROOT / "deploy" / "fleets" / "bench-200.yaml"
-# Room for every model of the bench fleet, so no job waits on quota: latency, not admission, is measured.
-QUEUES = """
-priority_classes: {batch: 100}
-queues:
-  - name: bench
-    quotas: {"gpu:A100 80GB SXM": 560000, "gpu:L40S": 280000, "gpu:T4": 120000}
-"""
+# Quota far above the fleet on every model, so no job waits on quota: latency, not admission, is measured.
+QUEUES = Path(__file__).with_name("latency-queues.yaml")
+MODELS = ["A100 80GB SXM", "L40S", "T4"]
+POOL_GPUS = {"A100 80GB SXM": 560, "L40S": 280, "T4": 120}  # deploy/fleets/bench-200.yaml
+
+
+def job_shape(i: int, duration_s: float, spread_s: float) -> tuple[str, int, float]:
+    """Model, milli-GPUs and duration of job i: models round-robin, every third job half a GPU,
+    duration uniform in duration +- spread (seeded, so runs offer the same load)."""
+    rng = random.Random(f"bench|{i}")
+    return MODELS[i % 3], 500 if i % 3 == 0 else 1000, max(0.1, duration_s + rng.uniform(-spread_s, spread_s))
+
+
+def offered_occupancy(args: argparse.Namespace) -> dict[str, float]:
+    """Steady-state share of each pool the offered load holds (rate x mean GPU-seconds per job / GPUs)."""
+    total = max(1, int(args.rate * args.seconds))
+    gpu_s: dict[str, float] = defaultdict(float)
+    for i in range(total):
+        model, milli, duration = job_shape(i, args.duration, args.duration_spread)
+        gpu_s[model] += milli / 1000 * duration
+    return {m: args.rate * gpu_s[m] / total / POOL_GPUS[m] for m in MODELS}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -85,21 +106,20 @@ class Recorder:
 
 
 async def load(api: pb_grpc.SchedulerStub, rate: float, seconds: float, duration_s: float,
-               submitted: dict[str, float]) -> int:
+               spread_s: float, submitted: dict[str, float]) -> int:
     """Submit at a fixed rate (each RPC in its own task, so a slow answer does not slow the schedule)."""
     token = secrets.token_hex(3)
-    models = ["A100 80GB SXM", "L40S", "T4"]
     total = int(rate * seconds)
     start = time.monotonic()
     errors = 0
 
     async def one(i: int) -> None:
         nonlocal errors
-        milli = 1000 if i % 3 else 500
+        model, milli, duration = job_shape(i, duration_s, spread_s)
         spec = pb.JobSpec(name=f"bench-{i}", queue="bench", priority_class="batch", tasks=[pb.TaskSpec(
-            name="w", command="python serve.py", duration_s=duration_s,
+            name="w", command="python serve.py", duration_s=duration,
             resources=pb.ResourceRequest(cpu_milli=1000, memory_mib=2048, gpu_count=1, gpu_milli=milli,
-                                         gpu_models=[models[i % 3]]))])
+                                         gpu_models=[model]))])
         at = time.time()
         try:
             request = pb.SubmitJobRequest(spec=spec, request_id=f"{token}-{i}")
@@ -138,7 +158,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:
             await asyncio.sleep(0.5)
         submitted: dict[str, float] = {}
         started = time.time()
-        errors = await load(api, args.rate, args.seconds, args.duration, submitted)
+        errors = await load(api, args.rate, args.seconds, args.duration, args.duration_spread, submitted)
         elapsed = time.time() - started
         drain = time.monotonic() + 30
         while time.monotonic() < drain:
@@ -174,8 +194,16 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:
 
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
           f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes)")
+    occupancy = offered_occupancy(args)
+    saturated = max(occupancy.values()) >= 1.0
+    print("offered occupancy: " + ", ".join(f"{m} {o:.0%}" for m, o in occupancy.items())
+          + f"; snapshot interval {args.interval:g} s")
+    print("== SATURATED: the figures below are queueing behind a full pool, not decision latency =="
+          if saturated else
+          "== non-saturating: room and quota exist; the figures are the scheduler's latency ==")
     print(f"load: {len(submitted)} jobs accepted in {elapsed:.1f} s "
-          f"({len(submitted) / elapsed:.1f}/s), {errors} errors; {len(first)} placed")
+          f"({len(submitted) / elapsed:.1f}/s), {errors} errors; {len(first)} placed, "
+          f"{len(submitted) - len(first)} not placed by the end of the 30 s drain")
     print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
     print(summary("submit -> TaskPlaced delivered (consumed from placements)", delivered))
     print(summary("capacity view freshness (snapshot occurred_at -> capacity.nodes arrival)", fresh))
@@ -189,14 +217,15 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=200, help="nodes to wait for before the load")
     parser.add_argument("--rate", type=float, default=50.0, help="jobs per second")
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds a task holds its GPU")
-    parser.add_argument("--interval", type=float, default=1.0, help="agent snapshot interval (s)")
+    parser.add_argument("--duration", type=float, default=3.0, help="mean seconds a task holds its GPU")
+    parser.add_argument("--duration-spread", type=float, default=1.0,
+                        help="durations are uniform in duration +- spread (s)")
+    parser.add_argument("--interval", type=float, default=5.0,
+                        help="agent snapshot interval (s); 5 s is the agent's default")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="suanli-latency-") as tmp:
         home = Path(tmp)
-        queues = home / "queues.yaml"
-        queues.write_text(QUEUES)
-        config = StackConfig(home=home, fleet=args.fleet, queues=queues, pg_mode=PostgresMode.AUTO,
+        config = StackConfig(home=home, fleet=args.fleet, queues=QUEUES, pg_mode=PostgresMode.AUTO,
                              database=f"suanli_bench_{secrets.token_hex(4)}",
                              snapshot_interval_s=args.interval, scheduling_interval_s=0.2)
         with Stack(config) as stack:
