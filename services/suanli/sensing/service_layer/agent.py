@@ -74,6 +74,7 @@ class NodeAgent:
         self._inventory_known = False
         self._handles: dict[str, TaskHandle] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._starting: set[asyncio.Task[None]] = set()  # TaskStarted publishes in flight
 
     def _learn_inventory(self, observation: NodeObservation) -> None:
         self.table.device_indices = frozenset(d.index for d in observation.devices)
@@ -145,15 +146,20 @@ class NodeAgent:
             return
         self._handles[placement.task_id] = handle
         started = self.table.started(placement.task_id, handle.pid, self._clock())
-        try:
-            if started is not None:
-                await self._emit(started)
-        finally:
-            # Watch only after TaskStarted is out, so a task that ends at once is still reported in
-            # order; and watch even if publishing failed, so its end is never lost.
-            self._watchers[placement.task_id] = asyncio.create_task(
-                self._watch(placement.task_id, handle), name=f"task-{placement.task_id}"
-            )
+        # TaskStarted is published (and retried) alongside, so the next order does not wait for the
+        # broker's ack of this one; the watcher publishes the task's end only after its start is out (or
+        # given up), so the two stay in order, and it watches even if the start was never published, so the
+        # end is never lost.
+        starting = None
+        if started is not None:
+            starting = asyncio.create_task(self._emit(started), name=f"start-{placement.task_id}")
+            self._starting.add(starting)
+            starting.add_done_callback(self._started_out)
+        self._watchers[placement.task_id] = asyncio.create_task(
+            self._watch(placement.task_id, handle, starting), name=f"task-{placement.task_id}"
+        )
+        if starting is not None:
+            await asyncio.sleep(0)  # let the start reach the sink (a sink that does not wait is done here)
         run = self.table.get(placement.task_id)
         if run is not None and run.state is TaskState.STOPPING:
             handle.terminate(self.settings.stop_grace_s)
@@ -191,7 +197,15 @@ class NodeAgent:
         if waits:
             await asyncio.wait(waits, timeout=self.settings.stop_grace_s + 5.0)
 
-    async def _watch(self, task_id: str, handle: TaskHandle) -> None:
+    def _started_out(self, starting: asyncio.Task[None]) -> None:
+        self._starting.discard(starting)
+        if not starting.cancelled() and starting.exception() is not None:
+            log.error("%s: gave up publishing %s: %r", self.identity.node_id, starting.get_name(),
+                      starting.exception())
+
+    async def _watch(
+        self, task_id: str, handle: TaskHandle, starting: asyncio.Task[None] | None = None
+    ) -> None:
         try:
             exit_code = await handle.wait()
         except Exception as exc:  # the handle itself broke: report the task lost rather than hang
@@ -200,6 +214,8 @@ class NodeAgent:
         else:
             event = self.table.exited(task_id, exit_code)
         self._handles.pop(task_id, None)
+        if starting is not None:  # the end goes out after the start (or after giving up on it)
+            await asyncio.wait({starting})
         self._watchers.pop(task_id, None)
         if event is not None:
             await self._emit(event)
@@ -231,6 +247,8 @@ class NodeAgent:
                 handle = self._handles.get(run.task_id)
                 if handle is not None:
                     handle.terminate(self.settings.stop_grace_s)
+        if self._starting:  # every start that was placed is published before the agent goes
+            await asyncio.wait(set(self._starting))
         watchers = list(self._watchers.values())
         if not stop_tasks:
             for watcher in watchers:
