@@ -39,6 +39,9 @@ VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots")
 LEADER_TOPICS = ("tasks.lifecycle",)
 PRODUCED = ("jobs.events", "placements")
 REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
+# Capacity and status updates arrive in bursts (a fleet reports at once): they wake the cycle at most once
+# per this long, so a burst of hundreds runs one cycle, not hundreds. Submits and reports still wake at once.
+VIEW_WAKE_DEBOUNCE_S = 0.01
 
 
 @dataclass
@@ -50,6 +53,7 @@ class SchedulingApp:
     _leader_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _server: Any = None
     _evictions_held: bool = False
+    _view_wake: asyncio.TimerHandle | None = None
 
     @property
     def c(self) -> Components:
@@ -86,6 +90,9 @@ class SchedulingApp:
         log.info("scheduling %s serving gRPC on port %d", cfg.instance, self.port)
 
     async def stop(self) -> None:
+        if self._view_wake is not None:
+            self._view_wake.cancel()
+            self._view_wake = None
         for task in [*self._leader_tasks, *self._tasks]:
             task.cancel()
         for task in [*self._leader_tasks, *self._tasks]:
@@ -203,15 +210,25 @@ class SchedulingApp:
         name, record = event.event_name, event.record
         if name == "NodeCapacityChanged":
             c.capacity.on_capacity(record)
-            c.service.wake.set()
+            self._wake_soon()
         elif name == "NodeStatusChanged":
             c.capacity.on_status(record)
-            c.service.wake.set()
+            self._wake_soon()
         elif name == "NodeSnapshot":
             c.capacity.on_snapshot(record)
             if c.leader.is_leader:
                 await self._write(ReconcileNode(record))
         # anything else on these topics (NodeRegistered) carries nothing the scheduler needs
+
+    def _wake_soon(self) -> None:
+        """Wake the cycle within VIEW_WAKE_DEBOUNCE_S; updates until then share that one wake."""
+        if self._view_wake is None:
+            self._view_wake = asyncio.get_running_loop().call_later(VIEW_WAKE_DEBOUNCE_S, self._wake_now)
+
+    def _wake_now(self) -> None:
+        self._view_wake = None
+        if self.components is not None:
+            self.components.service.wake.set()
 
     async def _on_report(self, event: ConsumedEvent) -> None:
         if event.event_name not in REPORTS:
