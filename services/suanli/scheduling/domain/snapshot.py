@@ -71,6 +71,7 @@ class ClusterSnapshot:
 
     __slots__ = (
         "_index",
+        "_model_masks",
         "class_counts",
         "cpu_capacity",
         "cpu_free",
@@ -158,6 +159,7 @@ class ClusterSnapshot:
         snap.node_stamp = _readonly(np.arange(count, dtype=np.int64))
         snap.stamps = StampAllocator(count)
         snap._index = {node_id: i for i, node_id in enumerate(ids)}
+        snap._model_masks = {}  # model_code never changes: shared by every snapshot derived from this one
         return snap
 
     # -- queries ------------------------------------------------------------------------------------------
@@ -186,8 +188,12 @@ class ClusterSnapshot:
 
     def model_mask(self, allowed: Iterable[str]) -> np.ndarray:
         """Nodes whose GPU model is in `allowed` (nodes without GPUs never match)."""
-        codes = [self.models.index(m) for m in allowed if m in self.models]
-        return np.isin(self.model_code, codes)
+        key = tuple(allowed)
+        mask = self._model_masks.get(key)
+        if mask is None:
+            codes = [self.models.index(m) for m in key if m in self.models]
+            mask = self._model_masks[key] = _readonly(np.isin(self.model_code, codes))
+        return mask
 
     # -- transitions --------------------------------------------------------------------------------------
 
