@@ -7,9 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
+from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import (
     ClusterState,
+    CycleConfig,
     FirstFitPlacer,
+    GangPlacement,
+    NodeAvailability,
+    NoFit,
     QueueSpec,
     QueueTree,
     ResourceQuota,
@@ -71,3 +76,36 @@ def test_inconsistent_queue_trees_are_refused(specs: tuple[QueueSpec, ...], mess
 def test_bad_quota_values_are_refused(build: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build()
+
+
+class CountingPlacer(FirstFitPlacer):
+    """The reference placer, counting its attempts (the thing the memo saves)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts = 0
+
+    def place_gang(self, nodes: tuple[NodeAvailability, ...], job: Job) -> GangPlacement | NoFit:
+        self.attempts += 1
+        return super().place_gang(nodes, job)
+
+
+def test_a_backlog_of_look_alike_jobs_costs_one_attempt_per_shape() -> None:
+    # 2 free GPUs; ten 4-GPU jobs can never fit this cycle, a 1-GPU job behind them still can.
+    state = ClusterState(
+        (node("n1", gpus=2),),
+        (queue("q", gpu_A100=64_000),),
+        (),
+        (
+            *(pending(job(f"big{i}", "q", gpus=4), i) for i in range(10)),
+            pending(job("small", "q", gpus=1), 10),
+            pending(job("small2", "q", gpus=1), 11),
+        ),
+    )
+    placer = CountingPlacer()
+    result = schedule_cycle(state, placer, CycleConfig(backfill=False))
+    assert result.admitted == ("small", "small2")
+    assert {p.job_id for p in result.pending} == {f"big{i}" for i in range(10)}
+    assert {p.reason.code for p in result.pending} == {"NO_NODE_FITS"}
+    # one attempt for the big shape, one for each small job (successes are never remembered)
+    assert placer.attempts == 3

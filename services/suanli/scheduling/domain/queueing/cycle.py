@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from suanli.scheduling.domain.model import GPU_MILLI, Job, TaskPlacement
+from suanli.scheduling.domain.model import GPU_MILLI, Job, TaskPlacement, TaskRequest
 from suanli.scheduling.domain.queueing.ledger import Ledger
 from suanli.scheduling.domain.queueing.placer import GangPlacement, NoFit, Placer
 from suanli.scheduling.domain.queueing.preemption import minimal_victims, victim_pools
@@ -106,6 +106,11 @@ class _Cycle:
         # Lowest priority of preemptible guaranteed work per queue and whether preemptible best-effort work
         # runs, over `ledger.running` (which only shrinks, by evictions): None until asked, reset on evict.
         self._victim_index: tuple[dict[str, int], bool] | None = None
+        # Within a cycle room only shrinks (admissions, holds, reservations) until something is evicted, so
+        # a job shape that did not fit will not fit later in the same cycle either: a backlog of look-alike
+        # jobs costs one placement attempt per shape, not one per job. Cleared on eviction.
+        self._no_fit: dict[_ShapeKey, NoFit] = {}
+        self._reasons: dict[_ShapeKey, PendingReason] = {}
 
     def run(self) -> CycleResult:
         guaranteed: dict[str, list[Workload]] = {}
@@ -187,7 +192,7 @@ class _Cycle:
             if missing is not None:
                 shortfall = shortfall or missing
                 continue
-            outcome = self.placer.place_gang(self.ledger.view(GPU_MILLI), restricted)
+            outcome = self._place(restricted, GPU_MILLI)
             if isinstance(outcome, GangPlacement):
                 self._admit(workload, model, outcome.placements)
                 return
@@ -206,11 +211,21 @@ class _Cycle:
         job = workload.job
         all_shared = all(t.request.is_shared_gpu for t in job.tasks if t.request.gpu_count)
         capacity = self.config.best_effort_gpu_capacity if job_uses_gpu(job) and all_shared else GPU_MILLI
-        outcome = self.placer.place_gang(self.ledger.view(capacity), job)
+        outcome = self._place(job, capacity)
         if isinstance(outcome, GangPlacement):
             self._admit(workload, None, outcome.placements)
         else:
             self._leave(workload, self._placement_reason((job, outcome), capacity))
+
+    def _place(self, job: Job, capacity: int) -> GangPlacement | NoFit:
+        key = _shape_key(job, capacity)
+        known = self._no_fit.get(key)
+        if known is not None:
+            return known
+        outcome = self.placer.place_gang(self.ledger.view(capacity), job)
+        if isinstance(outcome, NoFit):
+            self._no_fit[key] = outcome
+        return outcome
 
     def _admit(self, workload: Workload, model: str | None, placements: tuple[TaskPlacement, ...]) -> None:
         job = workload.job
@@ -277,6 +292,8 @@ class _Cycle:
                 for victim in victims:
                     self.ledger.evict(victim)
                 self._victim_index = None
+                self._no_fit.clear()
+                self._reasons.clear()
                 self.ledger.hold(job, plan.placements)
                 ids = tuple(v.job.id for v in victims)
                 self.preemptions.append(Preemption(job.id, ids, plan.placements))
@@ -287,14 +304,23 @@ class _Cycle:
 
     def _placement_reason(self, attempt: _Attempt, capacity: int) -> PendingReason:
         restricted, nofit = attempt
+        key = _shape_key(restricted, capacity)
+        known = self._reasons.get(key)
+        if known is not None:
+            return known
         if self.ledger.has_reservations:
             unreserved = self.placer.place_gang(self.ledger.view(capacity, reservations=False), restricted)
             if isinstance(unreserved, GangPlacement):
+                # Not remembered: a later admission may take this room, and the reason becomes NO_NODE_FITS.
                 nodes = tuple(dict.fromkeys(p.node_id for p in unreserved.placements))
                 return BlockedByHigherPriority(self.ledger.holders(nodes), nodes)
+        reason: PendingReason
         if nofit.placed == 0:
-            return NoNodeFits(len(self.state.nodes), nofit.rejections)
-        return GangIncomplete(nofit.placed, nofit.required, nofit.rejections)
+            reason = NoNodeFits(len(self.state.nodes), nofit.rejections)
+        else:
+            reason = GangIncomplete(nofit.placed, nofit.required, nofit.rejections)
+        self._reasons[key] = reason
+        return reason
 
     def _reserve(self, restricted: Job) -> None:
         """Hold for the queue's first blocked job the room it would get once running work ends, so
@@ -307,6 +333,15 @@ class _Cycle:
 
     def _leave(self, workload: Workload, reason: PendingReason) -> None:
         self.pending.append(Pending(workload.job.id, workload.job.queue, reason))
+
+
+# What a placement attempt depends on besides the room: the GPU capacity per device, the gang size and
+# every task's request (identities do not matter to whether something fits).
+_ShapeKey = tuple[int, int, tuple[TaskRequest, ...]]
+
+
+def _shape_key(job: Job, capacity: int) -> _ShapeKey:
+    return (capacity, job.gang_size, tuple(t.request for t in job.tasks))
 
 
 def _restrict(job: Job, model: str | None) -> Job:
