@@ -23,6 +23,7 @@ from suanli.scheduling.service_layer.commands import (
     RunCycle,
     SubmitJob,
 )
+from suanli.scheduling.service_layer.cycle import WorkloadCache, cluster_state
 from suanli.scheduling.service_layer.jobs import Phase, TaskState
 from suanli.scheduling.service_layer.ports import Append
 from suanli.scheduling.service_layer.projection import JSON_EVENTS, Projection
@@ -246,3 +247,19 @@ async def test_reconcile_resends_placements_and_stops_unknown_tasks_after_grace(
     assert await service.handle(ReconcileNode(later)) == 0  # the grace period starts again
     stale = {**snapshot, "occurred_at": T0 - timedelta(minutes=5)}
     assert await service.handle(ReconcileNode(stale)) == 0
+
+
+async def test_cycle_reuses_unchanged_workloads_and_forgets_finished_jobs() -> None:
+    service, _, _ = await _ready()
+    waiting = await service.handle(SubmitJob(_spec(tasks=1, gpu_milli=1000)))
+    too_big = await service.handle(SubmitJob(_spec(tasks=8)))  # cannot fit: stays pending
+    nodes = service.capacity.schedulable()
+    cache: WorkloadCache = {}
+    first = cluster_state(service.projection, nodes, cache)
+    second = cluster_state(service.projection, nodes, cache)
+    assert [w.job for w in second.pending] == [w.job for w in first.pending]
+    assert all(a is b for a, b in zip(first.pending, second.pending, strict=True))  # reused, not rebuilt
+    assert {key[0] for key in cache} == {waiting.id, too_big.id}
+    await service.handle(CancelJob(waiting.id, "done with it"))
+    cluster_state(service.projection, nodes, cache)
+    assert {key[0] for key in cache} == {too_big.id}

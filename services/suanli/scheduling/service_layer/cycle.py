@@ -33,20 +33,40 @@ class CycleOutcome:
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> reason (as_dict)
 
 
-def cluster_state(projection: Projection, nodes: tuple[Node, ...]) -> ClusterState:
+# A job's view for the queueing core, per (job id, version, tasks it covers). A job's spec never changes and
+# its version moves with every event, so an entry never goes stale; entries of jobs no longer live are
+# dropped each cycle. It saves rebuilding every live job's domain view on every cycle.
+WorkloadCache = dict[tuple[str, int, tuple[str, ...] | None], Workload]
+
+
+def cluster_state(
+    projection: Projection, nodes: tuple[Node, ...], cache: WorkloadCache | None = None
+) -> ClusterState:
     known = {n.id: {d.index for d in n.gpus} for n in nodes}
     running: list[RunningWorkload] = []
     pending: list[Workload] = []
+    previous = {} if cache is None else dict(cache)
+    used: WorkloadCache = {}
+
+    def workload(job: JobView, task_ids: tuple[str, ...] | None = None) -> Workload:
+        key = (job.id, job.version, task_ids)
+        found = previous.get(key) or _workload(job, task_ids)
+        used[key] = found
+        return found
+
     for job in sorted(projection.live.values(), key=lambda j: j.seq):  # final jobs hold nothing
         if job.waiting:
-            pending.append(_workload(job))
+            pending.append(workload(job))
         elif job.active:
             active = job.active
             placements = tuple(
                 t.placement() for t in active if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
             )
             ids = tuple(t.task_id for t in active)
-            running.append(RunningWorkload(_workload(job, ids), placements, stopping=job.winding_down))
+            running.append(RunningWorkload(workload(job, ids), placements, stopping=job.winding_down))
+    if cache is not None:
+        cache.clear()
+        cache.update(used)
     return ClusterState(nodes, tuple(projection.queues.values()), tuple(running), tuple(pending))
 
 
@@ -61,9 +81,11 @@ def run_cycle(
     config: CycleConfig,
     cycle: int,
     regions: Mapping[str, tuple[str, str]],
+    cache: WorkloadCache | None = None,
 ) -> CycleOutcome:
-    """`regions`: node id -> (region, site), written into each placement for the agent and billing."""
-    state = cluster_state(projection, nodes)
+    """`regions`: node id -> (region, site), written into each placement for the agent and billing;
+    `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place)."""
+    state = cluster_state(projection, nodes, cache)
     result = schedule_cycle(state, placer, config)
     decisions: dict[str, list[Decision]] = {}
     for admission in result.admissions:

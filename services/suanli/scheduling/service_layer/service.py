@@ -29,7 +29,7 @@ from suanli.scheduling.service_layer.commands import (
     RunCycle,
     SubmitJob,
 )
-from suanli.scheduling.service_layer.cycle import placed, run_cycle
+from suanli.scheduling.service_layer.cycle import WorkloadCache, placed, run_cycle
 from suanli.scheduling.service_layer.errors import Conflict, InvalidSpec, JobNotFound, NotLeader, Precondition
 from suanli.scheduling.service_layer.jobs import Decision, JobView, Phase
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics, Outgoing, Writer
@@ -83,6 +83,7 @@ class SchedulingService:
         self.is_leader = is_leader
         self.lock = asyncio.Lock()
         self.cycles = 0
+        self._workloads: WorkloadCache = {}
         self.wake = asyncio.Event()
         self.handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {
             SubmitJob: self._submit,
@@ -283,7 +284,9 @@ class SchedulingService:
         # The priority classes are configuration recorded in the store (ConfigureQueues), not fixed at
         # start: without them every job naming a class was inadmissible ("priority class ... is unknown").
         config = replace(self.cycle_config, priority_classes=self.projection.priority_classes)
-        outcome = run_cycle(self.projection, nodes, placer, config, self.cycles, self._regions())
+        outcome = run_cycle(
+            self.projection, nodes, placer, config, self.cycles, self._regions(), self._workloads
+        )
         appends = [
             Append(
                 job_stream(job_id),
