@@ -1,6 +1,6 @@
-"""Placement decisions per second, one process, for FGD and fgdx on the openb cluster and on copies of it.
+"""Placement decisions per second, one process, for FGD and fgdb (ours) on openb and on copies of it.
 
-    .venv/bin/python bench/placement.py [--decisions 3000] [--sizes 1213,5000,15000] [--policies fgd,fgdx]
+    .venv/bin/python bench/placement.py [--decisions 3000] [--sizes 1213,5000,15000] [--policies fgd,fgdb]
 
 The node list is replicated (renamed copies) up to each size; the arrivals are the `default` pod list,
 shuffled and inflated for that cluster as in the simulator. A decision is one `Scheduler.place_task` call
@@ -58,7 +58,7 @@ def main() -> None:
     )
     parser.add_argument("--decisions", type=int, default=3000)
     parser.add_argument("--sizes", default="1213,5000,15000")
-    parser.add_argument("--policies", default="fgd,fgdx")
+    parser.add_argument("--policies", default="fgd,fgdb")
     args = parser.parse_args()
     print(f"{'policy':8} {'nodes':>6} {'decisions':>9} {'decisions/s':>12} {'first (ms)':>10}")
     for policy in args.policies.split(","):

@@ -1,6 +1,6 @@
 """`suanli simulate`: replay an openb trace against placement policies (the FGD paper's experiment).
 
-    suanli simulate --pods traces/openb/openb_pod_list_default.csv --policy fgd,bestfit,fgdx \\
+    suanli simulate --pods traces/openb/openb_pod_list_default.csv --policy fgd,bestfit,fgdb \\
         --seeds 42-51 --tune 1.3 --json out/default.json --out out/default
 
 The workload name in the JSON is the pod file's stem with the `openb_pod_list_` prefix removed
