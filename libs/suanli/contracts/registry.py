@@ -170,12 +170,15 @@ def schemas_dir() -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(root: Path) -> SchemaRegistry:
-    return SchemaRegistry.load(root)
+    return SchemaRegistry.load(root.resolve())
 
 
 def default_registry() -> SchemaRegistry:
-    """The registry of ``schemas_dir()``, loaded once per directory."""
-    return _load_cached(schemas_dir().resolve())
+    """The registry of ``schemas_dir()``, loaded once per directory.
+
+    Keyed by the path as configured, not resolved: resolving costs file-system calls, and this runs for
+    every event encoded or decoded without an explicit registry."""
+    return _load_cached(schemas_dir())
 
 
 def _load_file(path: Path, root: Path) -> SchemaVersion:

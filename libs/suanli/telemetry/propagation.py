@@ -49,6 +49,18 @@ def propagated_fields() -> set[str]:
     return set(propagate.get_global_textmap().fields)
 
 
+# Every published record asks for the propagator's header names; computing them is most of the cost of an
+# inject when no span is active. Remembered per propagator, so replacing the global one is still honoured.
+_FIELDS: tuple[object, frozenset[str]] | None = None
+
+
+def _lowered_fields(propagator: object) -> frozenset[str]:
+    global _FIELDS
+    if _FIELDS is None or _FIELDS[0] is not propagator:
+        _FIELDS = (propagator, frozenset(name.lower() for name in propagate.get_global_textmap().fields))
+    return _FIELDS[1]
+
+
 def inject_headers(
     headers: Iterable[tuple[str, bytes]] | None = None, context: Context | None = None
 ) -> list[tuple[str, bytes]]:
@@ -58,7 +70,7 @@ def inject_headers(
     a record re-published from a consumed one would otherwise carry two ``traceparent`` values and
     consumers would pick either. With no active span nothing is added.
     """
-    fields = {name.lower() for name in propagated_fields()}
+    fields = _lowered_fields(propagate.get_global_textmap())
     out = [(name, value) for name, value in (headers or ()) if name.lower() not in fields]
     propagate.inject(out, context=context, setter=_SETTER)
     return out
