@@ -102,6 +102,7 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
         self._owner = owner
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self._owner._rebalances += 1
         await self._owner._commit(revoked)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
@@ -149,6 +150,8 @@ class EventConsumer:
         self._progress = _Progress()
         self._stopping = asyncio.Event()
         self._assigned = asyncio.Event()
+        # Bumped by every revocation, so record handling re-checks its assignment only when it may differ.
+        self._rebalances = 0
         self._task: asyncio.Task[None] | None = None
         # Set whenever no run() loop is active, so stop() never closes the client under a handler.
         self._idle = asyncio.Event()
@@ -259,13 +262,17 @@ class EventConsumer:
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, records: list[ConsumerRecord[Any, Any]]
     ) -> bool:
         """Handle ``records`` in order; False once stopping (the rest stay uncommitted for the next owner)."""
+        seen = -1
         for record in records:
             if self._stopping.is_set():
                 return False
             # A rebalance may have revoked the partition while earlier records were handled; its new
             # owner starts from the committed offset, so handling more here would only duplicate work.
-            if tp not in consumer.assignment():
-                return True
+            # Asked again only after a revocation: the assignment is copied on every call.
+            if seen != self._rebalances:
+                seen = self._rebalances
+                if tp not in consumer.assignment():
+                    return True
             if not await self._process(record):
                 return False
             self._progress.pending[tp] = self._positions[tp] = record.offset + 1
