@@ -17,6 +17,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
 from .errors import CorruptEventError, EventEncodeError, UnknownEventError, UnknownSchemaError
+from .fastcheck import Check, compile_check
 from .registry import SchemaRegistry, SchemaVersion, default_registry
 
 MAGIC: Final = b"\xc3\x01"
@@ -57,7 +58,7 @@ def encode(
     try:
         # The boolean pass is the hot path; the raising pass only runs to word the error, because
         # building ValidationError text for every rejected union branch costs more than the write.
-        if not validate(record, sv.parsed, raise_errors=False):
+        if not _fast_check(sv)(record) and not validate(record, sv.parsed, raise_errors=False):
             validate(record, sv.parsed, raise_errors=True)
     except Exception as exc:  # ValidationError, and TypeErrors from logical-type checks
         raise EventEncodeError(event_name, _short(exc)) from exc
@@ -136,6 +137,16 @@ def _field_names(sv: SchemaVersion) -> frozenset[str]:
 
 
 _FIELD_NAMES: dict[bytes, frozenset[str]] = {}
+
+
+def _fast_check(sv: SchemaVersion) -> Check:
+    check = _FAST_CHECKS.get(sv.fingerprint)
+    if check is None:
+        check = _FAST_CHECKS[sv.fingerprint] = compile_check(sv.parsed)
+    return check
+
+
+_FAST_CHECKS: dict[bytes, Check] = {}
 
 
 def _short(exc: BaseException) -> str:
