@@ -47,8 +47,9 @@ def encode(
     if not isinstance(record, Mapping):
         raise EventEncodeError(event_name, f"record must be a mapping, not {type(record).__name__}")
     # fastavro silently drops keys the schema lacks; a misspelt field would then vanish, so refuse it.
-    unknown = set(record) - _field_names(sv)
-    if unknown:
+    names = _field_names(sv)
+    if not names.issuperset(record):
+        unknown = set(record) - names
         raise EventEncodeError(event_name, f"fields not in schema v{sv.version}: {sorted(unknown)}")
     occurred_at = record.get("occurred_at")
     if isinstance(occurred_at, dt.datetime) and occurred_at.utcoffset() is None:
