@@ -3,6 +3,7 @@ fully free devices are alike); the policies differ in where a shared (fractional
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from suanli.scheduling.domain.plugins._fragmentation import PlacementDeltas
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 
-class _DeviceChoice:
+class _DeviceChoice(ABC):
     name = ""
 
     def choose(
@@ -26,6 +27,7 @@ class _DeviceChoice:
             snapshot, request, node, lambda options: self._shared(snapshot, request, node, options, rng)
         )
 
+    @abstractmethod
     def _shared(
         self,
         snapshot: ClusterSnapshot,
@@ -34,7 +36,7 @@ class _DeviceChoice:
         options: np.ndarray,
         rng: np.random.Generator,
     ) -> int:
-        raise NotImplementedError
+        """The device a shared task takes among `options` (devices of `node` where it fits)."""
 
 
 class LowestIndex(_DeviceChoice):
