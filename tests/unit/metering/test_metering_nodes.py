@@ -75,6 +75,17 @@ def test_placement_before_any_snapshot_is_rated_when_the_node_reports() -> None:
     )
 
 
+def test_placement_rated_late_is_charged_even_though_it_no_longer_holds_room() -> None:
+    # Metering learnt of the node only after the task had run and gone (a restart, a lost table):
+    # the placement holds nothing any more, but its charge is still owed.
+    state, placed = on_placed(None, placement("t1", T0), catalogue=CAT)
+    assert placed is None
+    out = on_snapshot(state, snap(1, T0 + 60_000), received_at_ms=T0 + 60_000, catalogue=CAT)
+    assert [p.task_id for p in out.placed] == ["t1"]
+    assert out.capacity is not None and out.capacity.used.gpu_milli == 0
+    assert out.state.placements == () and out.state.forwarded == ()
+
+
 def test_placement_is_released_when_the_node_stops_listing_it() -> None:
     state = on_snapshot(None, snap(1, T0), received_at_ms=T0, catalogue=CAT).state
     state, placed = on_placed(state, placement("t1", T0 + 10), catalogue=CAT)

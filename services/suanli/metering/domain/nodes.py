@@ -106,8 +106,10 @@ def on_snapshot(
     liveness, status = observe(
         state.liveness, node_id, occurred_at_ms=occurred, received_at_ms=received_at_ms, interval_ms=interval
     )
+    # Every placement not yet rated is rated now, including one that no longer holds room (metering was
+    # down, or the node was unknown, until after the task ran): its charge is owed all the same.
     placed, rejected, forwarded = [], [], []
-    for alloc in holding:
+    for alloc in state.placements:
         if _key(alloc) in state.forwarded:
             forwarded.append(_key(alloc))
             continue
@@ -117,6 +119,7 @@ def on_snapshot(
         except PlacementError as exc:
             rejected.append((alloc, str(exc)))
     kept = tuple(p for p in holding if _key(p) in forwarded)
+    forwarded = [k for k in forwarded if k in {_key(p) for p in kept}]
     # Evidence only matters at window granularity (a running task is metered up to the start of the
     # window its latest evidence falls in), so one Seen per task per window is enough to forward.
     new_window = window_start(occurred) != window_start(state.occurred_at_ms)
