@@ -1,6 +1,6 @@
-"""Run an `AgentHost` against the bus until asked to stop: register, report every interval, probe links,
-act on orders from ``placements``. A failed report is logged and retried at the next tick; it never ends
-the agent (ARCHITECTURE §2.5).
+"""Run an `AgentHost` against the bus until asked to stop: register, report each node once per interval
+(a fleet spread over the interval), probe links, act on orders from ``placements``. A failed report is
+logged and retried an interval later; it never ends the agent (ARCHITECTURE §2.5).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
@@ -16,6 +16,7 @@ from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topi
 from suanli.sensing.bootstrap import system_clock
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
+from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class RunSettings:
     group_id: str
     prefix: str | None = None
     interval_s: float = 5.0
+    # Nodes of a fleet report spread over the interval; reports due closer together than this go together.
+    min_report_gap_s: float = DEFAULT_MIN_GAP_S
     probe_interval_s: float = 30.0
     # Orders older than this when first read are skipped (a new consumer group starts at the earliest).
     max_order_age_s: float | None = 600.0
@@ -110,23 +113,49 @@ class OrderIntake:
                 await consumer.stop()
 
 
-async def report_loop(host: AgentHost, settings: RunSettings, stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
+Monotonic = Callable[[], float]
+Pause = Callable[[asyncio.Event, float], Awaitable[None]]
+
+
+async def pause_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def report_loop(
+    host: AgentHost,
+    settings: RunSettings,
+    stop: asyncio.Event,
+    *,
+    now: Monotonic | None = None,
+    pause: Pause = pause_unless_stopped,
+) -> None:
+    """Report each node once per interval on its own phase (`ReportSchedule`), probe links, until stopped.
+
+    A loop that falls behind reports the next slice at once and keeps going: no catch-up burst.
+    """
+    now = now or asyncio.get_running_loop().time
+    schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
     registered = False
-    next_probe = loop.time()
-    deadline = loop.time()
+    next_probe = now()
+    deadline = now()
+    tick = 0
     while not stop.is_set():
         try:
             if not registered:
                 await host.register_all()
                 registered = True
-                log.info("registered %d node(s)", len(host.agents))
-            await host.report_all()
-            if loop.time() >= next_probe:
-                next_probe = loop.time() + settings.probe_interval_s
+                log.info(
+                    "registered %d node(s), reporting in %d slice(s)", len(host.agents), len(schedule.slices)
+                )
+            await host.report(schedule.slice(tick))
+            if now() >= next_probe:
+                next_probe = now() + settings.probe_interval_s
                 await host.probe_links()
         except Exception:
-            log.exception("report failed; retrying at the next tick")
-        deadline = max(deadline + settings.interval_s, loop.time())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), deadline - loop.time())
+            log.exception("report failed; retrying one interval later")
+            # A broker that is down fails every slice: one attempt (and one log) per interval, not per tick.
+            deadline += settings.interval_s - schedule.tick_s
+        tick += 1
+        deadline = max(deadline + schedule.tick_s, now())
+        await pause(stop, deadline - now())

@@ -1,4 +1,4 @@
-"""Many agents in one process: route orders from ``placements`` by node, report all, probe links.
+"""Many agents in one process: route orders from ``placements`` by node, report, probe links.
 
 A real agent is an `AgentHost` of one; a simulated fleet of hundreds shares one host, one producer and one
 consumer. Orders for nodes this process does not host are skipped (every agent reads the whole topic,
@@ -51,8 +51,12 @@ class AgentHost:
         await asyncio.gather(*(agent.register() for agent in self.agents.values()))
 
     async def report_all(self) -> None:
-        # Concurrently, so the publisher batches a whole fleet's snapshots instead of one ack at a time.
-        await asyncio.gather(*(agent.report() for agent in self.agents.values()))
+        await self.report(self.agents)
+
+    async def report(self, node_ids: Iterable[str]) -> None:
+        """Report the given nodes now (each snapshot stamped when it is taken)."""
+        # Concurrently, so the publisher batches their snapshots instead of one ack at a time.
+        await asyncio.gather(*(self.agents[node_id].report() for node_id in node_ids))
 
     async def probe_links(self) -> int:
         """One probe round; returns how many LinkMeasured were published."""

@@ -1,0 +1,150 @@
+"""Staggered reporting: a fleet's nodes report once per interval each, spread over the interval.
+
+The report loop runs on an injected clock whose pauses advance time, so the test takes no real time and
+every instant is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import uuid
+from collections import Counter, defaultdict
+from typing import Any
+
+import pytest
+
+from suanli import contracts
+from suanli.resources import default_catalogue
+from suanli.sensing.bootstrap import build_fleet_host
+from suanli.sensing.domain.fleet import parse_fleet
+from suanli.sensing.entrypoints.runtime import RunSettings, report_loop
+from suanli.sensing.service_layer.schedule import ReportSchedule
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+INTERVAL_S = 1.0
+GAP_S = 0.1  # 10 slices per interval
+NODES = 12  # two more than slices: two slices hold two nodes
+
+FLEET = {
+    "name": "stagger",
+    "seed": 5,
+    "regions": [
+        {
+            "name": "r1",
+            "sites": [
+                {
+                    "name": "a",
+                    "node_groups": [{"name": "g", "count": NODES, "gpu_model": "T4", "gpus_per_node": 1}],
+                }
+            ],
+        }
+    ],
+}
+
+
+class FakeTime:
+    """Monotonic seconds and the wall clock derived from them; a pause moves time on (stop at ``end_s``)."""
+
+    def __init__(self, end_s: float) -> None:
+        self.t = 0.0
+        self.end_s = end_s
+
+    def now(self) -> float:
+        return self.t
+
+    def wall(self) -> dt.datetime:
+        return T0 + dt.timedelta(seconds=self.t)
+
+    async def pause(self, stop: asyncio.Event, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+        if self.t >= self.end_s - 1e-9:
+            stop.set()
+
+
+class Sink:
+    def __init__(self, time: FakeTime, *, fail_before_s: float = 0.0) -> None:
+        self.time = time
+        self.fail_before_s = fail_before_s
+        self.attempts = 0
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    async def publish(self, event_name: str, record: dict[str, Any]) -> None:
+        self.attempts += 1
+        if self.time.t < self.fail_before_s:
+            raise ConnectionError("broker away")
+        contracts.encode(event_name, record)
+        self.events.append((event_name, record))
+
+    def snapshot_times(self) -> dict[str, list[float]]:
+        """Seconds since T0 at which each node's snapshots were taken (their occurred_at)."""
+        times: dict[str, list[float]] = defaultdict(list)
+        for name, record in self.events:
+            if name == "NodeSnapshot":
+                times[record["node_id"]].append((record["occurred_at"] - T0).total_seconds())
+        return times
+
+
+async def run_loop(time: FakeTime, sink: Sink) -> list[str]:
+    counter = itertools.count()
+    host = build_fleet_host(
+        parse_fleet(FLEET, default_catalogue()),
+        sink,
+        interval_s=INTERVAL_S,
+        clock=time.wall,
+        ids=lambda: str(uuid.UUID(int=next(counter))),
+    )
+    settings = RunSettings(
+        "unused:9092", "g", interval_s=INTERVAL_S, min_report_gap_s=GAP_S, probe_interval_s=3600.0
+    )
+    await report_loop(host, settings, asyncio.Event(), now=time.now, pause=time.pause)
+    return list(host.agents)
+
+
+def test_schedule_deals_nodes_round_robin_into_evenly_spaced_slices() -> None:
+    nodes = [f"n{i:03d}" for i in range(200)]
+    schedule = ReportSchedule(nodes, 5.0, min_gap_s=0.05)
+    assert len(schedule.slices) == 100 and schedule.tick_s == pytest.approx(0.05)
+    assert sorted(itertools.chain.from_iterable(schedule.slices)) == nodes  # each node exactly once
+    assert schedule.slice(0) == ("n000", "n100") and schedule.slice(101) == ("n001", "n101")
+    assert schedule.phase_s("n007") == pytest.approx(0.35)
+    # Fewer nodes than the gap allows: one node per slice, the interval split evenly between them.
+    few = ReportSchedule(["a", "b", "c", "d"], 2.0, min_gap_s=0.05)
+    assert few.slices == (("a",), ("b",), ("c",), ("d",)) and few.tick_s == pytest.approx(0.5)
+    assert ReportSchedule([], 5.0).slice(3) == ()
+
+
+async def test_fleet_reports_each_node_once_per_interval_on_its_own_phase() -> None:
+    time = FakeTime(end_s=3 * INTERVAL_S)
+    sink = Sink(time)
+    nodes = await run_loop(time, sink)
+
+    times = sink.snapshot_times()
+    assert set(times) == set(nodes)
+    for node, taken in times.items():
+        assert len(taken) == 3, node
+        phase = taken[0]
+        # occurred_at is the moment the snapshot was taken: the node's phase in every interval.
+        assert taken == pytest.approx([phase, phase + INTERVAL_S, phase + 2 * INTERVAL_S]), node
+        assert 0.0 <= phase < INTERVAL_S
+    phases = Counter(round(taken[0], 6) for taken in times.values())
+    assert sorted(phases) == pytest.approx([k * GAP_S for k in range(10)])  # evenly spaced
+    assert max(phases.values()) == 2  # never more than ceil(12 / 10) snapshots at one instant
+    assert [node for node, taken in times.items() if taken[0] == 0.0] == [nodes[0], nodes[10]]
+
+
+async def test_a_failed_report_is_retried_one_interval_later_not_every_tick() -> None:
+    time = FakeTime(end_s=2 * INTERVAL_S)
+    sink = Sink(time, fail_before_s=0.5)
+    await run_loop(time, sink)
+
+    registered = [r for name, r in sink.events if name == "NodeRegistered"]
+    assert len(registered) == NODES
+    assert [(r["occurred_at"] - T0).total_seconds() for r in registered] == pytest.approx(
+        [INTERVAL_S] * NODES
+    )
+    # One failed registration (all nodes at once) in the first interval, not one per tick.
+    assert sink.attempts - len(sink.events) == NODES
+    first = sorted(taken[0] for taken in sink.snapshot_times().values())
+    assert first[0] == pytest.approx(INTERVAL_S)
