@@ -21,7 +21,7 @@ from suanli.eventstore.ports import (
 from suanli.eventstore.postgres import DEFAULT_SCHEMA, PostgresEventStore
 from suanli.eventstore.relay import OutboxRelay
 from suanli.eventstore.tracking import apply_once
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -48,6 +48,7 @@ __all__ = [
     "RecordingOutboxSink",
     "SteppingClock",
     "StoredEvent",
+    "StreamAppend",
     "SystemClock",
     "TrackingStore",
     "Transaction",

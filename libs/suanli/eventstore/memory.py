@@ -10,8 +10,8 @@ from typing import Any
 
 from suanli.eventstore.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
-from suanli.eventstore.validation import check_append
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+from suanli.eventstore.validation import check_batch
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
 
 
 @dataclass
@@ -59,14 +59,28 @@ class _MemoryTransaction:
         *,
         outbox: Sequence[OutboxMessage] = (),
     ) -> int:
-        check_append(stream, expected_version, events)
-        actual = self._version(stream)
-        if actual != expected_version:
-            raise ConcurrencyConflict(stream, expected_version, actual)
+        (version,) = await self.append_many([StreamAppend(stream, expected_version, events, outbox)])
+        return version
+
+    async def append_many(self, appends: Sequence[StreamAppend]) -> list[int]:
+        check_batch(appends)
+        for a in appends:
+            actual = self._version(a.stream)
+            if actual != a.expected_version:
+                raise ConcurrencyConflict(a.stream, a.expected_version, actual)
         seen = self._store._state.event_ids | self._event_ids
-        duplicates = [e.event_id for e in events if e.event_id in seen]
+        duplicates = [e.event_id for a in appends for e in a.events if e.event_id in seen]
         if duplicates:
             raise DuplicateEventId(duplicates)
+        return [self._stage(a.stream, a.expected_version, a.events, a.outbox) for a in appends]
+
+    def _stage(
+        self,
+        stream: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        outbox: Sequence[OutboxMessage],
+    ) -> int:
         clock = self._store._clock
         stored: list[StoredEvent] = []
         for offset, event in enumerate(events, start=1):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
 
 NO_STREAM = 0
 
@@ -35,6 +35,17 @@ class Transaction(Protocol):
         outbox: Sequence[OutboxMessage] = (),
     ) -> int:
         """Append like `EventStore.append`, committed when the transaction commits."""
+        ...
+
+    async def append_many(self, appends: Sequence[StreamAppend]) -> list[int]:
+        """Several streams' appends as one step; return each stream's new version, in order.
+
+        All or nothing: `ConcurrencyConflict` (the first stream not at its expected version) or
+        `DuplicateEventId` (every id recorded before or repeated in the batch) leaves nothing of the batch
+        written, and the transaction usable. Each stream may appear once; events get positions, and
+        outbox rows ids, in the order given. Cheaper than one `append` per stream: the checks and inserts
+        are one statement each, whatever the batch size.
+        """
         ...
 
 

@@ -19,8 +19,8 @@ import asyncpg
 from suanli.eventstore.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
 from suanli.eventstore.migrator import check_schema, migrate
-from suanli.eventstore.validation import check_append
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent
+from suanli.eventstore.validation import check_batch
+from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
 
 DEFAULT_SCHEMA = "eventstore"
 
@@ -61,12 +61,16 @@ class Statements:
         s = f'"{check_schema(schema)}"'
         self.lock = f"LOCK TABLE {s}.events IN EXCLUSIVE MODE"
         self.version = f"SELECT coalesce(max(version), 0) FROM {s}.events WHERE stream = $1"
+        self.versions = (
+            f"SELECT stream, max(version) AS version FROM {s}.events"
+            " WHERE stream = ANY($1::text[]) GROUP BY stream"
+        )
         self.known_ids = f"SELECT event_id FROM {s}.events WHERE event_id = ANY($1::uuid[])"
         self.insert_events = (
             f"INSERT INTO {s}.events (stream, version, event_id, event_name, payload, metadata, recorded_at)"
-            " SELECT $1, v, i, n, p, m::jsonb, t"
-            " FROM unnest($2::bigint[], $3::uuid[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[])"
-            " WITH ORDINALITY AS e(v, i, n, p, m, t, ord) ORDER BY ord"
+            " SELECT s, v, i, n, p, m::jsonb, t FROM unnest("
+            "$1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[]"
+            ") WITH ORDINALITY AS e(s, v, i, n, p, m, t, ord) ORDER BY ord"
         )
         self.insert_outbox = (
             f"INSERT INTO {s}.outbox (topic, key, event_name, value, header_names, header_values, created_at)"
@@ -125,29 +129,40 @@ class PostgresTransaction:
         *,
         outbox: Sequence[OutboxMessage] = (),
     ) -> int:
-        check_append(stream, expected_version, events)
+        (version,) = await self.append_many([StreamAppend(stream, expected_version, events, outbox)])
+        return version
+
+    async def append_many(self, appends: Sequence[StreamAppend]) -> list[int]:
+        check_batch(appends)
+        if not appends:
+            return []
         conn, sql = self._conn, self._sql
         if not self._locked:
             await conn.execute(sql.lock)
             self._locked = True
-        actual = await conn.fetchval(sql.version, stream)
-        if actual != expected_version:
-            raise ConcurrencyConflict(stream, expected_version, actual)
+        streams = [a.stream for a in appends]
+        current = {r["stream"]: r["version"] for r in await conn.fetch(sql.versions, streams)}
+        for a in appends:
+            actual = current.get(a.stream, 0)
+            if actual != a.expected_version:
+                raise ConcurrencyConflict(a.stream, a.expected_version, actual)
+        events = [(a, offset, e) for a in appends for offset, e in enumerate(a.events, start=1)]
         if events:
-            ids = [e.event_id for e in events]
+            ids = [e.event_id for _, _, e in events]
             known = await conn.fetch(sql.known_ids, ids)
             if known:
                 raise DuplicateEventId([r["event_id"] for r in known])
             await conn.execute(
                 sql.insert_events,
-                stream,
-                list(range(expected_version + 1, expected_version + len(events) + 1)),
+                [a.stream for a, _, _ in events],
+                [a.expected_version + offset for a, offset, _ in events],
                 ids,
-                [e.event_name for e in events],
-                [e.payload for e in events],
-                [json.dumps(dict(e.metadata)) for e in events],
+                [e.event_name for _, _, e in events],
+                [e.payload for _, _, e in events],
+                [json.dumps(dict(e.metadata)) for _, _, e in events],
                 [self._clock.now() for _ in events],
             )
+        outbox = [m for a in appends for m in a.outbox]
         if outbox:
             await conn.executemany(
                 sql.insert_outbox,
@@ -164,7 +179,7 @@ class PostgresTransaction:
                     for m in outbox
                 ],
             )
-        return expected_version + len(events)
+        return [a.expected_version + len(a.events) for a in appends]
 
 
 class PostgresEventStore:

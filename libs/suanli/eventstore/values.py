@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -90,3 +90,13 @@ class OutboxRecord:
     value: bytes
     headers: Headers
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAppend:
+    """One stream's part of `Transaction.append_many`: what `append` takes, as a value."""
+
+    stream: str
+    expected_version: int
+    events: Sequence[NewEvent]
+    outbox: Sequence[OutboxMessage] = ()

@@ -15,6 +15,7 @@ from suanli.eventstore import (
     EventStore,
     NewEvent,
     OutboxMessage,
+    StreamAppend,
 )
 
 
@@ -169,3 +170,53 @@ async def test_conflict_inside_a_transaction_keeps_the_transaction_usable(store:
             await tx.append("a", 0, [event()])
         await tx.append("a", 1, [event()])
     assert await store.stream_version("a") == 2
+
+
+async def test_append_many_writes_every_stream_in_the_order_given(store: EventStore) -> None:
+    await store.append("b", 0, [event()])
+    a1, a2, b2, c1 = event(payload=b"a1"), event(payload=b"a2"), event(payload=b"b2"), event(payload=b"c1")
+    async with store.transaction() as tx:
+        versions = await tx.append_many(
+            [
+                StreamAppend("a", 0, [a1, a2], [message(1), message(2)]),
+                StreamAppend("b", 1, [b2]),
+                StreamAppend("c", 0, [c1], [message(3)]),
+            ]
+        )
+    assert versions == [2, 2, 1]
+    after_b1 = (await store.read("b"))[0].position
+    new = await store.read_all(after_b1)
+    assert [(e.stream, e.version, e.payload) for e in new] == [
+        ("a", 1, b"a1"),
+        ("a", 2, b"a2"),
+        ("b", 2, b"b2"),
+        ("c", 1, b"c1"),
+    ]
+    assert [r.value for r in await store.pending_outbox()] == [b"v1", b"v2", b"v3"]
+
+
+@pytest.mark.parametrize("problem", ["stale version", "id recorded before", "id twice in the batch"])
+async def test_append_many_is_all_or_nothing(store: EventStore, problem: str) -> None:
+    recorded = event()
+    await store.append("b", 0, [recorded])
+    fresh = event()
+    second = {
+        "stale version": StreamAppend("b", 0, [event()]),
+        "id recorded before": StreamAppend("c", 0, [recorded]),
+        "id twice in the batch": StreamAppend("c", 0, [fresh]),
+    }[problem]
+    expected = ConcurrencyConflict if problem == "stale version" else DuplicateEventId
+    async with store.transaction() as tx:
+        with pytest.raises(expected):
+            await tx.append_many([StreamAppend("a", 0, [fresh], [message(1)]), second])
+        # The transaction is still usable after the refusal.
+        assert await tx.append("d", 0, [event()]) == 1
+    assert [e.stream for e in await store.read_all()] == ["b", "d"]
+    assert await store.pending_outbox() == []
+
+
+async def test_append_many_refuses_a_stream_twice(store: EventStore) -> None:
+    async with store.transaction() as tx:
+        with pytest.raises(ValueError, match="each stream once"):
+            await tx.append_many([StreamAppend("a", 0, [event()]), StreamAppend("a", 1, [event()])])
+    assert await store.read_all() == []

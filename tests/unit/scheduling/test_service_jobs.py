@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
 from suanli.contracts import encode
-from suanli.eventstore import DuplicateEventId, StoredEvent
+from suanli.eventstore import ConcurrencyConflict, DuplicateEventId, StoredEvent
 from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
 from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec, ResourceQuota
 from suanli.scheduling.service_layer.capacity import CapacityView
@@ -48,7 +50,9 @@ class FakeWriter:
     def __init__(self) -> None:
         self.log: list[StoredEvent] = []
         self.published: list[tuple[str, dict[str, Any]]] = []
+        self.commits: list[int] = []  # appends per transaction
         self._ids: set[uuid.UUID] = set()
+        self._versions: dict[str, int] = {}
         self._pos = count(1)
 
     async def commit(self, appends: Sequence[Append], pending: Mapping[str, Any] | None = None) -> None:
@@ -56,6 +60,11 @@ class FakeWriter:
         if self._ids & set(ids):
             raise DuplicateEventId(sorted(self._ids & set(ids)))
         for a in appends:
+            if self._versions.get(a.stream, 0) != a.expected_version:
+                raise ConcurrencyConflict(a.stream, a.expected_version, self._versions.get(a.stream, 0))
+        self.commits.append(len(appends))
+        for a in appends:
+            self._versions[a.stream] = a.expected_version + len(a.events)
             for i, e in enumerate(a.events):
                 self._ids.add(e.event_id)
                 if e.name in JSON_EVENTS:
@@ -263,3 +272,66 @@ async def test_cycle_reuses_unchanged_workloads_and_forgets_finished_jobs() -> N
     await service.handle(CancelJob(waiting.id, "done with it"))
     cluster_state(service.projection, nodes, cache)
     assert {key[0] for key in cache} == {too_big.id}
+
+
+async def test_concurrent_commands_are_committed_together_in_arrival_order() -> None:
+    service, writer, _ = await _ready()
+    before = len(writer.commits)
+    submitted = await asyncio.gather(*(service.handle(SubmitJob(_spec())) for _ in range(5)))
+    assert writer.commits[before:] == [5]  # one transaction for the five
+    assert [j.seq for j in submitted] == sorted(j.seq for j in submitted)
+    assert len({j.seq for j in submitted}) == 5
+    assert all(service.projection.jobs[j.id].waiting for j in submitted)
+
+
+async def test_a_redelivered_report_in_a_batch_answers_alone() -> None:
+    service, _, _ = await _ready()
+    job = await service.handle(SubmitJob(_spec(tasks=2)))
+    await service.handle(RunCycle())
+    first, second = service.projection.jobs[job.id].tasks
+    started = _report("TaskStarted", first, job.id, device_indices=[], pid=None)
+    assert await service.handle(started)
+    # A recorded event id again, in a report the projection cannot recognise as seen (so only the store's
+    # duplicate check catches it), next to a new submit: the store refuses the batch, each command then
+    # gets its own answer; the third touches the same job as the first and waits for the next batch.
+    other = await service.handle(SubmitJob(_spec()))
+    replayed = RecordTaskReport("TaskFinished", {**started.record, "exit_code": 0}, started.event_id)
+    results = await asyncio.gather(
+        service.handle(replayed),
+        service.handle(SubmitJob(_spec())),
+        service.handle(_report("TaskStarted", second, job.id, device_indices=[], pid=None)),
+    )
+    assert results[0] is False
+    assert results[1].id != other.id and results[1].id in service.projection.jobs
+    assert results[2] is True
+    assert service.projection.jobs[job.id].tasks[1].state is TaskState.RUNNING
+
+
+async def test_two_reports_of_one_job_in_a_batch_are_both_recorded_in_order() -> None:
+    service, _, _ = await _ready()
+    job = await service.handle(SubmitJob(_spec()))
+    await service.handle(RunCycle())
+    (task,) = service.projection.jobs[job.id].tasks
+    started = _report("TaskStarted", task, job.id, device_indices=[], pid=None)
+    finished = _report("TaskFinished", task, job.id, exit_code=0)
+    assert await asyncio.gather(service.handle(started), service.handle(finished)) == [True, True]
+    assert service.projection.jobs[job.id].phase is Phase.SUCCEEDED
+
+
+async def test_a_caller_that_gives_up_does_not_undo_the_batch() -> None:
+    service, _, _ = await _ready()
+    async with service.lock:  # hold the batch back until both callers are queued
+        gone = asyncio.create_task(service.handle(SubmitJob(replace(_spec(), name="gone"))))
+        kept = asyncio.create_task(service.handle(SubmitJob(replace(_spec(), name="kept"))))
+        await asyncio.sleep(0)
+        gone.cancel()
+    job = await kept
+    assert job.spec.name == "kept"
+    assert sorted(j.spec.name for j in service.projection.jobs.values()) == ["gone", "kept"]
+
+
+async def test_cycle_with_nothing_waiting_commits_nothing() -> None:
+    service, writer, _ = await _ready()
+    before = len(writer.commits)
+    assert await service.handle(RunCycle()) == 0
+    assert writer.commits[before:] == []

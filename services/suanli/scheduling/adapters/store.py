@@ -18,7 +18,7 @@ import asyncpg
 from suanli.bus.topics import topic_name
 from suanli.contracts import encode
 from suanli.contracts.catalogue import EVENTS
-from suanli.eventstore import NewEvent, OutboxMessage, PostgresEventStore
+from suanli.eventstore import NewEvent, OutboxMessage, PostgresEventStore, StreamAppend
 from suanli.scheduling.service_layer.ports import Append, Outgoing
 from suanli.scheduling.service_layer.projection import JSON_EVENTS, Projection
 
@@ -60,9 +60,11 @@ class PostgresWriter:
     ) -> None:
         async with self.store.transaction() as tx:
             await self.fence.check(tx.connection)
+            batch = []
             for append in appends:
                 events, outbox = self._encode(append.events)
-                await tx.append(append.stream, append.expected_version, events, outbox=outbox)
+                batch.append(StreamAppend(append.stream, append.expected_version, events, outbox))
+            await tx.append_many(batch)
             if pending:
                 table = f"{self.store.schema}.{PENDING_TABLE}"
                 gone = [job_id for job_id, reason in pending.items() if reason is None]

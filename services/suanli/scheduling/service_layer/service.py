@@ -1,6 +1,10 @@
 """The scheduling service's use cases behind one lock: every command reads the projection, decides pure,
 commits through the `Writer` (events + outbox + pending reasons, one transaction, leader only), then
-catches the projection up from the store. Handlers are listed in `HANDLERS`.
+catches the projection up from the store.
+
+The frequent commands (submits, task reports, reconciliations) are *planned* (`planners`) and committed in
+groups (`group_commit`); the rest (cycles, cancels, lost nodes, queue configuration) run one at a time
+(`handlers`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from suanli.scheduling.service_layer.commands import (
 )
 from suanli.scheduling.service_layer.cycle import WorkloadCache, placed, run_cycle
 from suanli.scheduling.service_layer.errors import Conflict, InvalidSpec, JobNotFound, NotLeader, Precondition
+from suanli.scheduling.service_layer.group_commit import GroupCommitter, Plan, Planner
 from suanli.scheduling.service_layer.jobs import Decision, JobView, Phase
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics, Outgoing, Writer
 from suanli.scheduling.service_layer.projection import (
@@ -85,22 +90,43 @@ class SchedulingService:
         self.cycles = 0
         self._workloads: WorkloadCache = {}
         self.wake = asyncio.Event()
+        self._submitted_in_batch = 0
+        self._idle_reported = False
         self.handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {
-            SubmitJob: self._submit,
             CancelJob: self._cancel,
-            RecordTaskReport: self._report,
             MarkNodeLost: self._node_lost,
-            ReconcileNode: self._reconcile,
             RunCycle: self._cycle,
             ConfigureQueues: self._configure,
         }
+        self.planners: dict[type, Planner] = {
+            SubmitJob: self._plan_submit,
+            RecordTaskReport: self._plan_report,
+            ReconcileNode: self._plan_reconcile,
+        }
+        self.group = GroupCommitter(
+            writer,
+            projection,
+            self.lock,
+            self.planners,
+            check_leader=self._check_leader,
+            on_batch=self._new_batch,
+            on_committed=self.wake.set,
+        )
 
     async def handle(self, command: Command) -> Any:
+        if self.group.accepts(command):
+            return await self.group.submit(command)
         async with self.lock:
-            if not self.is_leader():
-                raise NotLeader("this scheduler is a standby; writes go to the leader")
+            self._check_leader()
             await self.writer.catch_up(self.projection)
             return await self.handlers[type(command)](command)
+
+    def _check_leader(self) -> None:
+        if not self.is_leader():
+            raise NotLeader("this scheduler is a standby; writes go to the leader")
+
+    def _new_batch(self) -> None:
+        self._submitted_in_batch = 0
 
     # -- events --------------------------------------------------------------------------------------
 
@@ -141,11 +167,12 @@ class SchedulingService:
 
     # -- handlers ------------------------------------------------------------------------------------
 
-    async def _submit(self, cmd: SubmitJob) -> JobView:
+    def _plan_submit(self, cmd: SubmitJob) -> Plan:
         spec = cmd.spec
         known = self.projection.by_request.get(spec.request_id) if spec.request_id else None
         if known is not None:
-            return self._same_or_conflict(known, spec)
+            answer = self._same_or_conflict(known, spec)
+            return Plan(answer=lambda: answer)
         if spec.queue not in self.projection.queues:
             names = ", ".join(sorted(self.projection.queues)) or "none configured"
             raise InvalidSpec("spec.queue", f"unknown queue {spec.queue!r} (known: {names})")
@@ -161,13 +188,21 @@ class SchedulingService:
         job_id = job_id_for(spec.request_id, self.ids)
         tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
         spec = replace(spec, tasks=tasks, priority=priority)
-        event = self._own("JobSubmitted", spec_record(job_id, spec), {"seq": self.projection.next_seq})
-        try:
-            await self._commit([Append(job_stream(job_id), 0, [event])])
-        except ConcurrencyConflict:
-            await self.writer.catch_up(self.projection)
-            return self._same_or_conflict(job_id, spec)
-        return self.projection.jobs[job_id]
+        # Submission order (the queues' FIFO) for the jobs of one batch follows their place in it.
+        seq = self.projection.next_seq + self._submitted_in_batch
+        self._submitted_in_batch += 1
+        event = self._own("JobSubmitted", spec_record(job_id, spec), {"seq": seq})
+
+        def refused(exc: Exception) -> JobView:
+            if not isinstance(exc, ConcurrencyConflict):
+                raise exc
+            return self._same_or_conflict(job_id, spec)  # a concurrent submit of the same request
+
+        return Plan(
+            [Append(job_stream(job_id), 0, [event])],
+            answer=lambda: self.projection.jobs[job_id],
+            on_refused=refused,
+        )
 
     def _same_or_conflict(self, job_id: str, spec: JobSpec) -> JobView:
         job = self._job(job_id)
@@ -198,20 +233,25 @@ class SchedulingService:
         self.metrics.decision("cancelled")
         return self.projection.jobs[job.id]
 
-    async def _report(self, cmd: RecordTaskReport) -> bool:
+    def _plan_report(self, cmd: RecordTaskReport) -> Plan:
         job = self.projection.jobs.get(str(cmd.record.get("job_id")))
         if job is None or not jobs.relevant_report(job, cmd.record):
-            return False
+            return Plan(answer=lambda: False)
         fact = Outgoing(cmd.name, cmd.record, _event_uuid(cmd.event_id))
         now = self.clock.now()
         after = jobs.evolve(job, cmd.name, cmd.record, job.version + 1, now)
         events = [fact, *self._with_follow_ups(after, jobs.follow_ups(after))]
-        try:
-            await self._commit([Append(job_stream(job.id), job.version, events)])
-        except DuplicateEventId:
+
+        def recorded() -> bool:
+            self._count_outcomes(events)
+            return True
+
+        def refused(exc: Exception) -> bool:
+            if not isinstance(exc, DuplicateEventId):
+                raise exc
             return False  # recorded before (a redelivery)
-        self._count_outcomes(events)
-        return True
+
+        return Plan([Append(job_stream(job.id), job.version, events)], answer=recorded, on_refused=refused)
 
     async def _node_lost(self, cmd: MarkNodeLost) -> int:
         appends = []
@@ -240,7 +280,7 @@ class SchedulingService:
             self._count_outcomes([e for a in appends for e in a.events])
         return len(appends)
 
-    async def _reconcile(self, cmd: ReconcileNode) -> int:
+    def _plan_reconcile(self, cmd: ReconcileNode) -> Plan:
         actions = self.reconciler.reconcile(
             self.projection.live,
             cmd.snapshot,
@@ -249,7 +289,7 @@ class SchedulingService:
             owner=self._owner,
         )
         if not actions:
-            return 0
+            return Plan(answer=lambda: 0)
         appends = [
             Append(
                 job_stream(job_id),
@@ -267,15 +307,28 @@ class SchedulingService:
                     [self._own(n, b) for n, b in actions.unknown_stops],
                 )
             )
-        await self._commit(appends)
-        self.metrics.decision("reconciled", sum(len(a.events) for a in appends))
-        return sum(len(a.events) for a in appends)
+        count = sum(len(a.events) for a in appends)
+
+        def recorded() -> int:
+            self.metrics.decision("reconciled", count)
+            return count
+
+        return Plan(appends, answer=recorded)
 
     async def _cycle(self, cmd: RunCycle) -> int:
         if not self.projection.queues:
             return 0
         started = time.perf_counter()
         self.cycles += 1
+        if not any(job.waiting for job in self.projection.live.values()):
+            # Nothing to admit means nothing to place, preempt or reserve for: most wakes under load
+            # (task reports, capacity updates) find the queues empty, and the cycle would only rebuild
+            # its snapshot to learn that. The gauges are zeroed once, as an empty cycle would.
+            if not self._idle_reported:
+                self.metrics.cycle(time.perf_counter() - started, 0, 0, {}, {})
+                self._idle_reported = True
+            return 0
+        self._idle_reported = False
         requests = [
             t.request() for j in self.projection.live.values() if not j.phase.final for t in j.spec.tasks
         ]

@@ -1,0 +1,186 @@
+"""Group commit: the commands waiting for the service lock are decided together and committed in one
+transaction, so submits, task reports and reconciliations cost one round of catch-up and commit per batch
+rather than per command.
+
+Under load the lock is the bottleneck (every decision reads the projection the previous commit produced),
+and a PostgreSQL transaction costs the same few round trips whether it appends to one stream or fifty.
+Each command is *planned* against the projection as of the batch's catch-up; plans touching the same
+stream cannot share a batch (the second would be decided on a stale version), so the later one waits for
+the next batch and is planned again after the first is recorded. When the store refuses a batch as a
+whole (a duplicate event id, a version moved under us), its plans are committed one by one, so one
+command's refusal is that command's answer alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
+from suanli.scheduling.service_layer.ports import Append, Writer
+from suanli.scheduling.service_layer.projection import Projection
+
+log = logging.getLogger(__name__)
+
+REFUSALS = (ConcurrencyConflict, DuplicateEventId)
+
+
+def _no_answer() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One command's decision: what to record, and the command's answer once it is recorded."""
+
+    appends: Sequence[Append] = ()
+    answer: Callable[[], Any] = _no_answer
+    # The answer when the store refuses this plan on its own (a redelivered report is a duplicate, a
+    # concurrent submit of the same request took the job id); None lets the refusal reach the caller.
+    on_refused: Callable[[Exception], Any] | None = None
+
+    @property
+    def streams(self) -> frozenset[str]:
+        return frozenset(a.stream for a in self.appends)
+
+
+@dataclass(slots=True)
+class _Ticket:
+    command: Any
+    future: asyncio.Future[Any]
+
+    def resolve(self, outcome: Callable[[], Any]) -> None:
+        if self.future.done():  # the caller gave up (cancelled); the decision stands regardless
+            return
+        try:
+            self.future.set_result(outcome())
+        except Exception as exc:
+            self.future.set_exception(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+Planner = Callable[[Any], Plan]
+
+
+@dataclass
+class GroupCommitter:
+    writer: Writer
+    projection: Projection
+    lock: asyncio.Lock
+    planners: Mapping[type, Planner]
+    check_leader: Callable[[], None]
+    on_batch: Callable[[], None] = lambda: None  # before planning a batch (per-batch counters)
+    on_committed: Callable[[], None] = lambda: None  # after a commit is caught up
+    batches: int = 0
+    largest: int = 0
+    _queue: list[_Ticket] = field(default_factory=list)
+    _drainer: asyncio.Task[None] | None = None
+
+    def accepts(self, command: Any) -> bool:
+        return type(command) in self.planners
+
+    async def submit(self, command: Any) -> Any:
+        ticket = _Ticket(command, asyncio.get_running_loop().create_future())
+        self._queue.append(ticket)
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain(), name="scheduling-group-commit")
+        # Shielded: a caller that gives up (a gRPC deadline) must not cancel the batch others wait on.
+        return await asyncio.shield(ticket.future)
+
+    async def _drain(self) -> None:
+        async with self.lock:
+            # No await between the last emptiness check and returning, so a ticket queued meanwhile
+            # always finds this task done and starts a new one.
+            while self._queue:
+                tickets, self._queue = self._queue, []
+                try:
+                    deferred = await self._run(tickets)
+                except BaseException as exc:
+                    for ticket in tickets:
+                        ticket.fail(exc if isinstance(exc, Exception) else RuntimeError("scheduler stopping"))
+                    raise
+                self._queue[:0] = deferred
+
+    async def _run(self, tickets: list[_Ticket]) -> list[_Ticket]:
+        """Plan, commit and answer one batch; return the tickets that must wait for the next one."""
+        try:
+            self.check_leader()
+            await self.writer.catch_up(self.projection)
+        except Exception as exc:
+            for ticket in tickets:
+                ticket.fail(exc)
+            return []
+        self.on_batch()
+        staged: list[tuple[_Ticket, Plan]] = []
+        deferred: list[_Ticket] = []
+        touched: set[str] = set()
+        for ticket in tickets:
+            try:
+                plan = self.planners[type(ticket.command)](ticket.command)
+            except Exception as exc:
+                ticket.fail(exc)
+                continue
+            if plan.streams & touched:
+                deferred.append(ticket)
+                continue
+            touched |= plan.streams
+            staged.append((ticket, plan))
+        self.batches += 1
+        self.largest = max(self.largest, len(staged))
+        appends = [a for _, plan in staged for a in plan.appends]
+        if not appends:
+            for ticket, plan in staged:
+                ticket.resolve(plan.answer)
+            return deferred
+        try:
+            await self.writer.commit(appends)
+        except REFUSALS as exc:
+            if len(staged) > 1:
+                log.debug("batch of %d refused (%r): committing one by one", len(staged), exc)
+                await self._one_by_one(staged)
+                return deferred
+            await self._refused(*staged[0], exc)
+            return deferred
+        except Exception as exc:
+            for ticket, _ in staged:
+                ticket.fail(exc)
+            return deferred
+        await self._caught_up()
+        for ticket, plan in staged:
+            ticket.resolve(plan.answer)
+        return deferred
+
+    async def _one_by_one(self, staged: list[tuple[_Ticket, Plan]]) -> None:
+        for i, (ticket, plan) in enumerate(staged):
+            if not plan.appends:
+                ticket.resolve(plan.answer)
+                continue
+            try:
+                await self.writer.commit(plan.appends)
+            except REFUSALS as exc:
+                await self._refused(ticket, plan, exc)
+                continue
+            except Exception as exc:
+                for later, _ in staged[i:]:
+                    later.fail(exc)
+                return
+            await self._caught_up()
+            ticket.resolve(plan.answer)
+
+    async def _refused(self, ticket: _Ticket, plan: Plan, exc: Exception) -> None:
+        if plan.on_refused is None:
+            ticket.fail(exc)
+            return
+        on_refused = plan.on_refused
+        await self.writer.catch_up(self.projection)
+        ticket.resolve(lambda: on_refused(exc))
+
+    async def _caught_up(self) -> None:
+        await self.writer.catch_up(self.projection)
+        self.on_committed()
