@@ -335,3 +335,17 @@ async def test_cycle_with_nothing_waiting_commits_nothing() -> None:
     before = len(writer.commits)
     assert await service.handle(RunCycle()) == 0
     assert writer.commits[before:] == []
+
+
+async def test_a_reconciliation_planned_again_in_the_next_batch_still_sends_its_stop() -> None:
+    service, writer, clock = await _ready()
+    job = await service.handle(SubmitJob(_spec()))
+    await service.handle(RunCycle())
+    task = service.projection.jobs[job.id].tasks[0]
+    clock.at = T0 + timedelta(seconds=6)  # past the grace: the placement would be re-sent
+    snapshot = {"node_id": task.node_id, "occurred_at": clock.at, "task_ids": ["ghost"]}
+    started = _report("TaskStarted", task, job.id, device_indices=[], pid=None)
+    # Both touch the job's stream, so the reconciliation waits for the next batch and is planned again
+    # on the recorded start (nothing to re-send); its first plan's stop was never sent and must not count.
+    assert await asyncio.gather(service.handle(started), service.handle(ReconcileNode(snapshot))) == [True, 1]
+    assert [r["task_id"] for n, r in writer.published if n == "TaskStopRequested"] == ["ghost"]

@@ -28,6 +28,8 @@ ALWAYS = datetime.min.replace(tzinfo=UTC)  # reports_since for a caller that fee
 class NodeActions:
     per_job: dict[str, list[Decision]] = field(default_factory=dict)
     unknown_stops: list[Decision] = field(default_factory=list)
+    node_id: str = ""
+    taken_at: datetime | None = None
 
     def __bool__(self) -> bool:
         return bool(self.per_job or self.unknown_stops)
@@ -61,7 +63,7 @@ class Reconciler:
         only the jobs that may hold room; `owner(task_id)` finds any task's job (default: search `jobs`)."""
         node_id = snapshot["node_id"]
         taken_at: datetime = snapshot["occurred_at"]
-        actions = NodeActions()
+        actions = NodeActions(node_id=node_id, taken_at=taken_at)
         if taken_at < now - self.grace:
             return actions  # an old snapshot (a replay): the next fresh one decides
         reported = set(snapshot.get("task_ids") or ())
@@ -89,7 +91,6 @@ class Reconciler:
             last = self._stops_sent.get((node_id, task_id))
             if last is not None and last > taken_at - self.grace:
                 continue
-            self._stops_sent[(node_id, task_id)] = taken_at
             actions.unknown_stops.append(
                 (
                     "TaskStopRequested",
@@ -103,6 +104,13 @@ class Reconciler:
                 )
             )
         return actions
+
+    def sent(self, actions: NodeActions) -> None:
+        """The actions are recorded: their stops count as sent (a plan deferred or refused sent nothing,
+        so its stops must not hold back the next snapshot's)."""
+        assert actions.taken_at is not None
+        for _, body in actions.unknown_stops:
+            self._stops_sent[(actions.node_id, str(body["task_id"]))] = actions.taken_at
 
     def _task(
         self, node_id: str, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
@@ -126,7 +134,6 @@ class Reconciler:
                 return None
             return _gone(job, task, "KILLED", f"stopped: node {task.node_id} no longer reports the task")
         return None
-
 
     def _reports_heard_since(self, since: datetime, taken_at: datetime) -> bool:
         """Whether reports have been consumed for a whole grace period since ``since``: only then is a

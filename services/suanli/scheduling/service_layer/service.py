@@ -310,6 +310,7 @@ class SchedulingService:
         count = sum(len(a.events) for a in appends)
 
         def recorded() -> int:
+            self.reconciler.sent(actions)
             self.metrics.decision("reconciled", count)
             return count
 
