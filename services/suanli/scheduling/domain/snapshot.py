@@ -12,7 +12,7 @@ whose stamp moved, which is what makes fragmentation-aware scoring affordable on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,6 +211,40 @@ class ClusterSnapshot:
         if self.cpu_free[row] + request.cpu_milli > self.cpu_capacity[row]:
             raise ValueError(f"release on {self.node_ids[row]} exceeds its CPU capacity")
         return self._changed(row, request, where, sign=+1)
+
+    def with_free(self, rows: Mapping[int, tuple[int, int, Sequence[int]]]) -> ClusterSnapshot:
+        """The same nodes with other free room on some rows (row -> free CPU, free memory, free milli per
+        device slot), in the same family: only those rows get new stamps, so plugins' per-node caches
+        recompute just them. What `from_nodes` would build from the updated nodes, short of the stamps."""
+        if not rows:
+            return self
+        cpu_free = self.cpu_free.copy()
+        mem_free = self.mem_free.copy()
+        gpu_free = self.gpu_free.copy()
+        stamps = self.node_stamp.copy()
+        for row, (cpu, memory, devices) in rows.items():
+            name = self.node_ids[row]
+            if not (0 <= cpu <= self.cpu_capacity[row] and 0 <= memory <= self.mem_capacity[row]):
+                raise ValueError(f"{name}: free CPU {cpu} or memory {memory} outside its capacity")
+            if len(devices) != self.gpu_count[row] or any(not 0 <= m <= GPU_MILLI for m in devices):
+                raise ValueError(f"{name}: free milli {tuple(devices)} do not fit its devices")
+            cpu_free[row] = cpu
+            mem_free[row] = memory
+            gpu_free[row, : len(devices)] = devices
+            stamps[row] = self.stamps.take()
+        changed = np.fromiter(rows, dtype=np.int64, count=len(rows))
+        gpu_full = self.gpu_full.copy()
+        gpu_full[changed] = (gpu_free[changed] == GPU_MILLI).sum(axis=1)
+        gpu_max = self.gpu_max.copy()
+        gpu_max[changed] = gpu_free[changed].max(axis=1)
+        new = self._shallow_copy()
+        new.cpu_free = _readonly(cpu_free)
+        new.mem_free = _readonly(mem_free)
+        new.gpu_free = _readonly(gpu_free)
+        new.gpu_full = _readonly(gpu_full)
+        new.gpu_max = _readonly(gpu_max)
+        new.node_stamp = _readonly(stamps)
+        return new
 
     def _check_fits(self, request: TaskRequest, where: Assignment) -> None:
         row = where.node

@@ -38,9 +38,12 @@ class Ledger:
         self.best_effort_usage: dict[str, Amounts] = {}
         # Only work that was running when the cycle began can be preempted in it.
         self.running: dict[str, RunningWorkload] = {}
-        # Plain views are memoised until the next change: a cycle asks for the same room once per pending
-        # job, and a placer may reuse what it built from an identical (same object) view.
+        # Plain views are memoised, and after a change only the nodes it touched are recomputed: a cycle
+        # asks for the same room once per pending job, and a placer reuses what it built from an identical
+        # (same object) view, or updates just the entries that are new objects.
         self._views: dict[tuple[int, bool, bool], tuple[NodeAvailability, ...]] = {}
+        self._stale: dict[tuple[int, bool, bool], set[str]] = {}
+        self._position = {node.id: pos for pos, node in enumerate(nodes)}
         for workload in running:
             self._take_room(workload.job, workload.placements)
             if not workload.stopping:
@@ -48,28 +51,29 @@ class Ledger:
                 self.running[workload.job.id] = workload
 
     def occupy(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
-        self._views.clear()
         self._take_room(job, placements)
         self._charge_queue(job, placements, 1)
 
     def evict(self, workload: RunningWorkload) -> None:
         """Its quota is free at once, but its room stays in use: a victim is still stopping, and nothing
         may be placed on a device before it is really free."""
-        self._views.clear()
         self._charge_queue(workload.job, workload.placements, -1)
         del self.running[workload.job.id]
 
     def hold(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
         """A preemptor: charged to its queue now and its room reserved, admitted once the victims stop."""
-        self._views.clear()
         self._charge_queue(job, placements, 1)
         self.reserve(job, placements)
 
     def reserve(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
-        self._views.clear()
         for node_id, amounts in self._physical(job, placements).items():
             self._apply(self._reserved[node_id], amounts, 1)
             self._holders.setdefault(node_id, []).append(job.id)
+            self._touched(node_id)
+
+    def _touched(self, node_id: str) -> None:
+        for stale in self._stale.values():
+            stale.add(node_id)
 
     @property
     def has_reservations(self) -> bool:
@@ -99,8 +103,19 @@ class Ledger:
         if not released:
             key = (gpu_capacity, reservations, future)
             cached = self._views.get(key)
+            stale = self._stale.get(key)
             if cached is None:
                 cached = self._views[key] = self._view(gpu_capacity, (), reservations, future)
+                self._stale[key] = set()
+            elif stale:
+                entries = list(cached)
+                for node_id in stale:
+                    pos = self._position[node_id]
+                    entries[pos] = self._availability(
+                        self._order[pos], gpu_capacity, None, reservations, future
+                    )
+                cached = self._views[key] = tuple(entries)
+                stale.clear()
             return cached
         return self._view(gpu_capacity, released, reservations, future)
 
@@ -111,31 +126,34 @@ class Ledger:
         for workload in released:
             for node_id, amounts in self._physical(workload.job, workload.placements).items():
                 self._apply(back.setdefault(node_id, _NodeAmounts(gpu=[0] * len(amounts.gpu))), amounts, 1)
-        out: list[NodeAvailability] = []
-        for node in self._order:
-            used, held = self._used[node.id], self._reserved[node.id]
-            freed = back.get(node.id, _NodeAmounts(gpu=[0] * len(node.gpus)))
+        return tuple(
+            self._availability(node, gpu_capacity, back.get(node.id), reservations, future)
+            for node in self._order
+        )
 
-            def room(total: int, in_use: int, returned: int, reserved: int) -> int:
-                taken = (0 if future else in_use - returned) + (reserved if reservations else 0)
-                return max(0, total - taken)
+    def _availability(
+        self, node: Node, gpu_capacity: int, freed: _NodeAmounts | None, reservations: bool, future: bool
+    ) -> NodeAvailability:
+        used, held = self._used[node.id], self._reserved[node.id]
+        freed = freed or _NodeAmounts(gpu=[0] * len(node.gpus))
 
-            out.append(
-                NodeAvailability(
-                    node=node,
-                    cpu_milli=room(node.cpu_milli, used.cpu, freed.cpu, held.cpu),
-                    memory_mib=room(node.memory_mib, used.memory, freed.memory, held.memory),
-                    gpu_milli=tuple(
-                        room(gpu_capacity, used.gpu[i], freed.gpu[i], held.gpu[i])
-                        for i in range(len(node.gpus))
-                    ),
-                )
-            )
-        return tuple(out)
+        def room(total: int, in_use: int, returned: int, reserved: int) -> int:
+            taken = (0 if future else in_use - returned) + (reserved if reservations else 0)
+            return max(0, total - taken)
+
+        return NodeAvailability(
+            node=node,
+            cpu_milli=room(node.cpu_milli, used.cpu, freed.cpu, held.cpu),
+            memory_mib=room(node.memory_mib, used.memory, freed.memory, held.memory),
+            gpu_milli=tuple(
+                room(gpu_capacity, used.gpu[i], freed.gpu[i], held.gpu[i]) for i in range(len(node.gpus))
+            ),
+        )
 
     def _take_room(self, job: Job, placements: tuple[TaskPlacement, ...]) -> None:
         for node_id, amounts in self._physical(job, placements).items():
             self._apply(self._used[node_id], amounts, 1)
+            self._touched(node_id)
 
     def _physical(self, job: Job, placements: Iterable[TaskPlacement]) -> dict[str, _NodeAmounts]:
         # A node that left the snapshot takes its tasks' usage with it; reconciliation deals with them.
