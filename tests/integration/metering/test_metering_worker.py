@@ -267,6 +267,50 @@ async def test_snapshots_become_capacity_views_in_cu(stack: Stack) -> None:
     assert header(records[0].headers, "event-name") == "NodeCapacityChanged"
 
 
+async def test_a_burst_of_snapshots_is_viewed_in_order_with_each_node_building_on_its_last_state(
+    stack: Stack,
+) -> None:
+    # A whole fleet at once, as a batch (or a few); one node twice in the same burst.
+    token = secrets.token_hex(2)
+    nodes = {f"burst-{token}-{i:02d}": 1 + i % 4 for i in range(40)}
+    twice = next(iter(nodes))
+    at = now_ms()
+    snapshots = [
+        (node, node_snapshot(node, at, sequence=1, devices=[gpu(g, "Tesla T4", 15_360) for g in range(n)]))
+        for node, n in nodes.items()
+    ]
+    later = node_snapshot(twice, at + 1, sequence=2, devices=[gpu(g, "Tesla T4", 15_360) for g in range(3)])
+    snapshots.append((twice, later))
+    t = stack.topics
+    await asyncio.gather(*(stack.publisher.publish(t.snapshots, n, "NodeSnapshot", r) for n, r in snapshots))
+
+    capacity, status = stack.reader(t.capacity), stack.reader(t.status)
+    await capacity.start()
+    await status.start()
+    try:
+        seen = await capacity.until(
+            lambda s: (
+                nodes.keys() <= _latest_by_node(s).keys()
+                and _latest_by_node(s)[twice]["total"]["gpu_milli"] == 3000
+            ),
+            what="every burst node's view, and the second one of the node sent twice",
+        )
+        ready = await status.until(
+            lambda s: nodes.keys() <= {r.record["node_id"] for r in s}, what="every burst node READY"
+        )
+    finally:
+        await capacity.stop()
+        await status.stop()
+    views = _latest_by_node(seen)
+    for node, gpus in nodes.items():
+        expected = 3 if node == twice else gpus
+        assert views[node]["cu_total"] == pytest.approx(expected * 65.0 + 6.4), node
+    # The node's two views in the order of its snapshots (one key, one partition, in order).
+    assert [r.record["total"]["gpu_milli"] for r in seen if r.record["node_id"] == twice] == [1000, 3000]
+    # The second snapshot saw the state the first one left: READY once, not once per snapshot.
+    assert [r.record["status"] for r in ready if r.record["node_id"] == twice] == ["READY"]
+
+
 async def test_silent_node_is_lost_within_three_intervals_and_ready_when_back(stack: Stack) -> None:
     stack.heartbeats.nodes["live-a"] = {"devices": [gpu(0)]}
     reader = stack.reader(stack.topics.status)

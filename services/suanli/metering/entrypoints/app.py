@@ -14,15 +14,19 @@ on the node side first: they share the node key and partition count with snapsho
 models needed to price a placement are local.
 
 Outputs are published and acknowledged *before* the state that records them is written, so a crash in
-between re-emits the same records (same deterministic event ids) rather than losing them.
+between re-emits the same records (same deterministic event ids) rather than losing them. Records are
+handled in batches of what has arrived (`Effects`): every output of the batch is sent, every
+acknowledgement awaited, then the tables are written, so one broker round trip is paid per batch rather
+than per output.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import faust
@@ -39,6 +43,7 @@ from suanli.contracts import catalogue, decode, encode, events_on
 from suanli.metering.adapters import records
 from suanli.metering.adapters.jsoncodec import TaggedCodec, dumps, loads
 from suanli.metering.adapters.metrics import MeteringMetrics
+from suanli.metering.adapters.transport import ShortFetchTransport
 from suanli.metering.domain import (
     Clock,
     Ended,
@@ -64,13 +69,15 @@ from suanli.metering.domain import (
     with_liveness,
 )
 from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.entrypoints.effects import Effects
 from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.telemetry import inject_headers
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[str, Mapping[str, Any]], Awaitable[None]]
+Handler = Callable[[str, Mapping[str, Any], Effects], None]
+RawHandler = Callable[[bytes, Effects], None]
 
 FACTS = TaggedCodec(JobKnown, Placed, Started, Ended, Seen, Sampled)
 _RAW: dict[str, Any] = {
@@ -129,6 +136,8 @@ class MeteringApp:
             broker_rebalance_timeout=10.0,
             broker_heartbeat_interval=1.0,
         )
+        # Set before anything asks the app for its consumer, which the transport creates.
+        self.app.transport = ShortFetchTransport(self.app, fetch_max_wait_ms=config.fetch_max_wait_ms)
         self.metrics = MeteringMetrics()
         self.bus_metrics = BusMetrics(config.group_id)
         self.retry = RetryPolicy()
@@ -151,7 +160,14 @@ class MeteringApp:
         self.nodes = self.app.Table(
             "nodes", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
-        self.tasks = self.app.Table("tasks", partitions=n.partitions, key_type=bytes, value_type=bytes)
+        # use_partitioner: a batch writes after its records were consumed, outside any one event; facts are
+        # produced with the same partitioner on the same key, so the changelog partition is the fact's.
+        self.tasks = self.app.Table(
+            "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+        )
+        # The snapshot and placement agents and the liveness timer all read, publish and then write node
+        # state; one at a time, or one would write back a state that misses what the other recorded.
+        self._node_side = asyncio.Lock()
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
@@ -160,41 +176,75 @@ class MeteringApp:
         return self.app.topic(name, **_RAW)
 
     def _register(self) -> None:
-        routes: list[tuple[str, TopicT, Handler]] = [
-            (catalogue.NODE_SNAPSHOTS, self.snapshots, self._on_node_event),
-            (catalogue.PLACEMENTS, self.placements, self._on_placement),
-            (catalogue.TASKS_LIFECYCLE, self.lifecycle, self._on_lifecycle),
-            (catalogue.USAGE_SAMPLES, self.samples, self._on_sample),
-            (catalogue.JOBS_EVENTS, self.jobs, self._on_job),
+        routes: list[tuple[str, TopicT, Handler, asyncio.Lock | None]] = [
+            (catalogue.NODE_SNAPSHOTS, self.snapshots, self._on_node_event, self._node_side),
+            (catalogue.PLACEMENTS, self.placements, self._on_placement, self._node_side),
+            (catalogue.TASKS_LIFECYCLE, self.lifecycle, self._on_lifecycle, None),
+            (catalogue.USAGE_SAMPLES, self.samples, self._on_sample, None),
+            (catalogue.JOBS_EVENTS, self.jobs, self._on_job, None),
         ]
-        for name, topic, handler in routes:
-            self.app.agent(topic, name=f"metering.{name}")(self._consumer(name, handler))
-        self.app.agent(self.facts, name="metering.task-facts")(self._fact_consumer)
+        for name, topic, handler, lock in routes:
+            consume = self._consumer(self._decoding(name, handler), lock)
+            self.app.agent(topic, name=f"metering.{name}")(consume)
+        # The tasks table has one writer, this agent: no lock.
+        self.app.agent(self.facts, name="metering.task-facts")(self._consumer(self._on_fact, None))
         self.app.timer(self.config.interval_s, name="metering.liveness")(self._liveness)
 
-    def _consumer(self, topic: str, handler: Handler) -> Callable[[StreamT], AsyncIterator[None]]:
+    def _decoding(self, topic: str, handler: Handler) -> RawHandler:
         belongs = frozenset(events_on(topic))
 
-        async def handle(value: bytes) -> None:
+        def handle(value: bytes, out: Effects) -> None:
             name, record = decode(value)
             if name not in belongs:
                 raise UnexpectedEventError(f"{name} does not belong on {topic}")
             # Handlers skip the events of their topic that metering has no use for.
-            await handler(name, record)
+            handler(name, record, out)
+
+        return handle
+
+    def _consumer(
+        self, handle: RawHandler, lock: asyncio.Lock | None
+    ) -> Callable[[StreamT], AsyncIterator[None]]:
+        batch_max = self.config.batch_max
 
         async def consume(stream: StreamT) -> AsyncIterator[None]:
-            async for event in stream.events():
-                await self._guarded(event, handle)
+            # Acked by hand, after the batch is handled: faust would ack a record (and may commit its
+            # offset) as soon as the next one is asked for, before its outputs are acknowledged.
+            manual = stream.noack()
+            arrived = manual.channel.queue  # records fetched and not yet taken: they join this batch
+            events: list[EventT] = []
+            async for event in manual.events():
+                events.append(event)
+                # A batch is what has already arrived, so no record waits for more to come.
+                if len(events) < batch_max and not arrived.empty():
+                    continue
+                async with lock or contextlib.nullcontext():
+                    await self._batch(events, handle)
+                for done in events:
+                    await manual.ack(done)
+                events = []
                 yield None
 
         return consume
 
-    async def _fact_consumer(self, stream: StreamT) -> AsyncIterator[None]:
-        async for event in stream.events():
-            await self._guarded(event, self._on_fact)
-            yield None
+    async def _batch(self, events: Sequence[EventT], handle: RawHandler) -> None:
+        """Handle records in order; their outputs go in one round trip, then their states are written.
 
-    async def _guarded(self, event: EventT, handle: Callable[[bytes], Awaitable[None]]) -> None:
+        Any failure, in a handler or at the broker, leaves the tables unwritten; the batch is then handled
+        again record by record, so each failure is retried or dead-lettered on its own record as before.
+        """
+        batch = Effects()
+        try:
+            for event in events:
+                handle(event.value, batch)
+            await batch.commit()
+        except Exception as exc:
+            if len(events) > 1:
+                log.info("batch of %d failed (%r); handling its records one by one", len(events), exc)
+            for event in events:
+                await self._guarded(event, handle)
+
+    async def _guarded(self, event: EventT, handle: RawHandler) -> None:
         """Handle one record; retry what the broker may fix, dead-letter what is wrong with the record.
 
         Retrying is safe because a handler writes its state only after its outputs are acknowledged, and
@@ -203,7 +253,9 @@ class MeteringApp:
         failures = 0
         while True:
             try:
-                await handle(event.value)
+                one = Effects()
+                handle(event.value, one)
+                await one.commit()
                 return
             except Exception as exc:
                 failures += 1
@@ -232,29 +284,28 @@ class MeteringApp:
         await (await topic.send(key=message.key, value=message.value, headers=headers))
         self.bus_metrics.dead_lettered(message.topic, reason)
 
-    async def _publish(self, topic: TopicT, key: str, event_name: str, record: dict[str, Any]) -> None:
+    @staticmethod
+    def _publish(out: Effects, topic: TopicT, key: str, event_name: str, record: dict[str, Any]) -> None:
         value = encode(event_name, record)
         headers = inject_headers([(EVENT_NAME, event_name.encode()), (EVENT_ID, record["event_id"].encode())])
-        # Awaiting the acknowledgement is what lets the caller write its state afterwards safely.
-        await (await topic.send(key=key.encode(), value=value, headers=headers))
+        out.send(topic, key.encode(), value, headers)
 
-    async def _send_facts(self, facts: Iterable[TaskFact]) -> None:
-        pending = [await self.facts.send(key=f.task_id.encode(), value=FACTS.dumps(f)) for f in facts]
-        for future in pending:
-            await future
+    def _send_facts(self, out: Effects, facts: Iterable[TaskFact]) -> None:
+        for fact in facts:
+            out.send(self.facts, fact.task_id.encode(), FACTS.dumps(fact))
 
     # -- node side --------------------------------------------------------------------------------------
 
-    def _node(self, node_id: str) -> NodeState | None:
-        raw = self.nodes.get(node_id.encode())
+    def _node(self, out: Effects, node_id: str) -> NodeState | None:
+        raw = out.get(self.nodes, node_id.encode())
         return loads(NodeState, raw) if raw is not None else None
 
-    async def _on_node_event(self, name: str, record: Mapping[str, Any]) -> None:
+    def _on_node_event(self, name: str, record: Mapping[str, Any], effects: Effects) -> None:
         if name != "NodeSnapshot":
             return  # NodeRegistered is identity only; the next snapshot carries everything views need
         node_id = record["node_id"]
         out = on_snapshot(
-            self._node(node_id),
+            self._node(effects, node_id),
             record,
             received_at_ms=self.clock(),
             catalogue=self.catalogue,
@@ -268,47 +319,37 @@ class MeteringApp:
             cap = records.capacity_record(
                 out.capacity, source_event_id=record["event_id"], occurred_at_ms=to_ms(record["occurred_at"])
             )
-            await self._publish(self.capacity_out, node_id, "NodeCapacityChanged", cap)
+            self._publish(effects, self.capacity_out, node_id, "NodeCapacityChanged", cap)
         if out.status is not None:
-            await self._publish_status(out.status)
-        await self._send_facts((*out.placed, *out.seen))
-        self.nodes[node_id.encode()] = dumps(out.state)
+            self._publish_status(effects, out.status)
+        self._send_facts(effects, (*out.placed, *out.seen))
+        effects.put(self.nodes, node_id.encode(), dumps(out.state))
 
-    async def _publish_status(self, change: StatusChange) -> None:
+    def _publish_status(self, out: Effects, change: StatusChange) -> None:
         log.info("node %s: %s -> %s (%s)", change.node_id, change.previous, change.status, change.reason)
-        await self._publish(
-            self.status_out, change.node_id, "NodeStatusChanged", records.status_record(change)
+        self._publish(
+            out, self.status_out, change.node_id, "NodeStatusChanged", records.status_record(change)
         )
 
-    async def _on_placement(self, name: str, record: Mapping[str, Any]) -> None:
+    def _on_placement(self, name: str, record: Mapping[str, Any], out: Effects) -> None:
         node_id = record["node_id"]
         if name == "TaskPlaced":
             state, placed = on_placed(
-                self._node(node_id), records.allocation_of(record), catalogue=self.catalogue
+                self._node(out, node_id), records.allocation_of(record), catalogue=self.catalogue
             )
             if placed is not None:
-                await self._send_facts([placed])
-            self.nodes[node_id.encode()] = dumps(state)
+                self._send_facts(out, [placed])
+            out.put(self.nodes, node_id.encode(), dumps(state))
         elif name == "TaskPreempted":
-            await self._send_facts([records.preempted_fact(record)])
-            after = on_preempted(self._node(node_id), record["task_id"], record["attempt"])
+            self._send_facts(out, [records.preempted_fact(record)])
+            after = on_preempted(self._node(out, node_id), record["task_id"], record["attempt"])
             if after is not None:
-                self.nodes[node_id.encode()] = dumps(after)
+                out.put(self.nodes, node_id.encode(), dumps(after))
         # Stop requests change no charge: the task is metered until its agent reports it ended.
 
     async def _liveness(self) -> None:
-        now = self.clock()
-        mine = self._active_node_partitions()
-        states = []
-        for key, raw in list(self.nodes.items()):
-            state = loads(NodeState, raw)
-            if mine and state.liveness is not None and self._partition_of(key) in mine:
-                after, change = check(state.liveness, now, lost_after=self.config.lost_after)
-                if change is not None:
-                    await self._publish_status(change)
-                    state = with_liveness(state, after)
-                    self.nodes[key] = dumps(state)
-            states.append(state)
+        async with self._node_side:
+            states = await self._check_liveness()
         self.metrics.observe(
             summarise(
                 (s.capacity, s.liveness.status if s.liveness else NodeStatus.UNKNOWN)
@@ -316,6 +357,23 @@ class MeteringApp:
                 if s.capacity is not None
             )
         )
+
+    async def _check_liveness(self) -> list[NodeState]:
+        now = self.clock()
+        mine = self._active_node_partitions()
+        states = []
+        out = Effects()
+        for key, raw in list(self.nodes.items()):
+            state = loads(NodeState, raw)
+            if mine and state.liveness is not None and self._partition_of(key) in mine:
+                after, change = check(state.liveness, now, lost_after=self.config.lost_after)
+                if change is not None:
+                    self._publish_status(out, change)
+                    state = with_liveness(state, after)
+                    out.put(self.nodes, key, dumps(state))
+            states.append(state)
+        await out.commit()
+        return states
 
     def _partition_of(self, key: bytes) -> int:
         # The snapshot partition a node's key maps to: the same producer partitioner (murmur2) as sensing.
@@ -331,32 +389,32 @@ class MeteringApp:
 
     # -- task side --------------------------------------------------------------------------------------
 
-    async def _on_lifecycle(self, name: str, record: Mapping[str, Any]) -> None:
+    def _on_lifecycle(self, name: str, record: Mapping[str, Any], out: Effects) -> None:
         fact = records.lifecycle_fact(name, record)
         if fact is not None:
-            await self._send_facts([fact])
+            self._send_facts(out, [fact])
 
-    async def _on_sample(self, name: str, record: Mapping[str, Any]) -> None:
+    def _on_sample(self, name: str, record: Mapping[str, Any], out: Effects) -> None:
         if name == "UsageSampled":
-            await self._send_facts([records.sample_fact(record)])
+            self._send_facts(out, [records.sample_fact(record)])
 
-    async def _on_job(self, name: str, record: Mapping[str, Any]) -> None:
+    def _on_job(self, name: str, record: Mapping[str, Any], out: Effects) -> None:
         if name == "JobSubmitted":
-            await self._send_facts(records.job_facts(record))
+            self._send_facts(out, records.job_facts(record))
         # Other job events change nothing metering charges: tasks report their own ends.
 
-    async def _on_fact(self, value: bytes) -> None:
+    def _on_fact(self, value: bytes, out: Effects) -> None:
         fact: TaskFact = FACTS.loads(value)
         key = fact.task_id.encode()
-        raw = self.tasks.get(key)
+        raw = out.get(self.tasks, key)
         state, windows = step(loads(TaskState, raw) if raw is not None else None, fact)
         for window in windows:
-            await self._publish_usage(window)
-        self.tasks[key] = dumps(state)
+            self._publish_usage(out, window)
+        out.put(self.tasks, key, dumps(state))
 
-    async def _publish_usage(self, window: UsageWindow) -> None:
-        await self._publish(
-            self.usage_out, window.charge.task_id, "UsageMetered", records.usage_record(window)
+    def _publish_usage(self, out: Effects, window: UsageWindow) -> None:
+        self._publish(
+            out, self.usage_out, window.charge.task_id, "UsageMetered", records.usage_record(window)
         )
 
 

@@ -1,0 +1,53 @@
+"""What handling records produces, held back until it can be made durable in the worker's order.
+
+Handlers do not publish or write themselves: they add records to send and table values to write to an
+`Effects`. `commit` then sends every record, awaits every acknowledgement, and only then writes the tables:
+the invariant of app.py (outputs acknowledged before the state that records them), paid once per batch
+instead of once per output. Sends keep the order they were added in, so records of one key reach their
+partition in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from faust.types import TableT, TopicT
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    topic: TopicT
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]] | None = None
+
+
+class Effects:
+    """Records to send and table values to write. Reads see the values written here first, so the second
+    record of a key in a batch builds on the state the first one left."""
+
+    def __init__(self) -> None:
+        self.sends: list[Send] = []
+        # Only the last value of a key is written: the changelog needs no intermediate states.
+        self._writes: dict[tuple[str, bytes], tuple[TableT, bytes]] = {}
+
+    def get(self, table: TableT, key: bytes) -> bytes | None:
+        pending = self._writes.get((table.name, key))
+        return pending[1] if pending is not None else table.get(key)
+
+    def put(self, table: TableT, key: bytes, value: bytes) -> None:
+        self._writes[(table.name, key)] = (table, value)
+
+    def send(
+        self, topic: TopicT, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None
+    ) -> None:
+        self.sends.append(Send(topic, key, value, headers))
+
+    async def commit(self) -> None:
+        """Send everything, await every acknowledgement, then write the tables."""
+        pending = [await s.topic.send(key=s.key, value=s.value, headers=s.headers) for s in self.sends]
+        if pending:
+            await asyncio.gather(*pending)
+        for (_, key), (table, value) in self._writes.items():
+            table[key] = value

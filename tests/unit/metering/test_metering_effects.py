@@ -1,0 +1,93 @@
+"""A batch's effects: outputs acknowledged before any table is written; reads see the batch's own writes.
+
+And the worker's consumer is built with metering's fetch wait, not faust's fixed 1.5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from suanli.metering.entrypoints.app import MeteringApp
+from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.entrypoints.effects import Effects
+
+
+class Topic:
+    """Hands out one acknowledgement future per send; the test decides when the broker answers."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.acks: list[asyncio.Future[None]] = []
+
+    async def send(self, *, key: bytes, value: bytes, headers: Any = None) -> asyncio.Future[None]:
+        self.sent.append((key, value))
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.acks.append(ack)
+        return ack
+
+
+class Table(dict[bytes, bytes]):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+async def test_tables_are_written_only_after_every_output_is_acknowledged() -> None:
+    topic, nodes = Topic(), Table("nodes")
+    out = Effects()
+    out.send(topic, b"n1", b"view-1")
+    out.put(nodes, b"n1", b"state-1")
+    out.send(topic, b"n2", b"view-2")
+    out.put(nodes, b"n2", b"state-2")
+
+    committing = asyncio.create_task(out.commit())
+    while len(topic.acks) < 2:
+        await asyncio.sleep(0)
+    assert topic.sent == [(b"n1", b"view-1"), (b"n2", b"view-2")]  # all sent before any ack, in order
+    topic.acks[1].set_result(None)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not nodes and not committing.done()  # one output still unacknowledged: nothing written
+    topic.acks[0].set_result(None)
+    await committing
+    assert nodes == {b"n1": b"state-1", b"n2": b"state-2"}
+
+
+async def test_a_failed_acknowledgement_writes_nothing() -> None:
+    topic, nodes = Topic(), Table("nodes")
+    out = Effects()
+    out.send(topic, b"n1", b"view")
+    out.put(nodes, b"n1", b"state")
+    committing = asyncio.create_task(out.commit())
+    while not topic.acks:
+        await asyncio.sleep(0)
+    topic.acks[0].set_exception(ConnectionError("broker away"))
+    with pytest.raises(ConnectionError):
+        await committing
+    assert not nodes
+
+
+def test_reads_see_the_batchs_own_writes_and_only_the_last_value_of_a_key_is_written() -> None:
+    nodes, tasks = Table("nodes"), Table("tasks")
+    nodes[b"n1"] = b"stored"
+    out = Effects()
+    assert out.get(nodes, b"n1") == b"stored"
+    out.put(nodes, b"n1", b"first")
+    out.put(nodes, b"n1", b"second")
+    assert out.get(nodes, b"n1") == b"second"
+    assert out.get(tasks, b"n1") is None  # same key, another table
+    asyncio.run(out.commit())
+    assert nodes == {b"n1": b"second"}
+
+
+async def test_the_workers_consumer_waits_at_most_the_configured_fetch_wait() -> None:
+    service = MeteringApp(MeteringConfig(bootstrap="127.0.0.1:9", fetch_max_wait_ms=70))
+    thread = service.app.consumer._new_consumer_thread()
+    consumer = thread._create_worker_consumer(service.app.transport)
+    try:
+        assert consumer._fetch_max_wait_ms == 70  # faust's own default is 1500
+    finally:
+        await consumer.stop()
