@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections import defaultdict
+from dataclasses import replace
 
 from bus_testkit import FAST_CONSUMER, BusTopics, sample_event, wait_until
 from opentelemetry import trace
@@ -82,11 +84,7 @@ async def test_every_contract_event_round_trips_through_the_bus(
     bus_topics: BusTopics, publisher: EventPublisher
 ) -> None:
     registry = default_registry()
-    sent = [
-        (name, record)
-        for name in sorted(EVENTS)
-        for record in sample_records(registry.current(name))
-    ]
+    sent = [(name, record) for name in sorted(EVENTS) for record in sample_records(registry.current(name))]
     assert {name for name, _ in sent} == set(EVENTS)
     # One key keeps them on one partition, so they come back in publish order.
     await publisher.publish_many(
@@ -103,3 +101,39 @@ async def test_every_contract_event_round_trips_through_the_bus(
         await wait_until(lambda: len(got) >= len(sent), what="every contract event")
 
     assert got == sent
+
+
+async def test_concurrent_partitions_overlap_handlers_and_keep_key_order(
+    bus_topics: BusTopics, publisher: EventPublisher
+) -> None:
+    keys = [f"job-{n}" for n in range(8)]
+    sent = [
+        sample_event("JobCancelled", job_id=key, subject_id=key, reason=str(seq))
+        for seq in range(5)
+        for key in keys
+    ]
+    await publisher.publish_many(
+        [publisher.encode(bus_topics.events, r["job_id"], "JobCancelled", r) for r in sent]
+    )
+    got: list[ConsumedEvent] = []
+    in_flight: set[int] = set()
+    most = 0
+
+    async def handle(event: ConsumedEvent) -> None:
+        nonlocal most
+        in_flight.add(event.partition)
+        most = max(most, len(in_flight))
+        await asyncio.sleep(0.02)  # a handler that waits (a commit), which is what concurrency is for
+        in_flight.discard(event.partition)
+        got.append(event)
+
+    settings = replace(FAST_CONSUMER, concurrent_partitions=True)
+    async with EventConsumer(
+        bus_topics.bootstrap, f"g-{secrets.token_hex(3)}", [bus_topics.events], handle, settings=settings
+    ):
+        await wait_until(lambda: len(got) >= len(sent), what="all events consumed")
+    assert most > 1, "partitions were handled one after another"
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for event in got:
+        by_key[event.key_str or ""].append(int(event.record["reason"]))
+    assert by_key == {key: list(range(5)) for key in keys}
