@@ -64,15 +64,17 @@ class FakeTime:
 
 
 class Sink:
-    def __init__(self, time: FakeTime, *, fail_before_s: float = 0.0) -> None:
+    """Records what was published; the broker is away (publish raises) for ``away`` seconds."""
+
+    def __init__(self, time: FakeTime, *, away: tuple[float, float] = (0.0, 0.0)) -> None:
         self.time = time
-        self.fail_before_s = fail_before_s
+        self.away = away
         self.attempts = 0
         self.events: list[tuple[str, dict[str, Any]]] = []
 
     async def publish(self, event_name: str, record: dict[str, Any]) -> None:
         self.attempts += 1
-        if self.time.t < self.fail_before_s:
+        if self.away[0] <= self.time.t < self.away[1]:
             raise ConnectionError("broker away")
         contracts.encode(event_name, record)
         self.events.append((event_name, record))
@@ -134,17 +136,36 @@ async def test_fleet_reports_each_node_once_per_interval_on_its_own_phase() -> N
     assert [node for node, taken in times.items() if taken[0] == 0.0] == [nodes[0], nodes[10]]
 
 
-async def test_a_failed_report_is_retried_one_interval_later_not_every_tick() -> None:
+async def test_a_failed_registration_is_retried_one_interval_later_not_every_tick() -> None:
     time = FakeTime(end_s=2 * INTERVAL_S)
-    sink = Sink(time, fail_before_s=0.5)
+    sink = Sink(time, away=(0.0, 0.5))
     await run_loop(time, sink)
 
     registered = [r for name, r in sink.events if name == "NodeRegistered"]
     assert len(registered) == NODES
-    assert [(r["occurred_at"] - T0).total_seconds() for r in registered] == pytest.approx(
-        [INTERVAL_S] * NODES
-    )
+    taken = [(r["occurred_at"] - T0).total_seconds() for r in registered]
+    assert taken == pytest.approx([INTERVAL_S] * NODES)
     # One failed registration (all nodes at once) in the first interval, not one per tick.
     assert sink.attempts - len(sink.events) == NODES
     first = sorted(taken[0] for taken in sink.snapshot_times().values())
     assert first[0] == pytest.approx(INTERVAL_S)
+
+
+async def test_nodes_whose_report_failed_report_at_their_next_turn_and_the_others_keep_theirs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    time = FakeTime(end_s=3 * INTERVAL_S)
+    sink = Sink(time, away=(1.25, 1.75))  # the slices due at 1.3 .. 1.7 fail
+    await run_loop(time, sink)
+
+    times = sink.snapshot_times()
+    failed = {node for node, taken in times.items() if 0.25 < taken[0] < 0.75}
+    assert len(failed) == 5
+    for node, taken in times.items():
+        phase = taken[0]
+        expected = [phase, phase + 2 * INTERVAL_S] if node in failed else [phase + k for k in range(3)]
+        assert taken == pytest.approx(expected), node
+    # No node goes unreported for more than two intervals (metering takes three silent ones as LOST).
+    assert max(b - a for taken in times.values() for a, b in itertools.pairwise(taken)) <= 2 * INTERVAL_S
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "next turn" in errors[0].getMessage()  # once per outage, not per slice

@@ -1,6 +1,6 @@
 """Run an `AgentHost` against the bus until asked to stop: register, report each node once per interval
 (a fleet spread over the interval), probe links, act on orders from ``placements``. A failed report is
-logged and retried an interval later; it never ends the agent (ARCHITECTURE §2.5).
+logged and retried at the node's next turn; it never ends the agent (ARCHITECTURE §2.5).
 """
 
 from __future__ import annotations
@@ -132,30 +132,39 @@ async def report_loop(
 ) -> None:
     """Report each node once per interval on its own phase (`ReportSchedule`), probe links, until stopped.
 
-    A loop that falls behind reports the next slice at once and keeps going: no catch-up burst.
+    A loop that falls behind reports the next slice at once and keeps going: no catch-up burst. A slice
+    that fails (the broker is away) is retried at its next turn, one interval later, while the other
+    slices keep their turns: every node is tried once per interval, as when the fleet reported at once.
     """
     now = now or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
     registered = False
-    next_probe = now()
-    deadline = now()
+    next_probe = deadline = now()
+    register_tick = 0
+    failures = 0
     tick = 0
     while not stop.is_set():
         try:
-            if not registered:
+            if not registered and tick >= register_tick:
+                register_tick = tick + len(schedule.slices)  # if it fails: again one interval later
                 await host.register_all()
                 registered = True
                 log.info(
                     "registered %d node(s), reporting in %d slice(s)", len(host.agents), len(schedule.slices)
                 )
-            await host.report(schedule.slice(tick))
-            if now() >= next_probe:
-                next_probe = now() + settings.probe_interval_s
-                await host.probe_links()
+            if registered:
+                await host.report(schedule.slice(tick))
+                if failures:
+                    log.info("reporting again after %d failed attempt(s)", failures)
+                    failures = 0
+                if now() >= next_probe:
+                    next_probe = now() + settings.probe_interval_s
+                    await host.probe_links()
         except Exception:
-            log.exception("report failed; retrying one interval later")
-            # A broker that is down fails every slice: one attempt (and one log) per interval, not per tick.
-            deadline += settings.interval_s - schedule.tick_s
+            # While the broker is away every slice fails: one traceback per outage, not one per slice.
+            if not failures:
+                log.exception("report failed; each node is retried at its next turn")
+            failures += 1
         tick += 1
         deadline = max(deadline + schedule.tick_s, now())
         await pause(stop, deadline - now())
