@@ -1,6 +1,7 @@
 """A batch's effects: outputs acknowledged before any table is written; reads see the batch's own writes.
 
-And the worker's consumer is built with metering's fetch wait, not faust's fixed 1.5 s.
+Also: table states decoded once, and the worker's consumer built with metering's fetch wait, not faust's
+fixed 1.5 s.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from typing import Any
 
 import pytest
 
+from suanli.metering.adapters.jsoncodec import dumps
+from suanli.metering.domain import NodeState
+from suanli.metering.entrypoints import decoded
 from suanli.metering.entrypoints.app import MeteringApp
 from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.entrypoints.decoded import DecodedStates
 from suanli.metering.entrypoints.effects import Effects
 
 
@@ -81,6 +86,45 @@ def test_reads_see_the_batchs_own_writes_and_only_the_last_value_of_a_key_is_wri
     assert out.get(tasks, b"n1") is None  # same key, another table
     asyncio.run(out.commit())
     assert nodes == {b"n1": b"second"}
+
+
+def test_a_state_is_decoded_once_unless_the_table_holds_other_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[bytes] = []
+    real_loads = decoded.loads
+
+    def counting_loads(cls: type, raw: bytes) -> object:
+        parsed.append(raw)
+        return real_loads(cls, raw)
+
+    monkeypatch.setattr(decoded, "loads", counting_loads)
+    nodes = Table("nodes")
+    nodes[b"n1"] = dumps(NodeState("n1", sequence=1))  # as recovered from the changelog
+    states = DecodedStates()
+    out = Effects()
+    assert states.read(out, nodes, b"n1", NodeState) == NodeState("n1", sequence=1)
+    assert states.read(out, nodes, b"n1", NodeState) == NodeState("n1", sequence=1)
+    assert len(parsed) == 1
+    states.write(out, nodes, b"n1", NodeState("n1", sequence=2))
+    asyncio.run(out.commit())
+    assert states.read(Effects(), nodes, b"n1", NodeState) == NodeState("n1", sequence=2)
+    assert len(parsed) == 1  # what it wrote itself is not parsed back
+    nodes[b"n1"] = dumps(NodeState("n1", sequence=3))  # written by someone else (a recovery)
+    assert states.read(Effects(), nodes, b"n1", NodeState) == NodeState("n1", sequence=3)
+    assert len(parsed) == 2
+    assert states.read(Effects(), nodes, b"none", NodeState) is None
+
+
+def test_the_memo_forgets_the_longest_remembered_first() -> None:
+    nodes = Table("nodes")
+    states = DecodedStates(limit=2)
+    out = Effects()
+    for i in range(3):
+        states.write(out, nodes, f"n{i}".encode(), NodeState(f"n{i}"))
+    asyncio.run(out.commit())
+    # All three still read right; the first is decoded from the table again.
+    assert [states.read(Effects(), nodes, f"n{i}".encode(), NodeState) for i in range(3)] == [
+        NodeState(f"n{i}") for i in range(3)
+    ]
 
 
 async def test_the_workers_consumer_waits_at_most_the_configured_fetch_wait() -> None:

@@ -41,7 +41,7 @@ from suanli.bus.retry import RetryPolicy
 from suanli.bus.topics import dlq_topic
 from suanli.contracts import catalogue, decode, encode, events_on
 from suanli.metering.adapters import records
-from suanli.metering.adapters.jsoncodec import TaggedCodec, dumps, loads
+from suanli.metering.adapters.jsoncodec import TaggedCodec
 from suanli.metering.adapters.metrics import MeteringMetrics
 from suanli.metering.adapters.transport import ShortFetchTransport
 from suanli.metering.domain import (
@@ -69,6 +69,7 @@ from suanli.metering.domain import (
     with_liveness,
 )
 from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.entrypoints.decoded import DecodedStates
 from suanli.metering.entrypoints.effects import Effects
 from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.resources import DeviceCatalogue, default_catalogue
@@ -168,6 +169,7 @@ class MeteringApp:
         # The snapshot and placement agents and the liveness timer all read, publish and then write node
         # state; one at a time, or one would write back a state that misses what the other recorded.
         self._node_side = asyncio.Lock()
+        self._states = DecodedStates()
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
@@ -297,8 +299,7 @@ class MeteringApp:
     # -- node side --------------------------------------------------------------------------------------
 
     def _node(self, out: Effects, node_id: str) -> NodeState | None:
-        raw = out.get(self.nodes, node_id.encode())
-        return loads(NodeState, raw) if raw is not None else None
+        return self._states.read(out, self.nodes, node_id.encode(), NodeState)
 
     def _on_node_event(self, name: str, record: Mapping[str, Any], effects: Effects) -> None:
         if name != "NodeSnapshot":
@@ -323,7 +324,7 @@ class MeteringApp:
         if out.status is not None:
             self._publish_status(effects, out.status)
         self._send_facts(effects, (*out.placed, *out.seen))
-        effects.put(self.nodes, node_id.encode(), dumps(out.state))
+        self._states.write(effects, self.nodes, node_id.encode(), out.state)
 
     def _publish_status(self, out: Effects, change: StatusChange) -> None:
         log.info("node %s: %s -> %s (%s)", change.node_id, change.previous, change.status, change.reason)
@@ -339,12 +340,12 @@ class MeteringApp:
             )
             if placed is not None:
                 self._send_facts(out, [placed])
-            out.put(self.nodes, node_id.encode(), dumps(state))
+            self._states.write(out, self.nodes, node_id.encode(), state)
         elif name == "TaskPreempted":
             self._send_facts(out, [records.preempted_fact(record)])
             after = on_preempted(self._node(out, node_id), record["task_id"], record["attempt"])
             if after is not None:
-                out.put(self.nodes, node_id.encode(), dumps(after))
+                self._states.write(out, self.nodes, node_id.encode(), after)
         # Stop requests change no charge: the task is metered until its agent reports it ended.
 
     async def _liveness(self) -> None:
@@ -363,14 +364,16 @@ class MeteringApp:
         mine = self._active_node_partitions()
         states = []
         out = Effects()
-        for key, raw in list(self.nodes.items()):
-            state = loads(NodeState, raw)
+        for key in list(self.nodes.keys()):
+            state = self._states.read(out, self.nodes, key, NodeState)
+            if state is None:
+                continue
             if mine and state.liveness is not None and self._partition_of(key) in mine:
                 after, change = check(state.liveness, now, lost_after=self.config.lost_after)
                 if change is not None:
                     self._publish_status(out, change)
                     state = with_liveness(state, after)
-                    out.put(self.nodes, key, dumps(state))
+                    self._states.write(out, self.nodes, key, state)
             states.append(state)
         await out.commit()
         return states
@@ -406,11 +409,10 @@ class MeteringApp:
     def _on_fact(self, value: bytes, out: Effects) -> None:
         fact: TaskFact = FACTS.loads(value)
         key = fact.task_id.encode()
-        raw = out.get(self.tasks, key)
-        state, windows = step(loads(TaskState, raw) if raw is not None else None, fact)
+        state, windows = step(self._states.read(out, self.tasks, key, TaskState), fact)
         for window in windows:
             self._publish_usage(out, window)
-        out.put(self.tasks, key, dumps(state))
+        self._states.write(out, self.tasks, key, state)
 
     def _publish_usage(self, out: Effects, window: UsageWindow) -> None:
         self._publish(
