@@ -349,3 +349,16 @@ async def test_a_reconciliation_planned_again_in_the_next_batch_still_sends_its_
     # on the recorded start (nothing to re-send); its first plan's stop was never sent and must not count.
     assert await asyncio.gather(service.handle(started), service.handle(ReconcileNode(snapshot))) == [True, 1]
     assert [r["task_id"] for n, r in writer.published if n == "TaskStopRequested"] == ["ghost"]
+
+
+async def test_only_commits_that_may_let_a_job_in_wake_the_cycle() -> None:
+    service, _, _ = await _ready()
+    job = await service.handle(SubmitJob(_spec()))
+    assert service.wake.is_set()  # a new job
+    await service.handle(RunCycle())
+    (task,) = service.projection.jobs[job.id].tasks
+    service.wake.clear()
+    await service.handle(_report("TaskStarted", task, job.id, device_indices=[], pid=None))
+    assert not service.wake.is_set()  # a start gives nothing back
+    await service.handle(_report("TaskFinished", task, job.id, exit_code=0))
+    assert service.wake.is_set()  # its room is free again

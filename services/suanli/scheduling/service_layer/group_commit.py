@@ -41,6 +41,9 @@ class Plan:
     # The answer when the store refuses this plan on its own (a redelivered report is a duplicate, a
     # concurrent submit of the same request took the job id); None lets the refusal reach the caller.
     on_refused: Callable[[Exception], Any] | None = None
+    # Whether what it records may let a waiting job in (a new job, room given back): only then does the
+    # commit wake the scheduling cycle. A task that started changes nothing a cycle could use.
+    wakes: bool = True
 
     @property
     def streams(self) -> frozenset[str]:
@@ -76,7 +79,7 @@ class GroupCommitter:
     planners: Mapping[type, Planner]
     check_leader: Callable[[], None]
     on_batch: Callable[[], None] = lambda: None  # before planning a batch (per-batch counters)
-    on_committed: Callable[[], None] = lambda: None  # after a commit is caught up
+    on_committed: Callable[[], None] = lambda: None  # after a commit that wakes is caught up
     batches: int = 0
     largest: int = 0
     _queue: list[_Ticket] = field(default_factory=list)
@@ -151,7 +154,7 @@ class GroupCommitter:
             for ticket, _ in staged:
                 ticket.fail(exc)
             return deferred
-        await self._caught_up()
+        await self._caught_up(any(plan.wakes for _, plan in staged if plan.appends))
         for ticket, plan in staged:
             ticket.resolve(plan.answer)
         return deferred
@@ -170,7 +173,7 @@ class GroupCommitter:
                 for later, _ in staged[i:]:
                     later.fail(exc)
                 return
-            await self._caught_up()
+            await self._caught_up(plan.wakes)
             ticket.resolve(plan.answer)
 
     async def _refused(self, ticket: _Ticket, plan: Plan, exc: Exception) -> None:
@@ -181,6 +184,7 @@ class GroupCommitter:
         await self.writer.catch_up(self.projection)
         ticket.resolve(lambda: on_refused(exc))
 
-    async def _caught_up(self) -> None:
+    async def _caught_up(self, wake: bool) -> None:
         await self.writer.catch_up(self.projection)
-        self.on_committed()
+        if wake:
+            self.on_committed()

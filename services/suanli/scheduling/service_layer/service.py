@@ -51,6 +51,8 @@ from suanli.scheduling.service_layer.spec import JobSpec, spec_record
 PlacerFactory = Callable[[Sequence[Any], int], Placer]  # (task requests seen, cycle number) -> placer
 _REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
 _FOLLOW_UP_ROUNDS = 4
+# Recorded events after which a waiting job may fit: a task's room is given back, or its job is requeued.
+ROOM_GIVEN_BACK = frozenset({"TaskFinished", "TaskFailed", "TaskPreempted", "JobRequeued"})
 
 
 def job_id_for(request_id: str, ids: IdFactory) -> str:
@@ -154,10 +156,13 @@ class SchedulingService:
                 break
         return out
 
-    async def _commit(self, appends: Sequence[Append], pending: Mapping[str, Any] | None = None) -> None:
+    async def _commit(
+        self, appends: Sequence[Append], pending: Mapping[str, Any] | None = None, *, wake: bool = True
+    ) -> None:
         await self.writer.commit(appends, pending)
         await self.writer.catch_up(self.projection)
-        self.wake.set()
+        if wake:
+            self.wake.set()
 
     def _job(self, job_id: str) -> JobView:
         job = self.projection.jobs.get(job_id)
@@ -251,7 +256,12 @@ class SchedulingService:
                 raise exc
             return False  # recorded before (a redelivery)
 
-        return Plan([Append(job_stream(job.id), job.version, events)], answer=recorded, on_refused=refused)
+        return Plan(
+            [Append(job_stream(job.id), job.version, events)],
+            answer=recorded,
+            on_refused=refused,
+            wakes=any(e.name in ROOM_GIVEN_BACK for e in events),
+        )
 
     async def _node_lost(self, cmd: MarkNodeLost) -> int:
         appends = []
@@ -358,7 +368,8 @@ class SchedulingService:
             {job_id: None for job_id in outcome.result.admitted if job_id in self.projection.pending_reasons}
         )
         if appends or changed:
-            await self._commit(appends, changed)
+            # A cycle's own placements give no room back: the next cycle waits for something that does.
+            await self._commit(appends, changed, wake=False)
             for job_id, reason in changed.items():
                 if reason is None:
                     self.projection.pending_reasons.pop(job_id, None)
