@@ -41,8 +41,14 @@ async def bootstrap(config: Any) -> Components:
     await writer.load_pending(projection)
     capacity = CapacityView()
 
+    last: list[FrameworkPlacer] = []
+
     def placer(requests: Sequence[Any], cycle: int) -> FrameworkPlacer:
-        return FrameworkPlacer(profile, workload_typical(requests), config.seed, cycle)
+        made = FrameworkPlacer(
+            profile, workload_typical(requests), config.seed, cycle, last[-1] if last else None
+        )
+        last[:] = [made]
+        return made
 
     service = SchedulingService(
         writer,
@@ -60,6 +66,8 @@ async def bootstrap(config: Any) -> Components:
 
     def explain(nodes: Any, request: Any) -> Any:
         requests = [t.request() for j in projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
-        return placer(requests, service.cycles).explain(nodes, request)
+        return FrameworkPlacer(profile, workload_typical(requests), config.seed, service.cycles).explain(
+            nodes, request
+        )
 
     return Components(store, writer, leader, capacity, service, explain)

@@ -104,3 +104,23 @@ def test_with_free_is_from_nodes_of_the_updated_nodes_short_of_the_stamps() -> N
     assert [int(s) for s in np.flatnonzero(derived.node_stamp != base.node_stamp)] == [1]
     with pytest.raises(ValueError, match="do not fit"):
         base.with_free({1: (0, 0, (1001,) * 8)})
+
+
+def test_a_cycle_carrying_the_last_snapshot_decides_what_a_fresh_one_decides() -> None:
+    first = _state(4)
+    typical = workload_typical([t.request for w in first.pending for t in w.job.tasks])
+    profile = FrameworkPlacer.for_policy("fgdb", typical).profile
+    earlier = FrameworkPlacer(profile, typical, 7, 1)
+    result = schedule_cycle(first, earlier, CycleConfig())
+    # The next cycle: what was admitted now runs, the same nodes (objects), fresh pending jobs.
+    admitted = {a.job_id: a.placements for a in result.admissions}
+    pending = {w.job.id: w for w in first.pending}
+    running = (*first.running, *(RunningWorkload(pending[j], p) for j, p in admitted.items()))
+    waiting = tuple(Workload(_job(500 + k, POOLS[k % 3][0]), 500 + k) for k in range(30))
+    second = ClusterState(first.nodes, first.queues, running, waiting)
+    carried = FrameworkPlacer(profile, typical, 7, 2, previous=earlier)
+    fresh = FrameworkPlacer(profile, typical, 7, 2)
+    carried_result = schedule_cycle(second, carried, CycleConfig())
+    assert carried._built[0][1].stamps is earlier._built[-1][1].stamps  # it did start from the last one
+    assert carried_result.admissions == schedule_cycle(second, fresh, CycleConfig()).admissions
+    assert len(carried_result.admissions) >= 10

@@ -52,7 +52,12 @@ class FrameworkPlacer:
     replay."""
 
     def __init__(
-        self, profile: Profile, typical: tuple[TypicalTask, ...], seed: int = 0, cycle: int = 0
+        self,
+        profile: Profile,
+        typical: tuple[TypicalTask, ...],
+        seed: int = 0,
+        cycle: int = 0,
+        previous: FrameworkPlacer | None = None,
     ) -> None:
         self.profile = profile
         self._context = PluginContext(typical_tasks=typical)
@@ -61,10 +66,12 @@ class FrameworkPlacer:
         # until its ledger changes, so a run of jobs that do not fit costs one snapshot, not one each
         # (snapshots are immutable; reusing one also keeps the plugins' per-node caches warm).
         self._built: list[tuple[tuple[NodeAvailability, ...], ClusterSnapshot, _Slots]] = []
+        # The previous cycle's last snapshot: the next cycle's first view usually differs from it on the
+        # few nodes where tasks were placed or ended since, so it is updated rather than built again.
+        if previous is not None and previous._built:
+            self._built = [previous._built[-1]]
 
-    def _snapshot_of(
-        self, nodes: tuple[NodeAvailability, ...]
-    ) -> tuple[ClusterSnapshot, _Slots]:
+    def _snapshot_of(self, nodes: tuple[NodeAvailability, ...]) -> tuple[ClusterSnapshot, _Slots]:
         for seen, snapshot, slots in self._built:
             if seen is nodes:
                 return snapshot, slots
@@ -83,7 +90,10 @@ class FrameworkPlacer:
         if len(seen) != len(nodes) or any(a.node is not b.node for a, b in zip(seen, nodes, strict=True)):
             return None
         changed = {
-            row: _free_row(a)[:3] for row, (a, b) in enumerate(zip(nodes, seen, strict=True)) if a is not b
+            row: _free_row(a)[:3]
+            for row, (a, b) in enumerate(zip(nodes, seen, strict=True))
+            if a is not b
+            and (a.cpu_milli, a.memory_mib, a.gpu_milli) != (b.cpu_milli, b.memory_mib, b.gpu_milli)
         }
         return snapshot.with_free(changed), slots
 

@@ -44,6 +44,9 @@ class NodeView:
 class CapacityView:
     def __init__(self) -> None:
         self.nodes: dict[str, NodeView] = {}
+        # The Node handed out for each view, kept while the view is unchanged: a placer that finds the
+        # same Node objects as in its last snapshot updates that snapshot instead of building another.
+        self._handed_out: dict[str, tuple[NodeView, Node]] = {}
 
     def _get(self, node_id: str) -> NodeView:
         return self.nodes.get(node_id) or NodeView(node_id)
@@ -84,4 +87,12 @@ class CapacityView:
         return view
 
     def schedulable(self) -> tuple[Node, ...]:
-        return tuple(v.node() for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable)
+        return tuple(self._node(v) for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable)
+
+    def _node(self, view: NodeView) -> Node:
+        handed = self._handed_out.get(view.id)
+        if handed is not None and handed[0] == view:  # republished unchanged views compare equal
+            return handed[1]
+        node = view.node()
+        self._handed_out[view.id] = (view, node)
+        return node
