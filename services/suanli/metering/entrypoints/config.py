@@ -15,6 +15,8 @@ INTERVAL_ENV = "SUANLI_METERING_INTERVAL_S"
 APP_ID_ENV = "SUANLI_METERING_APP_ID"
 LOST_AFTER_ENV = "SUANLI_METERING_LOST_AFTER"
 REPUBLISH_ENV = "SUANLI_METERING_REPUBLISH_S"
+BATCH_MAX_ENV = "SUANLI_METERING_BATCH_MAX"
+FETCH_WAIT_ENV = "SUANLI_METERING_FETCH_WAIT_MS"
 
 
 N = TypeVar("N", int, float)
@@ -64,6 +66,8 @@ class MeteringConfig:
             "republish_s": _number(env, REPUBLISH_ENV, 60.0, float),
             "metrics_port": int(port) if port else METRICS_PORTS["metering"],
             "app_id": env.get(APP_ID_ENV, ""),
+            "batch_max": _number(env, BATCH_MAX_ENV, 500, int),
+            "fetch_max_wait_ms": _number(env, FETCH_WAIT_ENV, 100, int),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         config = cls(**values)  # type: ignore[arg-type]
