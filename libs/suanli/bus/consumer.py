@@ -82,6 +82,11 @@ class ConsumerSettings:
     # cost is waiting (a database commit), so that a service batching its writes (group commit) gets a
     # batch; only for handlers that tolerate interleaving across partitions (keys never share state).
     concurrent_partitions: bool = False
+    # Start every fetched record of a partition at once, in offset order, and wait for all of them. For a
+    # handler that queues its work in arrival order before its first wait (a group commit), so one
+    # partition's records share a batch instead of one commit each; a record being retried may then be
+    # handled after later records of its partition, so the handler must accept that order.
+    pipelined: bool = False
 
 
 @dataclass(slots=True)
@@ -276,6 +281,8 @@ class EventConsumer:
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, records: list[ConsumerRecord[Any, Any]]
     ) -> bool:
         """Handle ``records`` in order; False once stopping (the rest stay uncommitted for the next owner)."""
+        if self._settings.pipelined:
+            return await self._handle_pipelined(consumer, tp, records)
         seen = -1
         for record in records:
             if self._stopping.is_set():
@@ -291,6 +298,22 @@ class EventConsumer:
                 return False
             self._progress.pending[tp] = self._positions[tp] = record.offset + 1
         return True
+
+    async def _handle_pipelined(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, records: list[ConsumerRecord[Any, Any]]
+    ) -> bool:
+        if self._stopping.is_set():
+            return False
+        if tp not in consumer.assignment():
+            return True
+        # gather starts the handlers in argument order, so each reaches its first wait in offset order.
+        done = await asyncio.gather(*(self._process(record) for record in records))
+        handled = 0
+        while handled < len(done) and done[handled]:
+            handled += 1
+        if handled:  # only the unbroken run of handled records from the start may be committed
+            self._progress.pending[tp] = self._positions[tp] = records[handled - 1].offset + 1
+        return handled == len(done)
 
     async def _process(self, record: ConsumerRecord[Any, Any]) -> bool:
         """Handle or dead-letter one record. False only when stopped during a retry backoff."""

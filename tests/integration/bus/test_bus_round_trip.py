@@ -137,3 +137,50 @@ async def test_concurrent_partitions_overlap_handlers_and_keep_key_order(
     for event in got:
         by_key[event.key_str or ""].append(int(event.record["reason"]))
     assert by_key == {key: list(range(5)) for key in keys}
+
+
+async def test_pipelined_partitions_start_records_in_offset_order_and_overlap(
+    bus_topics: BusTopics, publisher: EventPublisher
+) -> None:
+    key = "job-pipelined"
+    sent = [sample_event("JobCancelled", job_id=key, subject_id=key, reason=str(seq)) for seq in range(30)]
+    await publisher.publish_many([publisher.encode(bus_topics.events, key, "JobCancelled", r) for r in sent])
+    started: list[int] = []
+    finished: list[int] = []
+    in_flight = 0
+    most = 0
+
+    async def handle(event: ConsumedEvent) -> None:
+        nonlocal in_flight, most
+        started.append(int(event.record["reason"]))  # before the first wait: the order work is queued in
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        finished.append(int(event.record["reason"]))
+
+    group = f"g-{secrets.token_hex(3)}"
+    settings = replace(FAST_CONSUMER, pipelined=True)
+    async with EventConsumer(bus_topics.bootstrap, group, [bus_topics.events], handle, settings=settings):
+        await wait_until(lambda: len(finished) >= len(sent), what="all events handled")
+    assert started == list(range(30))  # one key, one partition: started in offset order
+    assert most > 1, "one partition's records were handled one after another"
+    assert sorted(finished) == list(range(30))
+    # Everything handled was committed: a new member of the group sees nothing again.
+    again: list[ConsumedEvent] = []
+
+    async def collect(event: ConsumedEvent) -> None:
+        again.append(event)
+
+    async with EventConsumer(
+        bus_topics.bootstrap, group, [bus_topics.events], collect, settings=FAST_CONSUMER
+    ) as c:
+        await c.wait_assigned()
+        await publisher.publish(
+            bus_topics.events,
+            key,
+            "JobCancelled",
+            sample_event("JobCancelled", job_id=key, subject_id=key, reason="99"),
+        )
+        await wait_until(lambda: len(again) >= 1, what="the new record")
+    assert [e.record["reason"] for e in again] == ["99"]
