@@ -233,18 +233,7 @@ class ClusterSnapshot:
             gpu_free[row, : len(devices)] = devices
             stamps[row] = self.stamps.take()
         changed = np.fromiter(rows, dtype=np.int64, count=len(rows))
-        gpu_full = self.gpu_full.copy()
-        gpu_full[changed] = (gpu_free[changed] == GPU_MILLI).sum(axis=1)
-        gpu_max = self.gpu_max.copy()
-        gpu_max[changed] = gpu_free[changed].max(axis=1)
-        new = self._shallow_copy()
-        new.cpu_free = _readonly(cpu_free)
-        new.mem_free = _readonly(mem_free)
-        new.gpu_free = _readonly(gpu_free)
-        new.gpu_full = _readonly(gpu_full)
-        new.gpu_max = _readonly(gpu_max)
-        new.node_stamp = _readonly(stamps)
-        return new
+        return self._with_free_columns(cpu_free, mem_free, gpu_free, stamps, changed)
 
     def _check_fits(self, request: TaskRequest, where: Assignment) -> None:
         row = where.node
@@ -266,7 +255,6 @@ class ClusterSnapshot:
                 )
 
     def _changed(self, row: int, request: TaskRequest, where: Assignment, sign: int) -> ClusterSnapshot:
-        new = self._shallow_copy()
         cpu_free = self.cpu_free.copy()
         cpu_free[row] += sign * request.cpu_milli
         mem_free = self.mem_free.copy()
@@ -274,24 +262,38 @@ class ClusterSnapshot:
         gpu_free = self.gpu_free.copy()
         for idx, milli in zip(where.gpu_indices, where.gpu_milli, strict=True):
             gpu_free[row, idx] += sign * milli
-        gpu_full = self.gpu_full.copy()
-        gpu_full[row] = int((gpu_free[row] == GPU_MILLI).sum())
-        gpu_max = self.gpu_max.copy()
-        gpu_max[row] = int(gpu_free[row].max())
-        class_counts = self.class_counts
+        class_counts = None
         klass = gpu_task_class(request)
         if klass >= 0:
-            class_counts = class_counts.copy()
+            class_counts = self.class_counts.copy()
             class_counts[row, min(klass, class_counts.shape[1] - 1)] -= sign
         stamps = self.node_stamp.copy()
         stamps[row] = self.stamps.take()
+        return self._with_free_columns(cpu_free, mem_free, gpu_free, stamps, np.array([row]), class_counts)
+
+    def _with_free_columns(
+        self,
+        cpu_free: IntArray,
+        mem_free: IntArray,
+        gpu_free: IntArray,
+        stamps: IntArray,
+        rows: IntArray,
+        class_counts: IntArray | None = None,
+    ) -> ClusterSnapshot:
+        """A snapshot of this family with new free columns; the derived ones recomputed on `rows`."""
+        gpu_full = self.gpu_full.copy()
+        gpu_full[rows] = (gpu_free[rows] == GPU_MILLI).sum(axis=1)
+        gpu_max = self.gpu_max.copy()
+        gpu_max[rows] = gpu_free[rows].max(axis=1)
+        new = self._shallow_copy()
         new.cpu_free = _readonly(cpu_free)
         new.mem_free = _readonly(mem_free)
         new.gpu_free = _readonly(gpu_free)
         new.gpu_full = _readonly(gpu_full)
         new.gpu_max = _readonly(gpu_max)
-        new.class_counts = _readonly(class_counts)
         new.node_stamp = _readonly(stamps)
+        if class_counts is not None:
+            new.class_counts = _readonly(class_counts)
         return new
 
     def _shallow_copy(self) -> ClusterSnapshot:
