@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
+import pytest
+
 from suanli.contracts import encode
 from suanli.eventstore import ConcurrencyConflict, DuplicateEventId, StoredEvent
 from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
@@ -362,3 +364,18 @@ async def test_only_commits_that_may_let_a_job_in_wake_the_cycle() -> None:
     assert not service.wake.is_set()  # a start gives nothing back
     await service.handle(_report("TaskFinished", task, job.id, exit_code=0))
     assert service.wake.is_set()  # its room is free again
+
+
+async def test_a_store_error_fails_that_batch_only_and_the_next_command_is_served() -> None:
+    service, writer, _ = await _ready()
+    commit = writer.commit
+
+    async def broken(appends: Sequence[Append], pending: Mapping[str, Any] | None = None) -> None:
+        writer.commit = commit  # type: ignore[method-assign]
+        raise OSError("connection reset")
+
+    writer.commit = broken  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="connection reset"):
+        await service.handle(SubmitJob(_spec()))
+    job = await service.handle(SubmitJob(_spec()))
+    assert list(service.projection.jobs) == [job.id]

@@ -80,8 +80,6 @@ class GroupCommitter:
     check_leader: Callable[[], None]
     on_batch: Callable[[], None] = lambda: None  # before planning a batch (per-batch counters)
     on_committed: Callable[[], None] = lambda: None  # after a commit that wakes is caught up
-    batches: int = 0
-    largest: int = 0
     _queue: list[_Ticket] = field(default_factory=list)
     _drainer: asyncio.Task[None] | None = None
 
@@ -104,9 +102,13 @@ class GroupCommitter:
                 tickets, self._queue = self._queue, []
                 try:
                     deferred = await self._run(tickets)
-                except BaseException as exc:
+                except Exception as exc:  # e.g. the catch-up after a commit: the batch's callers are told
                     for ticket in tickets:
-                        ticket.fail(exc if isinstance(exc, Exception) else RuntimeError("scheduler stopping"))
+                        ticket.fail(exc)
+                    continue
+                except BaseException:
+                    for ticket in tickets:
+                        ticket.fail(RuntimeError("the scheduler is stopping"))
                     raise
                 self._queue[:0] = deferred
 
@@ -134,8 +136,6 @@ class GroupCommitter:
                 continue
             touched |= plan.streams
             staged.append((ticket, plan))
-        self.batches += 1
-        self.largest = max(self.largest, len(staged))
         appends = [a for _, plan in staged for a in plan.appends]
         if not appends:
             for ticket, plan in staged:
