@@ -6,7 +6,9 @@ import asyncio
 import secrets
 from collections import defaultdict
 from dataclasses import replace
+from typing import Any
 
+from aiokafka.structs import RecordMetadata
 from bus_testkit import FAST_CONSUMER, BusTopics, sample_event, wait_until
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -16,17 +18,26 @@ from suanli.bus.headers import header
 from suanli.contracts import EVENTS, default_registry, sample_records
 
 
+async def publish_numbered(
+    publisher: EventPublisher, topic: str, keys: list[str], count: int
+) -> tuple[list[dict[str, Any]], list[RecordMetadata]]:
+    """`count` JobCancelled per key, numbered 0.. in `reason`, interleaved across keys; (records, acks)."""
+    sent = [
+        sample_event("JobCancelled", job_id=key, subject_id=key, reason=str(seq))
+        for seq in range(count)
+        for key in keys
+    ]
+    acks = await publisher.publish_many(
+        [publisher.encode(topic, r["job_id"], "JobCancelled", r) for r in sent]
+    )
+    return sent, acks
+
+
 async def test_round_trip_keeps_key_order_per_partition(
     bus_topics: BusTopics, publisher: EventPublisher
 ) -> None:
     keys = [f"job-{n}" for n in range(6)]
-    sent = [
-        sample_event("JobCancelled", job_id=key, subject_id=key, reason=str(seq))
-        for seq in range(20)
-        for key in keys
-    ]
-    outgoing = [publisher.encode(bus_topics.events, r["job_id"], "JobCancelled", r) for r in sent]
-    acks = await publisher.publish_many(outgoing)
+    sent, acks = await publish_numbered(publisher, bus_topics.events, keys, 20)
     assert len(acks) == len(sent)
 
     got: list[ConsumedEvent] = []
@@ -107,14 +118,7 @@ async def test_concurrent_partitions_overlap_handlers_and_keep_key_order(
     bus_topics: BusTopics, publisher: EventPublisher
 ) -> None:
     keys = [f"job-{n}" for n in range(8)]
-    sent = [
-        sample_event("JobCancelled", job_id=key, subject_id=key, reason=str(seq))
-        for seq in range(5)
-        for key in keys
-    ]
-    await publisher.publish_many(
-        [publisher.encode(bus_topics.events, r["job_id"], "JobCancelled", r) for r in sent]
-    )
+    sent, _ = await publish_numbered(publisher, bus_topics.events, keys, 5)
     got: list[ConsumedEvent] = []
     in_flight: set[int] = set()
     most = 0
@@ -143,8 +147,7 @@ async def test_pipelined_partitions_start_records_in_offset_order_and_overlap(
     bus_topics: BusTopics, publisher: EventPublisher
 ) -> None:
     key = "job-pipelined"
-    sent = [sample_event("JobCancelled", job_id=key, subject_id=key, reason=str(seq)) for seq in range(30)]
-    await publisher.publish_many([publisher.encode(bus_topics.events, key, "JobCancelled", r) for r in sent])
+    sent, _ = await publish_numbered(publisher, bus_topics.events, [key], 30)
     started: list[int] = []
     finished: list[int] = []
     in_flight = 0
