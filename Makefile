@@ -28,7 +28,7 @@ lint: setup
 	$(BIN)/ruff format --check . || true
 
 # One benchmark at a time (each needs the machine to itself); figures go to docs/BENCHMARKS.md by hand.
-BENCHES ?= placement bus relay latency
+BENCHES ?= placement cycle bus relay latency
 bench: setup
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; done
 
