@@ -62,6 +62,7 @@ async def bootstrap(config: Any) -> Components:
         reconcile_grace=timedelta(seconds=config.reconcile_grace_s),
         metrics=OtelMetrics(),
         is_leader=lambda: leader.is_leader,
+        eager_cycles=True,
     )
 
     def explain(nodes: Any, request: Any) -> Any:

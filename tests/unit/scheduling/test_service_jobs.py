@@ -91,7 +91,7 @@ class FakeWriter:
         projection.apply_all(e for e in self.log if e.position > projection.position)
 
 
-def _service() -> tuple[SchedulingService, FakeWriter, Clock]:
+def _service(*, eager_cycles: bool = False) -> tuple[SchedulingService, FakeWriter, Clock]:
     writer, clock = FakeWriter(), Clock()
     capacity = CapacityView()
     for node in ("n1", "n2"):
@@ -114,6 +114,7 @@ def _service() -> tuple[SchedulingService, FakeWriter, Clock]:
         clock=clock,
         ids=uuid.uuid4,
         reconcile_grace=timedelta(seconds=5),
+        eager_cycles=eager_cycles,
     )
     return service, writer, clock
 
@@ -132,8 +133,8 @@ def _spec(tasks: int = 1, gpu_milli: int = 1000, max_retries: int = 0, **kw: Any
     )
 
 
-async def _ready() -> tuple[SchedulingService, FakeWriter, Clock]:
-    service, writer, clock = _service()
+async def _ready(*, eager_cycles: bool = False) -> tuple[SchedulingService, FakeWriter, Clock]:
+    service, writer, clock = _service(eager_cycles=eager_cycles)
     await service.handle(
         ConfigureQueues(
             QueueConfig(
@@ -379,3 +380,50 @@ async def test_a_store_error_fails_that_batch_only_and_the_next_command_is_serve
         await service.handle(SubmitJob(_spec()))
     job = await service.handle(SubmitJob(_spec()))
     assert list(service.projection.jobs) == [job.id]
+
+
+async def _drained(service: SchedulingService) -> None:
+    async with service.lock:  # the group commit holds the lock until its queue and turns are done
+        pass
+
+
+async def test_eager_cycles_place_a_submitted_job_before_the_lock_is_released() -> None:
+    service, writer, _ = await _ready(eager_cycles=True)
+    job = await service.handle(SubmitJob(_spec(tasks=2)))
+    await _drained(service)
+    assert [t.state for t in service.projection.jobs[job.id].tasks] == [TaskState.PLACED] * 2
+    assert [n for n, _ in writer.published].count("TaskPlaced") == 2
+    assert not service.wake.is_set()  # the turn consumed the wake; the cycle loop has nothing to do
+
+
+async def test_eager_cycles_run_only_after_a_batch_that_woke_them() -> None:
+    service, _, _ = await _ready(eager_cycles=True)
+    job = await service.handle(SubmitJob(_spec()))
+    await _drained(service)
+    cycles = service.cycles
+    (task,) = service.projection.jobs[job.id].tasks
+    await service.handle(_report("TaskStarted", task, job.id, device_indices=[], pid=None))
+    await _drained(service)
+    assert service.cycles == cycles  # a start gives no room back: no cycle
+    await service.handle(_report("TaskFinished", task, job.id, exit_code=0))
+    await _drained(service)
+    assert service.cycles == cycles + 1
+
+
+async def test_a_failing_eager_cycle_leaves_the_wake_set_and_later_commands_are_served() -> None:
+    service, _, _ = await _ready(eager_cycles=True)
+    factory = service.placer_factory
+
+    def broken(requests: Any, cycle: int) -> Any:
+        service.placer_factory = factory
+        raise RuntimeError("placer broke")
+
+    service.placer_factory = broken
+    first = await service.handle(SubmitJob(_spec()))
+    await _drained(service)
+    assert service.projection.jobs[first.id].waiting
+    assert service.wake.is_set()  # the cycle loop tries again
+    second = await service.handle(SubmitJob(_spec()))
+    await _drained(service)
+    placed = [t.state for j in (first, second) for t in service.projection.jobs[j.id].tasks]
+    assert placed == [TaskState.PLACED] * 2

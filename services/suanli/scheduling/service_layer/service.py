@@ -10,6 +10,7 @@ groups (`group_commit`); the rest (cycles, cancels, lost nodes, queue configurat
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -51,6 +52,7 @@ from suanli.scheduling.service_layer.spec import JobSpec, spec_record
 PlacerFactory = Callable[[Sequence[Any], int], Placer]  # (task requests seen, cycle number) -> placer
 _REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
 _FOLLOW_UP_ROUNDS = 4
+log = logging.getLogger(__name__)
 # Recorded events after which a waiting job may fit: a task's room is given back, or its job is requeued.
 ROOM_GIVEN_BACK = frozenset({"TaskFinished", "TaskFailed", "TaskPreempted", "JobRequeued"})
 
@@ -76,7 +78,11 @@ class SchedulingService:
         reconcile_grace: timedelta = timedelta(seconds=15),
         metrics: Metrics | None = None,
         is_leader: Callable[[], bool] = lambda: True,
+        eager_cycles: bool = False,
     ) -> None:
+        """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
+        submit is placed within one batch and one cycle of arriving (the running service); without it
+        cycles run only when asked (`RunCycle`), as the unit tests drive them."""
         self.writer = writer
         self.projection = projection
         self.capacity = capacity
@@ -113,6 +119,7 @@ class SchedulingService:
             check_leader=self._check_leader,
             on_batch=self._new_batch,
             on_committed=self.wake.set,
+            between_batches=self._cycle_if_woken if eager_cycles else None,
         )
 
     async def handle(self, command: Command) -> Any:
@@ -325,6 +332,17 @@ class SchedulingService:
             return count
 
         return Plan(appends, answer=recorded)
+
+    async def _cycle_if_woken(self) -> None:
+        """The cycle as the group commit's turn between batches (the lock is held, the projection current)."""
+        if not self.wake.is_set():
+            return
+        self.wake.clear()
+        try:
+            await self._cycle(RunCycle())
+        except Exception as exc:  # the cycle loop retries it; the commands queued behind must still run
+            log.warning("scheduling cycle between batches failed: %r", exc)
+            self.wake.set()
 
     async def _cycle(self, cmd: RunCycle) -> int:
         if not self.projection.queues:
