@@ -169,7 +169,7 @@ class InMemoryEventStore:
         return len(self._state.streams.get(stream, ()))
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[_MemoryTransaction]:
+    async def transaction(self, *, appending: bool = False) -> AsyncIterator[_MemoryTransaction]:
         async with self._lock:
             tx = _MemoryTransaction(self)
             yield tx

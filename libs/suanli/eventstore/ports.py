@@ -77,8 +77,13 @@ class EventStore(Protocol):
         """Current version of `stream` (0 when it has no events)."""
         ...
 
-    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
-        """A unit of work; commits on normal exit, rolls back when the block raises."""
+    def transaction(self, *, appending: bool = False) -> AbstractAsyncContextManager[Transaction]:
+        """A unit of work; commits on normal exit, rolls back when the block raises.
+
+        `appending=True` says the unit will append: the adapter may then take what appends need (the
+        PostgreSQL append lock) as the transaction begins, in the same round trip, instead of at the
+        first append. Same outcome either way; for writers on a latency path.
+        """
         ...
 
     async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:

@@ -9,6 +9,7 @@ are found by a query rather than by a failed insert that would poison the caller
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -60,12 +61,16 @@ class Statements:
     def __init__(self, schema: str) -> None:
         s = f'"{check_schema(schema)}"'
         self.lock = f"LOCK TABLE {s}.events IN EXCLUSIVE MODE"
+        # BEGIN and the lock as one simple-query message: one round trip where they were two.
+        self.begin_locked = f"BEGIN; {self.lock}"
         self.version = f"SELECT coalesce(max(version), 0) FROM {s}.events WHERE stream = $1"
-        self.versions = (
-            f"SELECT stream, max(version) AS version FROM {s}.events"
+        # The version check and the duplicate check of one batch in one round trip: rows with a stream are
+        # current versions, rows with an event id are ids recorded before.
+        self.batch_checks = (
+            f"SELECT stream, max(version) AS version, NULL::uuid AS event_id FROM {s}.events"
             " WHERE stream = ANY($1::text[]) GROUP BY stream"
+            f" UNION ALL SELECT NULL, NULL, event_id FROM {s}.events WHERE event_id = ANY($2::uuid[])"
         )
-        self.known_ids = f"SELECT event_id FROM {s}.events WHERE event_id = ANY($1::uuid[])"
         self.insert_events = (
             f"INSERT INTO {s}.events (stream, version, event_id, event_name, payload, metadata, recorded_at)"
             " SELECT s, v, i, n, p, m::jsonb, t FROM unnest("
@@ -111,11 +116,13 @@ class Statements:
 class PostgresTransaction:
     """A unit of work on one connection inside an open transaction."""
 
-    def __init__(self, conn: asyncpg.Connection, sql: Statements, clock: Clock) -> None:
+    def __init__(
+        self, conn: asyncpg.Connection, sql: Statements, clock: Clock, *, locked: bool = False
+    ) -> None:
         self._conn = conn
         self._sql = sql
         self._clock = clock
-        self._locked = False
+        self._locked = locked
 
     @property
     def connection(self) -> asyncpg.Connection:
@@ -141,17 +148,18 @@ class PostgresTransaction:
             await conn.execute(sql.lock)
             self._locked = True
         streams = [a.stream for a in appends]
-        current = {r["stream"]: r["version"] for r in await conn.fetch(sql.versions, streams)}
+        events = [(a, offset, e) for a in appends for offset, e in enumerate(a.events, start=1)]
+        ids = [e.event_id for _, _, e in events]
+        rows = await conn.fetch(sql.batch_checks, streams, ids)
+        current = {r["stream"]: r["version"] for r in rows if r["stream"] is not None}
         for a in appends:
             actual = current.get(a.stream, 0)
             if actual != a.expected_version:
                 raise ConcurrencyConflict(a.stream, a.expected_version, actual)
-        events = [(a, offset, e) for a in appends for offset, e in enumerate(a.events, start=1)]
+        known = [r["event_id"] for r in rows if r["event_id"] is not None]
+        if known:
+            raise DuplicateEventId(known)
         if events:
-            ids = [e.event_id for _, _, e in events]
-            known = await conn.fetch(sql.known_ids, ids)
-            if known:
-                raise DuplicateEventId([r["event_id"] for r in known])
             await conn.execute(
                 sql.insert_events,
                 [a.stream for a, _, _ in events],
@@ -182,6 +190,13 @@ class PostgresTransaction:
         return [a.expected_version + len(a.events) for a in appends]
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL): pool
+    connections carry no session state here (LISTEN and session locks live on dedicated connections, and
+    nothing SETs), and that query is one round trip on every release. asyncpg still rolls back a
+    transaction left open before calling this."""
+
+
 class PostgresEventStore:
     """EventStore and TrackingStore on PostgreSQL; all tables live in one schema (default "eventstore")."""
 
@@ -205,7 +220,7 @@ class PostgresEventStore:
         max_size: int = 10,
     ) -> Self:
         """Open a pool, apply pending migrations, and own the pool (closed by `close()`)."""
-        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, reset=_keep_session)
         try:
             async with pool.acquire() as conn:
                 await migrate(conn, schema)
@@ -259,9 +274,21 @@ class PostgresEventStore:
         return await self._pool.fetchval(self._sql.version, stream)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[PostgresTransaction]:
-        async with self._pool.acquire() as conn, conn.transaction():
-            yield PostgresTransaction(conn, self._sql, self._clock)
+    async def transaction(self, *, appending: bool = False) -> AsyncIterator[PostgresTransaction]:
+        if not appending:
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield PostgresTransaction(conn, self._sql, self._clock)
+            return
+        async with self._pool.acquire() as conn:
+            await conn.execute(self._sql.begin_locked)
+            try:
+                yield PostgresTransaction(conn, self._sql, self._clock, locked=True)
+            except BaseException:
+                # A connection broken mid-query cannot roll back; the pool then discards it on release.
+                with contextlib.suppress(Exception):
+                    await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
 
     async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
         rows = await self._pool.fetch(self._sql.pending, limit)

@@ -145,8 +145,12 @@ async def test_for_event_carries_id_and_name_headers(store: EventStore) -> None:
     assert row.value == submitted.payload
 
 
-async def test_transaction_commits_several_appends_together(store: EventStore) -> None:
-    async with store.transaction() as tx:
+APPENDING = pytest.mark.parametrize("appending", [False, True], ids=["plain", "appending"])
+
+
+@APPENDING
+async def test_transaction_commits_several_appends_together(store: EventStore, appending: bool) -> None:
+    async with store.transaction(appending=appending) as tx:
         assert await tx.append("a", 0, [event()], outbox=[message(1)]) == 1
         assert await tx.append("a", 1, [event()]) == 2  # sees its own uncommitted append
         await tx.append("b", 0, [event()], outbox=[message(2)])
@@ -154,18 +158,25 @@ async def test_transaction_commits_several_appends_together(store: EventStore) -
     assert len(await store.pending_outbox()) == 2
 
 
-async def test_transaction_that_raises_leaves_nothing(store: EventStore) -> None:
+@APPENDING
+async def test_transaction_that_raises_leaves_nothing(store: EventStore, appending: bool) -> None:
     with pytest.raises(RuntimeError):
-        async with store.transaction() as tx:
+        async with store.transaction(appending=appending) as tx:
             await tx.append("a", 0, [event()], outbox=[message(1)])
             raise RuntimeError("decision failed after the append")
     assert await store.read_all() == []
     assert await store.pending_outbox() == []
+    # The connection went back clean: the next unit of work commits normally.
+    await store.append("b", 0, [event()])
+    assert [e.stream for e in await store.read_all()] == ["b"]
 
 
-async def test_conflict_inside_a_transaction_keeps_the_transaction_usable(store: EventStore) -> None:
+@APPENDING
+async def test_conflict_inside_a_transaction_keeps_the_transaction_usable(
+    store: EventStore, appending: bool
+) -> None:
     await store.append("a", 0, [event()])
-    async with store.transaction() as tx:
+    async with store.transaction(appending=appending) as tx:
         with pytest.raises(ConcurrencyConflict):
             await tx.append("a", 0, [event()])
         await tx.append("a", 1, [event()])
@@ -195,8 +206,9 @@ async def test_append_many_writes_every_stream_in_the_order_given(store: EventSt
     assert [r.value for r in await store.pending_outbox()] == [b"v1", b"v2", b"v3"]
 
 
+@APPENDING
 @pytest.mark.parametrize("problem", ["stale version", "id recorded before", "id twice in the batch"])
-async def test_append_many_is_all_or_nothing(store: EventStore, problem: str) -> None:
+async def test_append_many_is_all_or_nothing(store: EventStore, problem: str, appending: bool) -> None:
     recorded = event()
     await store.append("b", 0, [recorded])
     fresh = event()
@@ -206,7 +218,7 @@ async def test_append_many_is_all_or_nothing(store: EventStore, problem: str) ->
         "id twice in the batch": StreamAppend("c", 0, [fresh]),
     }[problem]
     expected = ConcurrencyConflict if problem == "stale version" else DuplicateEventId
-    async with store.transaction() as tx:
+    async with store.transaction(appending=appending) as tx:
         with pytest.raises(expected):
             await tx.append_many([StreamAppend("a", 0, [fresh], [message(1)]), second])
         # The transaction is still usable after the refusal.

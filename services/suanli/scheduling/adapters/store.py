@@ -58,7 +58,7 @@ class PostgresWriter:
     async def commit(
         self, appends: Sequence[Append], pending: Mapping[str, Mapping[str, Any] | None] | None = None
     ) -> None:
-        async with self.store.transaction() as tx:
+        async with self.store.transaction(appending=True) as tx:
             await self.fence.check(tx.connection)
             batch = []
             for append in appends:
