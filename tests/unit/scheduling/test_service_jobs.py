@@ -427,3 +427,28 @@ async def test_a_failing_eager_cycle_leaves_the_wake_set_and_later_commands_are_
     await _drained(service)
     placed = [t.state for j in (first, second) for t in service.projection.jobs[j.id].tasks]
     assert placed == [TaskState.PLACED] * 2
+
+
+async def test_a_cancel_gets_the_lock_between_batches_while_submits_keep_coming() -> None:
+    service, writer, _ = await _ready(eager_cycles=True)
+    job = await service.handle(SubmitJob(_spec()))
+    await _drained(service)
+    commit, entered, gate = writer.commit, asyncio.Event(), asyncio.Event()
+
+    async def held(appends: Sequence[Append], pending: Mapping[str, Any] | None = None) -> None:
+        entered.set()
+        await gate.wait()
+        await commit(appends, pending)
+
+    writer.commit = held  # type: ignore[method-assign]
+    first = asyncio.create_task(service.handle(SubmitJob(replace(_spec(), name="first"))))
+    await asyncio.wait_for(entered.wait(), 5)  # the drainer holds the lock, mid-commit
+    later = [asyncio.create_task(service.handle(SubmitJob(replace(_spec(), name="later")))) for _ in range(3)]
+    cancel = asyncio.create_task(service.handle(CancelJob(job.id, "stop")))
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, cancel, *later)
+    names = [r.get("name") if n == "JobSubmitted" else n for n, r in writer.published]
+    tail = [n for n in names if n in ("first", "later", "JobCancelled")]
+    # Submits were still queued when the first batch ended: the cancel went in before them, not after.
+    assert tail == ["first", "JobCancelled", "later", "later", "later"]

@@ -84,6 +84,9 @@ class GroupCommitter:
     # woke it). Under load the queue never empties, so anything that waited for the lock instead would
     # wait for the whole drain: seconds, with submits and reports arriving at 150/s.
     between_batches: Callable[[], Awaitable[None]] | None = None
+    # Whether other work waits for the lock (a cancel, a lost node, the interval cycle): the drainer then
+    # lets it in after the batch in progress rather than after the queue empties, which under load is never.
+    others_waiting: Callable[[], bool] = lambda: False
     _queue: list[_Ticket] = field(default_factory=list)
     _drainer: asyncio.Task[None] | None = None
 
@@ -99,6 +102,12 @@ class GroupCommitter:
         return await asyncio.shield(ticket.future)
 
     async def _drain(self) -> None:
+        while await self._drain_turn():
+            pass  # asyncio.Lock is fair: the waiters are ahead of this task when it asks again
+
+    async def _drain_turn(self) -> bool:
+        """Batches until the queue is empty (False), or until others wait for the lock after a batch
+        (True: ask again)."""
         async with self.lock:
             # No await between the last emptiness check and returning, so a ticket queued meanwhile
             # always finds this task done and starts a new one.
@@ -117,6 +126,9 @@ class GroupCommitter:
                 self._queue[:0] = deferred
                 if self.between_batches is not None:
                     await self.between_batches()
+                if self._queue and self.others_waiting():
+                    return True
+            return False
 
     async def _run(self, tickets: list[_Ticket]) -> list[_Ticket]:
         """Plan, commit and answer one batch; return the tickets that must wait for the next one."""

@@ -100,6 +100,7 @@ class SchedulingService:
         self.wake = asyncio.Event()
         self._submitted_in_batch = 0
         self._idle_reported = False
+        self._lock_waiters = 0  # commands outside the group commit waiting for the lock
         self.handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {
             CancelJob: self._cancel,
             MarkNodeLost: self._node_lost,
@@ -120,15 +121,23 @@ class SchedulingService:
             on_batch=self._new_batch,
             on_committed=self.wake.set,
             between_batches=self._cycle_if_woken if eager_cycles else None,
+            others_waiting=lambda: self._lock_waiters > 0,
         )
 
     async def handle(self, command: Command) -> Any:
         if self.group.accepts(command):
             return await self.group.submit(command)
-        async with self.lock:
+        self._lock_waiters += 1  # seen by the group commit, which then hands the lock over
+        try:
+            await self.lock.acquire()
+        finally:
+            self._lock_waiters -= 1
+        try:
             self._check_leader()
             await self.writer.catch_up(self.projection)
             return await self.handlers[type(command)](command)
+        finally:
+            self.lock.release()
 
     def _check_leader(self) -> None:
         if not self.is_leader():
