@@ -136,6 +136,22 @@ async def test_outbox_rows_are_recorded_with_the_events_in_order(store: EventSto
     assert len(await store.pending_outbox(limit=2)) == 2
 
 
+async def test_outbox_rows_keep_their_own_headers_in_one_append(store: EventStore) -> None:
+    none = OutboxMessage("t", None, "A", b"a")
+    three = OutboxMessage("t", b"k", "B", b"b", (("x", b"1"), ("y", b""), ("x", b"2")))
+    one = OutboxMessage("u", b"k", "C", b"c", (("z", b"\x00\xff"),))
+    await store.append("s", 0, [event(), event()], outbox=[none, three, one])
+    await store.append("s", 2, [], outbox=[one])  # outbox rows alone, no events
+    pending = await store.pending_outbox()
+    assert [(r.topic, r.key, r.event_name, r.value, r.headers) for r in pending] == [
+        ("t", None, "A", b"a", ()),
+        ("t", b"k", "B", b"b", (("x", b"1"), ("y", b""), ("x", b"2"))),
+        ("u", b"k", "C", b"c", (("z", b"\x00\xff"),)),
+        ("u", b"k", "C", b"c", (("z", b"\x00\xff"),)),
+    ]
+    assert await store.stream_version("s") == 2
+
+
 async def test_for_event_carries_id_and_name_headers(store: EventStore) -> None:
     submitted = event()
     outbox = [OutboxMessage.for_event("jobs.events", b"k", submitted)]
