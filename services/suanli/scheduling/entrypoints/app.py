@@ -17,6 +17,7 @@ from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, Retriabl
 from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import KafkaOutboxSink
+from suanli.platform.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.adapters.store import PostgresWriter
 from suanli.scheduling.bootstrap import Components, bootstrap
@@ -119,6 +120,9 @@ class SchedulingApp:
         c = self.c
         async with c.service.lock:
             await c.writer.catch_up(c.service.projection)
+        # The rebuilt projection is long-lived: keep it out of every later full collection.
+        frozen = freeze_survivors()
+        log.info("state rebuilt; %d objects moved out of the collector's reach", frozen)
         if self._queue_config is not None:
             await c.service.handle(ConfigureQueues(self._queue_config))
         cfg = self.config
@@ -263,6 +267,7 @@ async def serve(config: SchedulingConfig) -> None:
     from suanli.telemetry import setup
 
     telemetry = setup("scheduling", metrics_port=config.metrics_port)
+    tune_for_latency()
     app = SchedulingApp(config)
     await app.start()
     stop = asyncio.Event()
