@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from suanli.bus.publisher import EventPublisher, OutgoingRecord
+from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
 from suanli.eventstore.values import OutboxRecord
+
+# The relay hands the producer a whole batch of rows at once (appended in one go, so they still share
+# Kafka batches per partition): lingering for more records only delays the placements it carries.
+RELAY_PRODUCER = ProducerSettings(linger_ms=0, client_id="suanli-outbox-relay")
 
 
 class KafkaOutboxSink:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from suanli.bus.publisher import EventPublisher
-from suanli.eventstore.kafka_sink import KafkaOutboxSink
+from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
 from suanli.eventstore.migrator import migrate
 from suanli.eventstore.pg_feed import PostgresOutboxFeed
 from suanli.eventstore.ports import OutboxSink
@@ -64,7 +64,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with EventPublisher(args.bootstrap) as publisher:
+    async with EventPublisher(args.bootstrap, settings=RELAY_PRODUCER) as publisher:
         sink: OutboxSink = KafkaOutboxSink(publisher)
         if args.kill_after_batches is not None:
             sink = _KillAfterBatches(sink, args.kill_after_batches)

@@ -16,7 +16,7 @@ import asyncpg
 from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, RetriableError
 from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
-from suanli.eventstore.kafka_sink import KafkaOutboxSink
+from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
 from suanli.platform.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.adapters.store import PostgresWriter
@@ -204,7 +204,7 @@ class SchedulingApp:
         cfg = self.config
         while True:
             try:
-                async with EventPublisher(cfg.bootstrap) as publisher:
+                async with EventPublisher(cfg.bootstrap, settings=RELAY_PRODUCER) as publisher:
                     relay = OutboxRelay(
                         PostgresOutboxFeed(cfg.dsn, schema=cfg.schema),
                         KafkaOutboxSink(publisher),
