@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,10 +159,14 @@ class SchedulingApp:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(service.wake.wait(), self.config.interval_s)
+            # A wake the group commit's own cycle already consumed (it clears the event without yielding,
+            # but this waiter still resumes) needs no second cycle; the interval still brings one.
+            due = service.wake.is_set() or time.monotonic() - service.last_cycle_at >= self.config.interval_s
             service.wake.clear()
             try:
                 await self._requeue_lost_nodes()
-                await service.handle(RunCycle())
+                if due:
+                    await service.handle(RunCycle())
             except NotLeader:
                 return
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ConcurrencyConflict) as exc:

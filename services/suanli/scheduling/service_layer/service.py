@@ -96,6 +96,7 @@ class SchedulingService:
         self.is_leader = is_leader
         self.lock = asyncio.Lock()
         self.cycles = 0
+        self.last_cycle_at = float("-inf")  # time.monotonic() when the last cycle began
         self._workloads: WorkloadCache = {}
         self.wake = asyncio.Event()
         self._submitted_in_batch = 0
@@ -357,6 +358,7 @@ class SchedulingService:
         if not self.projection.queues:
             return 0
         started = time.perf_counter()
+        self.last_cycle_at = time.monotonic()
         self.cycles += 1
         if not any(job.waiting for job in self.projection.live.values()):
             # Nothing to admit means nothing to place, preempt or reserve for: most wakes under load
