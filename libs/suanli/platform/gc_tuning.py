@@ -4,7 +4,8 @@ CPython's full (generation 2) collection walks every tracked object, and nothing
 meanwhile. The scheduler keeps its whole projection in memory (every job, its tasks and their records), so
 under the platform bench a full collection took 86 ms at the median and up to 250 ms on the contended
 2-core machine, and with the default thresholds (700, 10, 10) one came every ~5 s: the largest source of
-submit -> placement tail latency once lock waits were gone.
+submit -> placement tail latency once lock waits were gone (timed with a temporary `gc.callbacks` hook;
+docs/BENCHMARKS.md says how).
 
 Two standard remedies for long-lived services:
 - `freeze_survivors()` once the state is rebuilt: everything alive then moves to the permanent generation
