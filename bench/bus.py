@@ -56,8 +56,12 @@ def placement(n: int, nodes: int) -> dict[str, Any]:
         "site": "sh-dc2",
         "devices": [{"index": 0, "milli": 500}, {"index": 1, "milli": 1000}],
         "requests": {
-            "cpu_milli": 8000, "memory_mib": 65536, "gpu_count": 2, "gpu_milli": 1500,
-            "gpu_memory_mib": 40960, "gpu_model": "NVIDIA-A100-SXM4-80GB",
+            "cpu_milli": 8000,
+            "memory_mib": 65536,
+            "gpu_count": 2,
+            "gpu_milli": 1500,
+            "gpu_memory_mib": 40960,
+            "gpu_model": "NVIDIA-A100-SXM4-80GB",
         },
         "attempt": 1,
         "cycle": n // 100,
@@ -66,9 +70,7 @@ def placement(n: int, nodes: int) -> dict[str, Any]:
     }
 
 
-async def consume(
-    bootstrap: str, topic: str, group: str, count: int, ready: Any, results: Any
-) -> None:
+async def consume(bootstrap: str, topic: str, group: str, count: int, ready: Any, results: Any) -> None:
     """The consumer side; reports (first, last) handled times on CLOCK_MONOTONIC, shared by processes."""
     handled = 0
     first = 0.0
@@ -102,7 +104,7 @@ async def publish(
     async with EventPublisher(bootstrap, settings=ProducerSettings(linger_ms=linger_ms)) as publisher:
         for i in range(0, len(records), chunk):
             await publisher.publish_many(
-                [publisher.encode(topic, r["node_id"], EVENT, r) for r in records[i:i + chunk]]
+                [publisher.encode(topic, r["node_id"], EVENT, r) for r in records[i : i + chunk]]
             )
     return time.monotonic()
 

@@ -35,15 +35,15 @@ from pathlib import Path
 import grpc
 from aiokafka import AIOKafkaConsumer
 
-from suanli import REPO_ROOT
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.bus import topic_name, topics
 from suanli.contracts import decode
+from suanli.data import data_path
 from suanli.infra.postgres import PostgresMode
 from suanli.platform.stack import Stack, StackConfig
 
-FLEET = REPO_ROOT / "deploy" / "fleets" / "bench-200.yaml"
+FLEET = data_path("deploy/fleets/bench-200.yaml")
 # Quota far above the fleet on every model, so no job waits on quota: latency, not admission, is measured.
 QUEUES = Path(__file__).with_name("latency-queues.yaml")
 MODELS = ["A100 80GB SXM", "L40S", "T4"]
@@ -76,16 +76,23 @@ def summary(name: str, values_s: list[float]) -> str:
     if not values_s:
         return f"{name}: no samples"
     ms = [v * 1000 for v in values_s]
-    return (f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} ms p99={pct(ms, 99):.1f} ms "
-            f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
+    return (
+        f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} ms p99={pct(ms, 99):.1f} ms "
+        f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms"
+    )
 
 
 class Recorder:
     """Reads topics from the start; remembers each record with the wall-clock time it was consumed."""
 
     def __init__(self, bootstrap: str, *names: str) -> None:
-        self.consumer = AIOKafkaConsumer(*names, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                         enable_auto_commit=False, fetch_max_wait_ms=10)
+        self.consumer = AIOKafkaConsumer(
+            *names,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=10,
+        )
         self.seen: list[tuple[float, str, str, dict]] = []
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -105,8 +112,14 @@ class Recorder:
             await self.consumer.stop()
 
 
-async def load(api: pb_grpc.SchedulerStub, rate: float, seconds: float, duration_s: float,
-               spread_s: float, submitted: dict[str, float]) -> int:
+async def load(
+    api: pb_grpc.SchedulerStub,
+    rate: float,
+    seconds: float,
+    duration_s: float,
+    spread_s: float,
+    submitted: dict[str, float],
+) -> int:
     """Submit at a fixed rate (each RPC in its own task, so a slow answer does not slow the schedule)."""
     token = secrets.token_hex(3)
     total = int(rate * seconds)
@@ -116,10 +129,21 @@ async def load(api: pb_grpc.SchedulerStub, rate: float, seconds: float, duration
     async def one(i: int) -> None:
         nonlocal errors
         model, milli, duration = job_shape(i, duration_s, spread_s)
-        spec = pb.JobSpec(name=f"bench-{i}", queue="bench", priority_class="batch", tasks=[pb.TaskSpec(
-            name="w", command="python serve.py", duration_s=duration,
-            resources=pb.ResourceRequest(cpu_milli=1000, memory_mib=2048, gpu_count=1, gpu_milli=milli,
-                                         gpu_models=[model]))])
+        spec = pb.JobSpec(
+            name=f"bench-{i}",
+            queue="bench",
+            priority_class="batch",
+            tasks=[
+                pb.TaskSpec(
+                    name="w",
+                    command="python serve.py",
+                    duration_s=duration,
+                    resources=pb.ResourceRequest(
+                        cpu_milli=1000, memory_mib=2048, gpu_count=1, gpu_milli=milli, gpu_models=[model]
+                    ),
+                )
+            ],
+        )
         at = time.time()
         try:
             request = pb.SubmitJobRequest(spec=spec, request_id=f"{token}-{i}")
@@ -192,18 +216,27 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:
         if i:
             fresh.append(consumed_at - times[i - 1])
 
-    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-          f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes)")
+    print(
+        f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes)"
+    )
     occupancy = offered_occupancy(args)
     saturated = max(occupancy.values()) >= 1.0
-    print("offered occupancy: " + ", ".join(f"{m} {o:.0%}" for m, o in occupancy.items())
-          + f"; snapshot interval {args.interval:g} s")
-    print("== SATURATED: the figures below are queueing behind a full pool, not decision latency =="
-          if saturated else
-          "== non-saturating: room and quota exist; the figures are the scheduler's latency ==")
-    print(f"load: {len(submitted)} jobs accepted in {elapsed:.1f} s "
-          f"({len(submitted) / elapsed:.1f}/s), {errors} errors; {len(first)} placed, "
-          f"{len(submitted) - len(first)} not placed by the end of the 30 s drain")
+    print(
+        "offered occupancy: "
+        + ", ".join(f"{m} {o:.0%}" for m, o in occupancy.items())
+        + f"; snapshot interval {args.interval:g} s"
+    )
+    print(
+        "== SATURATED: the figures below are queueing behind a full pool, not decision latency =="
+        if saturated
+        else "== non-saturating: room and quota exist; the figures are the scheduler's latency =="
+    )
+    print(
+        f"load: {len(submitted)} jobs accepted in {elapsed:.1f} s "
+        f"({len(submitted) / elapsed:.1f}/s), {errors} errors; {len(first)} placed, "
+        f"{len(submitted) - len(first)} not placed by the end of the 30 s drain"
+    )
     print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
     print(summary("submit -> TaskPlaced delivered (consumed from placements)", delivered))
     print(summary("capacity view freshness (snapshot occurred_at -> capacity.nodes arrival)", fresh))
@@ -218,16 +251,24 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="jobs per second")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--duration", type=float, default=3.0, help="mean seconds a task holds its GPU")
-    parser.add_argument("--duration-spread", type=float, default=1.0,
-                        help="durations are uniform in duration +- spread (s)")
-    parser.add_argument("--interval", type=float, default=5.0,
-                        help="agent snapshot interval (s); 5 s is the agent's default")
+    parser.add_argument(
+        "--duration-spread", type=float, default=1.0, help="durations are uniform in duration +- spread (s)"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=5.0, help="agent snapshot interval (s); 5 s is the agent's default"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="suanli-latency-") as tmp:
         home = Path(tmp)
-        config = StackConfig(home=home, fleet=args.fleet, queues=QUEUES, pg_mode=PostgresMode.AUTO,
-                             database=f"suanli_bench_{secrets.token_hex(4)}",
-                             snapshot_interval_s=args.interval, scheduling_interval_s=0.2)
+        config = StackConfig(
+            home=home,
+            fleet=args.fleet,
+            queues=QUEUES,
+            pg_mode=PostgresMode.AUTO,
+            database=f"suanli_bench_{secrets.token_hex(4)}",
+            snapshot_interval_s=args.interval,
+            scheduling_interval_s=0.2,
+        )
         with Stack(config) as stack:
             asyncio.run(measure(stack, args))
 

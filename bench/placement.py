@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 from suanli.scheduling.domain.framework import PluginContext, Scheduler
 from suanli.scheduling.domain.model import Node
 from suanli.scheduling.domain.plugins.policies import policy_profile
@@ -24,7 +24,7 @@ from suanli.scheduling.domain.snapshot import ClusterSnapshot
 from suanli.scheduling.simulator.traces import load_nodes, load_pods
 from suanli.scheduling.simulator.workload import build_arrivals, workload_distribution
 
-TRACES = REPO_ROOT / "traces" / "openb"
+TRACES = data_path("traces/openb")
 
 
 def replicate(nodes: list[Node], size: int) -> list[Node]:

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 import grpc
 from aiokafka import AIOKafkaConsumer
 
-from suanli import REPO_ROOT
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.contracts import decode
+from suanli.data import data_path
 from suanli.infra.polling import until
 from suanli.infra.postgres import PostgresMode
 from suanli.platform.stack import Stack, StackConfig
@@ -35,7 +35,7 @@ T = TypeVar("T")
 E2E_DIR = Path(__file__).resolve().parent
 QUEUES = E2E_DIR / "queues.yaml"
 QUEUE = "e2e"
-SMALL_FLEET = REPO_ROOT / "deploy" / "fleets" / "small.yaml"
+SMALL_FLEET = data_path("deploy/fleets/small.yaml")
 FINAL = (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED)
 END_EVENTS = ("TaskFinished", "TaskFailed")
 
@@ -52,8 +52,6 @@ def stack_config(home: Path, **overrides: Any) -> StackConfig:
         "scheduling_interval_s": 0.2,
     }
     return StackConfig(**(values | overrides))
-
-
 
 
 @dataclass
@@ -105,9 +103,13 @@ class Platform:
         return ServiceSpec(
             name,
             suanli_argv(
-                "agent", "--simulate", str(fleet),
-                "--interval", str(cfg.snapshot_interval_s),
-                "--sim-duration", str(cfg.sim_duration_s),
+                "agent",
+                "--simulate",
+                str(fleet),
+                "--interval",
+                str(cfg.snapshot_interval_s),
+                "--sim-duration",
+                str(cfg.sim_duration_s),
             ),
         )
 
@@ -118,9 +120,11 @@ class Platform:
 
         async def attempt() -> pb.Job | None:
             try:
-                return (await self.api().SubmitJob(
-                    pb.SubmitJobRequest(spec=spec, request_id=request_id), timeout=5
-                )).job
+                return (
+                    await self.api().SubmitJob(
+                        pb.SubmitJobRequest(spec=spec, request_id=request_id), timeout=5
+                    )
+                ).job
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     return None
@@ -154,7 +158,8 @@ class Platform:
         except AssertionError:
             states = {
                 j: f"{pb.JobState.Name(x.state)} ({x.pending_reason.code}: {x.pending_reason.message})"
-                for j in pending if (x := await self.get_job(j))
+                for j in pending
+                if (x := await self.get_job(j))
             }
             raise AssertionError(f"jobs not final after {timeout:.0f}s: {states}") from None
         return done
@@ -164,9 +169,9 @@ class Platform:
 
         async def probe() -> list[pb.Node] | None:
             try:
-                nodes = (await self.api().ListNodes(
-                    pb.ListNodesRequest(region=region, page_size=500), timeout=5
-                )).nodes
+                nodes = (
+                    await self.api().ListNodes(pb.ListNodesRequest(region=region, page_size=500), timeout=5)
+                ).nodes
             except grpc.aio.AioRpcError:
                 return None
             ready = [n for n in nodes if n.status == "READY"]
@@ -175,23 +180,35 @@ class Platform:
         return await until(probe, timeout, f"{count} READY nodes")
 
 
-def gpu_task(name: str, *, replicas: int = 1, gpu_milli: int = 1000, duration_s: float = 2.0,
-             gpu_models: Sequence[str] = (), regions: Sequence[str] = ()) -> pb.TaskSpec:
+def gpu_task(
+    name: str,
+    *,
+    replicas: int = 1,
+    gpu_milli: int = 1000,
+    duration_s: float = 2.0,
+    gpu_models: Sequence[str] = (),
+    regions: Sequence[str] = (),
+) -> pb.TaskSpec:
     return pb.TaskSpec(
         name=name,
         replicas=replicas,
         command="python train.py",
         duration_s=duration_s,
         resources=pb.ResourceRequest(
-            cpu_milli=1000, memory_mib=2048, gpu_count=1, gpu_milli=gpu_milli,
-            gpu_models=list(gpu_models), regions=list(regions),
+            cpu_milli=1000,
+            memory_mib=2048,
+            gpu_count=1,
+            gpu_milli=gpu_milli,
+            gpu_models=list(gpu_models),
+            regions=list(regions),
         ),
     )
 
 
 def job_spec(name: str, *tasks: pb.TaskSpec, max_retries: int = 0) -> pb.JobSpec:
-    return pb.JobSpec(name=name, queue=QUEUE, priority_class="batch", tasks=list(tasks),
-                      max_retries=max_retries)
+    return pb.JobSpec(
+        name=name, queue=QUEUE, priority_class="batch", tasks=list(tasks), max_retries=max_retries
+    )
 
 
 # -- topics ---------------------------------------------------------------------------------------------
@@ -239,8 +256,9 @@ class TopicReader:
                 self.records.append(Consumed(r.topic, r.offset, name, record, headers, r.value))
         return self.records
 
-    async def wait_for(self, match: Callable[[Consumed], bool], count: int = 1, timeout: float = 30.0,
-                       what: str = "records") -> list[Consumed]:
+    async def wait_for(
+        self, match: Callable[[Consumed], bool], count: int = 1, timeout: float = 30.0, what: str = "records"
+    ) -> list[Consumed]:
         async def probe() -> list[Consumed] | None:
             found = [c for c in await self.poll() if match(c)]
             return found if len(found) >= count else None
@@ -251,8 +269,9 @@ class TopicReader:
         return [c for c in self.records if c.name in names]
 
 
-async def read_topics(bootstrap: str, topics: Sequence[str], done: Callable[[list[Consumed]], bool],
-                      timeout: float = 30.0) -> list[Consumed]:
+async def read_topics(
+    bootstrap: str, topics: Sequence[str], done: Callable[[list[Consumed]], bool], timeout: float = 30.0
+) -> list[Consumed]:
     """Everything on ``topics`` from the start, read until ``done`` holds for what was read."""
     async with TopicReader(bootstrap, *topics) as reader:
         await until(lambda: _holds(reader, done), timeout, f"records on {', '.join(topics)}", every=0.05)
@@ -270,8 +289,9 @@ def _ms(value: Any) -> float:
     return value.timestamp() if isinstance(value, dt.datetime) else float(value) / 1000.0
 
 
-def over_allocations(placements: Sequence[Consumed], lifecycle: Sequence[Consumed],
-                     statuses: Sequence[Consumed] = ()) -> list[str]:
+def over_allocations(
+    placements: Sequence[Consumed], lifecycle: Sequence[Consumed], statuses: Sequence[Consumed] = ()
+) -> list[str]:
     """Devices booked past 1000 milli by tasks live at the same time; [] when there are none.
 
     A (task, attempt) holds its devices from its TaskPlaced until its end: the agent's TaskFinished or

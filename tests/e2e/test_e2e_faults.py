@@ -170,9 +170,14 @@ async def test_lost_agent_its_nodes_go_lost_and_its_tasks_move(platform: Platfor
         killed_at = time.time()
 
         lost = await reader.wait_for(
-            lambda c: c.name == "NodeStatusChanged" and c.record["node_id"] == first.node_id
-            and c.record["status"] == "LOST" and c.record["occurred_at"].timestamp() > killed_at,
-            timeout=30, what=f"{first.node_id} LOST on nodes.status",
+            lambda c: (
+                c.name == "NodeStatusChanged"
+                and c.record["node_id"] == first.node_id
+                and c.record["status"] == "LOST"
+                and c.record["occurred_at"].timestamp() > killed_at
+            ),
+            timeout=30,
+            what=f"{first.node_id} LOST on nodes.status",
         )
         # Lost within 3 report intervals of its last snapshot (plus metering's 1 s liveness tick).
         assert lost[0].record["occurred_at"].timestamp() - killed_at <= 3 * INTERVAL_S + 1.5
@@ -184,9 +189,13 @@ async def test_lost_agent_its_nodes_go_lost_and_its_tasks_move(platform: Platfor
         await until(listed_lost, 10, f"ListNodes showing {first.node_id} LOST")
 
         moved = await reader.wait_for(
-            lambda c: c.name == "TaskPlaced" and c.record["task_id"] == first.task_id
-            and c.record["attempt"] > first.attempt,
-            timeout=30, what="the task placed again",
+            lambda c: (
+                c.name == "TaskPlaced"
+                and c.record["task_id"] == first.task_id
+                and c.record["attempt"] > first.attempt
+            ),
+            timeout=30,
+            what="the task placed again",
         )
         assert moved[0].record["node_id"] not in hosted and moved[0].record["node_id"] != first.node_id
         again = await until(running, 30, "the moved task running")
@@ -195,9 +204,13 @@ async def test_lost_agent_its_nodes_go_lost_and_its_tasks_move(platform: Platfor
         # Cancel it: the scheduler's TaskStopRequested reaches the agent, which stops it and says so.
         await platform.api().CancelJob(pb.CancelJobRequest(job_id=job.id, reason="e2e done"))
         stopped = await reader.wait_for(
-            lambda c: c.name == "TaskFailed" and c.record["task_id"] == first.task_id
-            and c.record["attempt"] == again.attempt,
-            timeout=30, what="the cancelled task's end",
+            lambda c: (
+                c.name == "TaskFailed"
+                and c.record["task_id"] == first.task_id
+                and c.record["attempt"] == again.attempt
+            ),
+            timeout=30,
+            what="the cancelled task's end",
         )
         assert stopped[0].record["kind"] == "KILLED" and stopped[0].record["reason"].startswith("stopped:")
 
@@ -213,8 +226,9 @@ async def test_lost_agent_its_nodes_go_lost_and_its_tasks_move(platform: Platfor
 
 async def test_broker_restarted_empty_every_job_still_finishes(platform: Platform) -> None:
     token = secrets.token_hex(3)
-    before = [await platform.submit(short_job("before", i, duration_s=8.0), f"b-{token}-{i}")
-              for i in range(6)]
+    before = [
+        await platform.submit(short_job("before", i, duration_s=8.0), f"b-{token}-{i}") for i in range(6)
+    ]
 
     async def all_running() -> bool:
         jobs = [await platform.get_job(j.id) for j in before]
@@ -229,13 +243,16 @@ async def test_broker_restarted_empty_every_job_still_finishes(platform: Platfor
     stack.broker = BrokerProcess(log_path=platform.home / "logs" / "tansu-restarted.log", port=port)
     await asyncio.to_thread(stack.broker.start)
 
-    after = [await platform.submit(short_job("after", i, duration_s=2.0), f"a-{token}-{i}", timeout=60)
-             for i in range(6)]
+    after = [
+        await platform.submit(short_job("after", i, duration_s=2.0), f"a-{token}-{i}", timeout=60)
+        for i in range(6)
+    ]
     jobs = [*before, *after]
     final = await platform.wait_final([j.id for j in jobs], timeout=150)
     assert {
         j.id: (pb.JobState.Name(j.state), [(t.state, t.attempt, t.node_id, t.reason) for t in j.tasks])
-        for j in final.values() if j.state != pb.JOB_STATE_SUCCEEDED
+        for j in final.values()
+        if j.state != pb.JOB_STATE_SUCCEEDED
     } == {}
     assert platform.stack.supervisor.failed() == []
 
@@ -246,8 +263,9 @@ async def test_broker_restarted_empty_every_job_still_finishes(platform: Platfor
     def complete(records: list[Consumed]) -> bool:
         return after_ids <= {c.record["task_id"] for c in records if c.name == "TaskFinished"}
 
-    records = await read_topics(platform.bootstrap, [PLACEMENTS, LIFECYCLE, STATUS, SNAPSHOTS], complete,
-                                timeout=60)
+    records = await read_topics(
+        platform.bootstrap, [PLACEMENTS, LIFECYCLE, STATUS, SNAPSHOTS], complete, timeout=60
+    )
     placements = [c for c in records if c.topic == PLACEMENTS]
     lifecycle = [c for c in records if c.topic == LIFECYCLE]
     for key, placed in placements_by_task_attempt(placements).items():
@@ -282,8 +300,10 @@ def assert_no_overlapping_attempts(lifecycle: list[Consumed], snapshots: list[Co
         assert len(started) == 1, f"{task_id}#{attempt} started {len(started)} times"
         record = started[0].record
         begin = record["occurred_at"].timestamp()
-        gone = min((t for t, ids in by_node[record["node_id"]] if t > begin and task_id not in ids),
-                   default=float("inf"))
+        gone = min(
+            (t for t, ids in by_node[record["node_id"]] if t > begin and task_id not in ids),
+            default=float("inf"),
+        )
         by_task[task_id].append((begin, min(ends.get((task_id, attempt), float("inf")), gone)))
     for task_id, spans in by_task.items():
         spans.sort()
@@ -291,5 +311,6 @@ def assert_no_overlapping_attempts(lifecycle: list[Consumed], snapshots: list[Co
             assert begin >= end, f"{task_id}: two attempts ran at once: " + "; ".join(
                 f"{c.name}#{c.record.get('attempt')}@{c.record.get('node_id')} "
                 f"{c.record['occurred_at'].time()} {c.record.get('reason', '')}"
-                for c in lifecycle if c.record.get("task_id") == task_id
+                for c in lifecycle
+                if c.record.get("task_id") == task_id
             )

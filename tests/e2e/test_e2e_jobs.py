@@ -41,10 +41,26 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     home = tmp_path_factory.mktemp("e2e-jobs")
     with Stack(stack_config(home)) as started:
         # A real-mode agent beside the simulated fleet: its own region, so jobs can be steered to it.
-        started.supervisor.start(ServiceSpec("agent-real", suanli_argv(
-            "agent", "--node-id", REAL_NODE, "--region", REAL_REGION, "--site", "lab1",
-            "--interval", "1", "--grace", "2", "--task-log-dir", str(home / "tasks"),
-        )))
+        started.supervisor.start(
+            ServiceSpec(
+                "agent-real",
+                suanli_argv(
+                    "agent",
+                    "--node-id",
+                    REAL_NODE,
+                    "--region",
+                    REAL_REGION,
+                    "--site",
+                    "lab1",
+                    "--interval",
+                    "1",
+                    "--grace",
+                    "2",
+                    "--task-log-dir",
+                    str(home / "tasks"),
+                ),
+            )
+        )
         yield started
 
 
@@ -76,15 +92,18 @@ async def test_gang_and_fractional_jobs_run_and_no_device_is_over_allocated(plat
     # Watch from the start, so the stream sees every change of the gang job.
     watching = asyncio.create_task(watch_states(platform, gang.id))
     shares = [
-        await platform.submit(job_spec(f"share-{i}", gpu_task("infer", gpu_milli=300, duration_s=2.0)),
-                              f"share-{token}-{i}")
+        await platform.submit(
+            job_spec(f"share-{i}", gpu_task("infer", gpu_milli=300, duration_s=2.0)), f"share-{token}-{i}"
+        )
         for i in range(3)
     ]
     jobs = [gang, *shares]
     final = await platform.wait_final([j.id for j in jobs], timeout=60)
     assert {pb.JobState.Name(j.state) for j in final.values()} == {"JOB_STATE_SUCCEEDED"}
     assert await asyncio.wait_for(watching, 10) == [
-        "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED",
+        "JOB_STATE_PENDING",
+        "JOB_STATE_RUNNING",
+        "JOB_STATE_SUCCEEDED",
     ]
 
     gang_tasks = final[gang.id].tasks
@@ -115,13 +134,18 @@ async def test_gang_and_fractional_jobs_run_and_no_device_is_over_allocated(plat
 
 def real_job(name: str, code: int) -> pb.JobSpec:
     return pb.JobSpec(
-        name=name, queue="e2e", priority_class="batch", max_retries=0,
-        tasks=[pb.TaskSpec(
-            name="main",
-            command=sys.executable,
-            args=["-c", f"import os, sys; print(os.environ['SUANLI_NODE_ID']); sys.exit({code})"],
-            resources=pb.ResourceRequest(cpu_milli=100, memory_mib=64, regions=[REAL_REGION]),
-        )],
+        name=name,
+        queue="e2e",
+        priority_class="batch",
+        max_retries=0,
+        tasks=[
+            pb.TaskSpec(
+                name="main",
+                command=sys.executable,
+                args=["-c", f"import os, sys; print(os.environ['SUANLI_NODE_ID']); sys.exit({code})"],
+                resources=pb.ResourceRequest(cpu_milli=100, memory_mib=64, regions=[REAL_REGION]),
+            )
+        ],
     )
 
 
@@ -147,13 +171,13 @@ async def test_real_agent_runs_the_process_and_its_exit_code_reaches_the_job(pla
 
 # The input topic of every consumer, and the service that reads it.
 GARBAGE_TOPICS = (
-    topics.NODE_SNAPSHOTS,   # metering, scheduler view
+    topics.NODE_SNAPSHOTS,  # metering, scheduler view
     topics.TASKS_LIFECYCLE,  # metering, scheduler
-    topics.PLACEMENTS,       # agents, metering
-    topics.CAPACITY_NODES,   # scheduler view
-    topics.NODES_STATUS,     # scheduler view
-    topics.USAGE_METERED,    # billing
-    topics.USAGE_SAMPLES,    # metering
+    topics.PLACEMENTS,  # agents, metering
+    topics.CAPACITY_NODES,  # scheduler view
+    topics.NODES_STATUS,  # scheduler view
+    topics.USAGE_METERED,  # billing
+    topics.USAGE_SAMPLES,  # metering
 )
 
 
@@ -170,8 +194,11 @@ async def test_garbage_on_every_input_topic_is_dead_lettered_and_services_keep_s
     async with TopicReader(platform.bootstrap, *dlqs) as reader:
 
         async def all_dead_lettered() -> bool:
-            seen = {c.headers.get(h.DLQ_ORIGINAL_TOPIC, b"").decode() for c in await reader.poll()
-                    if c.value in garbage.values()}
+            seen = {
+                c.headers.get(h.DLQ_ORIGINAL_TOPIC, b"").decode()
+                for c in await reader.poll()
+                if c.value in garbage.values()
+            }
             return seen >= set(garbage)
 
         await until(all_dead_lettered, 60, "garbage on every input topic in its DLQ", every=0.1)
@@ -184,8 +211,9 @@ async def test_garbage_on_every_input_topic_is_dead_lettered_and_services_keep_s
 
     # Every service is still up and the platform still runs work end to end.
     assert platform.stack.supervisor.failed() == []
-    job = await platform.submit(job_spec("after-garbage", gpu_task("w", duration_s=1.0)),
-                                f"after-garbage-{token.decode()}")
+    job = await platform.submit(
+        job_spec("after-garbage", gpu_task("w", duration_s=1.0)), f"after-garbage-{token.decode()}"
+    )
     final = await platform.wait_final([job.id], timeout=60)
     assert pb.JobState.Name(final[job.id].state) == "JOB_STATE_SUCCEEDED"
 
@@ -194,11 +222,20 @@ async def test_garbage_on_every_input_topic_is_dead_lettered_and_services_keep_s
     ("call", "field"),
     [
         (lambda api: api.SubmitJob(pb.SubmitJobRequest(request_id="no-spec")), "spec"),
-        (lambda api: api.SubmitJob(pb.SubmitJobRequest(
-            spec=job_spec("bad", gpu_task("w", gpu_milli=1500)), request_id="bad-milli")),
-         "spec.tasks[0].resources.gpu_milli"),
-        (lambda api: api.SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(
-            name="q", queue="nowhere", tasks=[gpu_task("w")]))), "spec.queue"),
+        (
+            lambda api: api.SubmitJob(
+                pb.SubmitJobRequest(
+                    spec=job_spec("bad", gpu_task("w", gpu_milli=1500)), request_id="bad-milli"
+                )
+            ),
+            "spec.tasks[0].resources.gpu_milli",
+        ),
+        (
+            lambda api: api.SubmitJob(
+                pb.SubmitJobRequest(spec=pb.JobSpec(name="q", queue="nowhere", tasks=[gpu_task("w")]))
+            ),
+            "spec.queue",
+        ),
         (lambda api: api.GetJob(pb.GetJobRequest()), "job_id"),
         (lambda api: api.ListJobs(pb.ListJobsRequest(page_size=-1)), "page_size"),
     ],

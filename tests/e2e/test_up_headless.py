@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 
-FLEET = REPO_ROOT / "deploy" / "fleets" / "small.yaml"
-WORKLOAD = REPO_ROOT / "deploy" / "workloads" / "mixed.yaml"
+FLEET = data_path("deploy/fleets/small.yaml")
+WORKLOAD = data_path("deploy/workloads/mixed.yaml")
 SERVICES = {"scheduling", "billing", "metering", "fleet"}
 RUN_TIMEOUT_S = 270
 
@@ -56,8 +56,17 @@ def _processes() -> Iterator[Proc]:
 def run(tmp_path: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
     home = tmp_path / "up-home"
     argv = [
-        sys.executable, "-m", "suanli.cli.main", "up", "--headless", "--duration", "60",
-        "--fleet", str(FLEET), "--home", str(home),
+        sys.executable,
+        "-m",
+        "suanli.cli.main",
+        "up",
+        "--headless",
+        "--duration",
+        "60",
+        "--fleet",
+        str(FLEET),
+        "--home",
+        str(home),
     ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -79,9 +79,7 @@ async def ensure_topics(
             wanted.append(physical.dlq_spec())
     if not wanted:
         return EnsureResult((), ())
-    new_topics = [
-        NewTopic(t.name, t.partitions, replicas, topic_configs=t.configs) for t in wanted
-    ]
+    new_topics = [NewTopic(t.name, t.partitions, replicas, topic_configs=t.configs) for t in wanted]
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     await admin.start()
     try:

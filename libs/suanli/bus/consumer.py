@@ -345,8 +345,13 @@ class EventConsumer:
                 delay = self._retry.backoff_s(failures)
                 log.warning(
                     "retriable error handling %s[%d]@%d (attempt %d/%d), retrying in %.2fs: %r",
-                    record.topic, record.partition, record.offset, failures, self._retry.max_attempts,
-                    delay, exc,
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    failures,
+                    self._retry.max_attempts,
+                    delay,
+                    exc,
                 )
                 if await self._wait_or_stop(delay):
                     return False
@@ -377,12 +382,21 @@ class EventConsumer:
     ) -> None:
         target = self._dlq_for(record.topic)
         headers = dead_letter_headers(
-            record.headers, error=error, topic=record.topic, partition=record.partition,
-            offset=record.offset, attempts=attempts,
+            record.headers,
+            error=error,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            attempts=attempts,
         )
         log.error(
             "dead-lettering %s[%d]@%d to %s (%s): %r",
-            record.topic, record.partition, record.offset, target, reason, error,
+            record.topic,
+            record.partition,
+            record.offset,
+            target,
+            reason,
+            error,
         )
         publisher = self._dlq_publisher
         if publisher is None:
@@ -451,6 +465,7 @@ async def run_consumer(
     await consumer.start()
     watcher: asyncio.Task[None] | None = None
     if stop is not None:
+
         async def _watch(event: asyncio.Event) -> None:
             await event.wait()
             consumer.request_stop()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from aiokafka.errors import KafkaError, KafkaTimeoutError
+from suanli.infra.transient import RetriableError, is_transient
 
-
-class RetriableError(Exception):
-    """Raise from a handler when the same record may succeed later (a dependency is briefly down)."""
+__all__ = ["BusClosedError", "RetriableError", "is_retriable"]
 
 
 class BusClosedError(RuntimeError):
@@ -14,10 +12,5 @@ class BusClosedError(RuntimeError):
 
 
 def is_retriable(exc: BaseException) -> bool:
-    """Handler-marked ``RetriableError``, aiokafka errors flagged ``retriable``, and timeouts."""
-    # aiokafka leaves KafkaTimeoutError unflagged, but a handler's publish timing out is transient.
-    if isinstance(exc, RetriableError | KafkaTimeoutError):
-        return True
-    if isinstance(exc, KafkaError):
-        return bool(getattr(exc, "retriable", False))
-    return isinstance(exc, TimeoutError | ConnectionError)
+    """Whether the bus retries a handler's failure: the kernel's one classification of transient errors."""
+    return is_transient(exc)

@@ -16,7 +16,8 @@ class BusMetrics:
             DEAD_LETTERED, unit="1", description="Records sent to a topic's dead-letter topic."
         )
         self._lag = meter.create_gauge(
-            CONSUMER_LAG, unit="1",
+            CONSUMER_LAG,
+            unit="1",
             description="Records between a consumer group's position and the partition end.",
         )
 

@@ -77,47 +77,75 @@ def topic_name(name: str, prefix: str | None = None) -> str:
 
 
 NODE_SNAPSHOTS = TopicSpec(
-    "node.snapshots", 8, "node id",
+    "node.snapshots",
+    8,
+    "node id",
     doc="Full-state snapshots from each node's sensing agent (devices, load, running tasks).",
 )
 LINKS_MEASURED = TopicSpec(
-    "links.measured", 4, "link id (source site -> target site)",
+    "links.measured",
+    4,
+    "link id (source site -> target site)",
     doc="Raw network probe results between regions/sites.",
 )
 TASKS_LIFECYCLE = TopicSpec(
-    "tasks.lifecycle", 8, "task id",
+    "tasks.lifecycle",
+    8,
+    "task id",
     doc="Task started / finished / failed, reported by the node running it.",
 )
 USAGE_SAMPLES = TopicSpec(
-    "usage.samples", 8, "task id",
+    "usage.samples",
+    8,
+    "task id",
     doc="Periodic resource usage samples of running tasks.",
 )
 CAPACITY_NODES = TopicSpec(
-    "capacity.nodes", 4, "node id", CleanupPolicy.COMPACT, FOREVER_MS,
+    "capacity.nodes",
+    4,
+    "node id",
+    CleanupPolicy.COMPACT,
+    FOREVER_MS,
     doc="Materialized capacity view per node in compute units (latest value per node).",
 )
 NETWORK_LINKS = TopicSpec(
-    "network.links", 4, "link id (source site -> target site)", CleanupPolicy.COMPACT, FOREVER_MS,
+    "network.links",
+    4,
+    "link id (source site -> target site)",
+    CleanupPolicy.COMPACT,
+    FOREVER_MS,
     doc="Materialized network-state view per link (latency, jitter, loss, bandwidth).",
 )
 NODES_STATUS = TopicSpec(
-    "nodes.status", 4, "node id", CleanupPolicy.COMPACT, FOREVER_MS,
+    "nodes.status",
+    4,
+    "node id",
+    CleanupPolicy.COMPACT,
+    FOREVER_MS,
     doc="Node liveness (up / suspect / down), latest value per node.",
 )
 USAGE_METERED = TopicSpec(
-    "usage.metered", 4, "task id",
+    "usage.metered",
+    4,
+    "task id",
     doc="Usage normalised into compute units, ready for rating.",
 )
 JOBS_EVENTS = TopicSpec(
-    "jobs.events", 4, "job id",
+    "jobs.events",
+    4,
+    "job id",
     doc="Job lifecycle integration events from scheduling (submitted, cancelled, succeeded, failed).",
 )
 PLACEMENTS = TopicSpec(
-    "placements", 8, "node id",
+    "placements",
+    8,
+    "node id",
     doc="Tasks placed on / preempted from a node; keyed by node so each agent reads its node in order.",
 )
 BILLING_EVENTS = TopicSpec(
-    "billing.events", 4, "tenant id",
+    "billing.events",
+    4,
+    "tenant id",
     doc="Charges recorded and invoices issued.",
 )
 

@@ -20,7 +20,7 @@ from typing import Any
 from fastavro import parse_schema
 from fastavro.schema import to_parsing_canonical_form
 
-import suanli
+from suanli.data import data_path
 
 from .errors import CatalogueError, UnknownEventError
 
@@ -165,7 +165,7 @@ class SchemaRegistry:
 def schemas_dir() -> Path:
     """``$SUANLI_SCHEMAS_DIR`` if set, else ``<repo>/schemas/avro``."""
     override = os.environ.get(SCHEMAS_DIR_ENV)
-    return Path(override) if override else suanli.REPO_ROOT / "schemas" / "avro"
+    return Path(override) if override else data_path("schemas/avro")
 
 
 @functools.lru_cache(maxsize=8)

@@ -4,7 +4,6 @@ Ports live in `ports`; adapters in `memory` and `postgres` (+ `pg_feed` for the 
 `relay`, its Kafka sink in `kafka_sink` (imported separately, so the store works without a broker client).
 """
 
-from suanli.eventstore.clock import Clock, IdFactory, SteppingClock, SystemClock, uuid4_factory
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId, EventStoreError
 from suanli.eventstore.memory import InMemoryEventStore, InMemoryOutboxFeed, RecordingOutboxSink
 from suanli.eventstore.migrator import MigrationError, migrate
@@ -27,12 +26,10 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "NO_STREAM",
     "AlreadyProcessed",
-    "Clock",
     "ConcurrencyConflict",
     "DuplicateEventId",
     "EventStore",
     "EventStoreError",
-    "IdFactory",
     "InMemoryEventStore",
     "InMemoryOutboxFeed",
     "MigrationError",
@@ -46,13 +43,10 @@ __all__ = [
     "PostgresEventStore",
     "PostgresOutboxFeed",
     "RecordingOutboxSink",
-    "SteppingClock",
     "StoredEvent",
     "StreamAppend",
-    "SystemClock",
     "TrackingStore",
     "Transaction",
     "apply_once",
     "migrate",
-    "uuid4_factory",
 ]

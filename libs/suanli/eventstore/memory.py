@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from suanli.eventstore.clock import Clock, SystemClock
+from suanli.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
 from suanli.eventstore.validation import check_batch
 from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend

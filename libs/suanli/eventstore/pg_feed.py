@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from suanli.eventstore.clock import Clock, SystemClock
+from suanli.clock import Clock, SystemClock
 from suanli.eventstore.migrator import check_schema
 from suanli.eventstore.postgres import DEFAULT_SCHEMA, Statements, outbox_record
 from suanli.eventstore.values import OutboxRecord

@@ -17,7 +17,7 @@ from typing import Self
 
 import asyncpg
 
-from suanli.eventstore.clock import Clock, SystemClock
+from suanli.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
 from suanli.eventstore.migrator import check_schema, migrate
 from suanli.eventstore.validation import check_batch

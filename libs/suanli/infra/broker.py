@@ -65,8 +65,16 @@ class BrokerProcess:
         with self.log_path.open("ab") as log:
             # A detached broker outlives `suanli dev up`; a test broker dies with its session.
             self._process = subprocess.Popen(
-                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
+                [
+                    str(binary),
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -71,11 +71,13 @@ def _gpu_document(request: pb.ResourceRequest) -> Any:
     milli = request.gpu_milli or GPU_MILLI
     if not request.gpu_memory_mib:
         return request.gpu_count if milli == GPU_MILLI else milli / GPU_MILLI
-    return _drop_empty({
-        "count": request.gpu_count,
-        "milli": milli if milli != GPU_MILLI else None,
-        "memory": format_memory(request.gpu_memory_mib),
-    })
+    return _drop_empty(
+        {
+            "count": request.gpu_count,
+            "milli": milli if milli != GPU_MILLI else None,
+            "memory": format_memory(request.gpu_memory_mib),
+        }
+    )
 
 
 def _drop_empty(document: dict[str, Any]) -> dict[str, Any]:
@@ -84,41 +86,47 @@ def _drop_empty(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _resources_document(request: pb.ResourceRequest) -> dict[str, Any]:
-    return _drop_empty({
-        "cpu": format_cpu(request.cpu_milli) if request.cpu_milli else None,
-        "memory": format_memory(request.memory_mib) if request.memory_mib else None,
-        "gpu": _gpu_document(request),
-        "gpu_models": list(request.gpu_models),
-        "node_selector": dict(request.node_selector),
-        "regions": list(request.regions),
-    })
+    return _drop_empty(
+        {
+            "cpu": format_cpu(request.cpu_milli) if request.cpu_milli else None,
+            "memory": format_memory(request.memory_mib) if request.memory_mib else None,
+            "gpu": _gpu_document(request),
+            "gpu_models": list(request.gpu_models),
+            "node_selector": dict(request.node_selector),
+            "regions": list(request.regions),
+        }
+    )
 
 
 def _task_document(task: pb.TaskSpec) -> dict[str, Any]:
-    return _drop_empty({
-        "name": task.name,
-        "replicas": task.replicas or 1,
-        "resources": _resources_document(task.resources),
-        "command": task.command,
-        "args": list(task.args),
-        "env": dict(task.env),
-        "duration": format_duration(task.duration_s) if task.duration_s else None,
-    })
+    return _drop_empty(
+        {
+            "name": task.name,
+            "replicas": task.replicas or 1,
+            "resources": _resources_document(task.resources),
+            "command": task.command,
+            "args": list(task.args),
+            "env": dict(task.env),
+            "duration": format_duration(task.duration_s) if task.duration_s else None,
+        }
+    )
 
 
 def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
     """The YAML form of a wire spec; `min_available` 0 and other defaults are left out."""
-    document = _drop_empty({
-        "name": spec.name,
-        "queue": spec.queue,
-        "kind": kind_name(spec.kind),
-        "priority_class": spec.priority_class,
-        "best_effort": spec.best_effort or None,
-        "max_retries": spec.max_retries or None,
-        "labels": dict(spec.labels),
-        "tasks": [_task_document(t) for t in spec.tasks],
-        "min_available": spec.min_available or None,
-    })
+    document = _drop_empty(
+        {
+            "name": spec.name,
+            "queue": spec.queue,
+            "kind": kind_name(spec.kind),
+            "priority_class": spec.priority_class,
+            "best_effort": spec.best_effort or None,
+            "max_retries": spec.max_retries or None,
+            "labels": dict(spec.labels),
+            "tasks": [_task_document(t) for t in spec.tasks],
+            "min_available": spec.min_available or None,
+        }
+    )
     # Unset on the wire means true, as in the spec.
     document["preemptible"] = spec.preemptible if spec.HasField("preemptible") else True
     return document

@@ -68,8 +68,10 @@ def _stringify_scalars(value: Any) -> Any:
     """YAML reads `PORT: 8080` or `debug: true` as numbers and booleans; env and labels are strings."""
     if not isinstance(value, dict):
         return value
-    return {k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v)
-            for k, v in value.items()}
+    return {
+        k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v)
+        for k, v in value.items()
+    }
 
 
 def _label_keys(value: dict[str, str]) -> dict[str, str]:
@@ -223,8 +225,11 @@ class TaskSpec(_Spec):
     @field_validator("args", mode="before")
     @classmethod
     def _args(cls, value: Any) -> Any:
-        return [str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value] \
-            if isinstance(value, list) else value
+        return (
+            [str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value]
+            if isinstance(value, list)
+            else value
+        )
 
     @field_validator("env", mode="before")
     @classmethod

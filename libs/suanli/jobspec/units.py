@@ -64,7 +64,7 @@ def parse_cpu_milli(value: object) -> int:
 
 
 def parse_memory_mib(value: object) -> int:
-    """"16Gi", "512Mi", "8G" to MiB, rounded up so a request is never smaller than what was asked."""
+    """ "16Gi", "512Mi", "8G" to MiB, rounded up so a request is never smaller than what was asked."""
     match = _MEMORY.match(value) if isinstance(value, str) else None
     unit = match.group(2) if match else ""
     if match is None or unit not in _MEMORY_FACTORS:
@@ -78,7 +78,7 @@ def parse_memory_mib(value: object) -> int:
 
 
 def parse_duration_s(value: object) -> float:
-    """"90s", "5m", "1h30m", "250ms" or a number of seconds to seconds."""
+    """ "90s", "5m", "1h30m", "250ms" or a number of seconds to seconds."""
     if isinstance(value, str):
         text = value.strip()
         parts = _DURATION_PART.findall(text)

@@ -221,4 +221,3 @@ def device_class(model: str, *, catalogue: DeviceCatalogue | None = None) -> Dev
 
 def cpu_cu(cpu_milli: int, *, catalogue: DeviceCatalogue | None = None) -> float:
     return (catalogue or default_catalogue()).cpu_cu(cpu_milli)
-

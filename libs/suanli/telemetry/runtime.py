@@ -50,7 +50,23 @@ METRICS_ADDR_ENV = "SUANLI_METRICS_ADDR"
 # The SDK's default histogram buckets (0..10000) suit milliseconds; for second-valued latencies they would
 # put every observation in the first two buckets. These span 0.5 ms to 2 minutes.
 SECONDS_BUCKETS: tuple[float, ...] = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
 )
 
 _lock = threading.Lock()
@@ -214,7 +230,10 @@ def setup(
         _active = telemetry
         log.info(
             "telemetry for %s: metrics_port=%s otlp_traces=%s otlp_metrics=%s",
-            service_name, port, otlp_traces, otlp_metrics,
+            service_name,
+            port,
+            otlp_traces,
+            otlp_metrics,
         )
         return telemetry
 

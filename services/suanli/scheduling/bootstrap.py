@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from suanli.eventstore import PostgresEventStore, SystemClock, uuid4_factory
+from suanli.clock import SystemClock, uuid4_factory
+from suanli.eventstore import PostgresEventStore
 from suanli.scheduling.adapters.framework_placer import FrameworkPlacer, workload_typical
 from suanli.scheduling.adapters.leader import LeaderElection
 from suanli.scheduling.adapters.metrics import OtelMetrics

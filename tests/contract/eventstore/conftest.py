@@ -13,12 +13,8 @@ from datetime import UTC, datetime
 import pytest
 from contract_adapters import Adapter
 
-from suanli.eventstore import (
-    InMemoryEventStore,
-    PostgresEventStore,
-    PostgresOutboxFeed,
-    SteppingClock,
-)
+from suanli.clock import SteppingClock
+from suanli.eventstore import InMemoryEventStore, PostgresEventStore, PostgresOutboxFeed
 
 CLOCK_START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

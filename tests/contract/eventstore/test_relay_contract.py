@@ -49,6 +49,7 @@ async def test_relay_wakes_on_commit_without_waiting_for_the_poll(adapter: Adapt
     sink = RecordingOutboxSink()
     # A 60 s poll: only the NOTIFY (or the in-memory signal) can deliver within the deadline.
     async with OutboxRelay(adapter.feed, sink, poll_interval=60) as relay:
+
         async def looked_at_empty_outbox() -> bool:
             return relay.polls >= 1
 

@@ -72,8 +72,12 @@ async def test_non_retriable_handler_error_is_dead_lettered_once(
             raise QuotaRejected("tenant t-3 is over its GPU quota")
 
     async with EventConsumer(
-        bus_topics.bootstrap, f"g-{secrets.token_hex(3)}", [bus_topics.events], handle,
-        settings=FAST_CONSUMER, retry=FAST_RETRY,
+        bus_topics.bootstrap,
+        f"g-{secrets.token_hex(3)}",
+        [bus_topics.events],
+        handle,
+        settings=FAST_CONSUMER,
+        retry=FAST_RETRY,
     ):
         await wait_until(lambda: "ok" in calls, what="the record after the rejected one")
         [dead] = await read_topic(bus_topics.bootstrap, bus_topics.dlq, 1)
@@ -105,8 +109,12 @@ async def test_retriable_error_succeeding_on_third_try_is_handled_once(
         done.append(event.record["reason"])
 
     async with EventConsumer(
-        bus_topics.bootstrap, f"g-{secrets.token_hex(3)}", [bus_topics.events], handle,
-        settings=FAST_CONSUMER, retry=FAST_RETRY,
+        bus_topics.bootstrap,
+        f"g-{secrets.token_hex(3)}",
+        [bus_topics.events],
+        handle,
+        settings=FAST_CONSUMER,
+        retry=FAST_RETRY,
     ):
         await wait_until(lambda: "next" in done, what="the record after the flaky one")
 
@@ -126,8 +134,12 @@ async def test_retriable_error_dead_letters_after_the_last_attempt(
         raise RetriableError("pricing service unavailable")
 
     async with EventConsumer(
-        bus_topics.bootstrap, f"g-{secrets.token_hex(3)}", [bus_topics.events], handle,
-        settings=FAST_CONSUMER, retry=FAST_RETRY,
+        bus_topics.bootstrap,
+        f"g-{secrets.token_hex(3)}",
+        [bus_topics.events],
+        handle,
+        settings=FAST_CONSUMER,
+        retry=FAST_RETRY,
     ):
         [dead] = await read_topic(bus_topics.bootstrap, bus_topics.dlq, 1)
 

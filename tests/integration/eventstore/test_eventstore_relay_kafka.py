@@ -21,8 +21,11 @@ async def test_relay_publishes_every_row_in_order_per_key(
 ) -> None:
     written = await fill_outbox(pg_store, relay_topic, 2_000, keys=8, chunk=25)
 
-    async with EventPublisher(kafka_bootstrap) as publisher, OutboxRelay(
-        PostgresOutboxFeed(pg_dsn, schema=pg_store.schema), KafkaOutboxSink(publisher), batch_size=300
+    async with (
+        EventPublisher(kafka_bootstrap) as publisher,
+        OutboxRelay(
+            PostgresOutboxFeed(pg_dsn, schema=pg_store.schema), KafkaOutboxSink(publisher), batch_size=300
+        ),
     ):
         await until_drained(pg_store, "every outbox row marked published")
 
@@ -35,9 +38,20 @@ async def test_relay_publishes_every_row_in_order_per_key(
 def _start_relay(pg_dsn: str, bootstrap: str, schema: str, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
-            sys.executable, "-m", "suanli.eventstore.relay_main",
-            "--dsn", pg_dsn, "--bootstrap", bootstrap, "--schema", schema,
-            "--batch-size", "100", "--log-level", "WARNING", *extra,
+            sys.executable,
+            "-m",
+            "suanli.eventstore.relay_main",
+            "--dsn",
+            pg_dsn,
+            "--bootstrap",
+            bootstrap,
+            "--schema",
+            schema,
+            "--batch-size",
+            "100",
+            "--log-level",
+            "WARNING",
+            *extra,
         ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )

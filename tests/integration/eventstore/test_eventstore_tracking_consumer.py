@@ -17,8 +17,9 @@ GROUP = "probe-projector"
 
 
 async def _relay_until_drained(pg_dsn: str, store: PostgresEventStore, bootstrap: str) -> None:
-    async with EventPublisher(bootstrap) as publisher, OutboxRelay(
-        PostgresOutboxFeed(pg_dsn, schema=store.schema), KafkaOutboxSink(publisher)
+    async with (
+        EventPublisher(bootstrap) as publisher,
+        OutboxRelay(PostgresOutboxFeed(pg_dsn, schema=store.schema), KafkaOutboxSink(publisher)),
     ):
         await until_drained(store, "outbox drained")
 
@@ -71,6 +72,4 @@ async def test_tracking_consumer_applies_each_event_exactly_once(
         f"SELECT partition, last_offset FROM {pg_store.schema}.tracking WHERE group_id = $1", GROUP
     )
     last_offsets = {p: max(r.offset for r in contents.records if r.partition == p) for p in range(PARTITIONS)}
-    assert {r["partition"]: r["last_offset"] for r in tracked} == {
-        p: o for p, o in last_offsets.items()
-    }
+    assert {r["partition"]: r["last_offset"] for r in tracked} == {p: o for p, o in last_offsets.items()}

@@ -32,8 +32,6 @@ queues:
 """
 
 
-
-
 def config(
     pg_dsn: str, bootstrap: str, prefix: str, tmp: Path, schema: str | None = None, **overrides: Any
 ) -> SchedulingConfig:

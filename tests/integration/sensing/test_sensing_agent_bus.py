@@ -34,17 +34,26 @@ from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 
 DEADLINE_S = 25.0
-FAST = ConsumerSettings(fetch_max_wait_ms=100, poll_timeout_ms=100, session_timeout_ms=6_000,
-                        heartbeat_interval_ms=300)
+FAST = ConsumerSettings(
+    fetch_max_wait_ms=100, poll_timeout_ms=100, session_timeout_ms=6_000, heartbeat_interval_ms=300
+)
 
 FLEET = {
     "name": "it",
     "seed": 11,
     "regions": [
-        {"name": name, "sites": [{"name": f"{name}-s1", "node_groups": [
-            {"name": "gpu", "count": 1, "gpu_model": model, "gpus_per_node": 2},
-            {"name": "cpu", "count": 1, "cpu_cores": 8, "memory_gib": 32},
-        ]}]}
+        {
+            "name": name,
+            "sites": [
+                {
+                    "name": f"{name}-s1",
+                    "node_groups": [
+                        {"name": "gpu", "count": 1, "gpu_model": model, "gpus_per_node": 2},
+                        {"name": "cpu", "count": 1, "cpu_cores": 8, "memory_gib": 32},
+                    ],
+                }
+            ],
+        }
         for name, model in (("north", "H100 SXM"), ("east", "A100 80GB SXM"), ("south", "T4"))
     ],
 }
@@ -76,8 +85,13 @@ class Tail:
 
 @contextlib.asynccontextmanager
 async def tail(bootstrap: str, *topics: str) -> AsyncIterator[Tail]:
-    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    consumer = AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+    )
     await consumer.start()
     try:
         yield Tail(consumer)
@@ -97,13 +111,29 @@ async def running(settings: RunSettings, build: Callable[[EventSink], AgentHost]
 
 
 def placed(node_id: str, task_id: str, command: list[str]) -> dict[str, Any]:
-    envelope = contracts.new_envelope("scheduling/test", node_id, event_id=uuid.uuid4(),
-                                      occurred_at=dt.datetime.now(dt.UTC))
+    envelope = contracts.new_envelope(
+        "scheduling/test", node_id, event_id=uuid.uuid4(), occurred_at=dt.datetime.now(dt.UTC)
+    )
     return {
-        **envelope, "job_id": "job-1", "task_id": task_id, "node_id": node_id, "region": "r", "site": "s",
-        "devices": [], "requests": {"cpu_milli": 1000, "memory_mib": 256, "gpu_count": 0, "gpu_milli": 1000,
-                                    "gpu_memory_mib": 0, "gpu_model": None},
-        "attempt": 1, "cycle": 1, "command": command, "env": {"SUANLI_SIM_DURATION_S": "60"},
+        **envelope,
+        "job_id": "job-1",
+        "task_id": task_id,
+        "node_id": node_id,
+        "region": "r",
+        "site": "s",
+        "devices": [],
+        "requests": {
+            "cpu_milli": 1000,
+            "memory_mib": 256,
+            "gpu_count": 0,
+            "gpu_milli": 1000,
+            "gpu_memory_mib": 0,
+            "gpu_model": None,
+        },
+        "attempt": 1,
+        "cycle": 1,
+        "command": command,
+        "env": {"SUANLI_SIM_DURATION_S": "60"},
     }
 
 
@@ -112,12 +142,21 @@ async def test_simulated_fleet_registers_reports_and_runs_placements(
 ) -> None:
     await ensure_agent_topics(kafka_bootstrap, topic_prefix)
     fleet = parse_fleet(FLEET, default_catalogue())
-    settings = RunSettings(kafka_bootstrap, f"{topic_prefix}-fleet", topic_prefix, interval_s=0.5,
-                           probe_interval_s=1.0, consumer=FAST)
-    topics = [topic_name(t, topic_prefix) for t in ("node.snapshots", "links.measured", "tasks.lifecycle",
-                                                      "usage.samples")]
-    async with tail(kafka_bootstrap, *topics) as seen, running(
-        settings, lambda sink: build_fleet_host(fleet, sink, interval_s=0.5)
+    settings = RunSettings(
+        kafka_bootstrap,
+        f"{topic_prefix}-fleet",
+        topic_prefix,
+        interval_s=0.5,
+        probe_interval_s=1.0,
+        consumer=FAST,
+    )
+    topics = [
+        topic_name(t, topic_prefix)
+        for t in ("node.snapshots", "links.measured", "tasks.lifecycle", "usage.samples")
+    ]
+    async with (
+        tail(kafka_bootstrap, *topics) as seen,
+        running(settings, lambda sink: build_fleet_host(fleet, sink, interval_s=0.5)),
     ):
         await seen.until(lambda: len(seen.named("NodeRegistered")) == 6, "NodeRegistered per node")
         registered = {r["node_id"]: r for r in seen.named("NodeRegistered")}
@@ -151,13 +190,18 @@ async def test_simulated_fleet_registers_reports_and_runs_placements(
         try:
             record = placed("north-s1-gpu-001", "sim-task", ["train"])
             record["devices"] = [{"index": 0, "milli": 1000}]
-            await producer.send_and_wait(topic_name("placements", topic_prefix),
-                                         contracts.encode("TaskPlaced", record), key=b"north-s1-gpu-001")
+            await producer.send_and_wait(
+                topic_name("placements", topic_prefix),
+                contracts.encode("TaskPlaced", record),
+                key=b"north-s1-gpu-001",
+            )
         finally:
             await producer.stop()
         await seen.until(lambda: any(r["task_id"] == "sim-task" for r in seen.named("TaskStarted")), "start")
-        await seen.until(lambda: any(s["task_ids"] == ["sim-task"] for s in seen.named("NodeSnapshot")),
-                         "the task in the node's snapshot")
+        await seen.until(
+            lambda: any(s["task_ids"] == ["sim-task"] for s in seen.named("NodeSnapshot")),
+            "the task in the node's snapshot",
+        )
         await seen.until(lambda: any(u["task_id"] == "sim-task" for u in seen.named("UsageSampled")), "usage")
 
 
@@ -172,11 +216,15 @@ async def test_real_agent_runs_a_placed_process_and_dead_letters_garbage(
         real.append(build_real_agent(config, sink))
         return real[0].host
 
-    settings = RunSettings(kafka_bootstrap, f"{topic_prefix}-real", topic_prefix, interval_s=0.5,
-                           consumer=FAST)
+    settings = RunSettings(
+        kafka_bootstrap, f"{topic_prefix}-real", topic_prefix, interval_s=0.5, consumer=FAST
+    )
     placements = topic_name("placements", topic_prefix)
-    topics = [topic_name("node.snapshots", topic_prefix), topic_name("tasks.lifecycle", topic_prefix),
-              f"{placements}.dlq"]
+    topics = [
+        topic_name("node.snapshots", topic_prefix),
+        topic_name("tasks.lifecycle", topic_prefix),
+        f"{placements}.dlq",
+    ]
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=False)
     await producer.start()
     try:
@@ -195,8 +243,8 @@ async def test_real_agent_runs_a_placed_process_and_dead_letters_garbage(
             if isinstance(real[0].gpu, NvmlUnavailable):
                 assert registered["labels"][GPU_UNAVAILABLE_LABEL] == real[0].gpu.reason
                 assert registered["devices"] == []
-            await seen.until(lambda: any(s["node_id"] == "real-it" for s in seen.named("NodeSnapshot")),
-                             "a snapshot")
+            await seen.until(
+                lambda: any(s["node_id"] == "real-it" for s in seen.named("NodeSnapshot")), "a snapshot"
+            )
     finally:
         await producer.stop()
-

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import suanli
 from suanli.billing.adapters.pricebook_file import PriceBookError, load_pricebook, parse_pricebook
 from suanli.billing.domain.invoices import ChargeTotal, build_invoice
 from suanli.billing.domain.periods import Calendar, PeriodKind, closable
+from suanli.data import data_path
 
 VALID: dict[str, Any] = {
     "currency": "EUR",
@@ -24,7 +24,7 @@ VALID: dict[str, Any] = {
 
 
 def test_the_shipped_price_book_loads() -> None:
-    book = load_pricebook(suanli.REPO_ROOT / "deploy" / "billing" / "pricebook.yaml")
+    book = load_pricebook(data_path("deploy/billing/pricebook.yaml"))
     assert book.currency == "CNY" and len(book.versions) == 2
     assert [book.tier_for(p) for p in (100, 0, -1)] == ["high", "standard", "best-effort"]
 

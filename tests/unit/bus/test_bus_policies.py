@@ -34,9 +34,7 @@ def test_retries_stop_at_max_attempts_and_never_for_non_retriable_errors() -> No
     assert not RetryPolicy(max_attempts=1).should_retry(1, True)
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{"max_attempts": 0}, {"initial_backoff_s": -1.0}, {"multiplier": 0.5}]
-)
+@pytest.mark.parametrize("kwargs", [{"max_attempts": 0}, {"initial_backoff_s": -1.0}, {"multiplier": 0.5}])
 def test_nonsense_policies_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
@@ -69,8 +67,9 @@ def test_dead_letter_headers_keep_originals_and_say_why() -> None:
 
 
 def test_dead_letter_error_message_is_bounded() -> None:
-    headers = dead_letter_headers(None, error=RuntimeError("x" * 10_000), topic="t", partition=0, offset=0,
-                                  attempts=1)
+    headers = dead_letter_headers(
+        None, error=RuntimeError("x" * 10_000), topic="t", partition=0, offset=0, attempts=1
+    )
     assert len(dict(headers)[DLQ_ERROR_MESSAGE]) == MAX_ERROR_MESSAGE_BYTES
 
 

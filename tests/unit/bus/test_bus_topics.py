@@ -10,8 +10,17 @@ from suanli.contracts import EVENTS
 from suanli.contracts import TOPICS as CONTRACT_TOPICS
 
 REQUIRED = {
-    "node.snapshots", "links.measured", "tasks.lifecycle", "usage.samples", "capacity.nodes",
-    "network.links", "nodes.status", "usage.metered", "jobs.events", "placements", "billing.events",
+    "node.snapshots",
+    "links.measured",
+    "tasks.lifecycle",
+    "usage.samples",
+    "capacity.nodes",
+    "network.links",
+    "nodes.status",
+    "usage.metered",
+    "jobs.events",
+    "placements",
+    "billing.events",
 }
 COMPACTED = {"capacity.nodes", "network.links", "nodes.status"}
 

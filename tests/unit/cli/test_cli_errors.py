@@ -44,14 +44,24 @@ def closed_address() -> str:
 @pytest.mark.parametrize(
     ("code", "details", "expected"),
     [
-        (grpc.StatusCode.INVALID_ARGUMENT, "spec.tasks[0].resources.gpu_milli: must be 1..1000",
-         Failure("INVALID_ARGUMENT: spec.tasks[0].resources.gpu_milli: must be 1..1000", EXIT_REFUSED)),
-        (grpc.StatusCode.NOT_FOUND, "job j-1 not found\n",
-         Failure("NOT_FOUND: job j-1 not found", EXIT_REFUSED)),
+        (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "spec.tasks[0].resources.gpu_milli: must be 1..1000",
+            Failure("INVALID_ARGUMENT: spec.tasks[0].resources.gpu_milli: must be 1..1000", EXIT_REFUSED),
+        ),
+        (
+            grpc.StatusCode.NOT_FOUND,
+            "job j-1 not found\n",
+            Failure("NOT_FOUND: job j-1 not found", EXIT_REFUSED),
+        ),
         (grpc.StatusCode.ALREADY_EXISTS, "", Failure("ALREADY_EXISTS", EXIT_REFUSED)),
-        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses",
-         Failure("cannot reach the scheduler at h:1 (is `suanli serve scheduling` running?)",
-                 EXIT_UNREACHABLE)),
+        (
+            grpc.StatusCode.UNAVAILABLE,
+            "failed to connect to all addresses",
+            Failure(
+                "cannot reach the scheduler at h:1 (is `suanli serve scheduling` running?)", EXIT_UNREACHABLE
+            ),
+        ),
     ],
 )
 def test_rpc_failure(code: grpc.StatusCode, details: str, expected: Failure) -> None:

@@ -41,17 +41,32 @@ def rows(renderable: RenderableType) -> list[list[str]]:
 
 
 def sample_job() -> pb.Job:
-    spec = to_proto(parse_jobspec(
-        "name: llm-chat\nqueue: acme/serving\nkind: inference\n"
-        "tasks: [{name: server, replicas: 3, resources: {gpu: 0.3}}]"
-    ))
+    spec = to_proto(
+        parse_jobspec(
+            "name: llm-chat\nqueue: acme/serving\nkind: inference\n"
+            "tasks: [{name: server, replicas: 3, resources: {gpu: 0.3}}]"
+        )
+    )
     return pb.Job(
-        id="j-1", spec=spec, state=pb.JOB_STATE_RUNNING, submitted_at=AT, updated_at=AT,
+        id="j-1",
+        spec=spec,
+        state=pb.JOB_STATE_RUNNING,
+        submitted_at=AT,
+        updated_at=AT,
         tasks=[
-            pb.TaskStatus(task_id="j-1-server-0", state="RUNNING", node_id="n1", gpu_indices=[2],
-                          gpu_milli=[300]),
-            pb.TaskStatus(task_id="j-1-server-1", state="FAILED", node_id="n2", gpu_indices=[0],
-                          gpu_milli=[300], attempt=1, exit_code=137, reason="OOMKilled"),
+            pb.TaskStatus(
+                task_id="j-1-server-0", state="RUNNING", node_id="n1", gpu_indices=[2], gpu_milli=[300]
+            ),
+            pb.TaskStatus(
+                task_id="j-1-server-1",
+                state="FAILED",
+                node_id="n2",
+                gpu_indices=[0],
+                gpu_milli=[300],
+                attempt=1,
+                exit_code=137,
+                reason="OOMKilled",
+            ),
             pb.TaskStatus(task_id="j-1-server-2", state="PENDING"),
         ],
     )
@@ -59,8 +74,12 @@ def sample_job() -> pb.Job:
 
 @pytest.mark.parametrize(
     ("state", "name"),
-    [(pb.JOB_STATE_PENDING, "Pending"), (pb.JOB_STATE_CANCELLED, "Cancelled"), (0, "Unspecified"),
-     (99, "Unspecified")],
+    [
+        (pb.JOB_STATE_PENDING, "Pending"),
+        (pb.JOB_STATE_CANCELLED, "Cancelled"),
+        (0, "Unspecified"),
+        (99, "Unspecified"),
+    ],
 )
 def test_state_name(state: int, name: str) -> None:
     assert state_name(state) == name
@@ -78,8 +97,12 @@ def test_parse_state_rejects(given: str) -> None:
 
 
 def test_jobs_table() -> None:
-    pending = pb.Job(id="j-2", spec=pb.JobSpec(name="etl", queue="acme/data"), state=pb.JOB_STATE_PENDING,
-                     pending_reason=pb.PendingReason(code="QUOTA_EXCEEDED", message="cpu over quota"))
+    pending = pb.Job(
+        id="j-2",
+        spec=pb.JobSpec(name="etl", queue="acme/data"),
+        state=pb.JOB_STATE_PENDING,
+        pending_reason=pb.PendingReason(code="QUOTA_EXCEEDED", message="cpu over quota"),
+    )
     assert rows(jobs_table([sample_job(), pending])) == [
         ["ID", "NAME", "QUEUE", "KIND", "STATE", "TASKS", "GPU", "SUBMITTED", "REASON"],
         ["j-1", "llm-chat", "acme/serving", "inference", "Running", "1/3", "0.9", "2026-01-01", "00:00:00Z"],
@@ -112,8 +135,15 @@ def test_json_and_yaml_use_proto_field_names() -> None:
 
 
 def test_event_line() -> None:
-    event = pb.JobEvent(job_id="j-1", state=pb.JOB_STATE_RUNNING, event="TaskStarted", message="on n1", at=AT,
-                        task_id="j-1-server-0", attempt=2)
+    event = pb.JobEvent(
+        job_id="j-1",
+        state=pb.JOB_STATE_RUNNING,
+        event="TaskStarted",
+        message="on n1",
+        at=AT,
+        task_id="j-1-server-0",
+        attempt=2,
+    )
     assert text(event_line(event)).strip() == (
         "2026-01-01 00:00:00Z  Running    TaskStarted j-1-server-0 (attempt 2): on n1"
     )
@@ -121,26 +151,42 @@ def test_event_line() -> None:
 
 def test_explain_pending() -> None:
     explained = pb.Explanation(
-        job_id="j-2", state=pb.JOB_STATE_PENDING,
-        pending_reason=pb.PendingReason(code="NO_NODE_FITS", message="no node has 4 free GPUs",
-                                        details={"gpu_milli": "4000", "nodes": "12"}),
+        job_id="j-2",
+        state=pb.JOB_STATE_PENDING,
+        pending_reason=pb.PendingReason(
+            code="NO_NODE_FITS",
+            message="no node has 4 free GPUs",
+            details={"gpu_milli": "4000", "nodes": "12"},
+        ),
         rejected_by_filter={"gpu_model": 3, "fit": 9, "region": 3},
     )
     assert rows(explanation(explained)) == [
-        ["Job", "j-2"], ["State", "Pending"],
-        ["Reason", "NO_NODE_FITS"], ["Message", "no", "node", "has", "4", "free", "GPUs"],
-        ["gpu_milli", "4000"], ["nodes", "12"],
-        ["FILTER", "NODES", "REJECTED"], ["fit", "9"], ["gpu_model", "3"], ["region", "3"],
+        ["Job", "j-2"],
+        ["State", "Pending"],
+        ["Reason", "NO_NODE_FITS"],
+        ["Message", "no", "node", "has", "4", "free", "GPUs"],
+        ["gpu_milli", "4000"],
+        ["nodes", "12"],
+        ["FILTER", "NODES", "REJECTED"],
+        ["fit", "9"],
+        ["gpu_model", "3"],
+        ["region", "3"],
     ]
 
 
 def test_explain_placed_shows_scores_per_plugin() -> None:
-    explained = pb.Explanation(job_id="j-1", state=pb.JOB_STATE_RUNNING, top_nodes=[
-        pb.NodeScore(node_id="n1", score=87.5, plugin_scores={"fgd": 60.0, "binpack": 27.5}),
-        pb.NodeScore(node_id="n2", score=40.0, plugin_scores={"fgd": 40.0}),
-    ])
+    explained = pb.Explanation(
+        job_id="j-1",
+        state=pb.JOB_STATE_RUNNING,
+        top_nodes=[
+            pb.NodeScore(node_id="n1", score=87.5, plugin_scores={"fgd": 60.0, "binpack": 27.5}),
+            pb.NodeScore(node_id="n2", score=40.0, plugin_scores={"fgd": 40.0}),
+        ],
+    )
     assert rows(explanation(explained))[2:] == [
-        ["NODE", "SCORE", "BINPACK", "FGD"], ["n1", "87.50", "27.50", "60.00"], ["n2", "40.00", "-", "40.00"],
+        ["NODE", "SCORE", "BINPACK", "FGD"],
+        ["n1", "87.50", "27.50", "60.00"],
+        ["n2", "40.00", "-", "40.00"],
     ]
 
 
@@ -150,12 +196,26 @@ def test_explain_without_a_decision() -> None:
 
 def test_nodes_table() -> None:
     node = pb.Node(
-        id="n1", region="cn-east", zone="cn-east-a", status="Ready", cpu_milli=64000, free_cpu_milli=60500,
-        memory_mib=512 * 1024, free_memory_mib=384 * 1024,
+        id="n1",
+        region="cn-east",
+        zone="cn-east-a",
+        status="Ready",
+        cpu_milli=64000,
+        free_cpu_milli=60500,
+        memory_mib=512 * 1024,
+        free_memory_mib=384 * 1024,
         devices=[pb.Device(index=i, model="A100", free_milli=m) for i, m in enumerate([1000, 700, 0, 1000])],
     )
-    cpu_only = pb.Node(id="n2", region="cn-east", zone="cn-east-b", status="Lost", cpu_milli=8000,
-                       free_cpu_milli=8000, memory_mib=32768, free_memory_mib=32768)
+    cpu_only = pb.Node(
+        id="n2",
+        region="cn-east",
+        zone="cn-east-b",
+        status="Lost",
+        cpu_milli=8000,
+        free_cpu_milli=8000,
+        memory_mib=32768,
+        free_memory_mib=32768,
+    )
     assert rows(nodes_table([node, cpu_only]))[1:] == [
         ["n1", "cn-east", "cn-east-a", "Ready", "60.5/64", "384Gi/512Gi", "4x", "A100", "2.7/4"],
         ["n2", "cn-east", "cn-east-b", "Lost", "8/8", "32Gi/32Gi", "-", "-"],
@@ -164,20 +224,30 @@ def test_nodes_table() -> None:
 
 @pytest.mark.parametrize(
     ("flavour", "value", "shown"),
-    [("cpu", 16000, "16"), ("cpu", 2500, "2.5"), ("memory", 65536, "64Gi"), ("gpu:A100", 2500, "2.5"),
-     ("pods", 7, "7")],
+    [
+        ("cpu", 16000, "16"),
+        ("cpu", 2500, "2.5"),
+        ("memory", 65536, "64Gi"),
+        ("gpu:A100", 2500, "2.5"),
+        ("pods", 7, "7"),
+    ],
 )
 def test_amount_in_the_flavours_unit(flavour: str, value: int, shown: str) -> None:
     assert amount(flavour, value) == shown
 
 
 def test_queues_table() -> None:
-    vision = pb.Queue(name="acme/vision", cohort="acme", pending_jobs=2, running_jobs=5, dominant_share=0.625,
-                      resources=[
-                          pb.ResourceAmount(flavour="gpu:A100", guaranteed=8000, maximum=16000, used=10000,
-                                            borrowed=2000),
-                          pb.ResourceAmount(flavour="cpu", guaranteed=64000, used=32000),
-                      ])
+    vision = pb.Queue(
+        name="acme/vision",
+        cohort="acme",
+        pending_jobs=2,
+        running_jobs=5,
+        dominant_share=0.625,
+        resources=[
+            pb.ResourceAmount(flavour="gpu:A100", guaranteed=8000, maximum=16000, used=10000, borrowed=2000),
+            pb.ResourceAmount(flavour="cpu", guaranteed=64000, used=32000),
+        ],
+    )
     idle = pb.Queue(name="acme/data", stopped=True)
     assert rows(queues_table([vision, idle]))[1:] == [
         ["acme/vision", "acme", "2", "5", "0.62", "gpu:A100", "10", "8", "16", "2", "125%"],

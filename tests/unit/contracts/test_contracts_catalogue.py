@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import suanli
 from suanli.contracts import (
     ENVELOPE_FIELDS,
     EVENTS,
@@ -18,8 +17,12 @@ from suanli.contracts import (
     lint_registry,
     schemas_dir,
 )
+from suanli.data import data_path
 
-ROOT = suanli.REPO_ROOT / "schemas" / "avro"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+ROOT = data_path("schemas/avro")
 
 
 def _current_files() -> dict[str, Path]:
@@ -91,7 +94,7 @@ def test_lint_reports_a_file_missing_from_the_catalogue(tmp_path: Path) -> None:
 
 
 def test_docs_table_lists_every_event_with_its_topic() -> None:
-    text = (suanli.REPO_ROOT / "docs" / "events.md").read_text()
+    text = (REPO_ROOT / "docs" / "events.md").read_text()
     rows = {
         cells[0].strip("` "): cells
         for line in text.splitlines()

@@ -16,7 +16,6 @@ import pytest
 from fastavro import schemaless_writer
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
-import suanli
 from suanli.contracts import (
     EVENTS,
     HEADER_SIZE,
@@ -38,8 +37,9 @@ from suanli.contracts import (
     schema_fingerprint,
     writer_schema,
 )
+from suanli.data import data_path
 
-ROOT = suanli.REPO_ROOT / "schemas" / "avro"
+ROOT = data_path("schemas/avro")
 T0 = dt.datetime(2025, 3, 1, 8, 30, 15, 123000, tzinfo=dt.UTC)
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import suanli
 from suanli.contracts import (
     SchemaRegistry,
     check_compatibility,
@@ -19,8 +18,9 @@ from suanli.contracts import (
     format_report,
     sample_records,
 )
+from suanli.data import data_path
 
-ROOT = suanli.REPO_ROOT / "schemas" / "avro"
+ROOT = data_path("schemas/avro")
 Schema = dict[str, Any]
 
 

@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 from suanli.telemetry.names import METRICS, METRICS_BY_NAME, METRICS_PORTS
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
 COMPOSE = REPO_ROOT / "docker-compose.yml"
-DEPLOY = REPO_ROOT / "deploy"
+DEPLOY = data_path("deploy")
 DASHBOARDS = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
 
 

@@ -9,23 +9,26 @@ from pathlib import Path
 
 import pytest
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 from suanli.jobspec import load_jobspec
 from suanli.scheduling.service_layer.queues_config import QueueConfig, parse_queue_config
 from suanli.sensing.adapters.fleet_file import load_fleet
 from suanli.sensing.domain.fleet import FleetSpec, SimNodeSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
 
 EXAMPLES = sorted((REPO_ROOT / "examples" / "jobs").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
 def queues() -> QueueConfig:
-    return parse_queue_config((REPO_ROOT / "deploy" / "scheduler" / "queues.yaml").read_text())
+    return parse_queue_config((data_path("deploy/scheduler/queues.yaml")).read_text())
 
 
 @pytest.fixture(scope="module")
 def fleet() -> FleetSpec:
-    return load_fleet(REPO_ROOT / "deploy" / "fleets" / "demo-3regions.yaml")
+    return load_fleet(data_path("deploy/fleets/demo-3regions.yaml"))
 
 
 def chain(name: str) -> list[str]:

@@ -43,16 +43,33 @@ def test_to_proto_carries_every_field() -> None:
     assert (message.min_available, dict(message.labels)) == (2, {"app": "chat"})
     whole, shared = message.tasks
     assert (whole.name, whole.replicas, whole.command, list(whole.args)) == (
-        "whole", 2, "python -m serve", ["--port", "8080"])
+        "whole",
+        2,
+        "python -m serve",
+        ["--port", "8080"],
+    )
     assert (dict(whole.env), whole.duration_s) == ({"PORT": "8080"}, 5400.0)
     r = whole.resources
     assert (r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli, r.gpu_memory_mib) == (
-        2500, 24576, 2, 1000, 0)
+        2500,
+        24576,
+        2,
+        1000,
+        0,
+    )
     assert (list(r.gpu_models), list(r.regions), dict(r.node_selector)) == (
-        ["A100", "H100"], ["cn-east"], {"nvlink": "true"})
+        ["A100", "H100"],
+        ["cn-east"],
+        {"nvlink": "true"},
+    )
     s = shared.resources
     assert (s.cpu_milli, s.memory_mib, s.gpu_count, s.gpu_milli, s.gpu_memory_mib) == (
-        1000, 1024, 1, 300, 10240)
+        1000,
+        1024,
+        1,
+        300,
+        10240,
+    )
     assert shared.duration_s == 2.5
 
 
@@ -65,8 +82,11 @@ def test_round_trip(source: str) -> None:
 
 
 def test_unset_preemptible_on_the_wire_reads_as_true() -> None:
-    message = pb.JobSpec(name="t", queue="q", tasks=[pb.TaskSpec(name="w", resources=pb.ResourceRequest(
-        cpu_milli=1000, memory_mib=1024))])
+    message = pb.JobSpec(
+        name="t",
+        queue="q",
+        tasks=[pb.TaskSpec(name="w", resources=pb.ResourceRequest(cpu_milli=1000, memory_mib=1024))],
+    )
     assert not message.HasField("preemptible")
     assert from_proto(message).preemptible is True
     message.preemptible = False
@@ -113,4 +133,7 @@ def test_examples_validate(name: str, tasks: int, gpu_milli_each: int, min_avail
 
 def test_every_example_is_tested() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.yaml")) == [
-        "cpu-batch.yaml", "inference-fractional.yaml", "training-gang.yaml"]
+        "cpu-batch.yaml",
+        "inference-fractional.yaml",
+        "training-gang.yaml",
+    ]

@@ -56,11 +56,16 @@ def test_gpu_forms(gpu: Any, count: int, milli: int, memory_mib: int) -> None:
 
 
 def test_scalars_in_env_labels_selector_and_args_become_strings() -> None:
-    spec = validate_document(doc(
-        {"env": {"PORT": 8080, "DEBUG": True, "RATIO": 0.5}, "args": ["--epochs", 90],
-         "resources": {"node_selector": {"nvlink": True}}},
-        labels={"tier": 1},
-    ))
+    spec = validate_document(
+        doc(
+            {
+                "env": {"PORT": 8080, "DEBUG": True, "RATIO": 0.5},
+                "args": ["--epochs", 90],
+                "resources": {"node_selector": {"nvlink": True}},
+            },
+            labels={"tier": 1},
+        )
+    )
     task = spec.tasks[0]
     assert task.env == {"PORT": "8080", "DEBUG": "true", "RATIO": "0.5"}
     assert task.args == ["--epochs", "90"]
@@ -69,13 +74,28 @@ def test_scalars_in_env_labels_selector_and_args_become_strings() -> None:
 
 
 def test_full_spec() -> None:
-    spec = validate_document(doc(
-        {"replicas": 4, "resources": {"cpu": "8", "memory": "64Gi", "gpu": 1, "gpu_models": ["A100"],
-                                      "regions": ["cn-east", "cn-north"]},
-         "command": "torchrun train.py", "duration": "2h"},
-        kind="training", priority_class="high", preemptible=False, min_available=4, max_retries=2,
-        labels={"team": "vision"},
-    ))
+    spec = validate_document(
+        doc(
+            {
+                "replicas": 4,
+                "resources": {
+                    "cpu": "8",
+                    "memory": "64Gi",
+                    "gpu": 1,
+                    "gpu_models": ["A100"],
+                    "regions": ["cn-east", "cn-north"],
+                },
+                "command": "torchrun train.py",
+                "duration": "2h",
+            },
+            kind="training",
+            priority_class="high",
+            preemptible=False,
+            min_available=4,
+            max_retries=2,
+            labels={"team": "vision"},
+        )
+    )
     assert spec.task_count == 4
     assert spec.tasks[0].resources.regions == ["cn-east", "cn-north"]
     assert spec.tasks[0].duration_s == 7200.0
@@ -91,11 +111,16 @@ def test_full_spec() -> None:
         (doc({"resource": {}}), "tasks[0].resource: unknown field"),
         (doc(name="Train"), f"name: must be a name of {NAME_RULE} (got 'Train')"),
         (doc(name="a" * 64), f"name: must be a name of {NAME_RULE} (got '{'a' * 64}')"),
-        (doc(queue="acme//x"), "queue: must be a queue path like 'tenant' or 'tenant/team': segments of "
-                               "lowercase letters, digits, '-' and '_' separated by '/' (got 'acme//x')"),
+        (
+            doc(queue="acme//x"),
+            "queue: must be a queue path like 'tenant' or 'tenant/team': segments of "
+            "lowercase letters, digits, '-' and '_' separated by '/' (got 'acme//x')",
+        ),
         (doc(kind="serving"), "kind: must be one of 'training', 'inference', 'batch' (got 'serving')"),
-        (doc(priority_class="High!"),
-         f"priority_class: must be a priority class name of {NAME_RULE} (got 'High!')"),
+        (
+            doc(priority_class="High!"),
+            f"priority_class: must be a priority class name of {NAME_RULE} (got 'High!')",
+        ),
         (doc(preemptible="maybe"), "preemptible: must be true or false (got 'maybe')"),
         (doc(best_effort=True, preemptible=False), "preemptible: must be true when best_effort is true"),
         (doc(max_retries=101), "max_retries: must be 0..100 (got 101)"),
@@ -110,37 +135,60 @@ def test_full_spec() -> None:
         ({"name": "t", "queue": "q", "tasks": [{}]}, "tasks[0].name: required"),
         (doc({"name": "w_1"}), f"tasks[0].name: must be a name of {NAME_RULE} (got 'w_1')"),
         (doc({"replicas": 0}), "tasks[0].replicas: must be 1..10000 (got 0)"),
-        (doc({"resources": {"cpu": "4x"}}),
-         "tasks[0].resources.cpu: must be cores (\"4\", 0.5) or milli-cores (\"500m\") (got '4x')"),
+        (
+            doc({"resources": {"cpu": "4x"}}),
+            'tasks[0].resources.cpu: must be cores ("4", 0.5) or milli-cores ("500m") (got \'4x\')',
+        ),
         (doc({"resources": {"cpu": "0"}}), "tasks[0].resources.cpu: must be > 0 (got '0')"),
         (doc({"resources": {"memory": 16}}), f"tasks[0].resources.memory: {MEMORY_RULE} (got 16)"),
-        (doc({"resources": {"gpu": {"count": 1, "milli": 1500}}}),
-         "tasks[0].resources.gpu.milli: must be 1..1000 (got 1500)"),
-        (doc({"resources": {"gpu": {"count": 1, "milli": 0}}}),
-         "tasks[0].resources.gpu.milli: must be 1..1000 (got 0)"),
-        (doc({"resources": {"gpu": {"count": 2, "milli": 300}}}),
-         "tasks[0].resources.gpu.milli: below 1000 (a shared GPU) only with count 1 (got count 2)"),
+        (
+            doc({"resources": {"gpu": {"count": 1, "milli": 1500}}}),
+            "tasks[0].resources.gpu.milli: must be 1..1000 (got 1500)",
+        ),
+        (
+            doc({"resources": {"gpu": {"count": 1, "milli": 0}}}),
+            "tasks[0].resources.gpu.milli: must be 1..1000 (got 0)",
+        ),
+        (
+            doc({"resources": {"gpu": {"count": 2, "milli": 300}}}),
+            "tasks[0].resources.gpu.milli: below 1000 (a shared GPU) only with count 1 (got count 2)",
+        ),
         (doc({"resources": {"gpu": {"count": 0}}}), "tasks[0].resources.gpu.count: must be 1..64 (got 0)"),
         (doc({"resources": {"gpu": {"count": 65}}}), "tasks[0].resources.gpu.count: must be 1..64 (got 65)"),
-        (doc({"resources": {"gpu": {"count": 1, "memory": "lots"}}}),
-         f"tasks[0].resources.gpu.memory: {MEMORY_RULE} (got 'lots')"),
-        (doc({"resources": {"gpu": 1.5}}),
-         "tasks[0].resources.gpu: must be a whole number of GPUs or a fraction of one GPU below 1 (got 1.5)"),
-        (doc({"resources": {"gpu": 0.3333}}),
-         "tasks[0].resources.gpu: a GPU fraction must be a whole number of milli-GPU, e.g. 0.25 "
-         "(got 0.3333)"),
+        (
+            doc({"resources": {"gpu": {"count": 1, "memory": "lots"}}}),
+            f"tasks[0].resources.gpu.memory: {MEMORY_RULE} (got 'lots')",
+        ),
+        (
+            doc({"resources": {"gpu": 1.5}}),
+            "tasks[0].resources.gpu: must be a whole number of GPUs or a fraction of one GPU below 1 (got 1.5)",  # noqa: E501
+        ),
+        (
+            doc({"resources": {"gpu": 0.3333}}),
+            "tasks[0].resources.gpu: a GPU fraction must be a whole number of milli-GPU, e.g. 0.25 "
+            "(got 0.3333)",
+        ),
         (doc({"resources": {"gpu": "half"}}), "tasks[0].resources.gpu: must be a mapping (got 'half')"),
-        (doc({"resources": {"gpu_models": ["A100", "A100"]}}),
-         "tasks[0].resources.gpu_models: duplicate GPU model A100"),
+        (
+            doc({"resources": {"gpu_models": ["A100", "A100"]}}),
+            "tasks[0].resources.gpu_models: duplicate GPU model A100",
+        ),
         (doc({"resources": {"regions": [""]}}), "tasks[0].resources.regions: region must not be empty"),
-        (doc({"resources": {"node_selector": {"a b": "x"}}}),
-         "tasks[0].resources.node_selector: 'a b' is not a valid label key"),
-        (doc({"command": "echo 'x"}), "tasks[0].command: cannot be split into words like a shell would: "
-                                      "No closing quotation (got \"echo 'x\")"),
+        (
+            doc({"resources": {"node_selector": {"a b": "x"}}}),
+            "tasks[0].resources.node_selector: 'a b' is not a valid label key",
+        ),
+        (
+            doc({"command": "echo 'x"}),
+            "tasks[0].command: cannot be split into words like a shell would: "
+            'No closing quotation (got "echo \'x")',
+        ),
         (doc({"args": "--fast"}), "tasks[0].args: must be a list (got '--fast')"),
         (doc({"env": {"1PORT": "1"}}), "tasks[0].env: '1PORT' is not a valid environment variable name"),
-        (doc({"duration": "5q"}),
-         "tasks[0].duration: must be like \"90s\", \"5m\", \"1h30m\" or a number of seconds (got '5q')"),
+        (
+            doc({"duration": "5q"}),
+            'tasks[0].duration: must be like "90s", "5m", "1h30m" or a number of seconds (got \'5q\')',
+        ),
         (doc({"duration": -1}), "tasks[0].duration: must be >= 0 (got -1)"),
     ],
 )
@@ -149,9 +197,13 @@ def test_every_rule_names_the_field(document: Any, expected: str) -> None:
 
 
 def test_all_problems_are_reported_at_once() -> None:
-    found = problems(doc(
-        {"replicas": 0, "resources": {"gpu": {"count": 2, "milli": 1500}}}, kind="x", extra=1,
-    ))
+    found = problems(
+        doc(
+            {"replicas": 0, "resources": {"gpu": {"count": 2, "milli": 1500}}},
+            kind="x",
+            extra=1,
+        )
+    )
     assert found == [
         "kind: must be one of 'training', 'inference', 'batch' (got 'x')",
         "tasks[0].replicas: must be 1..10000 (got 0)",
@@ -161,8 +213,9 @@ def test_all_problems_are_reported_at_once() -> None:
 
 
 def test_gang_counts_replicas() -> None:
-    spec = validate_document(doc({"replicas": 3}, tasks=[{"name": "a", "replicas": 3}, {"name": "b"}],
-                                 min_available=4))
+    spec = validate_document(
+        doc({"replicas": 3}, tasks=[{"name": "a", "replicas": 3}, {"name": "b"}], min_available=4)
+    )
     assert (spec.task_count, spec.min_available) == (4, 4)
 
 

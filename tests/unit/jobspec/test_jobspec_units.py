@@ -40,8 +40,15 @@ def test_cpu_rejects(given: object, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("given", "mib"),
-    [("16Gi", 16384), ("512Mi", 512), ("1Ti", 1024**2), ("1.5Gi", 1536), ("2048Ki", 2), ("1G", 954),
-     ("1Ki", 1)],
+    [
+        ("16Gi", 16384),
+        ("512Mi", 512),
+        ("1Ti", 1024**2),
+        ("1.5Gi", 1536),
+        ("2048Ki", 2),
+        ("1G", 954),
+        ("1Ki", 1),
+    ],
 )
 def test_memory_in_mib_rounded_up(given: str, mib: int) -> None:
     assert parse_memory_mib(given) == mib
@@ -55,8 +62,16 @@ def test_memory_needs_a_positive_amount_and_a_unit(given: object) -> None:
 
 @pytest.mark.parametrize(
     ("given", "seconds"),
-    [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("250ms", 0.25), ("2d", 172800.0), (45, 45.0),
-     (2.5, 2.5), ("0s", 0.0)],
+    [
+        ("90s", 90.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("250ms", 0.25),
+        ("2d", 172800.0),
+        (45, 45.0),
+        (2.5, 2.5),
+        ("0s", 0.0),
+    ],
 )
 def test_duration(given: object, seconds: float) -> None:
     assert parse_duration_s(given) == seconds

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from suanli import REPO_ROOT
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.data import data_path
 from suanli.platform.summary import GpuFigures, TimeAverage, gpu_figures
 from suanli.platform.workload import WorkloadError, load_workload, parse_workload, plan
 
-MIXED = REPO_ROOT / "deploy" / "workloads" / "mixed.yaml"
+MIXED = data_path("deploy/workloads/mixed.yaml")
 
 
 def _workload(**changes: Any) -> dict[str, Any]:
@@ -70,13 +70,42 @@ def test_uniform_arrivals_are_evenly_spaced_and_named_by_sequence() -> None:
     [
         ({"arrivals": {"per_minute": 0}}, "arrivals.per_minute"),
         ({"tenants": []}, "tenants"),
-        ({"tenants": [{"name": "acme", "mix": [{"duration": 5, "spec": {"name": "x", "queue": "initech",
-                                                                         "tasks": [{"name": "t"}]}}]}]},
-         "tenants[0].mix[0].spec: queue: 'initech' does not belong to tenant 'acme'"),
-        ({"tenants": [{"name": "initech", "mix": [{"duration": 5, "spec": {"name": "x", "queue": "initech",
-                                                                            "tasks": [{"name": "t",
-                                                                                       "replicas": 0}]}}]}]},
-         "tenants[0].mix[0].spec: tasks[0].replicas: must be 1..10000"),
+        (
+            {
+                "tenants": [
+                    {
+                        "name": "acme",
+                        "mix": [
+                            {
+                                "duration": 5,
+                                "spec": {"name": "x", "queue": "initech", "tasks": [{"name": "t"}]},
+                            }
+                        ],
+                    }
+                ]
+            },
+            "tenants[0].mix[0].spec: queue: 'initech' does not belong to tenant 'acme'",
+        ),
+        (
+            {
+                "tenants": [
+                    {
+                        "name": "initech",
+                        "mix": [
+                            {
+                                "duration": 5,
+                                "spec": {
+                                    "name": "x",
+                                    "queue": "initech",
+                                    "tasks": [{"name": "t", "replicas": 0}],
+                                },
+                            }
+                        ],
+                    }
+                ]
+            },
+            "tenants[0].mix[0].spec: tasks[0].replicas: must be 1..10000",
+        ),
         ({"tenants": [{"name": "initech", "mix": [{"duration": ["9s", "3s"], "spec": {}}]}]}, "above max"),
     ],
 )

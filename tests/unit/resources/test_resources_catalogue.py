@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 from suanli.resources import (
     CatalogueError,
     DeviceCatalogue,
@@ -19,11 +19,27 @@ from suanli.resources import (
 )
 
 # shared/ sits beside the clone, in development and in CI alike.
-OPENB_NODES = REPO_ROOT / "traces" / "openb" / "openb_node_list_gpu_node.csv"
+OPENB_NODES = data_path("traces/openb/openb_node_list_gpu_node.csv")
 
 REQUIRED = [
-    "H200", "H100 SXM", "H100 PCIe", "H800", "A100 80GB SXM", "A100 40GB SXM", "A800", "A10", "A30",
-    "L40S", "L4", "T4", "V100 SXM2 16GB", "V100 SXM2 32GB", "P100", "G1", "G2", "G3",
+    "H200",
+    "H100 SXM",
+    "H100 PCIe",
+    "H800",
+    "A100 80GB SXM",
+    "A100 40GB SXM",
+    "A800",
+    "A10",
+    "A30",
+    "L40S",
+    "L4",
+    "T4",
+    "V100 SXM2 16GB",
+    "V100 SXM2 32GB",
+    "P100",
+    "G1",
+    "G2",
+    "G3",
 ]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import suanli
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.data import data_path
 from suanli.scheduling.entrypoints.validation import validate_submit
 from suanli.scheduling.service_layer.errors import InvalidSpec
 from suanli.scheduling.service_layer.queues_config import QueueConfigError, parse_queue_config
@@ -75,5 +75,5 @@ def test_queue_file_errors_name_the_path() -> None:
         parse_queue_config("queues:\n  - name: acme\n    quotas: {gpu:A100: {guaranteed: -1}}\n")
     with pytest.raises(QueueConfigError, match="parent acme is not defined"):
         parse_queue_config("queues:\n  - name: acme/vision\n")
-    config = parse_queue_config((suanli.REPO_ROOT / "deploy" / "scheduler" / "queues.yaml").read_text())
+    config = parse_queue_config((data_path("deploy/scheduler/queues.yaml")).read_text())
     assert {q.name for q in config.queues} >= {"acme", "acme/vision"} and config.priority_classes

@@ -33,8 +33,17 @@ FLEET = {
     "name": "unit",
     "seed": 3,
     "regions": [
-        {"name": "r1", "sites": [{"name": "a", "node_groups": [
-            {"name": "g", "count": 2, "gpu_model": "A100 80GB SXM", "gpus_per_node": 4}]}]},
+        {
+            "name": "r1",
+            "sites": [
+                {
+                    "name": "a",
+                    "node_groups": [
+                        {"name": "g", "count": 2, "gpu_model": "A100 80GB SXM", "gpus_per_node": 4}
+                    ],
+                }
+            ],
+        },
         {"name": "r2", "sites": [{"name": "b", "node_groups": [{"name": "c", "count": 1}]}]},
     ],
 }
@@ -71,13 +80,25 @@ async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None
         await asyncio.sleep(0.02)
 
 
-def order(node_id: str, task_id: str, *, devices: list[dict[str, int]] | None = None,
-          command: list[str] | None = None, env: dict[str, str] | None = None, attempt: int = 1,
-          event_name: str = "TaskPlaced") -> tuple[str, dict[str, Any]]:
+def order(
+    node_id: str,
+    task_id: str,
+    *,
+    devices: list[dict[str, int]] | None = None,
+    command: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    attempt: int = 1,
+    event_name: str = "TaskPlaced",
+) -> tuple[str, dict[str, Any]]:
     record: dict[str, Any] = {
-        "task_id": task_id, "job_id": "job-1", "node_id": node_id, "attempt": attempt,
-        "devices": devices or [], "requests": {"cpu_milli": 2000, "memory_mib": 4096},
-        "command": command, "env": env,
+        "task_id": task_id,
+        "job_id": "job-1",
+        "node_id": node_id,
+        "attempt": attempt,
+        "devices": devices or [],
+        "requests": {"cpu_milli": 2000, "memory_mib": 4096},
+        "command": command,
+        "env": env,
     }
     if event_name == "TaskPreempted":
         record = {k: record[k] for k in ("task_id", "job_id", "node_id", "attempt")} | {"reason": "quota"}
@@ -110,8 +131,9 @@ async def test_simulated_task_runs_for_its_duration_and_shows_in_snapshots() -> 
     sink = RecordingSink()
     host = fleet_host(sink)
     await host.register_all()
-    name, record = order("a-g-001", "t1", devices=[{"index": 1, "milli": 1000}],
-                         env={"SUANLI_SIM_DURATION_S": "30"})
+    name, record = order(
+        "a-g-001", "t1", devices=[{"index": 1, "milli": 1000}], env={"SUANLI_SIM_DURATION_S": "30"}
+    )
     assert await host.handle_order(name, record)
     (started,) = sink.named("TaskStarted")
     assert started["device_indices"] == [1] and started["node_id"] == "a-g-001"
@@ -198,8 +220,10 @@ async def test_stop_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) 
     agent = real_agent(sink, tmp_path, grace_s=0.3)
     await agent.register()
     host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
-    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "print('ready', flush=True); time.sleep(60)")
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
     await host.handle_order(*order("real-1", "p4", command=[sys.executable, "-u", "-c", stubborn]))
     log = tmp_path / "p4.1.log"
     await eventually(lambda: log.exists() and "ready" in log.read_text())
@@ -226,10 +250,15 @@ async def test_an_order_before_registration_still_sees_the_devices() -> None:
 # is stopping as STOPPED, and a simulated task releases its room at once.
 
 
-def stop_request(node_id: str, task_id: str, *, attempt: int = 1, job_id: str = "job-1",
-                 reason: str = "job cancelled") -> tuple[str, dict[str, Any]]:
+def stop_request(
+    node_id: str, task_id: str, *, attempt: int = 1, job_id: str = "job-1", reason: str = "job cancelled"
+) -> tuple[str, dict[str, Any]]:
     return "TaskStopRequested", {
-        "task_id": task_id, "job_id": job_id, "node_id": node_id, "attempt": attempt, "reason": reason,
+        "task_id": task_id,
+        "job_id": job_id,
+        "node_id": node_id,
+        "attempt": attempt,
+        "reason": reason,
     }
 
 
@@ -237,8 +266,9 @@ async def test_stop_request_releases_a_simulated_task_and_reports_it_killed() ->
     sink = RecordingSink()
     host = fleet_host(sink)
     await host.register_all()
-    await host.handle_order(*order("a-g-001", "t1", devices=[{"index": 0, "milli": 1000}],
-                                   env={"SUANLI_SIM_DURATION_S": "300"}))
+    await host.handle_order(
+        *order("a-g-001", "t1", devices=[{"index": 0, "milli": 1000}], env={"SUANLI_SIM_DURATION_S": "300"})
+    )
     agent = host.agents["a-g-001"]
     assert agent.table.task_ids() == ["t1"]
     assert await host.handle_order(*stop_request("a-g-001", "t1"))
@@ -292,8 +322,11 @@ async def test_a_placement_stopped_before_it_arrived_is_not_started() -> None:
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"attempt": -1}, "attempt must be an integer >= 0"), ({"task_id": ""}, "task_id must be"),
-     ({"node_id": None}, "without a node_id")],
+    [
+        ({"attempt": -1}, "attempt must be an integer >= 0"),
+        ({"task_id": ""}, "task_id must be"),
+        ({"node_id": None}, "without a node_id"),
+    ],
 )
 async def test_a_stop_request_the_agent_cannot_act_on_raises(change: dict[str, Any], message: str) -> None:
     host = fleet_host(RecordingSink())
@@ -324,8 +357,10 @@ async def test_stop_request_escalates_to_sigkill_after_the_grace(tmp_path: Path)
     agent = real_agent(sink, tmp_path, grace_s=0.3)
     await agent.register()
     host = AgentHost([agent], sink, clock=fixed_clock, ids=counter_ids())
-    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "print('ready', flush=True); time.sleep(60)")
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
     await host.handle_order(*order("real-1", "p2", command=[sys.executable, "-u", "-c", stubborn]))
     log = tmp_path / "p2.1.log"
     await eventually(lambda: log.exists() and "ready" in log.read_text())
@@ -363,10 +398,12 @@ async def test_a_newer_attempt_supersedes_the_old_one_still_running() -> None:
     host = fleet_host(sink)
     await host.register_all()
     devices = [{"index": 0, "milli": 1000}]
-    await host.handle_order(*order("a-g-001", "t1", attempt=1, devices=devices,
-                                   env={"SUANLI_SIM_DURATION_S": "300"}))
-    await host.handle_order(*order("a-g-001", "t1", attempt=2, devices=devices,
-                                   env={"SUANLI_SIM_DURATION_S": "300"}))
+    await host.handle_order(
+        *order("a-g-001", "t1", attempt=1, devices=devices, env={"SUANLI_SIM_DURATION_S": "300"})
+    )
+    await host.handle_order(
+        *order("a-g-001", "t1", attempt=2, devices=devices, env={"SUANLI_SIM_DURATION_S": "300"})
+    )
     (ended,) = sink.named("TaskFailed")
     assert (ended["attempt"], ended["kind"]) == (1, "KILLED") and "superseded" in ended["reason"]
     assert [(r["task_id"], r["attempt"]) for r in sink.named("TaskStarted")] == [("t1", 1), ("t1", 2)]

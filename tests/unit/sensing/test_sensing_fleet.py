@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.fleet_file import load_fleet
 from suanli.sensing.adapters.simulated import SimulatedCollector
@@ -19,20 +19,44 @@ from suanli.sensing.domain.placement import DeviceShare, Placement
 from suanli.sensing.domain.simulation import SimulatedNodeModel
 from suanli.sensing.domain.tasks import TaskTable
 
-FLEETS = REPO_ROOT / "deploy" / "fleets"
+FLEETS = data_path("deploy/fleets")
 
 DOC: dict[str, Any] = {
     "name": "t",
     "seed": 5,
     "regions": [
-        {"name": "r1", "sites": [{"name": "s1", "zone": "z1", "node_groups": [
-            {"name": "h", "count": 2, "gpu_model": "H200", "gpus_per_node": 8, "cpu_cores": 64,
-             "memory_gib": 512, "labels": {"pool": "train"}},
-            {"name": "c", "count": 1, "cpu_cores": 16, "memory_gib": 64},
-        ]}]},
-        {"name": "r2", "sites": [{"name": "s2", "node_groups": [
-            {"name": "t4", "count": 3, "gpu_model": "T4", "gpus_per_node": 2},
-        ]}]},
+        {
+            "name": "r1",
+            "sites": [
+                {
+                    "name": "s1",
+                    "zone": "z1",
+                    "node_groups": [
+                        {
+                            "name": "h",
+                            "count": 2,
+                            "gpu_model": "H200",
+                            "gpus_per_node": 8,
+                            "cpu_cores": 64,
+                            "memory_gib": 512,
+                            "labels": {"pool": "train"},
+                        },
+                        {"name": "c", "count": 1, "cpu_cores": 16, "memory_gib": 64},
+                    ],
+                }
+            ],
+        },
+        {
+            "name": "r2",
+            "sites": [
+                {
+                    "name": "s2",
+                    "node_groups": [
+                        {"name": "t4", "count": 3, "gpu_model": "T4", "gpus_per_node": 2},
+                    ],
+                }
+            ],
+        },
     ],
     "network": {"region_pairs": [{"regions": ["r1", "r2"], "rtt_ms": 30, "jitter_ms": 2}]},
 }
@@ -41,13 +65,22 @@ DOC: dict[str, Any] = {
 def test_counts_expand_into_named_nodes_in_file_order() -> None:
     fleet = parse_fleet(DOC, default_catalogue())
     assert [n.identity.node_id for n in fleet.nodes] == [
-        "s1-h-001", "s1-h-002", "s1-c-001", "s2-t4-001", "s2-t4-002", "s2-t4-003",
+        "s1-h-001",
+        "s1-h-002",
+        "s1-c-001",
+        "s2-t4-001",
+        "s2-t4-002",
+        "s2-t4-003",
     ]
     first = fleet.nodes[0]
     assert (first.identity.region, first.identity.zone, first.identity.site) == ("r1", "z1", "s1")
     assert first.identity.labels == {"pool": "train", GROUP_LABEL: "h"}
     assert (first.gpus, first.gpu_model, first.gpu_memory_mib, first.cpu_cores, first.memory_mib) == (
-        8, "H200", 141 * 1024, 64, 512 * 1024,
+        8,
+        "H200",
+        141 * 1024,
+        64,
+        512 * 1024,
     )
     assert fleet.nodes[2].gpus == 0 and fleet.nodes[2].gpu_model is None
     assert fleet.nodes[3].identity.zone == "r2-s2"  # zone defaults from region and site
@@ -99,8 +132,17 @@ def test_simulated_load_follows_the_tasks_and_is_deterministic() -> None:
         table = TaskTable(device_indices=frozenset(range(8)))
         collector = SimulatedCollector(SimulatedNodeModel(node, default_catalogue(), seed), table)
         idle = collector.collect()
-        table.admit(Placement("t1", "j", node.identity.node_id, 1, (DeviceShare(0), DeviceShare(1, 500)),
-                              cpu_milli=16_000, memory_mib=65536))
+        table.admit(
+            Placement(
+                "t1",
+                "j",
+                node.identity.node_id,
+                1,
+                (DeviceShare(0), DeviceShare(1, 500)),
+                cpu_milli=16_000,
+                memory_mib=65536,
+            )
+        )
         return [idle, collector.collect()]
 
     idle, busy = run(seed=5)

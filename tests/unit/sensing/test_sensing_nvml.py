@@ -143,8 +143,16 @@ def _open(fake: FakeNvml) -> NvmlCollector:
 def test_reads_every_metric_of_every_device() -> None:
     fake = FakeNvml(
         [
-            FakeDevice("NVIDIA H200", "GPU-aaa", 143771, used_mib=20480, util=87, temperature=61,
-                       power_mw=512_345, processes=[(4242, 20000), (4343, None)]),
+            FakeDevice(
+                "NVIDIA H200",
+                "GPU-aaa",
+                143771,
+                used_mib=20480,
+                util=87,
+                temperature=61,
+                power_mw=512_345,
+                processes=[(4242, 20000), (4343, None)],
+            ),
             FakeDevice("NVIDIA H200", "GPU-bbb", 143771),
         ]
     )
@@ -152,7 +160,10 @@ def test_reads_every_metric_of_every_device() -> None:
     assert [d.index for d in devices] == [0, 1]
     first = devices[0]
     assert (first.uuid, first.model, first.memory_total_mib, first.memory_used_mib) == (
-        "GPU-aaa", "NVIDIA H200", 143771, 20480,
+        "GPU-aaa",
+        "NVIDIA H200",
+        143771,
+        20480,
     )
     assert first.utilisation_pct == 87.0 and first.temperature_c == 61.0
     assert first.power_w == pytest.approx(512.345)

@@ -105,15 +105,29 @@ def test_stop_before_start_keeps_stopping() -> None:
 
 def test_parse_placement_reads_the_contract_record() -> None:
     record = {
-        "task_id": "t1", "job_id": "j1", "node_id": "n1", "attempt": 2,
+        "task_id": "t1",
+        "job_id": "j1",
+        "node_id": "n1",
+        "attempt": 2,
         "devices": [{"index": 0, "milli": 500}],
-        "requests": {"cpu_milli": 4000, "memory_mib": 8192, "gpu_count": 1, "gpu_milli": 500,
-                     "gpu_memory_mib": 10240, "gpu_model": None},
-        "command": ["python", "-c", "pass"], "env": {"A": "1"},
+        "requests": {
+            "cpu_milli": 4000,
+            "memory_mib": 8192,
+            "gpu_count": 1,
+            "gpu_milli": 500,
+            "gpu_memory_mib": 10240,
+            "gpu_model": None,
+        },
+        "command": ["python", "-c", "pass"],
+        "env": {"A": "1"},
     }
     p = parse_placement(record)
     assert (p.task_id, p.attempt, p.devices, p.cpu_milli, p.gpu_memory_mib) == (
-        "t1", 2, (DeviceShare(0, 500),), 4000, 10240,
+        "t1",
+        2,
+        (DeviceShare(0, 500),),
+        4000,
+        10240,
     )
     assert p.command == ("python", "-c", "pass") and p.env == {"A": "1"}
 
@@ -124,8 +138,13 @@ def test_parse_placement_reads_the_contract_record() -> None:
         {"job_id": "j", "node_id": "n", "attempt": 1},
         {"task_id": "t", "job_id": "j", "node_id": "n", "attempt": 0},
         {"task_id": "t", "job_id": "j", "node_id": "n", "attempt": 1, "devices": [{"index": 0, "milli": 0}]},
-        {"task_id": "t", "job_id": "j", "node_id": "n", "attempt": 1,
-         "devices": [{"index": 0, "milli": 10}, {"index": 0, "milli": 10}]},
+        {
+            "task_id": "t",
+            "job_id": "j",
+            "node_id": "n",
+            "attempt": 1,
+            "devices": [{"index": 0, "milli": 10}, {"index": 0, "milli": 10}],
+        },
     ],
 )
 def test_parse_placement_refuses_what_it_cannot_act_on(bad: dict[str, object]) -> None:

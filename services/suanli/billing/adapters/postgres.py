@@ -25,8 +25,9 @@ from suanli.billing.domain.ledger import BilledCharge, entries_for
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import Charge
 from suanli.billing.domain.usage import JobTerms, Usage
+from suanli.clock import Clock
 from suanli.contracts import encode
-from suanli.eventstore import Clock, NewEvent, OutboxMessage, PostgresEventStore
+from suanli.eventstore import NewEvent, OutboxMessage, PostgresEventStore
 from suanli.eventstore.migrator import Migration, migrate
 from suanli.eventstore.postgres import PostgresTransaction
 

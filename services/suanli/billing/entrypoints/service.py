@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-import suanli
 from suanli.billing.adapters.postgres import BillingQueries, BillingUnitOfWork, migrate_billing
 from suanli.billing.adapters.pricebook_file import PriceBookError, load_pricebook
 from suanli.billing.domain.periods import Calendar, PeriodKind
@@ -19,12 +18,14 @@ from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.entrypoints.grpc_api import BillingApi, start_server
 from suanli.billing.service_layer.billing import BillingService
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
-from suanli.eventstore import Clock, OutboxRelay, PostgresEventStore, PostgresOutboxFeed, SystemClock
+from suanli.clock import Clock, SystemClock
+from suanli.data import data_path
+from suanli.eventstore import OutboxRelay, PostgresEventStore, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import KafkaOutboxSink
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PRICEBOOK = suanli.REPO_ROOT / "deploy" / "billing" / "pricebook.yaml"
+DEFAULT_PRICEBOOK = data_path("deploy/billing/pricebook.yaml")
 DEFAULT_GRPC_ADDR = "0.0.0.0:50055"
 INPUTS = ("usage.metered", "jobs.events", "capacity.nodes")
 

@@ -18,7 +18,7 @@ from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, Retriabl
 from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
-from suanli.platform.gc_tuning import freeze_survivors, tune_for_latency
+from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.adapters.store import PostgresWriter
 from suanli.scheduling.bootstrap import Components, bootstrap

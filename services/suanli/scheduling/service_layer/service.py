@@ -18,9 +18,10 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from suanli.clock import Clock, IdFactory
 from suanli.contracts import new_envelope
 from suanli.contracts.catalogue import EVENTS
-from suanli.eventstore import Clock, ConcurrencyConflict, DuplicateEventId, IdFactory
+from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
 from suanli.scheduling.domain.queueing import CycleConfig, Placer
 from suanli.scheduling.service_layer import jobs
 from suanli.scheduling.service_layer.capacity import CapacityView

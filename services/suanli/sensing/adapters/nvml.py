@@ -130,7 +130,8 @@ class NvmlCollector:
                     gpu_instance_id=self._read("GPU instance id", nvml.nvmlDeviceGetGpuInstanceId, mig) or 0,
                     compute_instance_id=self._read(
                         "compute instance id", nvml.nvmlDeviceGetComputeInstanceId, mig
-                    ) or 0,
+                    )
+                    or 0,
                     uuid=_text(self._read("MIG uuid", nvml.nvmlDeviceGetUUID, mig)) or f"mig-{slot}",
                     profile=profile.group(1) if profile else "unknown",
                     memory_total_mib=int(memory.total) // MIB if memory is not None else 0,

@@ -123,9 +123,7 @@ class ProcessUsageProbe:
         pids = {p.pid for p in tree}
         indices = set(run.placement.device_indices)
         devices = [d for d in observation.devices if d.index in indices]
-        gpu_memory = sum(
-            p.gpu_memory_used_mib or 0 for d in devices for p in d.processes if p.pid in pids
-        )
+        gpu_memory = sum(p.gpu_memory_used_mib or 0 for d in devices for p in d.processes if p.pid in pids)
         utilisations = [d.utilisation_pct for d in devices if d.utilisation_pct is not None]
         return TaskUsage(
             gpu_utilisation_pct=sum(utilisations) / len(utilisations) if utilisations else 0.0,

@@ -42,7 +42,10 @@ def summarise(src: SiteRef, dst: SiteRef, rtts_ms: Sequence[float | None]) -> Li
     ok = [r for r in rtts_ms if r is not None]
     jitter = sum(abs(b - a) for a, b in itertools.pairwise(ok)) / (len(ok) - 1) if len(ok) > 1 else 0.0
     return LinkSample(
-        src.region, src.site, dst.region, dst.site,
+        src.region,
+        src.site,
+        dst.region,
+        dst.site,
         rtt_ms=sum(ok) / len(ok) if ok else 0.0,
         jitter_ms=jitter,
         loss_ratio=(len(rtts_ms) - len(ok)) / len(rtts_ms),
@@ -101,8 +104,15 @@ class LinkModel:
         if profile.bandwidth_mbps is not None:
             bandwidth = profile.bandwidth_mbps * rng.uniform(0.9, 1.0)
         return LinkSample(
-            sample.src_region, sample.src_site, sample.dst_region, sample.dst_site,
-            sample.rtt_ms, sample.jitter_ms, sample.loss_ratio, sample.samples, bandwidth,
+            sample.src_region,
+            sample.src_site,
+            sample.dst_region,
+            sample.dst_site,
+            sample.rtt_ms,
+            sample.jitter_ms,
+            sample.loss_ratio,
+            sample.samples,
+            bandwidth,
         )
 
     def sample_all(self, sites: Iterable[SiteRef], round_no: int) -> list[LinkSample]:

@@ -78,9 +78,7 @@ def parse_placement(record: Mapping[str, Any]) -> Placement:
     """A `Placement` from a decoded `TaskPlaced` record."""
     task_id = _text(record, "task_id")
     requests = record.get("requests") or {}
-    devices = tuple(
-        DeviceShare(int(d["index"]), int(d["milli"])) for d in record.get("devices") or ()
-    )
+    devices = tuple(DeviceShare(int(d["index"]), int(d["milli"])) for d in record.get("devices") or ())
     for share in devices:
         if share.index < 0 or not 0 < share.milli <= MILLI:
             raise InvalidOrder(f"task {task_id}: device share {share} out of range")

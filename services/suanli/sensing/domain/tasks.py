@@ -138,8 +138,11 @@ class TaskTable:
         used = self.milli_by_device()
         for share in placement.devices:
             if used.get(share.index, 0) + share.milli > MILLI:
-                out += [r for r in self._runs.values()
-                        if r not in out and share.index in r.placement.device_indices]
+                out += [
+                    r
+                    for r in self._runs.values()
+                    if r not in out and share.index in r.placement.device_indices
+                ]
         return out
 
     def started(self, task_id: str, pid: int | None, at: dt.datetime) -> TaskStarted | None:

@@ -132,8 +132,9 @@ class NodeAgent:
             await self._supersede(stale, placement)
         admission = self.table.admit(placement)
         if admission.event is not None:
-            log.warning("%s: refused task %s: %s", self.identity.node_id, placement.task_id,
-                        admission.event.reason)
+            log.warning(
+                "%s: refused task %s: %s", self.identity.node_id, placement.task_id, admission.event.reason
+            )
             await self._emit(admission.event)
         if admission.run is None:
             return
@@ -185,8 +186,13 @@ class NodeAgent:
         reason = f"superseded by {placement.task_id} attempt {placement.attempt}"
         waits = []
         for run in stale:
-            log.warning("%s: stopping task %s attempt %d: %s", self.identity.node_id, run.task_id,
-                        run.placement.attempt, reason)
+            log.warning(
+                "%s: stopping task %s attempt %d: %s",
+                self.identity.node_id,
+                run.task_id,
+                run.placement.attempt,
+                reason,
+            )
             self.table.request_stop(run.task_id, run.placement.attempt, f"stopped: {reason}")
             handle = self._handles.get(run.task_id)
             if handle is not None:
@@ -200,8 +206,12 @@ class NodeAgent:
     def _started_out(self, starting: asyncio.Task[None]) -> None:
         self._starting.discard(starting)
         if not starting.cancelled() and starting.exception() is not None:
-            log.error("%s: gave up publishing %s: %r", self.identity.node_id, starting.get_name(),
-                      starting.exception())
+            log.error(
+                "%s: gave up publishing %s: %r",
+                self.identity.node_id,
+                starting.get_name(),
+                starting.exception(),
+            )
 
     async def _watch(
         self, task_id: str, handle: TaskHandle, starting: asyncio.Task[None] | None = None
@@ -234,8 +244,14 @@ class NodeAgent:
             except Exception as exc:
                 if asyncio.get_running_loop().time() + delay > deadline:
                     raise
-                log.warning("%s: publishing %s of %s failed, retrying in %.1fs: %r", self.identity.node_id,
-                            name, record["task_id"], delay, exc)
+                log.warning(
+                    "%s: publishing %s of %s failed, retrying in %.1fs: %r",
+                    self.identity.node_id,
+                    name,
+                    record["task_id"],
+                    delay,
+                    exc,
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 

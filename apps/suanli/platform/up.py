@@ -371,6 +371,7 @@ def _drive(run: Run) -> None:
         _loop(run, HeadlessReport(run))
         return
     with Live(console=run.console, screen=True, auto_refresh=False, redirect_stderr=False) as live:
+
         def show(phase: str) -> None:
             assert run.observer is not None
             jobs = list(run.observer.jobs.values())

@@ -14,15 +14,23 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so that `suanli --help` stays one module deep until a command is chosen.
-    from suanli.cli import agent, bill, dev, job, nodes, queues, serve, simulate, up
+    from suanli.billing.entrypoints import cli as billing
+    from suanli.cli import bill, dev, job, nodes, queues, simulate, up
+    from suanli.metering.entrypoints import cli as metering
+    from suanli.scheduling.entrypoints import cli as scheduling
+    from suanli.sensing.entrypoints import cli as sensing
 
     app.command("up")(up.up)
     app.add_typer(job.app, name="job")
     app.command("nodes")(nodes.nodes)
     app.command("queues")(queues.queues)
     app.add_typer(bill.app, name="bill")
-    app.add_typer(serve.app, name="serve")
-    app.command("agent")(agent.agent)
+    # Each service owns its command line (entrypoints/cli.py); `serve` gathers their servers.
+    serve = typer.Typer(help="Run a service in the foreground.", no_args_is_help=True)
+    for name, service in (("scheduling", scheduling), ("metering", metering), ("billing", billing)):
+        serve.command(name)(service.serve)
+    app.add_typer(serve, name="serve")
+    app.command("agent")(sensing.agent)
     app.command("simulate")(simulate.simulate)
     app.add_typer(dev.app, name="dev")
 

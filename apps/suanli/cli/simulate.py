@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from suanli import REPO_ROOT
+from suanli.data import data_path
 
 console = Console(stderr=True)
-DEFAULT_NODES = REPO_ROOT / "traces" / "openb" / "openb_node_list_gpu_node.csv"
+DEFAULT_NODES = data_path("traces/openb/openb_node_list_gpu_node.csv")
 MODES = ("arrivals", "timeline")
 
 

@@ -9,9 +9,9 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suanli import REPO_ROOT
 from suanli.bus import ensure_topics
 from suanli.bus.topics import CATALOGUE
+from suanli.data import data_path
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.dsn import with_database
 from suanli.infra.net import free_loopback_port
@@ -19,9 +19,9 @@ from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgr
 from suanli.platform.health import grpc_serving
 from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
 
-DEFAULT_FLEET = REPO_ROOT / "deploy" / "fleets" / "demo-3regions.yaml"
-DEFAULT_QUEUES = REPO_ROOT / "deploy" / "scheduler" / "queues.yaml"
-DEFAULT_PRICEBOOK = REPO_ROOT / "deploy" / "billing" / "pricebook.yaml"
+DEFAULT_FLEET = data_path("deploy/fleets/demo-3regions.yaml")
+DEFAULT_QUEUES = data_path("deploy/scheduler/queues.yaml")
+DEFAULT_PRICEBOOK = data_path("deploy/billing/pricebook.yaml")
 
 
 @dataclass(frozen=True)
@@ -117,12 +117,18 @@ class Stack:
         return ServiceSpec(
             name,
             suanli_argv(
-                "serve", "scheduling",
-                "--queues", str(cfg.queues),
-                "--listen", address,
-                "--policy", cfg.policy,
-                "--interval", str(cfg.scheduling_interval_s),
-                "--reconcile-grace", str(cfg.reconcile_grace_s),
+                "serve",
+                "scheduling",
+                "--queues",
+                str(cfg.queues),
+                "--listen",
+                address,
+                "--policy",
+                cfg.policy,
+                "--interval",
+                str(cfg.scheduling_interval_s),
+                "--reconcile-grace",
+                str(cfg.reconcile_grace_s),
             ),
             ready=lambda: grpc_serving(address),
             ready_timeout_s=90,
@@ -158,9 +164,12 @@ class Stack:
             name,
             suanli_argv(
                 "agent",
-                "--simulate", str(cfg.fleet),
-                "--interval", str(cfg.snapshot_interval_s),
-                "--sim-duration", str(cfg.sim_duration_s),
+                "--simulate",
+                str(cfg.fleet),
+                "--interval",
+                str(cfg.snapshot_interval_s),
+                "--sim-duration",
+                str(cfg.sim_duration_s),
             ),
         )
 

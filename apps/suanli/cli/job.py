@@ -63,8 +63,9 @@ def _follow(stub: scheduler_pb2_grpc.SchedulerStub, job_id: str) -> int:
 def submit(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="Job spec YAML (see docs/jobspec.md).")],
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="Submit to this queue instead.")] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Follow the job until it ends; exit 1 if it fails.")]
-    = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow the job until it ends; exit 1 if it fails.")
+    ] = False,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Validate FILE and submit it; prints the new job's id."""
@@ -116,7 +117,8 @@ def list_command(
     state: Annotated[
         str | None,
         typer.Option(
-            "--state", "-s",
+            "--state",
+            "-s",
             help="Only jobs in this state: pending, running, succeeded, failed, cancelled.",
         ),
     ] = None,

@@ -1,4 +1,7 @@
-"""`suanli agent`: the sensing agent of this machine, or a simulated fleet (`--simulate FLEET.yaml`)."""
+"""`suanli agent`: the sensing agent of this machine, or a simulated fleet (`--simulate FLEET.yaml`).
+
+The sensing service's command line, mounted by the root `suanli` CLI.
+"""
 
 from __future__ import annotations
 
@@ -21,14 +24,19 @@ if TYPE_CHECKING:
     from suanli.sensing.service_layer.ports import EventSink
 
 KAFKA_ENV = "SUANLI_KAFKA_BOOTSTRAP"
+
+app = typer.Typer(help="Sensing: the node agent and simulated fleets.", no_args_is_help=True)
 Build = Callable[["EventSink"], "AgentHost"]
 
 
+@app.command("agent")
 def agent(
     simulate: Annotated[
         Path | None,
         typer.Option(
-            "--simulate", exists=True, dir_okay=False,
+            "--simulate",
+            exists=True,
+            dir_okay=False,
             help="Fleet YAML: run one simulated agent per node in it (see deploy/fleets/).",
         ),
     ] = None,
@@ -56,7 +64,8 @@ def agent(
     sim_duration: Annotated[
         float,
         typer.Option(
-            "--sim-duration", min=0.0,
+            "--sim-duration",
+            min=0.0,
             help="Simulated task length when the placement's env has no SUANLI_SIM_DURATION_S.",
         ),
     ] = 300.0,
@@ -126,7 +135,10 @@ def agent(
         asyncio.run(_print_once(build))
         return
     settings = RunSettings(
-        bootstrap=bootstrap, group_id=group, prefix=topic_prefix, interval_s=interval,
+        bootstrap=bootstrap,
+        group_id=group,
+        prefix=topic_prefix,
+        interval_s=interval,
         probe_interval_s=probe_interval,
     )
     asyncio.run(_serve(settings, build, probe_port))

@@ -151,17 +151,29 @@ def render_summary(summary: Summary) -> RenderableType:
     jobs.add_column(style="bold")
     jobs.add_column()
     rows: Sequence[tuple[str, str]] = [
-        ("Jobs", f"{summary.submitted} submitted, {summary.succeeded} succeeded, {summary.failed} failed, "
-                 f"{summary.cancelled} cancelled, {summary.unfinished} unfinished"
-                 + (f", {summary.rejected} refused" if summary.rejected else "")),
+        (
+            "Jobs",
+            f"{summary.submitted} submitted, {summary.succeeded} succeeded, {summary.failed} failed, "
+            f"{summary.cancelled} cancelled, {summary.unfinished} unfinished"
+            + (f", {summary.rejected} refused" if summary.rejected else ""),
+        ),
         ("Placements", str(summary.placements)),
-        ("GPU utilisation", f"{_percent(summary.gpu_utilisation_avg)} time-averaged allocated/total "
-                            f"of {gpus(int(summary.gpus_total * GPU_MILLI))} GPUs "
-                            f"(peak {_percent(summary.gpu_utilisation_peak)})"),
-        ("Fragmentation", f"{_percent(summary.fragmentation_avg)} of GPU capacity idle on partly used "
-                          "devices (time-averaged)"),
-        ("Time", f"{summary.wall_s:.0f}s in all: {summary.submit_s:.0f}s submitting, "
-                 f"{summary.drain_s:.0f}s draining"),
+        (
+            "GPU utilisation",
+            f"{_percent(summary.gpu_utilisation_avg)} time-averaged allocated/total "
+            f"of {gpus(int(summary.gpus_total * GPU_MILLI))} GPUs "
+            f"(peak {_percent(summary.gpu_utilisation_peak)})",
+        ),
+        (
+            "Fragmentation",
+            f"{_percent(summary.fragmentation_avg)} of GPU capacity idle on partly used "
+            "devices (time-averaged)",
+        ),
+        (
+            "Time",
+            f"{summary.wall_s:.0f}s in all: {summary.submit_s:.0f}s submitting, "
+            f"{summary.drain_s:.0f}s draining",
+        ),
     ]
     for name, value in rows:
         jobs.add_row(name, value)

@@ -91,4 +91,3 @@ def scheduler(address: str) -> Iterator[scheduler_pb2_grpc.SchedulerStub]:
     """A stub on a fresh channel, with errors reported; the channel closes when the command ends."""
     with reported(address), grpc.insecure_channel(address) as channel:
         yield scheduler_pb2_grpc.SchedulerStub(channel)
-

@@ -49,8 +49,11 @@ def _table(*columns: str, right: Iterable[str] = ()) -> Table:
     for column in columns:
         # Numbers keep their header's width; names give way (cut with an ellipsis) on narrow terminals.
         table.add_column(
-            column, justify="right" if column in aligned else "left", no_wrap=True,
-            min_width=len(column) if column in aligned else None, overflow="ellipsis",
+            column,
+            justify="right" if column in aligned else "left",
+            no_wrap=True,
+            min_width=len(column) if column in aligned else None,
+            overflow="ellipsis",
         )
     return table
 
@@ -60,15 +63,26 @@ def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
     for node in nodes:
         model = node.devices[0].model if node.devices else "cpu only"
         groups.setdefault((node.region, model), []).append(node)
-    table = _table("REGION", "GPU MODEL", "NODES", "GPUS", "ALLOCATED", "UTILISATION", "FRAGMENTED",
-                   "CPU FREE", right=("NODES", "GPUS", "ALLOCATED", "FRAGMENTED", "CPU FREE"))
+    table = _table(
+        "REGION",
+        "GPU MODEL",
+        "NODES",
+        "GPUS",
+        "ALLOCATED",
+        "UTILISATION",
+        "FRAGMENTED",
+        "CPU FREE",
+        right=("NODES", "GPUS", "ALLOCATED", "FRAGMENTED", "CPU FREE"),
+    )
     for (region, model), members in sorted(groups.items()):
         ready = [n for n in members if n.status == READY]
         figures = gpu_figures(ready)
         free_cpu = sum(n.free_cpu_milli for n in ready)
         total_cpu = sum(n.cpu_milli for n in ready)
         table.add_row(
-            region, model, f"{len(ready)}/{len(members)}",
+            region,
+            model,
+            f"{len(ready)}/{len(members)}",
             gpus(figures.total) if figures.total else "-",
             gpus(figures.allocated) if figures.total else "-",
             _bar(figures.utilisation) + Text(f" {100 * figures.utilisation:3.0f}%") if figures.total else "-",
@@ -93,7 +107,10 @@ def queues_panel(queues: Sequence[pb.Queue]) -> Panel:
         used = sum(r.used for r in gpu)
         guaranteed = sum(r.guaranteed for r in gpu)
         table.add_row(
-            queue.name, str(queue.pending_jobs), str(queue.running_jobs), f"{queue.dominant_share:.2f}",
+            queue.name,
+            str(queue.pending_jobs),
+            str(queue.running_jobs),
+            f"{queue.dominant_share:.2f}",
             f"{amount('gpu', used)}/{amount('gpu', guaranteed)}" if gpu else "-",
         )
     return Panel(table, title="Queues", title_align="left")
@@ -122,7 +139,9 @@ def running_panel(jobs: Sequence[pb.Job]) -> Panel:
         nodes = sorted({t.node_id for t in job.tasks if t.node_id})
         started = sum(1 for t in job.tasks if t.state.lower() == "running")
         table.add_row(
-            job.spec.name, job.spec.queue, f"{started}/{len(job.tasks)}",
+            job.spec.name,
+            job.spec.queue,
+            f"{started}/{len(job.tasks)}",
             gpus(requested_gpu_milli(job.spec)),
             (nodes[0] + (f" +{len(nodes) - 1}" if len(nodes) > 1 else "")) if nodes else "-",
         )
@@ -154,8 +173,13 @@ def status_line(status: Status) -> Text:
     counts = status.counts
     line = Text(f"{status.elapsed_s:5.0f}s  {status.phase:<10}", style="bold")
     line.append(f"  submitted {status.submitted}/{status.planned}")
-    for state in (pb.JOB_STATE_PENDING, pb.JOB_STATE_RUNNING, pb.JOB_STATE_SUCCEEDED,
-                  pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED):
+    for state in (
+        pb.JOB_STATE_PENDING,
+        pb.JOB_STATE_RUNNING,
+        pb.JOB_STATE_SUCCEEDED,
+        pb.JOB_STATE_FAILED,
+        pb.JOB_STATE_CANCELLED,
+    ):
         line.append(f"  {state_name(state).lower()} {counts.get(state, 0)}")
     line.append(f"  placements {status.placements}  GPU util avg {100 * status.utilisation_avg:.0f}%")
     for problem in status.problems:
@@ -167,14 +191,14 @@ def progress_line(status: Status, observation: Observation) -> str:
     """The headless form: one plain line per report."""
     charges = " ".join(f"{t}={c.total:.4f}" for t, c in observation.charges.items())
     figures = gpu_figures(observation.nodes)
-    return (
-        f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%"
-        + (f"  charges {charges}" if charges else "")
+    return f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%" + (
+        f"  charges {charges}" if charges else ""
     )
 
 
-def dashboard(status: Status, observation: Observation, jobs: Sequence[pb.Job],
-              decisions: Iterable[Decision]) -> RenderableType:
+def dashboard(
+    status: Status, observation: Observation, jobs: Sequence[pb.Job], decisions: Iterable[Decision]
+) -> RenderableType:
     grid = Table.grid(expand=True, padding=(0, 1))
     grid.add_column(ratio=1)
     grid.add_column(ratio=1)

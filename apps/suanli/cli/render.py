@@ -81,9 +81,7 @@ def gpus(milli: int) -> str:
 
 def to_data(message: Message) -> dict[str, Any]:
     # Field names as in the .proto and in the YAML spec; unset scalars printed so scripts see every key.
-    return MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
 def dump(data: Any, fmt: OutputFormat) -> str:
@@ -96,9 +94,7 @@ def dump(data: Any, fmt: OutputFormat) -> str:
 
 
 def requested_gpu_milli(spec: pb.JobSpec) -> int:
-    return sum(
-        max(t.replicas, 1) * t.resources.gpu_count * t.resources.gpu_milli for t in spec.tasks
-    )
+    return sum(max(t.replicas, 1) * t.resources.gpu_count * t.resources.gpu_milli for t in spec.tasks)
 
 
 def _task_total(job: pb.Job) -> int:
@@ -131,7 +127,7 @@ def jobs_table(jobs: Iterable[pb.Job]) -> Table:
     return table
 
 
-def _gpu_slots(task: pb.TaskStatus) -> str:
+def gpu_slots(task: pb.TaskStatus) -> str:
     if not task.gpu_indices:
         return "-"
     shares = list(task.gpu_milli) or [GPU_MILLI] * len(task.gpu_indices)
@@ -180,8 +176,12 @@ def job_detail(job: pb.Job) -> RenderableType:
             tasks.add_column(column)
         for task in job.tasks:
             tasks.add_row(
-                task.task_id, task.state, task.node_id or "-", _gpu_slots(task),
-                str(task.attempt), str(task.exit_code) if task.state.lower() in _ENDED else "-",
+                task.task_id,
+                task.state,
+                task.node_id or "-",
+                gpu_slots(task),
+                str(task.attempt),
+                str(task.exit_code) if task.state.lower() in _ENDED else "-",
                 task.reason or "",
             )
         parts += [Text(""), tasks]
@@ -225,7 +225,8 @@ def explanation(explained: pb.Explanation) -> RenderableType:
             scores.add_column(column, justify="left" if column == "NODE" else "right")
         for node in explained.top_nodes:
             scores.add_row(
-                node.node_id, f"{node.score:.2f}",
+                node.node_id,
+                f"{node.score:.2f}",
                 *(f"{node.plugin_scores[p]:.2f}" if p in node.plugin_scores else "-" for p in plugins),
             )
         parts += [Text(""), scores]
@@ -255,10 +256,14 @@ def nodes_table(nodes: Iterable[pb.Node]) -> Table:
     for node in nodes:
         kinds, free = _gpu_summary(node)
         table.add_row(
-            node.id, node.region, node.zone, node.status,
+            node.id,
+            node.region,
+            node.zone,
+            node.status,
             f"{cores(node.free_cpu_milli)}/{cores(node.cpu_milli)}",
             f"{format_memory(node.free_memory_mib)}/{format_memory(node.memory_mib)}",
-            kinds, free,
+            kinds,
+            free,
         )
     return table
 
@@ -283,14 +288,30 @@ def _usage(resource: pb.ResourceAmount) -> str:
 def queues_table(queues: Iterable[pb.Queue]) -> Table:
     """One row per queue and flavour; the queue's own columns only on its first row."""
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("QUEUE", "COHORT", "PENDING", "RUNNING", "SHARE", "FLAVOUR", "USED", "GUARANTEED",
-                   "MAXIMUM", "BORROWED", "USE/GUAR"):
+    for column in (
+        "QUEUE",
+        "COHORT",
+        "PENDING",
+        "RUNNING",
+        "SHARE",
+        "FLAVOUR",
+        "USED",
+        "GUARANTEED",
+        "MAXIMUM",
+        "BORROWED",
+        "USE/GUAR",
+    ):
         textual = column in ("QUEUE", "COHORT", "FLAVOUR")
         table.add_column(column, no_wrap=True, justify="left" if textual else "right")
     for queue in queues:
         name = queue.name + (" (stopped)" if queue.stopped else "")
-        head = [name, queue.cohort or "-", str(queue.pending_jobs), str(queue.running_jobs),
-                f"{queue.dominant_share:.2f}"]
+        head = [
+            name,
+            queue.cohort or "-",
+            str(queue.pending_jobs),
+            str(queue.running_jobs),
+            f"{queue.dominant_share:.2f}",
+        ]
         for resource in queue.resources or [pb.ResourceAmount()]:
             f = resource.flavour
             table.add_row(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from suanli.platform.gc_tuning import LATENCY_THRESHOLDS, freeze_survivors, tune_for_latency
+from suanli.infra.gc_tuning import LATENCY_THRESHOLDS, freeze_survivors, tune_for_latency
 
 
 @pytest.fixture

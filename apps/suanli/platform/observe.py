@@ -21,7 +21,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import paging
 from suanli.cli.client import UNARY_TIMEOUT_S
-from suanli.cli.render import FINAL_STATES, _gpu_slots
+from suanli.cli.render import FINAL_STATES, gpu_slots
 
 PAGE_SIZE = 500
 RECENT_DECISIONS = 12
@@ -105,7 +105,7 @@ class Observer:
             self._seen_attempts.add(key)
             self.placed_total += 1
             self.decisions.appendleft(
-                Decision(now, job.id, job.spec.name, task.task_id, task.node_id, _gpu_slots(task))
+                Decision(now, job.id, job.spec.name, task.task_id, task.node_id, gpu_slots(task))
             )
 
     def unfinished(self) -> list[pb.Job]:

@@ -8,14 +8,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from suanli import REPO_ROOT
 from suanli.cli.client import EXIT_USAGE, Failure, fail
+from suanli.data import data_path
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES
 from suanli.platform.up import UpError, UpOptions, run_up
 from suanli.platform.workload import WorkloadError
 from suanli.sensing.domain.fleet import FleetError
 
-DEFAULT_WORKLOAD = REPO_ROOT / "deploy" / "workloads" / "mixed.yaml"
+DEFAULT_WORKLOAD = data_path("deploy/workloads/mixed.yaml")
 
 ExistingFile = dict(exists=True, dir_okay=False, readable=True)
 
@@ -23,9 +23,13 @@ ExistingFile = dict(exists=True, dir_okay=False, readable=True)
 def up(
     duration: Annotated[
         float | None,
-        typer.Option("--duration", min=1, metavar="SECONDS",
-                     help="Stop submitting after this long, wait for in-flight jobs, then shut down. "
-                          "Default: run until Ctrl-C."),
+        typer.Option(
+            "--duration",
+            min=1,
+            metavar="SECONDS",
+            help="Stop submitting after this long, wait for in-flight jobs, then shut down. "
+            "Default: run until Ctrl-C.",
+        ),
     ] = None,
     fleet: Annotated[Path, typer.Option(help="Simulated fleet file.", **ExistingFile)] = DEFAULT_FLEET,
     workload: Annotated[Path, typer.Option(help="Workload file.", **ExistingFile)] = DEFAULT_WORKLOAD,
@@ -50,8 +54,15 @@ def up(
     Exit code 0 when every submitted job reached a final state and the platform stayed healthy.
     """
     options = UpOptions(
-        home=home.resolve(), workload=workload, fleet=fleet, queues=queues, pricebook=pricebook,
-        policy=policy, duration_s=duration, grace_s=grace, headless=headless,
+        home=home.resolve(),
+        workload=workload,
+        fleet=fleet,
+        queues=queues,
+        pricebook=pricebook,
+        policy=policy,
+        duration_s=duration,
+        grace_s=grace,
+        headless=headless,
     )
     try:
         # Headless output goes to logs and CI: long lines stay whole instead of wrapping at 80 columns.

@@ -1,0 +1,43 @@
+"""gRPC edges of every service: one table from error kinds to status codes, one way to abort with it.
+
+Servers wrap each handler's body in ``async with rpc_errors(context):``; a ``suanli.errors`` kind
+raised inside becomes its status with the error's message, anything else propagates (gRPC answers
+UNKNOWN and the server logs it, which is what an unexpected bug should look like).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+
+from suanli import errors
+
+STATUS: dict[type[errors.RequestError], grpc.StatusCode] = {
+    errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.NotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+def status_of(exc: errors.RequestError) -> grpc.StatusCode:
+    """The status for an error kind (the nearest kind in its class hierarchy)."""
+    for kind in type(exc).__mro__:
+        if kind in STATUS:
+            return STATUS[kind]  # type: ignore[index]
+    return grpc.StatusCode.UNKNOWN
+
+
+@asynccontextmanager
+async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:  # type: ignore[type-arg]
+    """Abort the call with the mapped status when the body raises a ``suanli.errors`` kind."""
+    try:
+        yield
+    except errors.RequestError as exc:
+        await context.abort(status_of(exc), str(exc))

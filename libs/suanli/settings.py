@@ -1,0 +1,100 @@
+"""One way for every service to read its settings: defaults defined once, environment, then flags.
+
+A service declares its settings as a subclass of ``ServiceSettings`` with its own ``env_prefix``
+(``SUANLI_METERING_``, ...); each field's default is written once, there. ``load`` reads the
+environment and applies the flags a command line was given (``None`` means "not given"), so a CLI
+option never repeats a default. Platform-wide variables (broker, database, topic prefix, metrics
+port) keep their shared names through ``shared()``. A bad value becomes ``SettingsError`` naming
+the variable, which a CLI shows as a usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ServiceSettings", "SettingsConfigDict", "SettingsError", "shared"]
+
+KAFKA_BOOTSTRAP_ENV = "SUANLI_KAFKA_BOOTSTRAP"
+PG_DSN_ENV = "SUANLI_PG_DSN"
+TOPIC_PREFIX_ENV = "SUANLI_TOPIC_PREFIX"
+METRICS_PORT_ENV = "SUANLI_METRICS_PORT"
+
+
+class SettingsError(ValueError):
+    """A setting is missing or invalid; the message names the environment variable or flag."""
+
+
+def shared(env: str, default: Any = ..., **field: Any) -> Any:
+    """A field read from a platform-wide variable (``SUANLI_KAFKA_BOOTSTRAP``) whatever the prefix."""
+    return Field(default, validation_alias=AliasChoices(env, env.lower()), **field)
+
+
+class ServiceSettings(BaseSettings):
+    """Base of every service's settings: frozen, unknown variables ignored, empty values unset.
+
+    A subclass sets only what differs: ``model_config = SettingsConfigDict(env_prefix="SUANLI_X_")``
+    (pydantic merges it with this base's configuration).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="SUANLI_",
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+        case_sensitive=False,
+        env_ignore_empty=True,
+    )
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, /, **flags: Any) -> Self:
+        """Settings from ``env`` (default: the process environment) with the given flags winning.
+
+        Flags whose value is ``None`` were not given and leave the environment or default in place.
+        """
+        given = {name: value for name, value in flags.items() if value is not None}
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no setting {', '.join(unknown)}")
+        try:
+            if env is None:
+                return cls(**given)
+            return cls.model_validate({**_from_mapping(cls, env), **given})
+        except ValidationError as exc:
+            raise SettingsError(_describe(cls, exc)) from None
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The environment variable that sets ``field``."""
+        alias = cls.model_fields[field].validation_alias
+        if isinstance(alias, AliasChoices):
+            first = alias.choices[0]
+            return str(first)
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        return f"{prefix}{field}".upper()
+
+
+def _from_mapping(cls: type[ServiceSettings], env: Mapping[str, str]) -> dict[str, Any]:
+    """The fields an explicit mapping sets (tests and callers pass one instead of the process's)."""
+    upper = {key.upper(): value for key, value in env.items() if value != ""}
+    values: dict[str, Any] = {}
+    for name in cls.model_fields:
+        variable = cls.env_name(name)
+        if variable in upper:
+            values[name] = upper[variable]
+    return values
+
+
+def _describe(cls: type[ServiceSettings], exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        name = field if field not in cls.model_fields else cls.env_name(field)
+        if error["type"] == "missing":
+            problems.append(f"{name} is not set")
+        else:
+            problems.append(f"{name}: {error['msg']} (got {error.get('input')!r})")
+    return "; ".join(problems)
