@@ -32,4 +32,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = getattr(exc, "sqlstate", None) or ""
         return sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
-    return False
+    # Reaching a database or broker fails with plain OSErrors too: a Unix socket that is gone while
+    # the server restarts (FileNotFoundError), every address of a host refused ("Multiple exceptions").
+    return isinstance(exc, OSError)
