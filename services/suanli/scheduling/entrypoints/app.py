@@ -22,8 +22,8 @@ from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.adapters.store import PostgresWriter
 from suanli.scheduling.bootstrap import Components, bootstrap
-from suanli.scheduling.entrypoints.config import SchedulingConfig
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
+from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.scheduling.service_layer.commands import (
     ConfigureQueues,
     MarkNodeLost,
@@ -56,7 +56,7 @@ CONSUMER_SETTINGS = ConsumerSettings(
 
 @dataclass
 class SchedulingApp:
-    config: SchedulingConfig
+    config: SchedulingSettings
     components: Components | None = None
     port: int = 0
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -211,7 +211,7 @@ class SchedulingApp:
             try:
                 async with EventPublisher(cfg.bootstrap, settings=RELAY_PRODUCER) as publisher:
                     relay = OutboxRelay(
-                        PostgresOutboxFeed(cfg.dsn, schema=cfg.schema),
+                        PostgresOutboxFeed(cfg.dsn, schema=cfg.store_schema),
                         KafkaOutboxSink(publisher),
                         poll_interval=0.5,
                     )
@@ -268,7 +268,7 @@ class SchedulingApp:
             raise RetriableError(f"{type(command).__name__}: {exc!r}") from exc
 
 
-async def serve(config: SchedulingConfig) -> None:
+async def serve(config: SchedulingSettings) -> None:
     from suanli.telemetry import setup
 
     telemetry = setup("scheduling", metrics_port=config.metrics_port)
