@@ -31,10 +31,10 @@ class Components:
 
 
 async def bootstrap(config: Any) -> Components:
-    """`config` is a `SchedulingConfig`. Unknown policy: refuse to start (ProfileError / KeyError)."""
+    """`config` is a `SchedulingSettings`. Unknown policy: refuse to start (ProfileError / KeyError)."""
     profile = policy_profile(config.policy)
-    store = await PostgresEventStore.connect(config.dsn, schema=config.schema)
-    leader = LeaderElection(config.dsn, config.schema, poll_s=config.standby_poll_s)
+    store = await PostgresEventStore.connect(config.dsn, schema=config.store_schema)
+    leader = LeaderElection(config.dsn, config.store_schema, poll_s=config.standby_poll_s)
     writer = PostgresWriter(store, leader, topic_prefix=config.topic_prefix)
     await writer.setup()
     projection = Projection()

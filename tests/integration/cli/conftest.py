@@ -3,7 +3,6 @@ with three nodes in its capacity view."""
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 from collections.abc import AsyncIterator
 
@@ -24,7 +23,7 @@ async def scheduler(
     prefix = f"t-cli-{secrets.token_hex(3)}"
     queues = tmp / "cli-queues.yaml"
     queues.write_text(QUEUES)
-    cfg = dataclasses.replace(config(pg_dsn, kafka_bootstrap, prefix, tmp), queues_path=queues)
+    cfg = config(pg_dsn, kafka_bootstrap, prefix, tmp).model_copy(update={"queues_path": queues})
     service = await started(cfg)
     channel, api = stub(service)
     try:

@@ -19,7 +19,7 @@ from suanli.bus import EventPublisher, topic_name
 from suanli.contracts import decode, new_envelope
 from suanli.infra.polling import until
 from suanli.scheduling.entrypoints.app import SchedulingApp
-from suanli.scheduling.entrypoints.config import SchedulingConfig
+from suanli.scheduling.entrypoints.settings import SchedulingSettings
 
 T = TypeVar("T")
 
@@ -34,14 +34,16 @@ queues:
 
 def config(
     pg_dsn: str, bootstrap: str, prefix: str, tmp: Path, schema: str | None = None, **overrides: Any
-) -> SchedulingConfig:
+) -> SchedulingSettings:
     queues = tmp / "queues.yaml"
     queues.write_text(QUEUES)
-    return SchedulingConfig(
+    # An explicit (empty) environment: the test's values only, whatever the process has set.
+    return SchedulingSettings.load(
+        {},
         dsn=pg_dsn,
         bootstrap=bootstrap,
         queues_path=queues,
-        schema=schema or f"sch_{secrets.token_hex(4)}",
+        store_schema=schema or f"sch_{secrets.token_hex(4)}",
         topic_prefix=prefix,
         listen="127.0.0.1:0",
         interval_s=0.2,
@@ -52,7 +54,7 @@ def config(
     )
 
 
-async def started(cfg: SchedulingConfig, leader: bool = True) -> SchedulingApp:
+async def started(cfg: SchedulingSettings, leader: bool = True) -> SchedulingApp:
     app = SchedulingApp(cfg)
     await app.start()
     if leader:

@@ -90,7 +90,7 @@ async def test_bad_requests_get_precise_statuses_and_restart_rebuilds_state(
         await app.stop()
 
     # restart on the same database: state rebuilt from the store, nothing placed twice
-    app = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.schema))
+    app = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.store_schema))
     channel, api = stub(app)
     try:
         after = {
@@ -121,7 +121,7 @@ async def test_standby_takes_over_when_the_leader_session_dies_and_reconciliatio
     cfg = config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path)
     first = await started(cfg)
     second = await started(
-        config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.schema), leader=False
+        config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.store_schema), leader=False
     )
     ch1, api1 = stub(first)
     ch2, api2 = stub(second)

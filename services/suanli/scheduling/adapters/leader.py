@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from suanli.infra.transient import is_transient
 from suanli.scheduling.service_layer.errors import NotLeader
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,14 @@ class LeaderElection:
                 while True:
                     await asyncio.sleep(self._ping_s)
                     await asyncio.wait_for(conn.fetchval("SELECT 1"), self._ping_s * 3)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:
+                # The session is gone (connection lost or refused, server shutting down, ping timed
+                # out): campaign again. This loop does no I/O but the database's, so any socket error
+                # is the server out of reach (a Unix-socket DSN raises FileNotFoundError while it
+                # restarts), which `is_transient` cannot claim for every caller. Anything else is a bug
+                # and propagates.
+                if not (is_transient(exc) or isinstance(exc, OSError)):
+                    raise
                 log.warning("leader election session failed: %r", exc)
                 await asyncio.sleep(backoff)
             finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypedDict
 
 from opentelemetry import metrics
 
@@ -16,12 +17,19 @@ from suanli.telemetry.names import (
 )
 
 
+class _Described(TypedDict):
+    unit: str
+    description: str
+
+
+def spec(name: str) -> _Described:
+    """An instrument's unit and description, as the telemetry catalogue gives them."""
+    return {"unit": METRICS_BY_NAME[name].unit, "description": METRICS_BY_NAME[name].description}
+
+
 class OtelMetrics:
     def __init__(self, meter: metrics.Meter | None = None) -> None:
         meter = meter or metrics.get_meter("suanli.scheduling")
-
-        def spec(name: str) -> dict[str, str]:
-            return {"unit": METRICS_BY_NAME[name].unit, "description": METRICS_BY_NAME[name].description}
 
         self._depth = meter.create_gauge(SCHEDULER_QUEUE_DEPTH, **spec(SCHEDULER_QUEUE_DEPTH))
         self._pending = meter.create_gauge(SCHEDULER_PENDING_JOBS, **spec(SCHEDULER_PENDING_JOBS))

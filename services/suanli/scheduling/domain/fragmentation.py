@@ -131,7 +131,8 @@ class FragmentationModel:
             s.cpu_free[:, None] >= self._need_cpu
         )
         usable = idle[:, None] - s.sum_below[:, self._threshold_of]
-        return idle * self.total_weight - np.einsum("ij,ij->i", weight * fits, usable)
+        measure: np.ndarray = idle * self.total_weight - np.einsum("ij,ij->i", weight * fits, usable)
+        return measure
 
     def node_fragmentation(self, snapshot: ClusterSnapshot, rows: np.ndarray | None = None) -> np.ndarray:
         """Fragmentation of the given nodes (all when `rows` is None) in `snapshot`."""

@@ -109,6 +109,7 @@ class ClusterSnapshot:
     node_stamp: IntArray
     stamps: StampAllocator
     _index: dict[str, int]
+    _model_masks: dict[tuple[str, ...], np.ndarray]
 
     # -- construction -------------------------------------------------------------------------------------
 

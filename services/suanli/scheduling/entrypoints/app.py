@@ -12,18 +12,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
-
 from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, RetriableError
 from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
 from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
+from suanli.infra.transient import is_transient
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.adapters.store import PostgresWriter
 from suanli.scheduling.bootstrap import Components, bootstrap
-from suanli.scheduling.entrypoints.config import SchedulingConfig
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
+from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.scheduling.service_layer.commands import (
     ConfigureQueues,
     MarkNodeLost,
@@ -56,7 +55,7 @@ CONSUMER_SETTINGS = ConsumerSettings(
 
 @dataclass
 class SchedulingApp:
-    config: SchedulingConfig
+    config: SchedulingSettings
     components: Components | None = None
     port: int = 0
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -169,7 +168,9 @@ class SchedulingApp:
                     await service.handle(RunCycle())
             except NotLeader:
                 return
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ConcurrencyConflict) as exc:
+            except Exception as exc:
+                if not (_out_of_reach(exc) or isinstance(exc, ConcurrencyConflict)):
+                    raise
                 log.warning("scheduling cycle failed, retrying: %r", exc)
                 await asyncio.sleep(self.config.interval_s)
 
@@ -202,7 +203,9 @@ class SchedulingApp:
                 async with c.service.lock:
                     await c.writer.catch_up(c.service.projection)
                 await c.writer.load_pending(c.service.projection)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:
+                if not _out_of_reach(exc):
+                    raise
                 log.warning("standby catch-up failed: %r", exc)
 
     async def _relay(self) -> None:
@@ -211,7 +214,7 @@ class SchedulingApp:
             try:
                 async with EventPublisher(cfg.bootstrap, settings=RELAY_PRODUCER) as publisher:
                     relay = OutboxRelay(
-                        PostgresOutboxFeed(cfg.dsn, schema=cfg.schema),
+                        PostgresOutboxFeed(cfg.dsn, schema=cfg.store_schema),
                         KafkaOutboxSink(publisher),
                         poll_interval=0.5,
                     )
@@ -264,11 +267,25 @@ class SchedulingApp:
             await self.c.service.handle(command)
         except NotLeader:
             return  # leadership moved; the new leader sees the same records
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ConcurrencyConflict) as exc:
+        except Exception as exc:
+            # A stream that moved on under the write (another writer appended first) is retried too:
+            # the retry decides again on the new version.
+            if not (_out_of_reach(exc) or isinstance(exc, ConcurrencyConflict)):
+                raise
             raise RetriableError(f"{type(command).__name__}: {exc!r}") from exc
 
 
-async def serve(config: SchedulingConfig) -> None:
+def _out_of_reach(exc: Exception) -> bool:
+    """The database failed transiently (the kernel's classification) or could not be reached at all.
+
+    The commands and catch-ups retried here do no I/O but the database's, so any socket error means
+    the server is out of reach; a Unix-socket DSN, for one, raises FileNotFoundError while the server
+    restarts, which `is_transient` cannot claim for every caller.
+    """
+    return is_transient(exc) or isinstance(exc, OSError)
+
+
+async def serve(config: SchedulingSettings) -> None:
     from suanli.telemetry import setup
 
     telemetry = setup("scheduling", metrics_port=config.metrics_port)

@@ -1,14 +1,14 @@
 """The Scheduler gRPC API (grpc.aio), with health checking and reflection.
 
 Reads are served from the projection by every instance; writes (SubmitJob, CancelJob) only by the leader:
-a standby answers UNAVAILABLE, so clients retry against the leader. Errors map to one status each:
-InvalidSpec -> INVALID_ARGUMENT (message names the field), unknown job/queue -> NOT_FOUND, a reused
-request_id with another spec -> ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION.
+a standby answers UNAVAILABLE, so clients retry against the leader. The service's errors are kernel
+request kinds, answered through the platform's one table (`suanli.rpc`): InvalidSpec -> INVALID_ARGUMENT
+(message names the field), unknown job/queue -> NOT_FOUND, a reused request_id with another spec ->
+ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION, a write to a standby -> UNAVAILABLE.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,33 +18,18 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.rpc import rpc_errors
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert
 from suanli.scheduling.entrypoints.validation import validate_submit
 from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
-from suanli.scheduling.service_layer.errors import (
-    Conflict,
-    InvalidSpec,
-    JobNotFound,
-    NotLeader,
-    Precondition,
-    QueueNotFound,
-    ServiceError,
-)
+from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
 from suanli.scheduling.service_layer.jobs import JobView, Phase
 from suanli.scheduling.service_layer.projection import Change
 from suanli.scheduling.service_layer.service import SchedulingService
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
-STATUS: dict[type[ServiceError], grpc.StatusCode] = {
-    InvalidSpec: grpc.StatusCode.INVALID_ARGUMENT,
-    JobNotFound: grpc.StatusCode.NOT_FOUND,
-    QueueNotFound: grpc.StatusCode.NOT_FOUND,
-    Conflict: grpc.StatusCode.ALREADY_EXISTS,
-    Precondition: grpc.StatusCode.FAILED_PRECONDITION,
-    NotLeader: grpc.StatusCode.UNAVAILABLE,
-}
 JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
 Explainer = Callable[[tuple[NodeAvailability, ...], TaskRequest], Any]
 
@@ -73,18 +58,18 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def SubmitJob(
         self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitJobResponse:
-        async with _status(context):
+        async with rpc_errors(context):
             job = await self.service.handle(SubmitJob(validate_submit(request)))
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
-        async with _status(context):
+        async with rpc_errors(context):
             return self._message(self._job(request.job_id))
 
     async def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListJobsResponse:
-        async with _status(context):
+        async with rpc_errors(context):
             if request.state not in JOB_STATE_NAMES and request.state != pb.JOB_STATE_UNSPECIFIED:
                 raise InvalidSpec("state", f"unknown state {request.state}")
             size = convert.page_size(request.page_size)
@@ -106,7 +91,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             return pb.ListJobsResponse(jobs=[self._message(j) for j in page], next_page_token=token)
 
     async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
-        async with _status(context):
+        async with rpc_errors(context):
             self._job(request.job_id)
             peer = context.peer() if hasattr(context, "peer") else ""
             job = await self.service.handle(CancelJob(request.job_id, request.reason, peer or ""))
@@ -115,10 +100,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def WatchJob(
         self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.JobEvent]:
-        try:
+        async with rpc_errors(context):
             job = self._job(request.job_id)
-        except ServiceError as exc:
-            await context.abort(STATUS[type(exc)], str(exc))
         queue = self.projection.watch(job.id)
         try:
             job = self.projection.jobs[job.id]
@@ -136,7 +119,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListNodesResponse:
-        async with _status(context):
+        async with rpc_errors(context):
             size = convert.page_size(request.page_size)
             filters = {"region": request.region}
             after = convert.decode_token(request.page_token, filters) or ""
@@ -167,7 +150,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         )
 
     async def GetQueue(self, request: pb.GetQueueRequest, context: grpc.aio.ServicerContext) -> pb.Queue:
-        async with _status(context):
+        async with rpc_errors(context):
             if not request.name:
                 raise InvalidSpec("name", "is required")
             spec = self.projection.queues.get(request.name)
@@ -178,7 +161,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def ExplainJob(
         self, request: pb.ExplainJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.Explanation:
-        async with _status(context):
+        async with rpc_errors(context):
             job = self._job(request.job_id)
             reason = self.projection.pending_reasons.get(job.id) if job.phase is Phase.PENDING else None
             out = pb.Explanation(job_id=job.id, state=convert.STATES[job.phase])
@@ -237,20 +220,12 @@ def _event(change: Change, message: str) -> pb.JobEvent:
     )
 
 
-@contextlib.asynccontextmanager
-async def _status(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-    try:
-        yield
-    except ServiceError as exc:
-        await context.abort(STATUS[type(exc)], str(exc))
-
-
 async def start_server(
     servicer: SchedulerServicer, listen: str
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
     """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port."""
     server = grpc.aio.server()
-    pb_grpc.add_SchedulerServicer_to_server(servicer, server)
+    pb_grpc.add_SchedulerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]  # generated
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in ("", SERVICE_NAME):

@@ -18,7 +18,8 @@ MAX_NODE_GPU_MILLI = 8_000
 
 
 def free_gpu_total(snapshot: ClusterSnapshot, rows: np.ndarray) -> np.ndarray:
-    return snapshot.gpu_free[rows].sum(axis=1, dtype=np.int64)
+    total: np.ndarray = snapshot.gpu_free[rows].sum(axis=1, dtype=np.int64)
+    return total
 
 
 def sigmoid_score(delta: np.ndarray) -> np.ndarray:

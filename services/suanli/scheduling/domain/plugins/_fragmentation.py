@@ -107,7 +107,8 @@ class PlacementDeltas:
         """[devices] delta of putting a shared-GPU task on each device of `node`; -inf where it does not fit.
         For other tasks a single option (index 0) stands for the whole-node placement."""
         stats, frag = self.tracker.refresh(snapshot)
-        return self._grid(snapshot, stats, frag, request, np.array([node]))[0]
+        options: np.ndarray = self._grid(snapshot, stats, frag, request, np.array([node]))[0]
+        return options
 
     def _grid(
         self,
@@ -124,7 +125,8 @@ class PlacementDeltas:
             groups = _identical_rows(snapshot, rows)
             if groups is not None and groups[0].size <= rows.size // 2:
                 first, inverse = groups
-                return self._grid(snapshot, stats, frag, request, rows[first])[inverse]
+                fanned: np.ndarray = self._grid(snapshot, stats, frag, request, rows[first])[inverse]
+                return fanned
         model = self.model
         base = _take(stats, rows)
         cpu_after = base.cpu_free - request.cpu_milli
@@ -158,7 +160,7 @@ class PlacementDeltas:
             np.repeat(cpu_after, n_dev),
             np.repeat(base.model_code, n_dev),
         )
-        after = model.fragmentation(flat, snapshot.models).reshape(n_rows, n_dev)
-        delta = frag[rows][:, None] - after
+        frag_after = model.fragmentation(flat, snapshot.models).reshape(n_rows, n_dev)
+        delta = frag[rows][:, None] - frag_after
         ok = (left >= 0) & cpu_ok[:, None]
         return np.where(ok, delta, NOT_FEASIBLE)

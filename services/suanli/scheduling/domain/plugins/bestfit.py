@@ -22,7 +22,8 @@ def normalise(scores: np.ndarray) -> np.ndarray:
     lo, hi = scores.min(), scores.max()
     if hi == lo:
         return scores
-    return (scores - lo) * MAX_SCORE // (hi - lo)
+    scaled: np.ndarray = (scores - lo) * MAX_SCORE // (hi - lo)
+    return scaled
 
 
 class BestFitScore:

@@ -31,7 +31,8 @@ class ClusteringScore:
         quarter = MAX_SCORE // 4
         tier = np.select([same & (kinds == 1), same, kinds == 0], [3 * quarter, 2 * quarter, quarter], 0)
         fullness = quarter * (MAX_NODE_GPU_MILLI - free_gpu_total(snapshot, rows)) // MAX_NODE_GPU_MILLI
-        return (tier + fullness).astype(np.float64)
+        scores: np.ndarray = (tier + fullness).astype(np.float64)
+        return scores
 
 
 SPECS = [

@@ -30,7 +30,8 @@ class DotProdScore:
         dot = (snapshot.cpu_free[rows] / self._cpu_scale) * (request.cpu_milli / self._cpu_scale) + (
             free_gpu_total(snapshot, rows) / self._gpu_scale
         ) * (request.total_gpu_milli / self._gpu_scale)
-        return np.floor(MAX_SCORE * (1.0 - dot / 2.0))
+        scores: np.ndarray = np.floor(MAX_SCORE * (1.0 - dot / 2.0))
+        return scores
 
 
 SPECS = [

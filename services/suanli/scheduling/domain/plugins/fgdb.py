@@ -73,7 +73,8 @@ class StrandingModel(FragmentationModel):
         if self.lam <= 0:
             return base
         usable = s.cpu_free / self.cpu_per_gpu_milli(models)[s.model_code + 1]
-        return base + self.lam * np.maximum(0.0, s.idle - usable)
+        measure: np.ndarray = base + self.lam * np.maximum(0.0, s.idle - usable)
+        return measure
 
 
 class ModelPressure:
@@ -120,7 +121,8 @@ class ModelPressure:
         weight = np.divide(self._share, reachable, out=np.zeros_like(self._share), where=reachable > 0)
         wanted = (weight @ mask) * free
         supply = free / total_free
-        return np.divide(wanted, supply, out=np.zeros_like(wanted), where=supply > 0)
+        pressure: np.ndarray = np.divide(wanted, supply, out=np.zeros_like(wanted), where=supply > 0)
+        return pressure
 
 
 class _Shared:
@@ -138,7 +140,8 @@ class _Shared:
         if self.mu <= 0 or request.gpu_count == 0:
             return 0.0
         pressure = self.pressure.per_model(snapshot)
-        return self.mu * pressure[snapshot.model_code[rows]] * request.total_gpu_milli
+        bonus: np.ndarray = self.mu * pressure[snapshot.model_code[rows]] * request.total_gpu_milli
+        return bonus
 
 
 class FgdbScore:

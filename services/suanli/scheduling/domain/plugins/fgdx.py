@@ -47,7 +47,8 @@ class FgdxScore:
         leftover = (free_gpu_total(snapshot, rows) - request.total_gpu_milli) / MAX_NODE_GPU_MILLI + (
             snapshot.cpu_free[rows] - request.cpu_milli
         ) / MAX_NODE_CPU_MILLI
-        return primary - self._tie_weight * leftover
+        scores: np.ndarray = primary - self._tie_weight * leftover
+        return scores
 
 
 def _factory(args: Mapping[str, Any], ctx: PluginContext) -> FgdxScore:

@@ -38,7 +38,8 @@ class PackingScore:
             partly_score = np.zeros(rows.size, dtype=np.int64)
         new_devices_score = np.maximum(MAX_SCORE // 2 - fully_free_used, MAX_SCORE // 3)
         score = np.where(fully_free_used > 0, new_devices_score, partly_score)
-        return np.where(idle_node, idle_score, score).astype(np.float64)
+        scores: np.ndarray = np.where(idle_node, idle_score, score).astype(np.float64)
+        return scores
 
 
 SPECS = [

@@ -24,7 +24,8 @@ class SpreadScore:
         gpu = np.where(
             has_gpu, (free_gpu_total(snapshot, rows) - request.total_gpu_milli) / np.maximum(gpu_cap, 1), 0.0
         )
-        return MAX_SCORE * (cpu + mem + gpu) / (2 + has_gpu)
+        scores: np.ndarray = MAX_SCORE * (cpu + mem + gpu) / (2 + has_gpu)
+        return scores
 
 
 SPECS = [PluginSpec(SpreadScore.name, ExtensionPoint.SCORE, plain(SpreadScore), help="least allocated")]

@@ -1,0 +1,96 @@
+"""Settings of `suanli serve scheduling`: each default and description written once, here.
+
+The command line (`entrypoints/cli.py`) takes its options' help from these descriptions and passes
+only the flags it was given; the environment (``SUANLI_SCHEDULING_<FIELD>``, or the platform-wide
+variable of a shared field) fills in the rest. docs/scheduler-service.md lists every field (a test
+keeps the table in step).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import Field, FilePath
+
+from suanli.settings import (
+    KAFKA_BOOTSTRAP_ENV,
+    METRICS_PORT_ENV,
+    PG_DSN_ENV,
+    TOPIC_PREFIX_ENV,
+    ServiceSettings,
+    SettingsConfigDict,
+    shared,
+)
+
+
+def _instance_name() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+class SchedulingSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="SUANLI_SCHEDULING_")
+
+    dsn: str = shared(PG_DSN_ENV, description="PostgreSQL DSN of the event store.")
+    bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="Kafka bootstrap servers HOST:PORT[,...].")
+    queues_path: FilePath | None = Field(
+        None,
+        description="Queue configuration YAML (example: deploy/scheduler/queues.yaml), applied by the "
+        "leader when it is elected; none keeps what the store holds.",
+    )
+    # Not `schema`: that name would shadow pydantic's BaseModel.schema.
+    store_schema: str = Field("scheduling", description="Event store schema in PostgreSQL.")
+    topic_prefix: str | None = shared(
+        TOPIC_PREFIX_ENV, None, description="Prefix of every topic name (none: the catalogue's names)."
+    )
+    listen: str = Field("127.0.0.1:50051", description="gRPC listen address HOST:PORT (port 0 picks one).")
+    policy: str = Field(
+        "fgdb",
+        description="Placement policy (fgdb, fgd, bestfit, packing, spread, ...); an unknown one refuses "
+        "to start.",
+    )
+    seed: int = Field(0, description="Seed of the placement framework's random choices (with the cycle).")
+    interval_s: float = Field(
+        0.5, gt=0, description="Seconds between scheduling cycles (events also trigger one)."
+    )
+    reconcile_grace_s: float = Field(
+        15.0, ge=0, description="Seconds before a node report that disagrees with the store is acted on."
+    )
+    disruption_threshold: float = Field(
+        0.75,
+        ge=0.01,
+        le=1.0,
+        description="Hold evictions while this fraction of the fleet is Lost at once (a broker or "
+        "network outage).",
+    )
+    standby_poll_s: float = Field(
+        0.5, gt=0, description="Seconds between a standby's lock attempts and store catch-ups."
+    )
+    topic_check_s: float = Field(
+        5.0, gt=0, description="Seconds between checks that the topics exist (a broker that lost them)."
+    )
+    overcommit_ratio: float = Field(1.0, ge=1.0, description="Best-effort overcommit ratio of shared GPUs.")
+    metrics_port: int | None = shared(
+        METRICS_PORT_ENV, None, ge=0, description="Port of /metrics (0 picks one; none: no endpoint)."
+    )
+    instance: str = Field(
+        default_factory=_instance_name,
+        description="Name of this instance in its view consumer group and event producer.",
+    )
+
+    @classmethod
+    def describe(cls, field: str) -> str:
+        """A field's description followed by where it comes from: ``(env X; default: Y)``."""
+        info = cls.model_fields[field]
+        return f"{info.description} (env {cls.env_name(field)}; {cls.default_text(field)})"
+
+    @classmethod
+    def default_text(cls, field: str) -> str:
+        """The default as a person reads it: ``default: 0.5``, ``required``, ``default: none``."""
+        info = cls.model_fields[field]
+        if info.is_required():
+            return "required"
+        if info.default_factory is not None:
+            return "default: random"
+        default: Any = info.default
+        return "default: none" if default is None else f"default: {default}"
