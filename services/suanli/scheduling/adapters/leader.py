@@ -75,11 +75,8 @@ class LeaderElection:
                     await asyncio.wait_for(conn.fetchval("SELECT 1"), self._ping_s * 3)
             except Exception as exc:
                 # The session is gone (connection lost or refused, server shutting down, ping timed
-                # out): campaign again. This loop does no I/O but the database's, so any socket error
-                # is the server out of reach (a Unix-socket DSN raises FileNotFoundError while it
-                # restarts), which `is_transient` cannot claim for every caller. Anything else is a bug
-                # and propagates.
-                if not (is_transient(exc) or isinstance(exc, OSError)):
+                # out): campaign again. Anything else is a bug and propagates.
+                if not is_transient(exc):
                     raise
                 log.warning("leader election session failed: %r", exc)
                 await asyncio.sleep(backoff)

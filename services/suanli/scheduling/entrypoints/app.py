@@ -169,7 +169,7 @@ class SchedulingApp:
             except NotLeader:
                 return
             except Exception as exc:
-                if not (_out_of_reach(exc) or isinstance(exc, ConcurrencyConflict)):
+                if not (is_transient(exc) or isinstance(exc, ConcurrencyConflict)):
                     raise
                 log.warning("scheduling cycle failed, retrying: %r", exc)
                 await asyncio.sleep(self.config.interval_s)
@@ -204,7 +204,7 @@ class SchedulingApp:
                     await c.writer.catch_up(c.service.projection)
                 await c.writer.load_pending(c.service.projection)
             except Exception as exc:
-                if not _out_of_reach(exc):
+                if not is_transient(exc):
                     raise
                 log.warning("standby catch-up failed: %r", exc)
 
@@ -270,19 +270,9 @@ class SchedulingApp:
         except Exception as exc:
             # A stream that moved on under the write (another writer appended first) is retried too:
             # the retry decides again on the new version.
-            if not (_out_of_reach(exc) or isinstance(exc, ConcurrencyConflict)):
+            if not (is_transient(exc) or isinstance(exc, ConcurrencyConflict)):
                 raise
             raise RetriableError(f"{type(command).__name__}: {exc!r}") from exc
-
-
-def _out_of_reach(exc: Exception) -> bool:
-    """The database failed transiently (the kernel's classification) or could not be reached at all.
-
-    The commands and catch-ups retried here do no I/O but the database's, so any socket error means
-    the server is out of reach; a Unix-socket DSN, for one, raises FileNotFoundError while the server
-    restarts, which `is_transient` cannot claim for every caller.
-    """
-    return is_transient(exc) or isinstance(exc, OSError)
 
 
 async def serve(config: SchedulingSettings) -> None:
