@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from suanli import contracts
+from suanli.clock import IdFactory, ManualClock
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.host import HostCollector
 from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
@@ -63,13 +64,12 @@ class RecordingSink:
         return [r for n, r in self.events if n == name]
 
 
-def fixed_clock() -> dt.datetime:
-    return T0
+fixed_clock = ManualClock(T0)
 
 
-def counter_ids() -> Callable[[], str]:
+def counter_ids() -> IdFactory:
     counter = itertools.count()
-    return lambda: str(uuid.UUID(int=next(counter)))
+    return lambda: uuid.UUID(int=next(counter))
 
 
 async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -107,7 +107,9 @@ def order(
 
 def fleet_host(sink: RecordingSink) -> AgentHost:
     fleet = parse_fleet(FLEET, default_catalogue())
-    return build_fleet_host(fleet, sink, interval_s=1.0, clock=fixed_clock, ids=counter_ids())
+    return build_fleet_host(
+        fleet, sink, interval_s=1.0, default_duration_s=300.0, clock=fixed_clock, ids=counter_ids()
+    )
 
 
 async def test_fleet_registers_and_reports_every_node() -> None:
@@ -446,7 +448,9 @@ class FlakySink(RecordingSink):
 async def test_a_task_end_is_retried_until_published() -> None:
     sink = FlakySink(failures=0)
     fleet = parse_fleet(FLEET, default_catalogue())
-    host = build_fleet_host(fleet, sink, interval_s=1.0, clock=fixed_clock, ids=counter_ids())
+    host = build_fleet_host(
+        fleet, sink, interval_s=1.0, default_duration_s=300.0, clock=fixed_clock, ids=counter_ids()
+    )
     for agent in host.agents.values():
         agent.settings = AgentSettings(1.0, 0.0, publish_retry_s=0.01)
     await host.register_all()

@@ -9,8 +9,8 @@ from typing import Any
 from suanli import contracts
 from suanli.bus import ConsumedEvent, ConsumerSettings, EventConsumer, EventPublisher, topic_name, topics
 from suanli.bus.admin import ensure_topics
+from suanli.clock import Clock
 from suanli.sensing.service_layer.host import AgentHost
-from suanli.sensing.service_layer.ports import Clock
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class OrderHandler:
     def _stale(self, occurred_at: Any) -> bool:
         if self._max_age_s is None or not isinstance(occurred_at, dt.datetime):
             return False
-        return (self._clock() - occurred_at).total_seconds() > self._max_age_s
+        return (self._clock.now() - occurred_at).total_seconds() > self._max_age_s
 
 
 def order_consumer(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
 from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
-from suanli.sensing.bootstrap import system_clock
+from suanli.sensing.bootstrap import SYSTEM_CLOCK
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
@@ -23,13 +23,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RunSettings:
+    """How `serve` runs a host (the operator's settings come from entrypoints.settings)."""
+
     bootstrap: str
     group_id: str
-    prefix: str | None = None
-    interval_s: float = 5.0
+    prefix: str | None
+    interval_s: float
+    probe_interval_s: float
     # Nodes of a fleet report spread over the interval; reports due closer together than this go together.
     min_report_gap_s: float = DEFAULT_MIN_GAP_S
-    probe_interval_s: float = 30.0
     # Orders older than this when first read are skipped (a new consumer group starts at the earliest).
     max_order_age_s: float | None = 600.0
     stop_tasks_on_exit: bool = True
@@ -52,7 +54,7 @@ async def serve(
     await publisher.start()
     try:
         host = build(BusSink(publisher, prefix=settings.prefix))
-        handler = OrderHandler(host, clock=system_clock, max_age_s=settings.max_order_age_s)
+        handler = OrderHandler(host, clock=SYSTEM_CLOCK, max_age_s=settings.max_order_age_s)
         intake = OrderIntake(settings, handler)
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:
@@ -113,6 +115,7 @@ class OrderIntake:
                 await consumer.stop()
 
 
+# Seconds on a clock that never jumps (the event loop's): it paces reports; event times use the Clock.
 Monotonic = Callable[[], float]
 Pause = Callable[[asyncio.Event, float], Awaitable[None]]
 
@@ -127,7 +130,7 @@ async def report_loop(
     settings: RunSettings,
     stop: asyncio.Event,
     *,
-    now: Monotonic | None = None,
+    monotonic: Monotonic | None = None,
     pause: Pause = pause_unless_stopped,
 ) -> None:
     """Report each node once per interval on its own phase (`ReportSchedule`), probe links, until stopped.
@@ -136,7 +139,7 @@ async def report_loop(
     that fails (the broker is away) is retried at its next turn, one interval later, while the other
     slices keep their turns: every node is tried once per interval, as when the fleet reported at once.
     """
-    now = now or asyncio.get_running_loop().time
+    now = monotonic or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
     registered = False
     next_probe = deadline = now()
