@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
 from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
 from suanli.resources import DeviceCatalogue, default_catalogue
+from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
 from suanli.sensing.adapters.host import HostCollector, NodeCollector
 from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
 from suanli.sensing.adapters.probes import Peer, TcpLinkProber
@@ -137,3 +139,42 @@ def build_fleet_host(
         )
     prober = SimulatedLinkProber(fleet, rng)
     return AgentHost(agents, sink, clock=clock, ids=ids, prober=prober, producer=f"sensing/{fleet.name}")
+
+
+class AgentBus:
+    """The agent's side of the bus, wired: its topics, one publisher for every event, and consumers of
+    ``placements`` that hand orders to a host."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str | None,
+        *,
+        client_id: str,
+        consumer: ConsumerSettings | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._prefix = prefix
+        self._consumer = consumer
+        self._clock = clock
+        # A short linger lets a fleet's concurrent reports leave in a few batches.
+        self._publisher = EventPublisher(
+            bootstrap, settings=ProducerSettings(client_id=client_id, linger_ms=20)
+        )
+
+    async def start(self) -> EventSink:
+        """Create the topics the agent uses (if missing), start the publisher; the sink publishes on it."""
+        await ensure_agent_topics(self._bootstrap, self._prefix)
+        await self._publisher.start()
+        return BusSink(self._publisher, prefix=self._prefix)
+
+    def order_consumer(self, host: AgentHost, group_id: str, max_order_age_s: float | None) -> EventConsumer:
+        """A new, unstarted consumer of ``placements`` for ``host``; orders older than the age are skipped."""
+        handler = OrderHandler(host, clock=self._clock, max_age_s=max_order_age_s)
+        return order_consumer(
+            self._bootstrap, group_id, handler, prefix=self._prefix, settings=self._consumer
+        )
+
+    async def stop(self) -> None:
+        await self._publisher.stop()

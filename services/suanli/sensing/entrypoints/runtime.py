@@ -11,9 +11,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
-from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
-from suanli.sensing.bootstrap import SYSTEM_CLOCK
+from suanli.bus import ConsumerSettings, EventConsumer
+from suanli.sensing.bootstrap import AgentBus
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
@@ -47,15 +46,15 @@ async def serve(
     Reporting starts at once; the consumer joins its group alongside (a join takes seconds) and reads
     from its committed offset, so no order placed meanwhile is missed.
     """
-    await ensure_agent_topics(settings.bootstrap, settings.prefix)
-    publisher = EventPublisher(
-        settings.bootstrap, settings=ProducerSettings(client_id=settings.client_id, linger_ms=20)
+    bus = AgentBus(
+        settings.bootstrap, settings.prefix, client_id=settings.client_id, consumer=settings.consumer
     )
-    await publisher.start()
+    sink = await bus.start()
     try:
-        host = build(BusSink(publisher, prefix=settings.prefix))
-        handler = OrderHandler(host, clock=SYSTEM_CLOCK, max_age_s=settings.max_order_age_s)
-        intake = OrderIntake(settings, handler)
+        host = build(sink)
+        intake = OrderIntake(
+            lambda: bus.order_consumer(host, settings.group_id, settings.max_order_age_s), settings.interval_s
+        )
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:
             await report_loop(host, settings, stop)
@@ -65,24 +64,21 @@ async def serve(
         await host.shutdown(stop_tasks=settings.stop_tasks_on_exit)
         return host
     finally:
-        await publisher.stop()
+        await bus.stop()
 
 
 class OrderIntake:
     """Keeps one consumer of ``placements`` running; a consumer that fails is replaced after a pause."""
 
-    def __init__(self, settings: RunSettings, handler: OrderHandler) -> None:
-        self._settings = settings
-        self._handler = handler
+    def __init__(self, new_consumer: Callable[[], EventConsumer], pause_s: float) -> None:
+        self._new_consumer = new_consumer
+        self._pause_s = pause_s
         self._consumer: EventConsumer | None = None
         self._running = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
-        s = self._settings
         while not stop.is_set():
-            consumer = order_consumer(
-                s.bootstrap, s.group_id, self._handler, prefix=s.prefix, settings=s.consumer
-            )
+            consumer = self._new_consumer()
             self._consumer = consumer
             try:
                 await consumer.start()
@@ -95,7 +91,7 @@ class OrderIntake:
                 with contextlib.suppress(Exception):
                     await consumer.stop()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), s.interval_s)
+                await asyncio.wait_for(stop.wait(), self._pause_s)
 
     async def stop(self, task: asyncio.Task[None], join_timeout_s: float = 15.0) -> None:
         # A consumer cancelled in the middle of its group join leaves its client open; let the join end.
