@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
+from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler, ProducerSettings
 from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
 from suanli.resources import DeviceCatalogue, default_catalogue
-from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
+from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics, order_consumer
 from suanli.sensing.adapters.host import HostCollector, NodeCollector
 from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
 from suanli.sensing.adapters.probes import Peer, TcpLinkProber
@@ -142,8 +142,8 @@ def build_fleet_host(
 
 
 class AgentBus:
-    """The agent's side of the bus, wired: its topics, one publisher for every event, and consumers of
-    ``placements`` that hand orders to a host."""
+    """The agent's side of the bus, wired: its topics, one publisher for every event, consumers of
+    ``placements``."""
 
     def __init__(
         self,
@@ -152,12 +152,10 @@ class AgentBus:
         *,
         client_id: str,
         consumer: ConsumerSettings | None = None,
-        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._bootstrap = bootstrap
         self._prefix = prefix
         self._consumer = consumer
-        self._clock = clock
         # A short linger lets a fleet's concurrent reports leave in a few batches.
         self._publisher = EventPublisher(
             bootstrap, settings=ProducerSettings(client_id=client_id, linger_ms=20)
@@ -169,9 +167,8 @@ class AgentBus:
         await self._publisher.start()
         return BusSink(self._publisher, prefix=self._prefix)
 
-    def order_consumer(self, host: AgentHost, group_id: str, max_order_age_s: float | None) -> EventConsumer:
-        """A new, unstarted consumer of ``placements`` for ``host``; orders older than the age are skipped."""
-        handler = OrderHandler(host, clock=self._clock, max_age_s=max_order_age_s)
+    def order_consumer(self, group_id: str, handler: Handler) -> EventConsumer:
+        """A new, unstarted consumer of ``placements`` in ``group_id``."""
         return order_consumer(
             self._bootstrap, group_id, handler, prefix=self._prefix, settings=self._consumer
         )

@@ -11,8 +11,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from suanli.bus import ConsumerSettings, EventConsumer
-from suanli.sensing.bootstrap import AgentBus
+from suanli.bus import ConsumerSettings
+from suanli.clock import Clock
+from suanli.sensing.bootstrap import SYSTEM_CLOCK, AgentBus
+from suanli.sensing.entrypoints.orders import OrderHandler, OrderIntake
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
@@ -39,7 +41,11 @@ class RunSettings:
 
 
 async def serve(
-    settings: RunSettings, build: Callable[[EventSink], AgentHost], stop: asyncio.Event
+    settings: RunSettings,
+    build: Callable[[EventSink], AgentHost],
+    stop: asyncio.Event,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AgentHost:
     """Start the publisher, build the host on it, consume orders and report until ``stop`` is set.
 
@@ -52,9 +58,8 @@ async def serve(
     sink = await bus.start()
     try:
         host = build(sink)
-        intake = OrderIntake(
-            lambda: bus.order_consumer(host, settings.group_id, settings.max_order_age_s), settings.interval_s
-        )
+        handler = OrderHandler(host, clock=clock, max_age_s=settings.max_order_age_s)
+        intake = OrderIntake(lambda: bus.order_consumer(settings.group_id, handler), settings.interval_s)
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:
             await report_loop(host, settings, stop)
@@ -65,50 +70,6 @@ async def serve(
         return host
     finally:
         await bus.stop()
-
-
-class OrderIntake:
-    """Keeps one consumer of ``placements`` running; a consumer that fails is replaced after a pause."""
-
-    def __init__(self, new_consumer: Callable[[], EventConsumer], pause_s: float) -> None:
-        self._new_consumer = new_consumer
-        self._pause_s = pause_s
-        self._consumer: EventConsumer | None = None
-        self._running = asyncio.Event()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            consumer = self._new_consumer()
-            self._consumer = consumer
-            try:
-                await consumer.start()
-                self._running.set()
-                await consumer.run()
-            except Exception:
-                log.exception("order consumer failed; starting a new one")
-            finally:
-                self._running.clear()
-                with contextlib.suppress(Exception):
-                    await consumer.stop()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._pause_s)
-
-    async def stop(self, task: asyncio.Task[None], join_timeout_s: float = 15.0) -> None:
-        # A consumer cancelled in the middle of its group join leaves its client open; let the join end.
-        if not task.done() and not self._running.is_set():
-            joined = asyncio.create_task(self._running.wait())
-            await asyncio.wait({task, joined}, timeout=join_timeout_s, return_when=asyncio.FIRST_COMPLETED)
-            joined.cancel()
-        consumer = self._consumer
-        if consumer is not None and self._running.is_set():
-            consumer.request_stop()  # let the order in hand finish and its offset be committed
-        else:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        if consumer is not None:
-            with contextlib.suppress(Exception):
-                await consumer.stop()
 
 
 # Seconds on a clock that never jumps (the event loop's): it paces reports; event times use the Clock.
