@@ -17,7 +17,7 @@ from suanli.sensing.adapters.simulated import SimulatedCollector
 from suanli.sensing.domain.fleet import GROUP_LABEL, FleetError, parse_fleet
 from suanli.sensing.domain.links import LinkModel, LinkProfile, SiteRef, summarise
 from suanli.sensing.domain.placement import DeviceShare, Placement
-from suanli.sensing.domain.simulation import SimulatedNodeModel
+from suanli.sensing.domain.simulation import SimulatedNodeModel, busy_factor, device_uuid
 from suanli.sensing.domain.tasks import TaskTable
 
 FLEETS = data_path("deploy/fleets")
@@ -181,3 +181,14 @@ def test_summarise_counts_lost_probes_and_jitter() -> None:
     assert s.loss_ratio == 0.25 and s.samples == 4
     lost = summarise(SiteRef("r", "a"), SiteRef("r", "b"), [None, None])
     assert lost.loss_ratio == 1.0 and lost.rtt_ms == 0.0
+
+
+def test_seeded_randomness_is_the_same_on_every_machine() -> None:
+    """Fleet noise and device ids are fixed by the fleet's seed and the key alone (string seeds and UUIDv5
+    are defined independently of the platform), so a replay anywhere reports the same values."""
+    rng = SeededRandom(7)
+    assert device_uuid(rng, "bj1-h100-001", 3) == "GPU-1af422c5-833f-5f0b-aaa7-205b1350a78b"
+    assert device_uuid(SeededRandom(8), "bj1-h100-001", 3) == device_uuid(rng, "bj1-h100-001", 3)
+    assert busy_factor(rng, "t1") == pytest.approx(0.6084331021160557, abs=1e-15)
+    assert busy_factor(SeededRandom(8), "t1") != busy_factor(rng, "t1")
+    assert rng.draws("a|b|1").gauss(40.0, 3.0) == rng.draws("a|b|1").gauss(40.0, 3.0)
