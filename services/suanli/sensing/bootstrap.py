@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler, ProducerSettings
+from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
 from suanli.resources import DeviceCatalogue, default_catalogue
+from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics, order_consumer
 from suanli.sensing.adapters.host import HostCollector, NodeCollector
 from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
 from suanli.sensing.adapters.probes import Peer, TcpLinkProber
 from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
+from suanli.sensing.adapters.randomness import SeededRandom
 from suanli.sensing.adapters.simulated import (
     SimulatedCollector,
     SimulatedLauncher,
@@ -27,7 +29,7 @@ from suanli.sensing.domain.simulation import SimulatedNodeModel
 from suanli.sensing.domain.tasks import TaskTable
 from suanli.sensing.service_layer.agent import AgentSettings, NodeAgent
 from suanli.sensing.service_layer.host import AgentHost
-from suanli.sensing.service_layer.ports import Clock, EventSink, IdFactory
+from suanli.sensing.service_layer.ports import EventSink
 
 # Labels every agent publishes, so operators and the scheduler can tell how a node is observed.
 MODE_LABEL = "suanli.io/agent-mode"
@@ -36,19 +38,17 @@ GPU_UNAVAILABLE_LABEL = "suanli.io/gpu-unavailable"
 DRIVER_LABEL = "suanli.io/nvidia-driver"
 
 
-def system_clock() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def new_id() -> str:
-    return str(uuid.uuid4())
+# Stateless: one instance serves every agent of the process.
+SYSTEM_CLOCK = SystemClock()
 
 
 @dataclass(frozen=True, slots=True)
 class RealAgentConfig:
+    """What the command line decided for this machine's agent (defaults: entrypoints.settings)."""
+
     identity: NodeIdentity
-    interval_s: float = 5.0
-    stop_grace_s: float = 10.0
+    interval_s: float
+    stop_grace_s: float
     peers: Sequence[Peer] = ()
     probes_per_round: int = 5
     log_dir: Path | None = None
@@ -70,8 +70,8 @@ def build_real_agent(
     sink: EventSink,
     *,
     nvml: Any | None = None,
-    clock: Clock = system_clock,
-    ids: IdFactory = new_id,
+    clock: Clock = SYSTEM_CLOCK,
+    ids: IdFactory = uuid4_factory,
 ) -> RealAgent:
     """One agent for this machine: NVML when it works, host-only (and labelled so) when it does not."""
     gpu = NvmlCollector.open(nvml)
@@ -109,18 +109,19 @@ def build_fleet_host(
     fleet: FleetSpec,
     sink: EventSink,
     *,
+    interval_s: float,
+    default_duration_s: float,
     catalogue: DeviceCatalogue | None = None,
-    interval_s: float = 5.0,
-    default_duration_s: float = 300.0,
-    clock: Clock = system_clock,
-    ids: IdFactory = new_id,
+    clock: Clock = SYSTEM_CLOCK,
+    ids: IdFactory = uuid4_factory,
 ) -> AgentHost:
-    """One simulated agent per node of ``fleet``, all in one host."""
+    """One simulated agent per node of ``fleet``, all in one host, all drawing on the fleet's seed."""
     catalogue = catalogue or default_catalogue()
     launcher = SimulatedLauncher(default_duration_s)
+    rng = SeededRandom(fleet.seed)
     agents = []
     for spec in fleet.nodes:
-        model = SimulatedNodeModel(spec, catalogue, fleet.seed)
+        model = SimulatedNodeModel(spec, catalogue, rng)
         table = TaskTable()
         labels = {MODE_LABEL: "simulated", GPU_COLLECTOR_LABEL: "simulated"}
         agents.append(
@@ -136,5 +137,41 @@ def build_fleet_host(
                 table=table,
             )
         )
-    prober = SimulatedLinkProber(fleet)
+    prober = SimulatedLinkProber(fleet, rng)
     return AgentHost(agents, sink, clock=clock, ids=ids, prober=prober, producer=f"sensing/{fleet.name}")
+
+
+class AgentBus:
+    """The agent's side of the bus, wired: its topics, one publisher for every event, consumers of
+    ``placements``."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str | None,
+        *,
+        client_id: str,
+        consumer: ConsumerSettings | None = None,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._prefix = prefix
+        self._consumer = consumer
+        # A short linger lets a fleet's concurrent reports leave in a few batches.
+        self._publisher = EventPublisher(
+            bootstrap, settings=ProducerSettings(client_id=client_id, linger_ms=20)
+        )
+
+    async def start(self) -> EventSink:
+        """Create the topics the agent uses (if missing), start the publisher; the sink publishes on it."""
+        await ensure_agent_topics(self._bootstrap, self._prefix)
+        await self._publisher.start()
+        return BusSink(self._publisher, prefix=self._prefix)
+
+    def order_consumer(self, group_id: str, handler: Handler) -> EventConsumer:
+        """A new, unstarted consumer of ``placements`` in ``group_id``."""
+        return order_consumer(
+            self._bootstrap, group_id, handler, prefix=self._prefix, settings=self._consumer
+        )
+
+    async def stop(self) -> None:
+        await self._publisher.stop()

@@ -23,6 +23,7 @@ from suanli.sensing.adapters.bus import ensure_agent_topics
 from suanli.sensing.adapters.nvml import NvmlUnavailable
 from suanli.sensing.bootstrap import (
     GPU_UNAVAILABLE_LABEL,
+    RealAgent,
     RealAgentConfig,
     build_fleet_host,
     build_real_agent,
@@ -156,7 +157,9 @@ async def test_simulated_fleet_registers_reports_and_runs_placements(
     ]
     async with (
         tail(kafka_bootstrap, *topics) as seen,
-        running(settings, lambda sink: build_fleet_host(fleet, sink, interval_s=0.5)),
+        running(
+            settings, lambda sink: build_fleet_host(fleet, sink, interval_s=0.5, default_duration_s=300.0)
+        ),
     ):
         await seen.until(lambda: len(seen.named("NodeRegistered")) == 6, "NodeRegistered per node")
         registered = {r["node_id"]: r for r in seen.named("NodeRegistered")}
@@ -209,15 +212,20 @@ async def test_real_agent_runs_a_placed_process_and_dead_letters_garbage(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     await ensure_agent_topics(kafka_bootstrap, topic_prefix)
-    config = RealAgentConfig(NodeIdentity("real-it", "r", "z", "s"), interval_s=0.5)
-    real: list[Any] = []
+    config = RealAgentConfig(NodeIdentity("real-it", "r", "z", "s"), interval_s=0.5, stop_grace_s=10.0)
+    real: list[RealAgent] = []
 
     def build(sink: EventSink) -> AgentHost:
         real.append(build_real_agent(config, sink))
         return real[0].host
 
     settings = RunSettings(
-        kafka_bootstrap, f"{topic_prefix}-real", topic_prefix, interval_s=0.5, consumer=FAST
+        kafka_bootstrap,
+        f"{topic_prefix}-real",
+        topic_prefix,
+        interval_s=0.5,
+        probe_interval_s=30.0,
+        consumer=FAST,
     )
     placements = topic_name("placements", topic_prefix)
     topics = [

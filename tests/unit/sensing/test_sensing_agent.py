@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.context import Context
 
 from suanli import contracts
+from suanli.bus import ConsumedEvent
+from suanli.clock import IdFactory, ManualClock
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.host import HostCollector
 from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
@@ -24,6 +27,7 @@ from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.placement import InvalidOrder, parse_placement
+from suanli.sensing.entrypoints.orders import OrderHandler
 from suanli.sensing.service_layer.agent import AgentSettings, NodeAgent
 from suanli.sensing.service_layer.host import AgentHost
 
@@ -63,13 +67,12 @@ class RecordingSink:
         return [r for n, r in self.events if n == name]
 
 
-def fixed_clock() -> dt.datetime:
-    return T0
+fixed_clock = ManualClock(T0)
 
 
-def counter_ids() -> Callable[[], str]:
+def counter_ids() -> IdFactory:
     counter = itertools.count()
-    return lambda: str(uuid.UUID(int=next(counter)))
+    return lambda: uuid.UUID(int=next(counter))
 
 
 async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -107,7 +110,9 @@ def order(
 
 def fleet_host(sink: RecordingSink) -> AgentHost:
     fleet = parse_fleet(FLEET, default_catalogue())
-    return build_fleet_host(fleet, sink, interval_s=1.0, clock=fixed_clock, ids=counter_ids())
+    return build_fleet_host(
+        fleet, sink, interval_s=1.0, default_duration_s=300.0, clock=fixed_clock, ids=counter_ids()
+    )
 
 
 async def test_fleet_registers_and_reports_every_node() -> None:
@@ -446,7 +451,9 @@ class FlakySink(RecordingSink):
 async def test_a_task_end_is_retried_until_published() -> None:
     sink = FlakySink(failures=0)
     fleet = parse_fleet(FLEET, default_catalogue())
-    host = build_fleet_host(fleet, sink, interval_s=1.0, clock=fixed_clock, ids=counter_ids())
+    host = build_fleet_host(
+        fleet, sink, interval_s=1.0, default_duration_s=300.0, clock=fixed_clock, ids=counter_ids()
+    )
     for agent in host.agents.values():
         agent.settings = AgentSettings(1.0, 0.0, publish_retry_s=0.01)
     await host.register_all()
@@ -455,3 +462,33 @@ async def test_a_task_end_is_retried_until_published() -> None:
     await eventually(lambda: bool(sink.named("TaskFinished")))
     (finished,) = sink.named("TaskFinished")
     assert finished["task_id"] == "t9" and sink.failures == 0
+
+
+def consumed(event_name: str, record: dict[str, Any]) -> ConsumedEvent:
+    return ConsumedEvent("placements", 0, 0, None, event_name, record, (), Context(), 0)
+
+
+async def test_orders_older_than_the_age_limit_by_the_injected_clock_are_skipped() -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    clock = ManualClock(T0)
+    handler = OrderHandler(host, clock=clock, max_age_s=600.0)
+    name, record = order("b-c-001", "old", env={"SUANLI_SIM_DURATION_S": "60"})
+    await handler(consumed(name, {**record, "occurred_at": T0 - dt.timedelta(seconds=601)}))
+    assert host.agents["b-c-001"].table.task_ids() == []
+    name, record = order("b-c-001", "fresh", env={"SUANLI_SIM_DURATION_S": "60"})
+    await handler(consumed(name, {**record, "occurred_at": T0 - dt.timedelta(seconds=599)}))
+    assert host.agents["b-c-001"].table.task_ids() == ["fresh"]
+    clock.advance(dt.timedelta(seconds=2))  # a stop of that age, read 2 s later: stale, skipped
+    await handler(
+        consumed(
+            "TaskPreempted",
+            {
+                **order("b-c-001", "fresh", event_name="TaskPreempted")[1],
+                "occurred_at": T0 - dt.timedelta(seconds=599),
+            },
+        )
+    )
+    assert host.agents["b-c-001"].table.task_ids() == ["fresh"]
+    await host.shutdown()

@@ -12,11 +12,12 @@ import pytest
 from suanli.data import data_path
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.fleet_file import load_fleet
+from suanli.sensing.adapters.randomness import SeededRandom
 from suanli.sensing.adapters.simulated import SimulatedCollector
 from suanli.sensing.domain.fleet import GROUP_LABEL, FleetError, parse_fleet
 from suanli.sensing.domain.links import LinkModel, LinkProfile, SiteRef, summarise
 from suanli.sensing.domain.placement import DeviceShare, Placement
-from suanli.sensing.domain.simulation import SimulatedNodeModel
+from suanli.sensing.domain.simulation import SimulatedNodeModel, busy_factor, device_uuid
 from suanli.sensing.domain.tasks import TaskTable
 
 FLEETS = data_path("deploy/fleets")
@@ -130,7 +131,9 @@ def test_simulated_load_follows_the_tasks_and_is_deterministic() -> None:
 
     def run(seed: int) -> list[Any]:
         table = TaskTable(device_indices=frozenset(range(8)))
-        collector = SimulatedCollector(SimulatedNodeModel(node, default_catalogue(), seed), table)
+        collector = SimulatedCollector(
+            SimulatedNodeModel(node, default_catalogue(), SeededRandom(seed)), table
+        )
         idle = collector.collect()
         table.admit(
             Placement(
@@ -148,11 +151,11 @@ def test_simulated_load_follows_the_tasks_and_is_deterministic() -> None:
     idle, busy = run(seed=5)
     assert all(d.utilisation_pct == 0 and d.memory_used_mib == 0 for d in idle.devices)
     assert len(busy.devices) == 8 and busy.devices[0].model == "H200"
-    assert 50 <= busy.devices[0].utilisation_pct <= 100  # type: ignore[operator]
-    assert 0 < busy.devices[1].utilisation_pct < busy.devices[0].utilisation_pct  # type: ignore[operator]
+    assert 50 <= busy.devices[0].utilisation_pct <= 100
+    assert 0 < busy.devices[1].utilisation_pct < busy.devices[0].utilisation_pct
     assert busy.devices[1].memory_used_mib == node.gpu_memory_mib // 2
     assert busy.devices[2].utilisation_pct == 0
-    assert busy.devices[0].power_w > idle.devices[0].power_w  # type: ignore[operator]
+    assert busy.devices[0].power_w > idle.devices[0].power_w
     assert busy.host.memory_used_mib > idle.host.memory_used_mib
     assert busy.host.cpu_utilisation_pct > idle.host.cpu_utilisation_pct
     assert run(seed=5) == [idle, busy]
@@ -161,13 +164,15 @@ def test_simulated_load_follows_the_tasks_and_is_deterministic() -> None:
 
 def test_link_model_is_seeded_and_scoped() -> None:
     a, b, c = SiteRef("r1", "s1"), SiteRef("r1", "s2"), SiteRef("r2", "s3")
-    model = LinkModel(region_pairs={frozenset({"r1", "r2"}): LinkProfile(30.0, 2.0, 0.0, 1000.0)}, seed=1)
-    far = model.sample(a, c, round_no=1)
-    assert far == model.sample(a, c, round_no=1) != model.sample(a, c, round_no=2)
+    model = LinkModel(region_pairs={frozenset({"r1", "r2"}): LinkProfile(30.0, 2.0, 0.0, 1000.0)})
+    rng = SeededRandom(1)
+    far = model.sample(a, c, round_no=1, rng=rng)
+    assert far == model.sample(a, c, round_no=1, rng=rng) != model.sample(a, c, round_no=2, rng=rng)
+    assert far != model.sample(a, c, round_no=1, rng=SeededRandom(2))
     assert 25 < far.rtt_ms < 35 and far.samples == 10 and far.loss_ratio == 0
-    assert model.sample(a, b, 1).rtt_ms < 5  # same region
+    assert model.sample(a, b, 1, rng).rtt_ms < 5  # same region
     assert far.link_id == "s1->s3"
-    assert len(model.sample_all([a, b, c], 1)) == 6
+    assert len(model.sample_all([a, b, c], 1, rng)) == 6
 
 
 def test_summarise_counts_lost_probes_and_jitter() -> None:
@@ -176,3 +181,14 @@ def test_summarise_counts_lost_probes_and_jitter() -> None:
     assert s.loss_ratio == 0.25 and s.samples == 4
     lost = summarise(SiteRef("r", "a"), SiteRef("r", "b"), [None, None])
     assert lost.loss_ratio == 1.0 and lost.rtt_ms == 0.0
+
+
+def test_seeded_randomness_is_the_same_on_every_machine() -> None:
+    """Fleet noise and device ids are fixed by the fleet's seed and the key alone (string seeds and UUIDv5
+    are defined independently of the platform), so a replay anywhere reports the same values."""
+    rng = SeededRandom(7)
+    assert device_uuid(rng, "bj1-h100-001", 3) == "GPU-1af422c5-833f-5f0b-aaa7-205b1350a78b"
+    assert device_uuid(SeededRandom(8), "bj1-h100-001", 3) == device_uuid(rng, "bj1-h100-001", 3)
+    assert busy_factor(rng, "t1") == pytest.approx(0.6084331021160557, abs=1e-15)
+    assert busy_factor(SeededRandom(8), "t1") != busy_factor(rng, "t1")
+    assert rng.draws("a|b|1").gauss(40.0, 3.0) == rng.draws("a|b|1").gauss(40.0, 3.0)

@@ -45,16 +45,17 @@ FLEET = {
 
 
 class FakeTime:
-    """Monotonic seconds and the wall clock derived from them; a pause moves time on (stop at ``end_s``)."""
+    """Monotonic seconds and the wall clock (a `Clock`) derived from them; a pause moves time on (stop at
+    ``end_s``)."""
 
     def __init__(self, end_s: float) -> None:
         self.t = 0.0
         self.end_s = end_s
 
-    def now(self) -> float:
+    def monotonic(self) -> float:
         return self.t
 
-    def wall(self) -> dt.datetime:
+    def now(self) -> dt.datetime:
         return T0 + dt.timedelta(seconds=self.t)
 
     async def pause(self, stop: asyncio.Event, seconds: float) -> None:
@@ -94,13 +95,14 @@ async def run_loop(time: FakeTime, sink: Sink) -> list[str]:
         parse_fleet(FLEET, default_catalogue()),
         sink,
         interval_s=INTERVAL_S,
-        clock=time.wall,
-        ids=lambda: str(uuid.UUID(int=next(counter))),
+        default_duration_s=300.0,
+        clock=time,
+        ids=lambda: uuid.UUID(int=next(counter)),
     )
     settings = RunSettings(
-        "unused:9092", "g", interval_s=INTERVAL_S, min_report_gap_s=GAP_S, probe_interval_s=3600.0
+        "unused:9092", "g", None, interval_s=INTERVAL_S, min_report_gap_s=GAP_S, probe_interval_s=3600.0
     )
-    await report_loop(host, settings, asyncio.Event(), now=time.now, pause=time.pause)
+    await report_loop(host, settings, asyncio.Event(), monotonic=time.monotonic, pause=time.pause)
     return list(host.agents)
 
 

@@ -16,10 +16,10 @@ from suanli.sensing.domain.placement import (
 )
 from suanli.sensing.domain.tasks import (
     FailureKind,
+    RunState,
     TaskFailed,
     TaskFinished,
     TaskStarted,
-    TaskState,
     TaskTable,
 )
 
@@ -40,7 +40,7 @@ def test_admit_start_exit_reports_finished_with_the_exit_code() -> None:
     assert admission.run is not None and admission.event is None
     assert t.task_ids() == ["t1"]
     assert t.started("t1", 99, T0) == TaskStarted(admission.run.placement, 99)
-    assert t.get("t1").state is TaskState.RUNNING  # type: ignore[union-attr]
+    assert t.get("t1").state is RunState.RUNNING  # type: ignore[union-attr]
     assert t.exited("t1", 3) == TaskFinished(admission.run.placement, 3)
     assert t.task_ids() == []
 
@@ -81,7 +81,7 @@ def test_stop_then_exit_reports_killed() -> None:
     t.started("t1", 7, T0)
     assert t.request_stop("t1", 2, "preempted") is None  # other attempt: not ours to stop
     assert t.request_stop("t1", 1, "preempted: quota") is run
-    assert run.state is TaskState.STOPPING
+    assert run.state is RunState.STOPPING
     assert t.request_stop("t1", 1, "again") is None
     assert t.exited("t1", -15) == TaskFailed(run.placement, FailureKind.KILLED, "preempted: quota", -15)
 
@@ -100,7 +100,7 @@ def test_stop_before_start_keeps_stopping() -> None:
     t.admit(placement("t1", 1))
     t.request_stop("t1", 1, "preempted")
     assert t.started("t1", 5, T0) is not None
-    assert t.get("t1").state is TaskState.STOPPING  # type: ignore[union-attr]
+    assert t.get("t1").state is RunState.STOPPING  # type: ignore[union-attr]
 
 
 def test_parse_placement_reads_the_contract_record() -> None:

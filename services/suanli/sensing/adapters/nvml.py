@@ -38,7 +38,8 @@ class NvmlUnavailable:
 def _default_module() -> ModuleType:
     import pynvml
 
-    return pynvml
+    module: ModuleType = pynvml  # untyped library: the module object itself is all we rely on
+    return module
 
 
 class NvmlCollector:

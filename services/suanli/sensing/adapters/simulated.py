@@ -1,7 +1,7 @@
 """Simulated node edges: a collector driven by the load model, tasks that just hold resources, probes.
 
-The model and the noise are pure and seeded (domain.simulation, domain.links); these adapters only bind
-them to one agent's task table and to the event loop's timers.
+The model and the noise are pure (domain.simulation, domain.links) and draw from the fleet's seeded
+`KeyedRandom`; these adapters only bind them to one agent's task table and to the event loop's timers.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from suanli.sensing.domain.fleet import FleetSpec
 from suanli.sensing.domain.links import LinkSample
 from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import Placement
+from suanli.sensing.domain.randomness import KeyedRandom
 from suanli.sensing.domain.records import TaskUsage
 from suanli.sensing.domain.simulation import SimulatedNodeModel
 from suanli.sensing.domain.tasks import TaskRun, TaskTable
@@ -60,7 +61,7 @@ class SimulatedTask:
 
 
 class SimulatedLauncher:
-    def __init__(self, default_duration_s: float = 300.0) -> None:
+    def __init__(self, default_duration_s: float) -> None:
         self.default_duration_s = default_duration_s
 
     async def launch(self, placement: Placement) -> SimulatedTask:
@@ -70,8 +71,9 @@ class SimulatedLauncher:
 class SimulatedLinkProber:
     """Every ordered pair of the fleet's sites, from the fleet file's network model."""
 
-    def __init__(self, fleet: FleetSpec) -> None:
+    def __init__(self, fleet: FleetSpec, rng: KeyedRandom) -> None:
         self._fleet = fleet
+        self._rng = rng
 
     async def probe_round(self, round_no: int) -> list[LinkSample]:
-        return self._fleet.links.sample_all(self._fleet.sites, round_no)
+        return self._fleet.links.sample_all(self._fleet.sites, round_no, self._rng)

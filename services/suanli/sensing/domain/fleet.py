@@ -67,7 +67,7 @@ def parse_fleet(document: Any, catalogue: DeviceCatalogue) -> FleetSpec:
         raise FleetError(f"node ids repeat: {duplicates[:5]}")
     if not nodes:
         raise FleetError("fleet has no nodes")
-    links = _link_model(doc.get("network") or {}, seed)
+    links = _link_model(doc.get("network") or {})
     return FleetSpec(str(doc.get("name") or "fleet"), seed, tuple(nodes), links)
 
 
@@ -114,7 +114,7 @@ def _expand_site(
     return nodes
 
 
-def _link_model(network: Any, seed: int) -> LinkModel:
+def _link_model(network: Any) -> LinkModel:
     net = _mapping(network, "network")
     defaults = LinkModel()
     pairs: dict[frozenset[str], LinkProfile] = {}
@@ -131,7 +131,6 @@ def _link_model(network: Any, seed: int) -> LinkModel:
         inter_region=_profile(net.get("inter_region"), "network.inter_region", defaults.inter_region),
         region_pairs=pairs,
         probes_per_round=_int(net.get("probes_per_round", 10), "network.probes_per_round", minimum=1),
-        seed=seed,
     )
 
 

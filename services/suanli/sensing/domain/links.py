@@ -1,4 +1,5 @@
-"""Network paths between sites: a summary of real probe rounds, and a seeded model for simulated fleets.
+"""Network paths between sites: a summary of real probe rounds, and a model for simulated fleets whose
+probes are drawn from the injected, fleet-seeded `KeyedRandom`.
 
 Jitter is the mean absolute difference of consecutive round-trip times (RFC 3550's definition, unsmoothed),
 so a real probe round and the model report the same quantity.
@@ -7,9 +8,10 @@ so a real probe round and the model report the same quantity.
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from suanli.sensing.domain.randomness import KeyedRandom
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,6 @@ class LinkModel:
     inter_region: LinkProfile = field(default_factory=lambda: LinkProfile(40.0, 3.0, 0.001, 10_000.0))
     region_pairs: Mapping[frozenset[str], LinkProfile] = field(default_factory=dict)
     probes_per_round: int = 10
-    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.probes_per_round < 1:
@@ -89,20 +90,20 @@ class LinkModel:
             return self.intra_region
         return self.region_pairs.get(frozenset((src.region, dst.region)), self.inter_region)
 
-    def sample(self, src: SiteRef, dst: SiteRef, round_no: int) -> LinkSample:
+    def sample(self, src: SiteRef, dst: SiteRef, round_no: int, rng: KeyedRandom) -> LinkSample:
         """One probe round, the same for the same (seed, link, round) on any machine."""
         profile = self.profile(src, dst)
-        rng = random.Random(f"{self.seed}|{src.site}|{dst.site}|{round_no}")
+        draws = rng.draws(f"{src.site}|{dst.site}|{round_no}")
         rtts: list[float | None] = []
         for _ in range(self.probes_per_round):
-            if rng.random() < profile.loss_ratio:
+            if draws.random() < profile.loss_ratio:
                 rtts.append(None)
             else:
-                rtts.append(max(0.01, rng.gauss(profile.rtt_ms, profile.jitter_ms)))
+                rtts.append(max(0.01, draws.gauss(profile.rtt_ms, profile.jitter_ms)))
         sample = summarise(src, dst, rtts)
         bandwidth = None
         if profile.bandwidth_mbps is not None:
-            bandwidth = profile.bandwidth_mbps * rng.uniform(0.9, 1.0)
+            bandwidth = profile.bandwidth_mbps * draws.uniform(0.9, 1.0)
         return LinkSample(
             sample.src_region,
             sample.src_site,
@@ -115,7 +116,7 @@ class LinkModel:
             bandwidth,
         )
 
-    def sample_all(self, sites: Iterable[SiteRef], round_no: int) -> list[LinkSample]:
+    def sample_all(self, sites: Iterable[SiteRef], round_no: int, rng: KeyedRandom) -> list[LinkSample]:
         """Every ordered pair of distinct sites, in a stable order."""
         ordered = sorted(set(sites), key=lambda s: (s.region, s.site))
-        return [self.sample(a, b, round_no) for a in ordered for b in ordered if a != b]
+        return [self.sample(a, b, round_no, rng) for a in ordered for b in ordered if a != b]

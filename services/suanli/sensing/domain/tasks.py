@@ -22,7 +22,9 @@ from enum import StrEnum
 from suanli.sensing.domain.placement import ANY_ATTEMPT, MILLI, Placement
 
 
-class TaskState(StrEnum):
+class RunState(StrEnum):
+    """Where a task stands on this node, as the agent runs it (not the scheduler's view of the task)."""
+
     ADMITTED = "admitted"
     RUNNING = "running"
     STOPPING = "stopping"
@@ -40,7 +42,7 @@ class FailureKind(StrEnum):
 @dataclass(slots=True)
 class TaskRun:
     placement: Placement
-    state: TaskState = TaskState.ADMITTED
+    state: RunState = RunState.ADMITTED
     pid: int | None = None
     started_at: dt.datetime | None = None
     stop_reason: str | None = None
@@ -150,8 +152,8 @@ class TaskTable:
         if run is None or run.started_at is not None:
             return None
         # A stop may have arrived while the launch was in flight: it stays STOPPING, but it did start.
-        if run.state is TaskState.ADMITTED:
-            run.state = TaskState.RUNNING
+        if run.state is RunState.ADMITTED:
+            run.state = RunState.RUNNING
         run.pid, run.started_at = pid, at
         return TaskStarted(run.placement, pid)
 
@@ -172,9 +174,9 @@ class TaskTable:
             if attempt != ANY_ATTEMPT and (run is None or run.placement.attempt < attempt):
                 self._remember((task_id, attempt))
             return None
-        if run.state is TaskState.STOPPING:
+        if run.state is RunState.STOPPING:
             return None
-        run.state, run.stop_reason = TaskState.STOPPING, reason
+        run.state, run.stop_reason = RunState.STOPPING, reason
         return run
 
     def exited(self, task_id: str, exit_code: int) -> TaskFinished | TaskFailed | None:
@@ -207,7 +209,7 @@ class TaskTable:
         return sorted(self._runs)
 
     def running(self) -> Iterable[TaskRun]:
-        return (run for run in self._runs.values() if run.state is not TaskState.ADMITTED)
+        return (run for run in self._runs.values() if run.state is not RunState.ADMITTED)
 
     def milli_by_device(self) -> dict[int, int]:
         used: dict[int, int] = {}

@@ -16,19 +16,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from suanli.bus.topics import TOPIC_PREFIX_ENV
+from suanli.sensing.entrypoints.settings import SensingSettings
 
 if TYPE_CHECKING:
     from suanli.sensing.entrypoints.runtime import RunSettings
     from suanli.sensing.service_layer.host import AgentHost
     from suanli.sensing.service_layer.ports import EventSink
 
-KAFKA_ENV = "SUANLI_KAFKA_BOOTSTRAP"
-
 app = typer.Typer(help="Sensing: the node agent and simulated fleets.", no_args_is_help=True)
 Build = Callable[["EventSink"], "AgentHost"]
 
 
+def _help(setting: str) -> str:
+    """An option's help from its setting, so the default and the variable are written once."""
+    field = SensingSettings.model_fields[setting]
+    default = field.get_default(call_default_factory=True)
+    shown = f", default {default}" if default not in (None, "", (), {}) else ""
+    return f"{field.description} (env {SensingSettings.env_name(setting)}{shown})"
+
+
+# Options default to None ("not given"): SensingSettings holds every default and reads the environment.
 @app.command("agent")
 def agent(
     simulate: Annotated[
@@ -40,44 +47,37 @@ def agent(
             help="Fleet YAML: run one simulated agent per node in it (see deploy/fleets/).",
         ),
     ] = None,
-    node_id: Annotated[str, typer.Option("--node-id", help="Node id (default: host name).")] = "",
-    region: Annotated[str, typer.Option(help="Region of this node.")] = "local",
-    zone: Annotated[str, typer.Option(help="Zone (default: <region>-a).")] = "",
-    site: Annotated[str, typer.Option(help="Site / data centre (default: <region>-1).")] = "",
-    label: Annotated[
-        list[str] | None, typer.Option("--label", help="Node label KEY=VALUE (repeatable).")
+    node_id: Annotated[str | None, typer.Option("--node-id", help=_help("node_id"))] = None,
+    region: Annotated[str | None, typer.Option(help=_help("region"))] = None,
+    zone: Annotated[str | None, typer.Option(help=_help("zone"))] = None,
+    site: Annotated[str | None, typer.Option(help=_help("site"))] = None,
+    labels: Annotated[
+        list[str] | None, typer.Option("--label", help="Repeatable. " + _help("labels"))
     ] = None,
-    interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between snapshots.")] = 5.0,
-    peer: Annotated[
+    interval_s: Annotated[float | None, typer.Option("--interval", help=_help("interval_s"))] = None,
+    peers: Annotated[
         list[str] | None,
-        typer.Option("--peer", help="Peer agent to probe, HOST:PORT[=REGION/SITE] (repeatable)."),
+        typer.Option("--peer", help="Repeatable. " + _help("peers")),
     ] = None,
-    probe_port: Annotated[
-        int, typer.Option("--probe-port", help="Accept peers' TCP probes on this port (0: off).")
-    ] = 0,
-    probe_interval: Annotated[
-        float, typer.Option("--probe-interval", min=1.0, help="Seconds between probe rounds.")
-    ] = 30.0,
-    grace: Annotated[
-        float, typer.Option("--grace", min=0.0, help="SIGTERM-to-SIGKILL grace when stopping tasks.")
-    ] = 10.0,
-    sim_duration: Annotated[
-        float,
-        typer.Option(
-            "--sim-duration",
-            min=0.0,
-            help="Simulated task length when the placement's env has no SUANLI_SIM_DURATION_S.",
-        ),
-    ] = 300.0,
-    log_dir: Annotated[
-        Path | None, typer.Option("--task-log-dir", help="Write each task's output to a file here.")
+    probe_port: Annotated[int | None, typer.Option("--probe-port", help=_help("probe_port"))] = None,
+    probe_interval_s: Annotated[
+        float | None,
+        typer.Option("--probe-interval", help=_help("probe_interval_s")),
     ] = None,
+    grace_s: Annotated[
+        float | None,
+        typer.Option("--grace", help=_help("grace_s")),
+    ] = None,
+    sim_duration_s: Annotated[
+        float | None,
+        typer.Option("--sim-duration", help=_help("sim_duration_s")),
+    ] = None,
+    task_log_dir: Annotated[Path | None, typer.Option("--task-log-dir", help=_help("task_log_dir"))] = None,
     bootstrap: Annotated[
-        str, typer.Option("--bootstrap", envvar=KAFKA_ENV, help="Kafka bootstrap servers.")
-    ] = "127.0.0.1:9092",
-    topic_prefix: Annotated[
-        str, typer.Option("--topic-prefix", envvar=TOPIC_PREFIX_ENV, help="Topic namespace.")
-    ] = "",
+        str | None,
+        typer.Option("--bootstrap", help=_help("bootstrap")),
+    ] = None,
+    topic_prefix: Annotated[str | None, typer.Option("--topic-prefix", help=_help("topic_prefix"))] = None,
     once: Annotated[
         bool,
         typer.Option("--once", help="Print NodeRegistered and the first NodeSnapshot as JSON; no broker."),
@@ -92,17 +92,30 @@ def agent(
     # Imported here so `suanli --help` stays fast and other commands never load the agent.
     from suanli.sensing.adapters.fleet_file import load_fleet
     from suanli.sensing.adapters.nvml import NvmlUnavailable
-    from suanli.sensing.adapters.probes import Peer
     from suanli.sensing.bootstrap import RealAgentConfig, build_fleet_host, build_real_agent
     from suanli.sensing.domain.fleet import FleetError
-    from suanli.sensing.domain.identity import NodeIdentity
     from suanli.sensing.entrypoints.runtime import RunSettings
+    from suanli.settings import SettingsError
 
     try:
-        labels = dict(_pair(text) for text in label or ())
-        peers = [Peer.parse(text) for text in peer or ()]
+        settings = SensingSettings.load(
+            bootstrap=bootstrap,
+            topic_prefix=topic_prefix,
+            node_id=node_id,
+            region=region,
+            zone=zone,
+            site=site,
+            labels=labels,
+            interval_s=interval_s,
+            peers=peers,
+            probe_port=probe_port,
+            probe_interval_s=probe_interval_s,
+            grace_s=grace_s,
+            sim_duration_s=sim_duration_s,
+            task_log_dir=task_log_dir,
+        )
         fleet = load_fleet(simulate) if simulate else None
-    except (ValueError, FleetError) as exc:
+    except (SettingsError, FleetError) as exc:
         raise typer.BadParameter(str(exc)) from exc
 
     build: Build
@@ -110,18 +123,20 @@ def agent(
         spec = fleet
 
         def build(sink: EventSink) -> AgentHost:
-            return build_fleet_host(spec, sink, interval_s=interval, default_duration_s=sim_duration)
+            return build_fleet_host(
+                spec, sink, interval_s=settings.interval_s, default_duration_s=settings.sim_duration_s
+            )
 
         group = f"sensing-fleet-{fleet.name}"
         typer.echo(f"simulating {len(fleet.nodes)} nodes in {len(fleet.regions)} regions ({fleet.name})")
     else:
         try:
-            identity = NodeIdentity(
-                node_id or socket.gethostname(), region, zone or f"{region}-a", site or f"{region}-1", labels
-            )
+            identity = settings.identity(socket.gethostname())
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
-        config = RealAgentConfig(identity, interval, grace, peers, log_dir=log_dir)
+        config = RealAgentConfig(
+            identity, settings.interval_s, settings.grace_s, settings.peers, log_dir=settings.task_log_dir
+        )
 
         def build(sink: EventSink) -> AgentHost:
             real = build_real_agent(config, sink)
@@ -134,21 +149,14 @@ def agent(
     if once:
         asyncio.run(_print_once(build))
         return
-    settings = RunSettings(
-        bootstrap=bootstrap,
+    run = RunSettings(
+        bootstrap=settings.bootstrap,
         group_id=group,
-        prefix=topic_prefix,
-        interval_s=interval,
-        probe_interval_s=probe_interval,
+        prefix=settings.topic_prefix,
+        interval_s=settings.interval_s,
+        probe_interval_s=settings.probe_interval_s,
     )
-    asyncio.run(_serve(settings, build, probe_port))
-
-
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise ValueError(f"label {text!r}: expected KEY=VALUE")
-    return key, value
+    asyncio.run(_serve(run, build, settings.probe_port))
 
 
 class _PrintSink:

@@ -11,9 +11,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, ProducerSettings
-from suanli.sensing.adapters.bus import BusSink, OrderHandler, ensure_agent_topics, order_consumer
-from suanli.sensing.bootstrap import system_clock
+from suanli.bus import ConsumerSettings
+from suanli.clock import Clock
+from suanli.sensing.bootstrap import SYSTEM_CLOCK, AgentBus
+from suanli.sensing.entrypoints.orders import OrderHandler, OrderIntake
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
@@ -23,13 +24,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RunSettings:
+    """How `serve` runs a host (the operator's settings come from entrypoints.settings)."""
+
     bootstrap: str
     group_id: str
-    prefix: str | None = None
-    interval_s: float = 5.0
+    prefix: str | None
+    interval_s: float
+    probe_interval_s: float
     # Nodes of a fleet report spread over the interval; reports due closer together than this go together.
     min_report_gap_s: float = DEFAULT_MIN_GAP_S
-    probe_interval_s: float = 30.0
     # Orders older than this when first read are skipped (a new consumer group starts at the earliest).
     max_order_age_s: float | None = 600.0
     stop_tasks_on_exit: bool = True
@@ -38,22 +41,25 @@ class RunSettings:
 
 
 async def serve(
-    settings: RunSettings, build: Callable[[EventSink], AgentHost], stop: asyncio.Event
+    settings: RunSettings,
+    build: Callable[[EventSink], AgentHost],
+    stop: asyncio.Event,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AgentHost:
     """Start the publisher, build the host on it, consume orders and report until ``stop`` is set.
 
     Reporting starts at once; the consumer joins its group alongside (a join takes seconds) and reads
     from its committed offset, so no order placed meanwhile is missed.
     """
-    await ensure_agent_topics(settings.bootstrap, settings.prefix)
-    publisher = EventPublisher(
-        settings.bootstrap, settings=ProducerSettings(client_id=settings.client_id, linger_ms=20)
+    bus = AgentBus(
+        settings.bootstrap, settings.prefix, client_id=settings.client_id, consumer=settings.consumer
     )
-    await publisher.start()
+    sink = await bus.start()
     try:
-        host = build(BusSink(publisher, prefix=settings.prefix))
-        handler = OrderHandler(host, clock=system_clock, max_age_s=settings.max_order_age_s)
-        intake = OrderIntake(settings, handler)
+        host = build(sink)
+        handler = OrderHandler(host, clock=clock, max_age_s=settings.max_order_age_s)
+        intake = OrderIntake(lambda: bus.order_consumer(settings.group_id, handler), settings.interval_s)
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:
             await report_loop(host, settings, stop)
@@ -63,56 +69,10 @@ async def serve(
         await host.shutdown(stop_tasks=settings.stop_tasks_on_exit)
         return host
     finally:
-        await publisher.stop()
+        await bus.stop()
 
 
-class OrderIntake:
-    """Keeps one consumer of ``placements`` running; a consumer that fails is replaced after a pause."""
-
-    def __init__(self, settings: RunSettings, handler: OrderHandler) -> None:
-        self._settings = settings
-        self._handler = handler
-        self._consumer: EventConsumer | None = None
-        self._running = asyncio.Event()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        s = self._settings
-        while not stop.is_set():
-            consumer = order_consumer(
-                s.bootstrap, s.group_id, self._handler, prefix=s.prefix, settings=s.consumer
-            )
-            self._consumer = consumer
-            try:
-                await consumer.start()
-                self._running.set()
-                await consumer.run()
-            except Exception:
-                log.exception("order consumer failed; starting a new one")
-            finally:
-                self._running.clear()
-                with contextlib.suppress(Exception):
-                    await consumer.stop()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), s.interval_s)
-
-    async def stop(self, task: asyncio.Task[None], join_timeout_s: float = 15.0) -> None:
-        # A consumer cancelled in the middle of its group join leaves its client open; let the join end.
-        if not task.done() and not self._running.is_set():
-            joined = asyncio.create_task(self._running.wait())
-            await asyncio.wait({task, joined}, timeout=join_timeout_s, return_when=asyncio.FIRST_COMPLETED)
-            joined.cancel()
-        consumer = self._consumer
-        if consumer is not None and self._running.is_set():
-            consumer.request_stop()  # let the order in hand finish and its offset be committed
-        else:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        if consumer is not None:
-            with contextlib.suppress(Exception):
-                await consumer.stop()
-
-
+# Seconds on a clock that never jumps (the event loop's): it paces reports; event times use the Clock.
 Monotonic = Callable[[], float]
 Pause = Callable[[asyncio.Event, float], Awaitable[None]]
 
@@ -127,7 +87,7 @@ async def report_loop(
     settings: RunSettings,
     stop: asyncio.Event,
     *,
-    now: Monotonic | None = None,
+    monotonic: Monotonic | None = None,
     pause: Pause = pause_unless_stopped,
 ) -> None:
     """Report each node once per interval on its own phase (`ReportSchedule`), probe links, until stopped.
@@ -136,7 +96,7 @@ async def report_loop(
     that fails (the broker is away) is retried at its next turn, one interval later, while the other
     slices keep their turns: every node is tried once per interval, as when the fleet reported at once.
     """
-    now = now or asyncio.get_running_loop().time
+    now = monotonic or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
     registered = False
     next_probe = deadline = now()

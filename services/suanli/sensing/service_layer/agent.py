@@ -12,16 +12,15 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from suanli.clock import Clock, IdFactory
 from suanli.sensing.domain import records
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import Placement, StopOrder
-from suanli.sensing.domain.tasks import TaskEvent, TaskRun, TaskState, TaskTable
+from suanli.sensing.domain.tasks import RunState, TaskEvent, TaskRun, TaskTable
 from suanli.sensing.service_layer.ports import (
-    Clock,
     Collector,
     EventSink,
-    IdFactory,
     LaunchError,
     TaskHandle,
     TaskLauncher,
@@ -33,8 +32,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    interval_s: float = 5.0
-    stop_grace_s: float = 10.0
+    interval_s: float
+    stop_grace_s: float
     # Extra labels published with the node (collector in use, why GPUs are missing, ...).
     labels: Mapping[str, str] = field(default_factory=dict)
     # Task starts and ends are retried this long (first pause, then doubling up to 5 s) when publishing fails.
@@ -57,7 +56,7 @@ class NodeAgent:
         *,
         clock: Clock,
         ids: IdFactory,
-        settings: AgentSettings | None = None,
+        settings: AgentSettings,
         table: TaskTable | None = None,
     ) -> None:
         self.identity = identity
@@ -67,7 +66,7 @@ class NodeAgent:
         self._sink = sink
         self._clock = clock
         self._ids = ids
-        self.settings = settings or AgentSettings()
+        self.settings = settings
         # Shared with a simulated collector, whose load model follows the tasks in this table.
         self.table = table if table is not None else TaskTable()
         self.sequence = 0
@@ -81,7 +80,7 @@ class NodeAgent:
         self._inventory_known = True
 
     def _stamp(self) -> records.Stamp:
-        return records.Stamp(self._ids(), self._clock())
+        return records.Stamp(str(self._ids()), self._clock.now())
 
     async def register(self) -> NodeObservation:
         """Publish NodeRegistered with the static inventory; learns which device indices exist."""
@@ -146,7 +145,7 @@ class NodeAgent:
                 await self._emit(failed)
             return
         self._handles[placement.task_id] = handle
-        started = self.table.started(placement.task_id, handle.pid, self._clock())
+        started = self.table.started(placement.task_id, handle.pid, self._clock.now())
         # TaskStarted is published (and retried) alongside, so the next order does not wait for the
         # broker's ack of this one; the watcher publishes the task's end only after its start is out (or
         # given up), so the two stay in order, and it watches even if the start was never published, so the
@@ -162,7 +161,7 @@ class NodeAgent:
         if starting is not None:
             await asyncio.sleep(0)  # let the start reach the sink (a sink that does not wait is done here)
         run = self.table.get(placement.task_id)
-        if run is not None and run.state is TaskState.STOPPING:
+        if run is not None and run.state is RunState.STOPPING:
             handle.terminate(self.settings.stop_grace_s)
 
     async def stop(self, order: StopOrder) -> bool:
@@ -216,6 +215,7 @@ class NodeAgent:
     async def _watch(
         self, task_id: str, handle: TaskHandle, starting: asyncio.Task[None] | None = None
     ) -> None:
+        event: TaskEvent | None
         try:
             exit_code = await handle.wait()
         except Exception as exc:  # the handle itself broke: report the task lost rather than hang

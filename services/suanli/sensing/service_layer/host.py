@@ -12,10 +12,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from suanli.clock import Clock, IdFactory
 from suanli.sensing.domain import records
 from suanli.sensing.domain.placement import InvalidOrder, parse_placement, parse_stop, parse_stop_request
 from suanli.sensing.service_layer.agent import NodeAgent
-from suanli.sensing.service_layer.ports import Clock, EventSink, IdFactory, LinkProber
+from suanli.sensing.service_layer.ports import EventSink, LinkProber
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,9 @@ class AgentHost:
             *(
                 self._sink.publish(
                     "LinkMeasured",
-                    records.link_measured(self._producer, s, records.Stamp(self._ids(), self._clock())),
+                    records.link_measured(
+                        self._producer, s, records.Stamp(str(self._ids()), self._clock.now())
+                    ),
                 )
                 for s in samples
             )

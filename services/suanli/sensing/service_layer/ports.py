@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from suanli.sensing.domain.links import LinkSample
@@ -11,9 +9,6 @@ from suanli.sensing.domain.observation import DeviceObservation, NodeObservation
 from suanli.sensing.domain.placement import Placement
 from suanli.sensing.domain.records import TaskUsage
 from suanli.sensing.domain.tasks import TaskRun
-
-Clock = Callable[[], dt.datetime]
-IdFactory = Callable[[], str]
 
 
 class Collector(Protocol):

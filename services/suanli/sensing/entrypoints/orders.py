@@ -1,0 +1,87 @@
+"""The agent's consumer of ``placements``: each order to the host, and one consumer kept running.
+
+Stale orders are skipped and invalid ones raise `InvalidOrder`, which the bus's consumer dead-letters;
+a failure the kernel calls transient is retried by the bus first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from suanli.bus import ConsumedEvent, EventConsumer
+from suanli.clock import Clock
+from suanli.sensing.service_layer.host import AgentHost
+
+log = logging.getLogger(__name__)
+
+
+class OrderHandler:
+    """Handles one record of ``placements``: stale orders are skipped, invalid ones raise (dead-letter)."""
+
+    def __init__(self, host: AgentHost, *, clock: Clock, max_age_s: float | None = None) -> None:
+        self._host = host
+        self._clock = clock
+        self._max_age_s = max_age_s
+
+    async def __call__(self, event: ConsumedEvent) -> None:
+        if event.tombstone:
+            return
+        if self._stale(event.record.get("occurred_at")):
+            # The scheduler reconciles against our snapshots, so an order it gave up on is safe to skip.
+            log.info("skipping stale %s for %s", event.event_name, event.record.get("task_id"))
+            return
+        await self._host.handle_order(event.event_name, event.record)
+
+    def _stale(self, occurred_at: Any) -> bool:
+        if self._max_age_s is None or not isinstance(occurred_at, dt.datetime):
+            return False
+        return (self._clock.now() - occurred_at).total_seconds() > self._max_age_s
+
+
+class OrderIntake:
+    """Keeps one consumer of ``placements`` running; a consumer that fails is replaced after a pause."""
+
+    def __init__(self, new_consumer: Callable[[], EventConsumer], pause_s: float) -> None:
+        self._new_consumer = new_consumer
+        self._pause_s = pause_s
+        self._consumer: EventConsumer | None = None
+        self._running = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            consumer = self._new_consumer()
+            self._consumer = consumer
+            try:
+                await consumer.start()
+                self._running.set()
+                await consumer.run()
+            except Exception:
+                log.exception("order consumer failed; starting a new one")
+            finally:
+                self._running.clear()
+                with contextlib.suppress(Exception):
+                    await consumer.stop()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._pause_s)
+
+    async def stop(self, task: asyncio.Task[None], join_timeout_s: float = 15.0) -> None:
+        # A consumer cancelled in the middle of its group join leaves its client open; let the join end.
+        if not task.done() and not self._running.is_set():
+            joined = asyncio.create_task(self._running.wait())
+            await asyncio.wait({task, joined}, timeout=join_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            joined.cancel()
+        consumer = self._consumer
+        if consumer is not None and self._running.is_set():
+            consumer.request_stop()  # let the order in hand finish and its offset be committed
+        else:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()

@@ -1,0 +1,91 @@
+"""The agent's settings: each default defined here once, read from ``SUANLI_SENSING_*`` and the flags.
+
+The broker and the topic namespace keep their platform-wide names (``SUANLI_KAFKA_BOOTSTRAP``,
+``SUANLI_TOPIC_PREFIX``), which `suanli up` sets for every service. Repeatable flags (``--label``,
+``--peer``) are a comma-separated list in the environment: ``SUANLI_SENSING_LABELS=pool=a,rack=3``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from suanli.sensing.adapters.probes import Peer
+from suanli.sensing.domain.identity import NodeIdentity
+from suanli.settings import (
+    KAFKA_BOOTSTRAP_ENV,
+    TOPIC_PREFIX_ENV,
+    ServiceSettings,
+    SettingsConfigDict,
+    shared,
+)
+
+
+class SensingSettings(ServiceSettings):
+    """`suanli agent`: where the node is, how often it reports, the broker it reports to."""
+
+    model_config = SettingsConfigDict(env_prefix="SUANLI_SENSING_")
+
+    bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, "127.0.0.1:9092", description="Kafka bootstrap servers.")
+    topic_prefix: str = shared(TOPIC_PREFIX_ENV, "", description="Topic namespace.")
+    node_id: str | None = Field(None, description="Node id (default: the host name).")
+    region: str = Field("local", min_length=1, description="Region of this node.")
+    zone: str | None = Field(None, description="Zone (default: <region>-a).")
+    site: str | None = Field(None, description="Site / data centre (default: <region>-1).")
+    labels: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, description="Node labels KEY=VALUE."
+    )
+    interval_s: float = Field(5.0, ge=0.1, description="Seconds between snapshots.")
+    peers: Annotated[tuple[Peer, ...], NoDecode] = Field(
+        (), description="Peer agents to probe, HOST:PORT[=REGION/SITE]."
+    )
+    probe_port: int = Field(0, ge=0, le=65535, description="Accept peers' TCP probes on this port (0: off).")
+    probe_interval_s: float = Field(30.0, ge=1.0, description="Seconds between probe rounds.")
+    grace_s: float = Field(10.0, ge=0.0, description="SIGTERM-to-SIGKILL grace when stopping tasks.")
+    sim_duration_s: float = Field(
+        300.0,
+        ge=0.0,
+        description="Simulated task length when the placement has no duration_s nor SUANLI_SIM_DURATION_S.",
+    )
+    task_log_dir: Path | None = Field(None, description="Write each task's output to a file here.")
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _parse_labels(cls, value: Any) -> Any:
+        if isinstance(value, str | list | tuple):
+            return dict(_pair(text) for text in _items(value))
+        return value
+
+    @field_validator("peers", mode="before")
+    @classmethod
+    def _parse_peers(cls, value: Any) -> Any:
+        if isinstance(value, str | list | tuple):
+            return tuple(item if isinstance(item, Peer) else Peer.parse(item) for item in _items(value))
+        return value
+
+    def identity(self, hostname: str) -> NodeIdentity:
+        """This node's identity; ``hostname`` names it when no node id was given."""
+        return NodeIdentity(
+            self.node_id or hostname,
+            self.region,
+            self.zone or f"{self.region}-a",
+            self.site or f"{self.region}-1",
+            self.labels,
+        )
+
+
+def _items(value: str | Iterable[Any]) -> list[Any]:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return list(value)
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"label {text!r}: expected KEY=VALUE")
+    return key, value
