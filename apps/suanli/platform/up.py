@@ -42,7 +42,7 @@ from suanli.platform.summary import (
     render_summary,
 )
 from suanli.platform.supervisor import group_members
-from suanli.platform.workload import Arrival, Workload, arrivals, load_workload
+from suanli.platform.workload import Arrival, DemoWorkload, arrivals, load_workload
 
 MARKER = ".suanli-up"
 EXIT_FAILED = 1
@@ -200,7 +200,7 @@ def _uninterruptible() -> Iterator[None]:
 @dataclass
 class Run:
     options: UpOptions
-    workload: Workload
+    workload: DemoWorkload
     console: Console
     stack: Stack
     observer: Observer | None = None
@@ -455,7 +455,7 @@ def _loop(run: Run, show: Callable[[str], None]) -> None:
         time.sleep(max(0.01, wake - time.monotonic()))
 
 
-def _planned(workload: Workload, duration_s: float | None, run_id: str) -> int:
+def _planned(workload: DemoWorkload, duration_s: float | None, run_id: str) -> int:
     if duration_s is None:
         return 0
     count = 0
