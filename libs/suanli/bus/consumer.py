@@ -359,6 +359,7 @@ class EventConsumer:
     def _decode(
         self, record: ConsumerRecord[Any, Any], headers: tuple[tuple[str, bytes], ...]
     ) -> ConsumedEvent:
+        value: dict[str, Any]
         if record.value is None:
             event_name, value, tombstone = "", {}, True
         else:

@@ -165,7 +165,7 @@ class EventPublisher:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-        return list(results)  # type: ignore[arg-type]
+        return list(results)
 
     async def flush(self) -> None:
         await self._running().flush()

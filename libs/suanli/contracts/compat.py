@@ -17,7 +17,7 @@ import datetime as dt
 import decimal
 import io
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,7 +251,7 @@ def _plain_json(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float | str | list | dict)
 
 
-def sample_records(schema: dict[str, Any] | SchemaVersion) -> list[dict[str, Any]]:
+def sample_records(schema: Mapping[str, Any] | SchemaVersion) -> list[dict[str, Any]]:
     """Deterministic records covering every field of ``schema``, every union branch and enum symbol.
 
     Record ``k`` takes branch ``k mod n`` of each union and symbol ``k mod n`` of each enum, and arrays and

