@@ -396,7 +396,9 @@ class HeadlessReport:
             self.run.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _loop(run: Run, show: Callable[[str], None]) -> None:
+# One loop over the run's phases (submitting, draining, settling): every branch reads and moves the same
+# local state, so splitting it would only pass that state around.
+def _loop(run: Run, show: Callable[[str], None]) -> None:  # noqa: C901
     options = run.options
     assert run.observer is not None
     run_id = uuid.uuid4().hex[:8]
