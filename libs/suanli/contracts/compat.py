@@ -40,6 +40,8 @@ _EPOCH = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 @dataclass(frozen=True, slots=True)
 class Incompatibility:
+    """One reason an older version's data cannot be read through the current schema."""
+
     event: str
     writer_version: int  # the older version whose data cannot be read
     reader_version: int  # the current version
