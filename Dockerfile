@@ -1,9 +1,10 @@
 # One image for every Suanli process (`suanli serve scheduling|metering|billing`, `suanli agent`);
 # docker-compose.yml picks the process with the command. Build: `docker build -t suanli:dev .`
 #
-# The project is installed editable from /app on purpose: `suanli/__init__.py` joins services/suanli
-# from the source tree to the `suanli` package, and deploy/, schemas/ are read from the same tree
-# (suanli.REPO_ROOT), so a plain wheel install would lose the services.
+# The project is installed as a normal package: the wheel holds all three floors of the `suanli`
+# namespace (libs/, services/, apps/), the committed gRPC stubs and, as package data, the schemas and
+# deploy/ files the services read (suanli.data). /app stays in the image only for the files that
+# docker-compose.yml names on service command lines (/app/deploy/...).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -17,10 +18,9 @@ RUN groupadd --system --gid 10001 suanli \
 WORKDIR /app
 COPY . /app
 
-# The gRPC stubs are generated here, as root, so the running (non-root) process never has to write
-# into /app: the source tree stays read-only to it.
-RUN pip install -e . \
-    && python -m suanli.api.build \
+# Installed as root, run as suanli: nothing the process imports or reads is writable by it.
+RUN pip install . \
+    && rm -rf build \
     && suanli --help >/dev/null
 
 USER suanli

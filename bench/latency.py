@@ -163,7 +163,8 @@ async def load(
     return errors
 
 
-async def measure(stack: Stack, args: argparse.Namespace) -> None:
+# A benchmark script read top to bottom: wait, load, drain, then compute and print each figure.
+async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     placements_t = topic_name(topics.PLACEMENTS.name)
     snapshots_t = topic_name(topics.NODE_SNAPSHOTS.name)
     capacity_t = topic_name(topics.CAPACITY_NODES.name)

@@ -22,7 +22,8 @@ _MS = timedelta(milliseconds=1)
 class Clock(Protocol):
     """The time now, as an aware UTC datetime (naive times would be ambiguous in timestamptz)."""
 
-    def now(self) -> datetime: ...
+    def now(self) -> datetime:
+        """The current time, timezone-aware (UTC)."""
 
 
 IdFactory = Callable[[], UUID]
@@ -36,6 +37,7 @@ class SystemClock:
     """The machine's wall clock in UTC."""
 
     def now(self) -> datetime:
+        """The system's current time in UTC."""
         return datetime.now(UTC)
 
 
@@ -47,6 +49,7 @@ class SteppingClock:
         self._step = step
 
     def now(self) -> datetime:
+        """The current reading; the next one is ``step`` later."""
         current = self._now
         self._now += self._step
         return current
@@ -59,12 +62,15 @@ class ManualClock:
         self._now = start or datetime(2024, 1, 1, tzinfo=UTC)
 
     def now(self) -> datetime:
+        """The time the test last set or advanced to."""
         return self._now
 
     def advance(self, delta: timedelta) -> None:
+        """Move the clock forward by ``delta``."""
         self._now += delta
 
     def set(self, at: datetime) -> None:
+        """Put the clock at ``at``."""
         self._now = at
 
 

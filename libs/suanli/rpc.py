@@ -30,12 +30,12 @@ def status_of(exc: errors.RequestError) -> grpc.StatusCode:
     """The status for an error kind (the nearest kind in its class hierarchy)."""
     for kind in type(exc).__mro__:
         if kind in STATUS:
-            return STATUS[kind]  # type: ignore[index]
+            return STATUS[kind]
     return grpc.StatusCode.UNKNOWN
 
 
 @asynccontextmanager
-async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:  # type: ignore[type-arg]
+async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
     """Abort the call with the mapped status when the body raises a ``suanli.errors`` kind."""
     try:
         yield

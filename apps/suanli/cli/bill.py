@@ -54,7 +54,7 @@ def _call(addr: str, method: str, request: Any) -> Any:
         channel.close()
 
 
-def _emit(title: str, header: Sequence[str], rows: list[Sequence[str]], csv_path: Path | None) -> None:
+def _emit(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], csv_path: Path | None) -> None:
     table = Table(title=title)
     for name in header:
         table.add_column(name, justify="right" if name in _NUMERIC else "left")

@@ -51,14 +51,14 @@ class Failure:
 
 def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling") -> Failure:
     """A gRPC error as the line a person reads; UNAVAILABLE almost always means nothing is listening."""
-    code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+    code: grpc.StatusCode = error.code()
     if code is grpc.StatusCode.UNAVAILABLE:
         who = "the scheduler" if service == "scheduling" else f"the {service} service"
         return Failure(
             f"cannot reach {who} at {address} (is `suanli serve {service}` running?)",
             EXIT_UNREACHABLE,
         )
-    details = (error.details() or "").strip()  # type: ignore[attr-defined]
+    details = (error.details() or "").strip()
     return Failure(f"{code.name}: {details}" if details else code.name, EXIT_REFUSED)
 
 

@@ -24,7 +24,7 @@ from suanli.jobspec.units import format_memory
 
 GPU_MILLI = 1000
 FINAL_STATES = frozenset({pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED})
-_STATE_STYLES = {
+_STATE_STYLES: dict[int, str] = {
     pb.JOB_STATE_PENDING: "yellow",
     pb.JOB_STATE_RUNNING: "cyan",
     pb.JOB_STATE_SUCCEEDED: "green",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,6 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from suanli.data import data_path
+
+_R = TypeVar("_R")
 
 console = Console(stderr=True)
 DEFAULT_NODES = data_path("traces/openb/openb_node_list_gpu_node.csv")
@@ -87,13 +89,46 @@ def simulate(
     ] = False,
 ) -> None:
     """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload."""
-    from suanli.scheduling.domain.plugins.policies import POLICIES
     from suanli.scheduling.simulator import batch, output
+    from suanli.scheduling.simulator.runner import RunResult
+    from suanli.scheduling.simulator.timeline import TimelineResult
     from suanli.scheduling.simulator.traces import workload_name
 
     if list_policies:
         _list_policies()
         raise typer.Exit()
+    pods, names = _checked(pods, nodes, policy, mode)
+    seed_list = parse_seeds(seeds)
+    workload = workload_name(pods)
+    jobs = [batch.Job(nodes.resolve(), pods.resolve(), p, s, tune, mode) for p in names for s in seed_list]
+    results = _run(jobs, workers or os.cpu_count() or 1, f"[bold]{workload}[/] {mode}")
+
+    if mode == "timeline":
+        timelines = _all_of(results, TimelineResult)
+        summary = batch.summarise_timeline(workload, timelines, names)
+    else:
+        runs = _all_of(results, RunResult)
+        summary = batch.summarise_arrivals(workload, runs, names)
+    if json_path is not None:
+        output.write_json(json_path, summary)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        output.write_json(out / f"{workload}_summary.json", summary)
+        if mode == "timeline":
+            for timeline in timelines:
+                output.write_timeline_csv(out, workload, timeline)
+            output.plot_timeline(out, workload, timelines)
+        else:
+            for run in runs:
+                output.write_run_csv(out, workload, run)
+            output.plot_arrivals(out, workload, runs, names)
+    _print_summary(summary, mode)
+
+
+def _checked(pods: Path | None, nodes: Path, policy: str, mode: str) -> tuple[Path, list[str]]:
+    """The pod list and the policy names, or the usage error a person should see."""
+    from suanli.scheduling.domain.plugins.policies import POLICIES
+
     if pods is None:
         raise typer.BadParameter("--pods is required", param_hint="--pods")
     for path in (nodes, pods):
@@ -107,14 +142,14 @@ def simulate(
         raise typer.BadParameter(
             f"unknown policy {unknown}; known: {', '.join(POLICIES)}", param_hint="--policy"
         )
-    seed_list = parse_seeds(seeds)
-    workload = workload_name(pods)
-    jobs = [batch.Job(nodes.resolve(), pods.resolve(), p, s, tune, mode) for p in names for s in seed_list]
-    workers = workers or os.cpu_count() or 1
+    return pods, names
 
-    results = []
+
+def _run(jobs: list[Any], workers: int, title: str) -> list[Any]:
+    from suanli.scheduling.simulator import batch
+
     with Progress(
-        TextColumn(f"[bold]{workload}[/] {mode}"),
+        TextColumn(title),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -122,28 +157,15 @@ def simulate(
         transient=False,
     ) as progress:
         task = progress.add_task("runs", total=len(jobs))
-        for result in batch.run_jobs(jobs, workers, on_done=lambda: progress.advance(task)):
-            results.append(result)
+        return list(batch.run_jobs(jobs, workers, on_done=lambda: progress.advance(task)))
 
-    if mode == "timeline":
-        summary = batch.summarise_timeline(workload, results, names)
-    else:
-        summary = batch.summarise_arrivals(workload, results, names)
-    if json_path is not None:
-        output.write_json(json_path, summary)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        output.write_json(out / f"{workload}_summary.json", summary)
-        for result in results:
-            if mode == "timeline":
-                output.write_timeline_csv(out, workload, result)
-            else:
-                output.write_run_csv(out, workload, result)
-        if mode == "timeline":
-            output.plot_timeline(out, workload, results)
-        else:
-            output.plot_arrivals(out, workload, results, names)
-    _print_summary(summary, mode)
+
+def _all_of(results: list[Any], kind: type[_R]) -> list[_R]:
+    """``results`` as the one kind their mode produces."""
+    wrong = [type(r).__name__ for r in results if not isinstance(r, kind)]
+    if wrong:
+        raise TypeError(f"expected only {kind.__name__} results, got {', '.join(sorted(set(wrong)))}")
+    return list(results)
 
 
 def _print_summary(summary: dict[str, Any], mode: str) -> None:

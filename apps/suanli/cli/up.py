@@ -12,7 +12,7 @@ from suanli.cli.client import EXIT_USAGE, Failure, fail
 from suanli.data import data_path
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES
 from suanli.platform.up import UpError, UpOptions, run_up
-from suanli.platform.workload import WorkloadError
+from suanli.platform.workload import DemoWorkloadError
 from suanli.sensing.domain.fleet import FleetError
 
 DEFAULT_WORKLOAD = data_path("deploy/workloads/mixed.yaml")
@@ -68,6 +68,6 @@ def up(
         # Headless output goes to logs and CI: long lines stay whole instead of wrapping at 80 columns.
         console = Console(highlight=False, width=160 if headless else None)
         code = run_up(options, console)
-    except (UpError, WorkloadError, FleetError) as exc:
+    except (UpError, DemoWorkloadError, FleetError) as exc:
         raise fail(Failure(str(exc), EXIT_USAGE)) from None
     raise typer.Exit(code)

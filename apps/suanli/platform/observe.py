@@ -75,7 +75,7 @@ class Observer:
     def submitted(self, job: pb.Job) -> None:
         self.jobs[job.id] = job
 
-    def _list(self, state: int) -> list[pb.Job]:
+    def _list(self, state: pb.JobState) -> list[pb.Job]:
         def fetch(size: int, token: str) -> tuple[list[pb.Job], str]:
             answer = self.scheduler.ListJobs(
                 pb.ListJobsRequest(state=state, page_size=size, page_token=token), timeout=UNARY_TIMEOUT_S

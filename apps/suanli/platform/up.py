@@ -42,7 +42,7 @@ from suanli.platform.summary import (
     render_summary,
 )
 from suanli.platform.supervisor import group_members
-from suanli.platform.workload import Arrival, Workload, arrivals, load_workload
+from suanli.platform.workload import Arrival, DemoWorkload, arrivals, load_workload
 
 MARKER = ".suanli-up"
 EXIT_FAILED = 1
@@ -200,7 +200,7 @@ def _uninterruptible() -> Iterator[None]:
 @dataclass
 class Run:
     options: UpOptions
-    workload: Workload
+    workload: DemoWorkload
     console: Console
     stack: Stack
     observer: Observer | None = None
@@ -396,7 +396,9 @@ class HeadlessReport:
             self.run.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _loop(run: Run, show: Callable[[str], None]) -> None:
+# One loop over the run's phases (submitting, draining, settling): every branch reads and moves the same
+# local state, so splitting it would only pass that state around.
+def _loop(run: Run, show: Callable[[str], None]) -> None:  # noqa: C901
     options = run.options
     assert run.observer is not None
     run_id = uuid.uuid4().hex[:8]
@@ -455,7 +457,7 @@ def _loop(run: Run, show: Callable[[str], None]) -> None:
         time.sleep(max(0.01, wake - time.monotonic()))
 
 
-def _planned(workload: Workload, duration_s: float | None, run_id: str) -> int:
+def _planned(workload: DemoWorkload, duration_s: float | None, run_id: str) -> int:
     if duration_s is None:
         return 0
     count = 0

@@ -1,4 +1,4 @@
-"""Workload files for `suanli up`: who submits what, how often and for how long, as a seeded plan.
+"""Demo workload files for `suanli up`: who submits what, how often and for how long, as a seeded plan.
 
 A workload names tenants with a share of the arrivals; each tenant has a mix of job templates (a job
 spec as in docs/jobspec.md, a weight, and a range of task durations). `plan()` turns it into a list of
@@ -28,7 +28,7 @@ from suanli.jobspec.units import parse_duration_s
 _MAX_TEMPLATE_NAME = 56
 
 
-class WorkloadError(ValueError):
+class DemoWorkloadError(ValueError):
     """A workload file that cannot be planned; one `path: message` line per problem."""
 
 
@@ -75,7 +75,12 @@ class Tenant(_Model):
     mix: list[Template] = Field(min_length=1)
 
 
-class Workload(_Model):
+class DemoWorkload(_Model):
+    """A demo workload file: the tenants that submit jobs and the mix each submits.
+
+    Not the scheduler's ``Workload`` (kueue's term for an admitted job waiting or running in a queue).
+    """
+
     seed: int = 0
     arrivals: Arrivals
     tenants: list[Tenant] = Field(min_length=1)
@@ -94,12 +99,12 @@ class Arrival:
     request_id: str
 
 
-def parse_workload(document: Any, source: str = "") -> Workload:
+def parse_workload(document: Any, source: str = "") -> DemoWorkload:
     where = f"{source}: " if source else ""
     try:
-        workload = Workload.model_validate(document)
+        workload = DemoWorkload.model_validate(document)
     except ValidationError as exc:
-        raise WorkloadError("\n".join(f"{where}{p}" for p in problems_of(exc))) from None
+        raise DemoWorkloadError("\n".join(f"{where}{p}" for p in problems_of(exc))) from None
     problems = [
         f"{where}tenants[{t}].mix[{m}].spec: {problem}"
         for t, tenant in enumerate(workload.tenants)
@@ -107,15 +112,15 @@ def parse_workload(document: Any, source: str = "") -> Workload:
         for problem in _template_problems(tenant.name, template)
     ]
     if problems:
-        raise WorkloadError("\n".join(problems))
+        raise DemoWorkloadError("\n".join(problems))
     return workload
 
 
-def load_workload(path: Path) -> Workload:
+def load_workload(path: Path) -> DemoWorkload:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise WorkloadError(f"{path}: {exc}") from None
+        raise DemoWorkloadError(f"{path}: {exc}") from None
     return parse_workload(document, str(path))
 
 
@@ -143,7 +148,7 @@ def _instance(spec: dict[str, Any], suffix: str, duration_s: float) -> dict[str,
     return document
 
 
-def arrivals(workload: Workload, run_id: str) -> Iterator[Arrival]:
+def arrivals(workload: DemoWorkload, run_id: str) -> Iterator[Arrival]:
     """Arrivals in time order, without end; request ids make a retried submit idempotent."""
     rng = random.Random(workload.seed)
     uniform = workload.arrivals.pattern == "uniform"
@@ -160,6 +165,6 @@ def arrivals(workload: Workload, run_id: str) -> Iterator[Arrival]:
         at += 1.0 / rate_per_s if uniform else rng.expovariate(rate_per_s)
 
 
-def plan(workload: Workload, duration_s: float, run_id: str) -> list[Arrival]:
+def plan(workload: DemoWorkload, duration_s: float, run_id: str) -> list[Arrival]:
     """Every arrival in [0, duration_s)."""
     return list(itertools.takewhile(lambda a: a.at_s < duration_s, arrivals(workload, run_id)))

@@ -48,6 +48,8 @@ def resolve_replication_factor(replication_factor: int | None = None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EnsureResult:
+    """What `ensure_topics` did: the topics it created and those that already existed."""
+
     created: tuple[str, ...]
     existing: tuple[str, ...]
 

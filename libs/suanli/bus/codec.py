@@ -6,9 +6,13 @@ from typing import Any, Protocol
 
 
 class Codec(Protocol):
-    def encode(self, event_name: str, record: dict[str, Any]) -> bytes: ...
+    """Turns a record of a catalogued event into bytes on the wire and back."""
 
-    def decode(self, data: bytes) -> tuple[str, dict[str, Any]]: ...
+    def encode(self, event_name: str, record: dict[str, Any]) -> bytes:
+        """The wire bytes of ``record``, an instance of ``event_name``."""
+
+    def decode(self, data: bytes) -> tuple[str, dict[str, Any]]:
+        """The event name and the record that ``data`` holds."""
 
 
 class AvroCodec:
@@ -24,11 +28,14 @@ class AvroCodec:
         self._registry = contracts.default_registry()
 
     def encode(self, event_name: str, record: dict[str, Any]) -> bytes:
+        """Encode with the repository's current schema of ``event_name``."""
         return self._contracts.encode(event_name, record, registry=self._registry)
 
     def decode(self, data: bytes) -> tuple[str, dict[str, Any]]:
+        """Decode through the event's current schema, whatever version wrote ``data``."""
         return self._contracts.decode(data, registry=self._registry)
 
 
 def default_codec() -> Codec:
+    """The codec every publisher and consumer uses unless given another (`AvroCodec`)."""
     return AvroCodec()

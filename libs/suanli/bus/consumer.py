@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ConsumedEvent:
+    """One decoded record as a handler sees it, with where it came from and the producer's trace context."""
+
     topic: str
     partition: int
     offset: int
@@ -60,6 +62,7 @@ class ConsumedEvent:
 
     @property
     def key_str(self) -> str | None:
+        """The key as text (undecodable bytes replaced), or None for a record without key."""
         return None if self.key is None else self.key.decode("utf-8", errors="replace")
 
 
@@ -68,6 +71,8 @@ Handler = Callable[[ConsumedEvent], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
+    """aiokafka consumer options, with defaults that suit Tansu as well as Apache Kafka."""
+
     # Tansu fails fetch_max_wait_ms=0; a short positive wait keeps latency low without busy polling.
     fetch_max_wait_ms: int = 250
     poll_timeout_ms: int = 250
@@ -171,11 +176,13 @@ class EventConsumer:
 
     @property
     def codec(self) -> Codec:
+        """The codec records are decoded with (`default_codec()` unless one was given)."""
         if self._codec is None:
             self._codec = default_codec()
         return self._codec
 
     async def start(self) -> None:
+        """Connect and join the group; a second call does nothing."""
         if self._consumer is not None:
             return
         s = self._settings
@@ -359,6 +366,7 @@ class EventConsumer:
     def _decode(
         self, record: ConsumerRecord[Any, Any], headers: tuple[tuple[str, bytes], ...]
     ) -> ConsumedEvent:
+        value: dict[str, Any]
         if record.value is None:
             event_name, value, tombstone = "", {}, True
         else:

@@ -9,6 +9,8 @@ from suanli.telemetry.names import CONSUMER_LAG, DEAD_LETTERED
 
 
 class BusMetrics:
+    """The bus's metrics of one consumer group: dead letters and consumer lag."""
+
     def __init__(self, group_id: str) -> None:
         self._group = group_id
         meter = metrics.get_meter("suanli.bus")
@@ -22,6 +24,7 @@ class BusMetrics:
         )
 
     def dead_lettered(self, topic: str, reason: str) -> None:
+        """Count one record of ``topic`` sent to its dead-letter topic for ``reason``."""
         self._dead_lettered.add(1, {"topic": topic, "reason": reason})
 
     def observe_lag(self, consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int]) -> None:

@@ -31,6 +31,8 @@ class OutgoingRecord:
 
 @dataclass(frozen=True, slots=True)
 class ProducerSettings:
+    """aiokafka producer options (no idempotence: Tansu refuses InitProducerId)."""
+
     # Tansu answers InitProducerId with an error, so no idempotence; aiokafka keeps one batch in flight
     # per partition, so ordering per key still holds across retries.
     acks: str | int = "all"
@@ -70,11 +72,13 @@ class EventPublisher:
 
     @property
     def codec(self) -> Codec:
+        """The codec records are encoded with (`default_codec()` unless one was given)."""
         if self._codec is None:
             self._codec = default_codec()
         return self._codec
 
     async def start(self) -> None:
+        """Connect the producer; a second call does nothing."""
         if self._producer is not None:
             return
         s = self._settings
@@ -93,6 +97,7 @@ class EventPublisher:
         self._producer = producer
 
     async def stop(self) -> None:
+        """Flush what is pending and disconnect; a second call does nothing."""
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.stop()
@@ -165,9 +170,10 @@ class EventPublisher:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-        return list(results)  # type: ignore[arg-type]
+        return list(results)
 
     async def flush(self) -> None:
+        """Return once every record sent so far is acknowledged (or failed)."""
         await self._running().flush()
 
     async def _send(self, record: OutgoingRecord) -> asyncio.Future[RecordMetadata]:

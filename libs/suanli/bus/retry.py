@@ -27,4 +27,5 @@ class RetryPolicy:
         return min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (failed_attempts - 1))
 
     def should_retry(self, failed_attempts: int, retriable: bool) -> bool:
+        """Whether to try a record again after ``failed_attempts`` failures of the given kind."""
         return retriable and failed_attempts < self.max_attempts

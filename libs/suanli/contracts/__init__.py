@@ -6,13 +6,25 @@
     name, record = decode(data)   # record shaped by the current schema, whatever version wrote it
 
 Records are plain dicts. Decoding errors are ``EventDecodeError`` (``UnknownSchemaError``,
-``CorruptEventError``) with a ``reason`` code for dead-letter headers.
+``CorruptEventError``) with a ``reason`` code for dead-letter headers. ``catalogue`` is the one list of
+topics (`TopicSpec`) and events (`EventSpec`).
 """
 
 from __future__ import annotations
 
 from . import catalogue
-from .catalogue import ENVELOPE_FIELDS, EVENTS, TOPICS, EventSpec, context_of, events_on, topic_of
+from .catalogue import (
+    ENVELOPE_FIELDS,
+    EVENTS,
+    TOPIC_SPECS,
+    TOPICS,
+    EventSpec,
+    TopicSpec,
+    context_of,
+    events_on,
+    topic_of,
+    topic_spec,
+)
 from .codec import HEADER_SIZE, MAGIC, decode, encode, header, writer_schema
 from .compat import Incompatibility, check_compatibility, check_pair, format_report, sample_records
 from .envelope import new_envelope
@@ -43,6 +55,7 @@ __all__ = [
     "MAGIC",
     "SCHEMAS_DIR_ENV",
     "TOPICS",
+    "TOPIC_SPECS",
     "CatalogueError",
     "ContractError",
     "CorruptEventError",
@@ -52,6 +65,7 @@ __all__ = [
     "Incompatibility",
     "SchemaRegistry",
     "SchemaVersion",
+    "TopicSpec",
     "UnknownEventError",
     "UnknownSchemaError",
     "catalogue",
@@ -71,5 +85,6 @@ __all__ = [
     "schema_fingerprint",
     "schemas_dir",
     "topic_of",
+    "topic_spec",
     "writer_schema",
 ]

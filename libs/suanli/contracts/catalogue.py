@@ -1,40 +1,167 @@
-"""The one catalogue of integration events and topics, in code (ARCHITECTURE §1).
+"""The one catalogue of topics and integration events, in code (ARCHITECTURE §1).
 
-Every ``schemas/avro/<context>/<Event>.avsc`` has an entry here and every entry has a file; a unit test holds
-both directions. ``key`` names the record field used as the Kafka message key, so ordering per key holds
-(all events about one node on one partition, and so on).
+Topics: one `TopicSpec` per Kafka topic (partitions, key, cleanup policy, retention), the dead-letter
+convention beside it. Events: one `EventSpec` per ``schemas/avro/<context>/<Event>.avsc``, naming the
+topic it travels on and the record field used as the Kafka key, so ordering per key holds (all events
+about one node on one partition, and so on). A unit test holds schema files and events in step.
+
+This module is pure data. `suanli.bus.topics` reads it and adds what depends on the deployment (the
+topic prefix from the environment); nothing else lists topics.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
-# Topic names. Compacted views (capacity.nodes, nodes.status) are keyed by node id.
+DLQ_SUFFIX: Final = ".dlq"
+
+DAY_MS: Final = 24 * 60 * 60 * 1000
+# Compacted views keep the latest value per key forever; Kafka spells "no time limit" as -1.
+FOREVER_MS: Final = -1
+# Dead letters wait for a human: keep them longer than any source topic.
+DLQ_RETENTION_MS: Final = 30 * DAY_MS
+
+
+class CleanupPolicy(StrEnum):
+    """Kafka's ``cleanup.policy``: expire old records, or keep the latest per key."""
+
+    DELETE = "delete"
+    COMPACT = "compact"
+
+
+def dlq_topic(topic: str) -> str:
+    """Dead-letter topic of ``topic`` (already prefixed names stay prefixed)."""
+    return f"{topic}{DLQ_SUFFIX}"
+
+
+def qualified(name: str, prefix: str) -> str:
+    """``name`` in the namespace ``prefix`` (``""``: no namespace)."""
+    return f"{prefix}.{name}" if prefix else name
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One Kafka topic: how many partitions, what its key is, and how long records are kept."""
+
+    name: str
+    partitions: int
+    key: str
+    cleanup_policy: CleanupPolicy = CleanupPolicy.DELETE
+    retention_ms: int = 7 * DAY_MS
+    doc: str = ""
+
+    @property
+    def dlq(self) -> str:
+        """Name of this topic's dead-letter topic."""
+        return dlq_topic(self.name)
+
+    @property
+    def configs(self) -> dict[str, str]:
+        """Topic configs passed at creation (the only time Tansu accepts them: no AlterConfigs)."""
+        return {"cleanup.policy": self.cleanup_policy.value, "retention.ms": str(self.retention_ms)}
+
+    def dlq_spec(self) -> TopicSpec:
+        """The dead-letter topic of this one."""
+        # One partition: dead letters are rare and read by people, in the order they failed.
+        return TopicSpec(
+            name=self.dlq,
+            partitions=1,
+            key=f"original key ({self.key})",
+            cleanup_policy=CleanupPolicy.DELETE,
+            retention_ms=DLQ_RETENTION_MS,
+            doc=f"Dead letters of {self.name}: records that failed to decode or to be handled.",
+        )
+
+    def prefixed(self, prefix: str) -> TopicSpec:
+        """This topic in the namespace ``prefix`` (``""``: unchanged)."""
+        return replace(self, name=qualified(self.name, prefix))
+
+
+# Topic names. Compacted views (capacity.nodes, network.links, nodes.status) keep the latest value per key.
 NODE_SNAPSHOTS: Final = "node.snapshots"
 LINKS_MEASURED: Final = "links.measured"
 TASKS_LIFECYCLE: Final = "tasks.lifecycle"
 USAGE_SAMPLES: Final = "usage.samples"
 CAPACITY_NODES: Final = "capacity.nodes"
+NETWORK_LINKS: Final = "network.links"
 NODES_STATUS: Final = "nodes.status"
 USAGE_METERED: Final = "usage.metered"
 JOBS_EVENTS: Final = "jobs.events"
 PLACEMENTS: Final = "placements"
 BILLING_EVENTS: Final = "billing.events"
 
-TOPICS: Final[tuple[str, ...]] = (
-    NODE_SNAPSHOTS,
-    LINKS_MEASURED,
-    TASKS_LIFECYCLE,
-    USAGE_SAMPLES,
-    CAPACITY_NODES,
-    NODES_STATUS,
-    USAGE_METERED,
-    JOBS_EVENTS,
-    PLACEMENTS,
-    BILLING_EVENTS,
+TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
+    TopicSpec(
+        NODE_SNAPSHOTS,
+        8,
+        "node id",
+        doc="Full-state snapshots from each node's sensing agent (devices, load, running tasks).",
+    ),
+    TopicSpec(
+        LINKS_MEASURED,
+        4,
+        "link id (source site -> target site)",
+        doc="Raw network probe results between regions/sites.",
+    ),
+    TopicSpec(
+        TASKS_LIFECYCLE,
+        8,
+        "task id",
+        doc="Task started / finished / failed, reported by the node running it.",
+    ),
+    TopicSpec(USAGE_SAMPLES, 8, "task id", doc="Periodic resource usage samples of running tasks."),
+    TopicSpec(
+        CAPACITY_NODES,
+        4,
+        "node id",
+        CleanupPolicy.COMPACT,
+        FOREVER_MS,
+        doc="Materialized capacity view per node in compute units (latest value per node).",
+    ),
+    TopicSpec(
+        NETWORK_LINKS,
+        4,
+        "link id (source site -> target site)",
+        CleanupPolicy.COMPACT,
+        FOREVER_MS,
+        doc="Materialized network-state view per link (latency, jitter, loss, bandwidth).",
+    ),
+    TopicSpec(
+        NODES_STATUS,
+        4,
+        "node id",
+        CleanupPolicy.COMPACT,
+        FOREVER_MS,
+        doc="Node liveness (up / suspect / down), latest value per node.",
+    ),
+    TopicSpec(USAGE_METERED, 4, "task id", doc="Usage normalised into compute units, ready for rating."),
+    TopicSpec(
+        JOBS_EVENTS,
+        4,
+        "job id",
+        doc="Job lifecycle integration events from scheduling (submitted, cancelled, succeeded, failed).",
+    ),
+    TopicSpec(
+        PLACEMENTS,
+        8,
+        "node id",
+        doc="Tasks placed on / preempted from a node; keyed by node so each agent reads its node in order.",
+    ),
+    TopicSpec(BILLING_EVENTS, 4, "tenant id", doc="Charges recorded and invoices issued."),
 )
+TOPICS_BY_NAME: Final = MappingProxyType({t.name: t for t in TOPIC_SPECS})
+
+
+def topic_spec(name: str) -> TopicSpec:
+    """The catalogue entry of topic ``name``; a typo fails loudly instead of creating a stray topic."""
+    try:
+        return TOPICS_BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown topic {name!r}; known: {', '.join(sorted(TOPICS_BY_NAME))}") from None
+
 
 CONTEXTS: Final[tuple[str, ...]] = ("sensing", "execution", "metering", "scheduling", "billing")
 
@@ -49,6 +176,8 @@ ENVELOPE_FIELDS: Final[tuple[tuple[str, object], ...]] = (
 
 @dataclass(frozen=True, slots=True)
 class EventSpec:
+    """One integration event: its bounded context, the topic it travels on and its Kafka key field."""
+
     name: str
     context: str
     topic: str
@@ -56,11 +185,12 @@ class EventSpec:
 
     @property
     def full_name(self) -> str:
+        """The Avro full name (``suanli.<context>.<Event>``)."""
         return f"suanli.{self.context}.{self.name}"
 
 
 def _spec(name: str, context: str, topic: str, key: str) -> tuple[str, EventSpec]:
-    return name, EventSpec(name, context, topic, key)
+    return name, EventSpec(name, context, topic_spec(topic).name, key)
 
 
 EVENTS: Final = MappingProxyType(
@@ -96,6 +226,11 @@ EVENTS: Final = MappingProxyType(
     )
 )
 
+# The topics catalogued events travel on, in catalogue order (network.links carries none yet).
+TOPICS: Final[tuple[str, ...]] = tuple(
+    t.name for t in TOPIC_SPECS if any(e.topic == t.name for e in EVENTS.values())
+)
+
 
 def spec(event_name: str) -> EventSpec:
     """The catalogue entry of ``event_name``; ``KeyError`` names the unknown event."""
@@ -106,10 +241,12 @@ def spec(event_name: str) -> EventSpec:
 
 
 def context_of(event_name: str) -> str:
+    """The bounded context that owns ``event_name``."""
     return spec(event_name).context
 
 
 def topic_of(event_name: str) -> str:
+    """The topic ``event_name`` travels on."""
     return spec(event_name).topic
 
 

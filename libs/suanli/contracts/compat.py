@@ -17,7 +17,7 @@ import datetime as dt
 import decimal
 import io
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,8 @@ _EPOCH = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 @dataclass(frozen=True, slots=True)
 class Incompatibility:
+    """One reason an older version's data cannot be read through the current schema."""
+
     event: str
     writer_version: int  # the older version whose data cannot be read
     reader_version: int  # the current version
@@ -131,53 +133,61 @@ def _join(path: str, name: str) -> str:
 
 
 def _check(writer: Any, reader: Any, path: str, problems: list[tuple[str, str]]) -> None:
-    if isinstance(reader, list):
-        for branch in writer if isinstance(writer, list) else [writer]:
-            target = _union_match(branch, reader)
-            if target is None:
-                problems.append(
-                    (
-                        path,
-                        f"writer type {_describe(branch)} matches no branch of reader union "
-                        f"{[_describe(b) for b in reader]}",
-                    )
-                )
-            else:
-                _check(branch, target, path, problems)
+    if isinstance(reader, list) or isinstance(writer, list):
+        _check_union(writer, reader, path, problems)
         return
-    if isinstance(writer, list):
+    changed = _type_change(writer, reader)
+    if changed is not None:
+        problems.append((path, changed))
+        return
+    _check_contents(_kind(writer), writer, reader, path, problems)
+
+
+def _check_union(writer: Any, reader: Any, path: str, problems: list[tuple[str, str]]) -> None:
+    if not isinstance(reader, list):
         # Each writer branch is resolved against the reader type on its own; any may occur in data.
         for branch in writer:
             _check(branch, reader, path, problems)
         return
+    for branch in writer if isinstance(writer, list) else [writer]:
+        target = _union_match(branch, reader)
+        if target is None:
+            problems.append(
+                (
+                    path,
+                    f"writer type {_describe(branch)} matches no branch of reader union "
+                    f"{[_describe(b) for b in reader]}",
+                )
+            )
+        else:
+            _check(branch, target, path, problems)
+
+
+def _type_change(writer: Any, reader: Any) -> str | None:
+    """Why ``reader`` cannot read ``writer``'s values at all, or None when the types resolve."""
     wk, rk = _kind(writer), _kind(reader)
     if wk != rk and rk not in PROMOTIONS.get(wk, ()):
-        problems.append(
-            (
-                path,
-                f"type changed from {_describe(writer)} to {_describe(reader)}, "
-                "which is not an Avro promotion",
-            )
-        )
-        return
+        return f"type changed from {_describe(writer)} to {_describe(reader)}, which is not an Avro promotion"
     if _logical(writer) != _logical(reader):
-        problems.append((path, f"logical type changed from {_describe(writer)} to {_describe(reader)}"))
-        return
+        return f"logical type changed from {_describe(writer)} to {_describe(reader)}"
     if wk in _NAMED and not _names_match(writer, reader):
-        problems.append((path, f"{wk} renamed from {writer['name']} to {reader['name']} without an alias"))
-        return
-    if wk == "record":
+        return f"{wk} renamed from {writer['name']} to {reader['name']} without an alias"
+    return None
+
+
+def _check_contents(kind: str, writer: Any, reader: Any, path: str, problems: list[tuple[str, str]]) -> None:
+    if kind == "record":
         _check_record(writer, reader, path, problems)
-    elif wk == "enum":
+    elif kind == "enum":
         missing = [s for s in writer["symbols"] if s not in reader["symbols"]]
         if missing and "default" not in reader:
             problems.append((path, f"enum symbols {missing} removed and the reader enum has no default"))
-    elif wk == "fixed":
+    elif kind == "fixed":
         if writer["size"] != reader["size"]:
             problems.append((path, f"fixed size changed from {writer['size']} to {reader['size']}"))
-    elif wk == "array":
+    elif kind == "array":
         _check(writer["items"], reader["items"], path + "[]", problems)
-    elif wk == "map":
+    elif kind == "map":
         _check(writer["values"], reader["values"], path + "{}", problems)
 
 
@@ -251,7 +261,7 @@ def _plain_json(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float | str | list | dict)
 
 
-def sample_records(schema: dict[str, Any] | SchemaVersion) -> list[dict[str, Any]]:
+def sample_records(schema: Mapping[str, Any] | SchemaVersion) -> list[dict[str, Any]]:
     """Deterministic records covering every field of ``schema``, every union branch and enum symbol.
 
     Record ``k`` takes branch ``k mod n`` of each union and symbol ``k mod n`` of each enum, and arrays and
@@ -285,31 +295,54 @@ def _sample(schema: Any, k: int, path: str) -> Any:
         return _sample(schema[k % len(schema)], k, path)
     logical = _logical(schema)
     if logical is not None:
-        lt = logical[0]
-        if lt in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"):
-            value = _EPOCH + dt.timedelta(days=k, milliseconds=1001 * (k + 1))
-            return value.replace(tzinfo=None) if lt.startswith("local-") else value
-        if lt == "date":
-            return _EPOCH.date() + dt.timedelta(days=k)
-        if lt in ("time-millis", "time-micros"):
-            return dt.time(12, k % 60, 30, 1000 * k)
-        if lt == "decimal":
-            scale = int(schema.get("scale", 0))
-            return decimal.Decimal(1234 + k).scaleb(-scale)
-        if lt == "uuid":
-            return str(uuid.UUID(int=k + 1))
-    if kind == "null":
-        return None
-    if kind == "boolean":
-        return k % 2 == 1
-    if kind in ("int", "long"):
-        return 7 + k
-    if kind in ("float", "double"):
-        return 0.5 + k  # exactly representable, so equality survives a float32 round trip
-    if kind == "string":
-        return f"{path}-{k}"
-    if kind == "bytes":
-        return f"{path}-{k}".encode()
+        value = _sample_logical(schema, logical[0], k)
+        if value is not _UNSAMPLED:
+            return value
+    primitive = _PRIMITIVE_SAMPLES.get(kind)
+    if primitive is not None:
+        return primitive(k, path)
+    return _sample_complex(schema, kind, k, path)
+
+
+# A logical type without a sample of its own is sampled as its underlying type.
+_UNSAMPLED = object()
+
+
+def _sample_logical(schema: Any, logical_type: str, k: int) -> Any:
+    if logical_type in (
+        "timestamp-millis",
+        "timestamp-micros",
+        "local-timestamp-millis",
+        "local-timestamp-micros",
+    ):
+        value = _EPOCH + dt.timedelta(days=k, milliseconds=1001 * (k + 1))
+        return value.replace(tzinfo=None) if logical_type.startswith("local-") else value
+    if logical_type == "date":
+        return _EPOCH.date() + dt.timedelta(days=k)
+    if logical_type in ("time-millis", "time-micros"):
+        return dt.time(12, k % 60, 30, 1000 * k)
+    if logical_type == "decimal":
+        scale = int(schema.get("scale", 0))
+        return decimal.Decimal(1234 + k).scaleb(-scale)
+    if logical_type == "uuid":
+        return str(uuid.UUID(int=k + 1))
+    return _UNSAMPLED
+
+
+_PRIMITIVE_SAMPLES: dict[str, Callable[[int, str], Any]] = {
+    "null": lambda k, path: None,
+    "boolean": lambda k, path: k % 2 == 1,
+    "int": lambda k, path: 7 + k,
+    "long": lambda k, path: 7 + k,
+    # Exactly representable, so equality survives a float32 round trip.
+    "float": lambda k, path: 0.5 + k,
+    "double": lambda k, path: 0.5 + k,
+    "string": lambda k, path: f"{path}-{k}",
+    "bytes": lambda k, path: f"{path}-{k}".encode(),
+}
+
+
+def _sample_complex(schema: Any, kind: str, k: int, path: str) -> Any:
     if kind == "fixed":
         return bytes((k + i) % 256 for i in range(schema["size"]))
     if kind == "enum":

@@ -106,8 +106,10 @@ def _record(schema: Mapping[str, Any], named: dict[str, Check]) -> Check:
 
 
 def _default_ok(field_check: Check, field: Mapping[str, Any]) -> bool:
-    """An absent field is certainly fine only when its (JSON) default passes the field's own check; a bytes
-    or fixed default written as a JSON string does not, and such records go to fastavro."""
+    """Whether an absent field is certainly fine: only when its (JSON) default passes the field's own check.
+
+    A bytes or fixed default written as a JSON string does not, and such records go to fastavro.
+    """
     try:
         return field_check(field["default"])
     except Exception:  # a reference to a type not compiled yet: leave it to fastavro

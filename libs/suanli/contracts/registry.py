@@ -76,6 +76,7 @@ class SchemaVersion:
 
     @property
     def full_name(self) -> str:
+        """The Avro full name (``suanli.<context>.<Event>``)."""
         return f"suanli.{self.context}.{self.event_name}"
 
 
@@ -132,6 +133,7 @@ class SchemaRegistry:
 
     # --- queries -----------------------------------------------------------------------------------
     def event_names(self) -> tuple[str, ...]:
+        """Names of every event with a schema, sorted."""
         return tuple(sorted(self._current))
 
     def __contains__(self, event_name: object) -> bool:
@@ -146,6 +148,7 @@ class SchemaRegistry:
         return len(self._by_fingerprint)
 
     def current(self, event_name: str) -> SchemaVersion:
+        """The current (highest) version of ``event_name``; `UnknownEventError` when there is none."""
         try:
             return self._current[event_name]
         except KeyError:
@@ -159,6 +162,7 @@ class SchemaRegistry:
             raise UnknownEventError(event_name) from None
 
     def by_fingerprint(self, fingerprint: bytes) -> SchemaVersion | None:
+        """The version whose writer-schema fingerprint is ``fingerprint``, or None."""
         return self._by_fingerprint.get(bytes(fingerprint))
 
 
@@ -177,7 +181,8 @@ def default_registry() -> SchemaRegistry:
     """The registry of ``schemas_dir()``, loaded once per directory.
 
     Keyed by the path as configured, not resolved: resolving costs file-system calls, and this runs for
-    every event encoded or decoded without an explicit registry."""
+    every event encoded or decoded without an explicit registry.
+    """
     return _load_cached(schemas_dir())
 
 

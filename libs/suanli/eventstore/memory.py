@@ -155,32 +155,39 @@ class InMemoryEventStore:
         *,
         outbox: Sequence[OutboxMessage] = (),
     ) -> int:
+        """Like `EventStore.append`, in memory."""
         async with self.transaction() as tx:
             return await tx.append(stream, expected_version, events, outbox=outbox)
 
     async def read(self, stream: str, after_version: int = 0) -> list[StoredEvent]:
+        """Like `EventStore.read`: the events of ``stream`` after ``after_version``."""
         return [e for e in self._state.streams.get(stream, ()) if e.version > after_version]
 
     async def read_all(self, after_position: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        """Like `EventStore.read_all`: events of every stream after ``after_position``, in commit order."""
         found = [e for e in self._state.events if e.position > after_position]
         return found if limit is None else found[:limit]
 
     async def stream_version(self, stream: str) -> int:
+        """Like `EventStore.stream_version`: 0 for a stream without events."""
         return len(self._state.streams.get(stream, ()))
 
     @asynccontextmanager
     async def transaction(self, *, appending: bool = False) -> AsyncIterator[_MemoryTransaction]:
+        """Like `EventStore.transaction`: applied on normal exit, discarded when the block raises."""
         async with self._lock:
             tx = _MemoryTransaction(self)
             yield tx
             tx._commit()
 
     async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
+        """Like `EventStore.pending_outbox`: unpublished rows, oldest first."""
         return list(self._state.outbox.values())[:limit]
 
     # -- TrackingStore -----------------------------------------------------------------------------
 
     async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
+        """Like `TrackingStore.applied`: whether ``offset`` was applied for the group and partition."""
         last = self._state.tracking.get((group, topic, partition))
         return last is not None and offset <= last
 
@@ -188,6 +195,7 @@ class InMemoryEventStore:
     async def tracking_transaction(
         self, group: str, topic: str, partition: int, offset: int, *, event_id: str | None = None
     ) -> AsyncIterator[_MemoryTransaction]:
+        """Like `TrackingStore.tracking_transaction`, in memory."""
         async with self._lock:
             if event_id is None:
                 seen = await self.applied(group, topic, partition, offset)
@@ -205,9 +213,11 @@ class InMemoryEventStore:
     # -- outbox, for the relay ---------------------------------------------------------------------
 
     def feed(self) -> InMemoryOutboxFeed:
+        """An outbox feed over this store, for an `OutboxRelay`."""
         return InMemoryOutboxFeed(self)
 
     def published(self) -> list[OutboxRecord]:
+        """Outbox rows the relay has marked published, in the order it did."""
         return list(self._state.published.values())
 
 
@@ -232,11 +242,14 @@ class _MemoryLease:
 
 
 class InMemoryOutboxFeed:
+    """The `OutboxFeed` of an `InMemoryEventStore`: one relay at a time."""
+
     def __init__(self, store: InMemoryEventStore) -> None:
         self._store = store
 
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[_MemoryLease]:
+        """Hold the store's relay lock while the block runs."""
         async with self._store._relay_lock:
             yield _MemoryLease(self._store)
 
@@ -249,6 +262,7 @@ class RecordingOutboxSink:
         self.fail_next: BaseException | None = None
 
     async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
+        """Keep ``records``, or raise the error set in ``fail_next`` once."""
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error

@@ -22,11 +22,14 @@ class MigrationError(EventStoreError):
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One SQL file of ``migrations/``, applied once per schema."""
+
     version: str  # the file name without .sql, e.g. "0001_events"
     sql: str
 
     @property
     def checksum(self) -> str:
+        """SHA-256 of the SQL, recorded when applied so an edited file is noticed."""
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
@@ -38,6 +41,7 @@ def check_schema(schema: str) -> str:
 
 
 def load_migrations() -> list[Migration]:
+    """The event store's own migrations, in version order."""
     folder = resources.files("suanli.eventstore.migrations")
     found = [
         Migration(entry.name.removesuffix(".sql"), entry.read_text(encoding="utf-8"))

@@ -38,6 +38,8 @@ def notify_channel(schema: str) -> str:
 
 
 class PostgresOutboxLease:
+    """The relay's hold on a PostgreSQL outbox: a session advisory lock on a dedicated connection."""
+
     def __init__(self, conn: asyncpg.Connection, sql: Statements, clock: Clock) -> None:
         self._conn = conn
         self._sql = sql
@@ -48,20 +50,25 @@ class PostgresOutboxLease:
         self._notified.set()
 
     async def pending(self, limit: int) -> list[OutboxRecord]:
+        """Like `OutboxLease.pending`: the oldest unpublished rows."""
         # Cleared before the query: a commit landing after it re-arms the event, so no wake-up is lost.
         self._notified.clear()
         rows = await self._conn.fetch(self._sql.pending, limit)
         return [outbox_record(r) for r in rows]
 
     async def mark_published(self, ids: Sequence[int]) -> None:
+        """Record ``ids`` as published, stamped with the clock's time."""
         await self._conn.execute(self._sql.mark_published, self._clock.now(), list(ids))
 
     async def wait_for_new(self, timeout: float) -> None:
+        """Like `OutboxLease.wait_for_new`: woken by the outbox's NOTIFY, or after ``timeout`` seconds."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._notified.wait(), timeout)
 
 
 class PostgresOutboxFeed:
+    """The `OutboxFeed` of a PostgreSQL event store: one relay across every process holds the lease."""
+
     def __init__(
         self,
         dsn: str,
@@ -85,6 +92,7 @@ class PostgresOutboxFeed:
 
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[PostgresOutboxLease]:
+        """Wait for the advisory lock on a connection of its own, then hold it while the block runs."""
         conn = await asyncpg.connect(self._dsn)
         try:
             # Polling pg_try_advisory_lock rather than blocking in pg_advisory_lock keeps a standby

@@ -24,7 +24,8 @@ class Transaction(Protocol):
     """
 
     @property
-    def connection(self) -> Any: ...
+    def connection(self) -> Any:
+        """The adapter's handle for the caller's own statements in this transaction."""
 
     async def append(
         self,
@@ -50,6 +51,8 @@ class Transaction(Protocol):
 
 
 class EventStore(Protocol):
+    """Append-only streams of events with an outbox, written atomically (the port every writer uses)."""
+
     async def append(
         self,
         stream: str,
@@ -100,7 +103,8 @@ class TrackingStore(Protocol):
     again, and only the id tells a redelivery from a new record then.
     """
 
-    async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool: ...
+    async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
+        """Whether ``offset`` of the group's partition was applied before."""
 
     def tracking_transaction(
         self, group: str, topic: str, partition: int, offset: int, *, event_id: str | None = None
@@ -122,7 +126,8 @@ class OutboxLease(Protocol):
         """Oldest unpublished rows; also re-arms `wait_for_new`."""
         ...
 
-    async def mark_published(self, ids: Sequence[int]) -> None: ...
+    async def mark_published(self, ids: Sequence[int]) -> None:
+        """Record the rows ``ids`` as published, so they are not handed out again."""
 
     async def wait_for_new(self, timeout: float) -> None:
         """Return when rows may have been added since the last `pending`, or after `timeout` seconds."""
@@ -130,12 +135,16 @@ class OutboxLease(Protocol):
 
 
 class OutboxFeed(Protocol):
+    """Where a relay takes its exclusive lease on the outbox."""
+
     def lease(self) -> AbstractAsyncContextManager[OutboxLease]:
         """Wait until this caller is the only relay, then hold that until the block exits."""
         ...
 
 
 class OutboxSink(Protocol):
+    """Where a relay publishes outbox rows (Kafka in production)."""
+
     async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
         """Publish `records`, keeping their order per key; return only once every one is acknowledged."""
         ...

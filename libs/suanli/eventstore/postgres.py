@@ -43,6 +43,7 @@ def _stored_event(row: asyncpg.Record) -> StoredEvent:
 
 
 def outbox_record(row: asyncpg.Record) -> OutboxRecord:
+    """An outbox row as the relay publishes it."""
     key = row["key"]
     return OutboxRecord(
         id=row["id"],
@@ -126,6 +127,7 @@ class PostgresTransaction:
 
     @property
     def connection(self) -> asyncpg.Connection:
+        """The asyncpg connection, inside the open transaction."""
         return self._conn
 
     async def append(
@@ -136,10 +138,12 @@ class PostgresTransaction:
         *,
         outbox: Sequence[OutboxMessage] = (),
     ) -> int:
+        """Like `Transaction.append`, committed with the transaction."""
         (version,) = await self.append_many([StreamAppend(stream, expected_version, events, outbox)])
         return version
 
     async def append_many(self, appends: Sequence[StreamAppend]) -> list[int]:
+        """Like `Transaction.append_many`: one statement per check and insert, whatever the batch size."""
         check_batch(appends)
         if not appends:
             return []
@@ -191,10 +195,12 @@ class PostgresTransaction:
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL): pool
-    connections carry no session state here (LISTEN and session locks live on dedicated connections, and
-    nothing SETs), and that query is one round trip on every release. asyncpg still rolls back a
-    transaction left open before calling this."""
+    """Release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL).
+
+    Pool connections carry no session state here (LISTEN and session locks live on dedicated connections,
+    and nothing SETs), and that query is one round trip on every release. asyncpg still rolls back a
+    transaction left open before calling this.
+    """
 
 
 class PostgresEventStore:
@@ -233,13 +239,16 @@ class PostgresEventStore:
 
     @property
     def schema(self) -> str:
+        """The PostgreSQL schema the store's tables live in."""
         return self._schema
 
     @property
     def pool(self) -> asyncpg.Pool:
+        """The connection pool the store runs its statements on."""
         return self._pool
 
     async def close(self) -> None:
+        """Close the pool if the store created it."""
         if self._owns_pool:
             await self._pool.close()
 
@@ -259,22 +268,27 @@ class PostgresEventStore:
         *,
         outbox: Sequence[OutboxMessage] = (),
     ) -> int:
+        """Like `EventStore.append`, in a transaction of its own."""
         async with self.transaction() as tx:
             return await tx.append(stream, expected_version, events, outbox=outbox)
 
     async def read(self, stream: str, after_version: int = 0) -> list[StoredEvent]:
+        """Like `EventStore.read`: the events of ``stream`` after ``after_version``."""
         rows = await self._pool.fetch(self._sql.read, stream, after_version)
         return [_stored_event(r) for r in rows]
 
     async def read_all(self, after_position: int = 0, limit: int | None = None) -> list[StoredEvent]:
+        """Like `EventStore.read_all`: events of every stream after ``after_position``, in commit order."""
         rows = await self._pool.fetch(self._sql.read_all, after_position, limit)
         return [_stored_event(r) for r in rows]
 
     async def stream_version(self, stream: str) -> int:
+        """Like `EventStore.stream_version`: 0 for a stream without events."""
         return await self._pool.fetchval(self._sql.version, stream)
 
     @asynccontextmanager
     async def transaction(self, *, appending: bool = False) -> AsyncIterator[PostgresTransaction]:
+        """Like `EventStore.transaction`; with ``appending`` the append lock is taken as it begins."""
         if not appending:
             async with self._pool.acquire() as conn, conn.transaction():
                 yield PostgresTransaction(conn, self._sql, self._clock)
@@ -291,12 +305,14 @@ class PostgresEventStore:
             await conn.execute("COMMIT")
 
     async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
+        """Like `EventStore.pending_outbox`: unpublished rows, oldest first."""
         rows = await self._pool.fetch(self._sql.pending, limit)
         return [outbox_record(r) for r in rows]
 
     # -- TrackingStore -----------------------------------------------------------------------------
 
     async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
+        """Like `TrackingStore.applied`: whether ``offset`` was applied for the group and partition."""
         last = await self._pool.fetchval(self._sql.applied, group, topic, partition)
         return last is not None and offset <= last
 
@@ -304,6 +320,7 @@ class PostgresEventStore:
     async def tracking_transaction(
         self, group: str, topic: str, partition: int, offset: int, *, event_id: str | None = None
     ) -> AsyncIterator[PostgresTransaction]:
+        """Like `TrackingStore.tracking_transaction`: the claim and the effect commit together."""
         async with self._pool.acquire() as conn, conn.transaction():
             now = self._clock.now()
             if event_id is None:

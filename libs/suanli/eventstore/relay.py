@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 
 class OutboxRelay:
+    """Publishes outbox rows to a sink at least once, in order per key, while it holds the feed's lease."""
+
     def __init__(
         self,
         feed: OutboxFeed,
@@ -50,6 +52,7 @@ class OutboxRelay:
         self.failures = 0
 
     async def start(self) -> None:
+        """Run the relay in a background task; a second call does nothing."""
         if self._task is None:
             self._stopping = False
             self._task = asyncio.create_task(self.run(), name="outbox-relay")

@@ -38,6 +38,7 @@ class _KillAfterBatches:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The relay's command line."""
     parser = argparse.ArgumentParser(prog="suanli-outbox-relay", description=__doc__)
     parser.add_argument("--dsn", required=True, help="PostgreSQL DSN (TCP or Unix-socket URI)")
     parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
@@ -54,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def serve(args: argparse.Namespace) -> None:
+    """Migrate the schema, then relay its outbox to Kafka until cancelled."""
     # The relay may start before the service that writes the outbox: migrating is idempotent and cheap.
     conn = await asyncpg.connect(args.dsn)
     try:
@@ -80,6 +82,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the outbox relay as a process (``suanli-outbox-relay``)."""
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(serve(args))

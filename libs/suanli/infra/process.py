@@ -9,6 +9,7 @@ import time
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

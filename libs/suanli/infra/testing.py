@@ -29,11 +29,13 @@ TEST_PG_ENV = "SUANLI_TEST_PG"
 
 @pytest.fixture(scope="session")
 def infra_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory for the session's broker log and embedded PostgreSQL data."""
     return tmp_path_factory.mktemp("infra")
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(infra_dir: Path) -> Iterator[str]:
+    """Bootstrap address of ``SUANLI_KAFKA_BOOTSTRAP``, or of a Tansu broker started for the session."""
     external = os.environ.get(KAFKA_ENV)
     if external:
         yield external
@@ -48,6 +50,7 @@ def kafka_bootstrap(infra_dir: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def postgres_server(infra_dir: Path) -> Iterator[PostgresEndpoint]:
+    """The PostgreSQL server the session's databases are created on (see `resolve_postgres`)."""
     mode = PostgresMode(os.environ.get(TEST_PG_ENV, PostgresMode.AUTO.value))
     endpoint = resolve_postgres(mode, data_dir=infra_dir / "pg")
     try:

@@ -106,6 +106,7 @@ class DeviceCatalogue:
 
     @property
     def models(self) -> tuple[str, ...]:
+        """Model names of the catalogue's devices."""
         return tuple(self._devices)
 
     def __iter__(self) -> Iterator[DeviceClass]:
@@ -129,6 +130,7 @@ class DeviceCatalogue:
         )
 
     def cu_of(self, model: str, milli: int = MILLI) -> float:
+        """CU of ``milli`` thousandths of one device of ``model``."""
         return self.lookup(model).cu_of(milli)
 
     def cpu_cu(self, cpu_milli: int) -> float:
@@ -216,8 +218,10 @@ def cu_of(model: str, milli: int = MILLI, *, catalogue: DeviceCatalogue | None =
 
 
 def device_class(model: str, *, catalogue: DeviceCatalogue | None = None) -> DeviceClass:
+    """The device class of ``model`` in ``catalogue`` (the default catalogue when None)."""
     return (catalogue or default_catalogue()).lookup(model)
 
 
 def cpu_cu(cpu_milli: int, *, catalogue: DeviceCatalogue | None = None) -> float:
+    """CU of ``cpu_milli`` millicores in ``catalogue`` (the default catalogue when None)."""
     return (catalogue or default_catalogue()).cpu_cu(cpu_milli)

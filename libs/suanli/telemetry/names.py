@@ -18,6 +18,8 @@ MetricKind = Literal["counter", "gauge", "histogram"]
 
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
+    """One exported metric: its Prometheus name, kind, unit, labels and the service that exports it."""
+
     name: str
     kind: MetricKind
     unit: str

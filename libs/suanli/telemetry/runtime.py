@@ -93,19 +93,23 @@ class Telemetry:
 
     @property
     def closed(self) -> bool:
+        """Whether `shutdown` has run."""
         return self._closed
 
     @property
     def metrics_url(self) -> str | None:
+        """The URL Prometheus scrapes, or None when no metrics port is served."""
         if self.metrics_port is None:
             return None
         host = "127.0.0.1" if self.metrics_addr in (None, "", "0.0.0.0", "::") else self.metrics_addr
         return f"http://{host}:{self.metrics_port}/metrics"
 
     def tracer(self, name: str, version: str | None = None) -> otel_trace.Tracer:
+        """A tracer of this runtime's provider."""
         return self.tracer_provider.get_tracer(name, version)
 
     def meter(self, name: str, version: str | None = None) -> otel_metrics.Meter:
+        """A meter of this runtime's provider."""
         return self.meter_provider.get_meter(name, version)
 
     def force_flush(self, timeout_millis: int = 10_000) -> bool:

@@ -145,6 +145,7 @@ async def test_retriable_error_dead_letters_after_the_last_attempt(
 
     assert len(attempts) == FAST_RETRY.max_attempts
     assert header(dead.headers, DLQ_ATTEMPTS) == str(FAST_RETRY.max_attempts)
+    # RetriableError is the kernel's one transient classification (suanli.bus re-exports it).
     assert header(dead.headers, DLQ_ERROR_CLASS) == "suanli.infra.transient.RetriableError"
 
 

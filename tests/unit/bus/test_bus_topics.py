@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from suanli.bus import topics
@@ -89,3 +91,19 @@ def test_specs_are_immutable() -> None:
     with pytest.raises(AttributeError):
         topics.PLACEMENTS.partitions = 1  # type: ignore[misc]
     assert TopicSpec("x", 1, "k").cleanup_policy is CleanupPolicy.DELETE
+
+
+def test_the_docs_table_matches_the_catalogue() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "bus.md").read_text(encoding="utf-8")
+    rows = {
+        cells[0]: cells
+        for line in text.split("## Topic catalogue", 1)[1].splitlines()
+        if line.startswith("| ") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 6
+    }
+    rows.pop("topic")
+    assert set(rows) == {t.name for t in topics.CATALOGUE}
+    for spec in topics.CATALOGUE:
+        _, partitions, _, cleanup, retention, _ = rows[spec.name]
+        assert (int(partitions), cleanup) == (spec.partitions, spec.cleanup_policy.value), spec.name
+        days = f"{spec.retention_ms // topics.DAY_MS} d"
+        assert retention == ("forever" if spec.retention_ms == topics.FOREVER_MS else days), spec.name

@@ -109,7 +109,27 @@ def test_docs_table_lists_every_event_with_its_topic() -> None:
 
 
 def test_every_event_topic_is_configured_by_the_bus() -> None:
-    # The bus owns topic configuration (partitions, cleanup); the event catalogue must not name others.
+    # Topic configuration (partitions, cleanup) lives beside the events; an event names no other topic.
     from suanli.bus.topics import BY_NAME
 
     assert set(TOPICS) <= set(BY_NAME)
+
+
+def test_the_bus_reads_the_one_topic_catalogue() -> None:
+    from suanli.bus import topics
+
+    assert topics.CATALOGUE is catalogue.TOPIC_SPECS
+    assert topics.BY_NAME is catalogue.TOPICS_BY_NAME
+    assert topics.PLACEMENTS is catalogue.topic_spec(catalogue.PLACEMENTS)
+    # Every topic constant of the bus is a catalogue entry under the same name, and each entry has one.
+    handles = {name: value for name, value in vars(topics).items() if isinstance(value, catalogue.TopicSpec)}
+    assert {name: spec.name for name, spec in handles.items()} == {
+        name: getattr(catalogue, name) for name in handles
+    }
+    assert set(handles.values()) == set(catalogue.TOPIC_SPECS)
+
+
+def test_topics_carry_catalogued_events_in_catalogue_order() -> None:
+    assert tuple(t.name for t in catalogue.TOPIC_SPECS if catalogue.events_on(t.name)) == TOPICS
+    with pytest.raises(KeyError, match="placement"):
+        catalogue.topic_spec("placement")

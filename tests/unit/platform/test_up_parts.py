@@ -11,7 +11,7 @@ import pytest
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
 from suanli.platform.summary import GpuFigures, TimeAverage, gpu_figures
-from suanli.platform.workload import WorkloadError, load_workload, parse_workload, plan
+from suanli.platform.workload import DemoWorkloadError, load_workload, parse_workload, plan
 
 MIXED = data_path("deploy/workloads/mixed.yaml")
 
@@ -110,7 +110,7 @@ def test_uniform_arrivals_are_evenly_spaced_and_named_by_sequence() -> None:
     ],
 )
 def test_a_bad_workload_names_the_problem(change: dict[str, Any], problem: str) -> None:
-    with pytest.raises(WorkloadError, match=re.escape(problem)):
+    with pytest.raises(DemoWorkloadError, match=re.escape(problem)):
         parse_workload(_workload(**change))
 
 
