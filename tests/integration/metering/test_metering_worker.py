@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from suanli.bus import EventPublisher
 from suanli.bus.headers import header
+from suanli.clock import from_ms
 from suanli.contracts import decode
-from suanli.metering.domain import from_ms
 from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.testing import (
     gpu,
