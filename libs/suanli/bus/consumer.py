@@ -24,8 +24,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from suanli.bus.codec import Codec, default_codec
-from suanli.bus.errors import BusClosedError, is_retriable
-from suanli.bus.headers import EVENT_ID, dead_letter_headers, header
+from suanli.bus.deadletter import DECODE, STOPPED, Failed, dead_letter, retry_failed
+from suanli.bus.errors import BusClosedError
+from suanli.bus.headers import EVENT_ID, header
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.publisher import EventPublisher, ProducerSettings
 from suanli.bus.retry import RetryPolicy
@@ -328,40 +329,32 @@ class EventConsumer:
         try:
             event = self._decode(record, headers)
         except Exception as exc:
-            await self._dead_letter(record, exc, attempts=0, reason="decode")
+            await self._dead_letter(record, exc, attempts=0, reason=DECODE)
             return True
-        failures = 0
-        while True:
-            try:
-                token = otel_context.attach(event.context)
-                try:
-                    with self._tracer.start_as_current_span(
-                        f"{record.topic} process", kind=trace.SpanKind.CONSUMER
-                    ):
-                        await self._handler(event)
-                finally:
-                    otel_context.detach(token)
-                return True
-            except Exception as exc:
-                failures += 1
-                retriable = is_retriable(exc)
-                if not self._retry.should_retry(failures, retriable):
-                    reason = "retries-exhausted" if retriable else "handler"
-                    await self._dead_letter(record, exc, attempts=failures, reason=reason)
-                    return True
-                delay = self._retry.backoff_s(failures)
-                log.warning(
-                    "retriable error handling %s[%d]@%d (attempt %d/%d), retrying in %.2fs: %r",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    failures,
-                    self._retry.max_attempts,
-                    delay,
-                    exc,
-                )
-                if await self._wait_or_stop(delay):
-                    return False
+        try:
+            await self._handle(event)
+            return True
+        except Exception as exc:
+            outcome = await retry_failed(
+                exc,
+                lambda: self._handle(event),
+                self._retry,
+                where=f"{record.topic}[{record.partition}]@{record.offset}",
+                pause=self._wait_or_stop,
+            )
+        if outcome is STOPPED:
+            return False
+        if isinstance(outcome, Failed):
+            await self._dead_letter(record, outcome.error, attempts=outcome.attempts, reason=outcome.reason)
+        return True
+
+    async def _handle(self, event: ConsumedEvent) -> None:
+        token = otel_context.attach(event.context)
+        try:
+            with self._tracer.start_as_current_span(f"{event.topic} process", kind=trace.SpanKind.CONSUMER):
+                await self._handler(event)
+        finally:
+            otel_context.detach(token)
 
     def _decode(
         self, record: ConsumerRecord[Any, Any], headers: tuple[tuple[str, bytes], ...]
@@ -388,39 +381,19 @@ class EventConsumer:
     async def _dead_letter(
         self, record: ConsumerRecord[Any, Any], error: BaseException, *, attempts: int, reason: str
     ) -> None:
-        target = self._dlq_for(record.topic)
-        headers = dead_letter_headers(
-            record.headers,
-            error=error,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            attempts=attempts,
-        )
-        log.error(
-            "dead-lettering %s[%d]@%d to %s (%s): %r",
-            record.topic,
-            record.partition,
-            record.offset,
-            target,
-            reason,
-            error,
-        )
         publisher = self._dlq_publisher
         if publisher is None:
             raise BusClosedError("EventConsumer is not started")
-        failures = 0
-        while True:
-            try:
-                await publisher.publish_raw(target, record.key, record.value or b"", headers)
-                break
-            except KafkaError as exc:
-                # Never commit past a record that is neither handled nor safely in the DLQ.
-                failures += 1
-                if not self._retry.should_retry(failures, is_retriable(exc)):
-                    raise
-                await asyncio.sleep(self._retry.backoff_s(failures))
-        self._metrics.dead_lettered(record.topic, reason)
+        await dead_letter(
+            record,
+            error,
+            attempts=attempts,
+            reason=reason,
+            send=publisher.publish_raw,
+            retry=self._retry,
+            metrics=self._metrics,
+            dlq_for=self._dlq_for,
+        )
 
     async def _wait_or_stop(self, delay_s: float) -> bool:
         """Sleep ``delay_s``; True if ``stop()`` was called meanwhile."""

@@ -10,8 +10,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from suanli.clock import from_ms
 from suanli.contracts import new_envelope
-from suanli.metering.domain.clock import from_ms
 from suanli.metering.domain.ids import derived_id
 
 
@@ -106,7 +106,9 @@ def task_placed(
     }
 
 
-def task_started(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1) -> dict:
+def task_started(
+    task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1
+) -> dict[str, Any]:
     return {
         **_envelope(f"sensing/{node_id}", task_id, at_ms, "started", task_id, attempt),
         "task_id": task_id,
@@ -118,7 +120,9 @@ def task_started(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1
     }
 
 
-def task_finished(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1) -> dict:
+def task_finished(
+    task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1
+) -> dict[str, Any]:
     return {
         **_envelope(f"sensing/{node_id}", task_id, at_ms, "finished", task_id, attempt),
         "task_id": task_id,
@@ -131,7 +135,7 @@ def task_finished(task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-
 
 def task_preempted(
     task_id: str, node_id: str, at_ms: int, *, job_id: str = "job-1", attempt: int = 1
-) -> dict:
+) -> dict[str, Any]:
     return {
         **_envelope("scheduling", node_id, at_ms, "preempted", task_id, attempt),
         "job_id": job_id,

@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from suanli.bus import EventPublisher
 from suanli.bus.headers import header
+from suanli.clock import from_ms
 from suanli.contracts import decode
-from suanli.metering.domain import from_ms
 from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.testing import (
     gpu,
@@ -409,6 +409,8 @@ async def test_garbage_goes_to_the_dead_letter_topic_and_the_next_snapshot_is_pr
     assert header(letter.headers, "dlq-original-topic") == stack.topics.snapshots
     assert "CorruptEventError" in (header(letter.headers, "dlq-error-class") or "")
     assert header(letter.headers, "dlq-error-message")
+    # The bus's dead-letter path: a record that does not decode is never retried.
+    assert header(letter.headers, "dlq-attempts") == "0"
     wrong_topic = next(r for r in dead if r.record["key"] == b"misplaced")
     assert "UnexpectedEventError" in (header(wrong_topic.headers, "dlq-error-class") or "")
     assert _latest_by_node(views)[node]["cu_total"] == pytest.approx(65.0 + 6.4)

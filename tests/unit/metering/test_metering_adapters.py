@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from suanli.clock import from_ms
 from suanli.contracts import decode, encode
 from suanli.metering.adapters import records
 from suanli.metering.adapters.jsoncodec import StateDecodeError, TaggedCodec, dumps, loads
@@ -11,15 +12,14 @@ from suanli.metering.domain import (
     DeviceShare,
     Ended,
     JobKnown,
+    MeteredTask,
     NodeAllocation,
     NodeState,
     Placed,
     Sampled,
     Seen,
     Started,
-    TaskState,
     check,
-    from_ms,
     on_placed,
     on_snapshot,
     replay,
@@ -80,7 +80,7 @@ def test_task_state_and_facts_round_trip() -> None:
     assert [FACTS.loads(FACTS.dumps(f)) for f in facts] == facts
     state, _ = replay(facts[:5])
     assert state is not None
-    assert loads(TaskState, dumps(state)) == state
+    assert loads(MeteredTask, dumps(state)) == state
 
 
 @pytest.mark.parametrize(

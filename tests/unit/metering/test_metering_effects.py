@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from suanli.metering.adapters import decoded
+from suanli.metering.adapters.decoded import DecodedStates
+from suanli.metering.adapters.effects import Effects
 from suanli.metering.adapters.jsoncodec import dumps
+from suanli.metering.bootstrap import metering_app
 from suanli.metering.domain import NodeState
-from suanli.metering.entrypoints import decoded
-from suanli.metering.entrypoints.app import MeteringApp
-from suanli.metering.entrypoints.config import MeteringConfig
-from suanli.metering.entrypoints.decoded import DecodedStates
-from suanli.metering.entrypoints.effects import Effects
+from suanli.metering.entrypoints.settings import MeteringSettings
 
 
 class Topic:
@@ -128,7 +128,7 @@ def test_the_memo_forgets_the_longest_remembered_first() -> None:
 
 
 async def test_the_workers_consumer_waits_at_most_the_configured_fetch_wait() -> None:
-    service = MeteringApp(MeteringConfig(bootstrap="127.0.0.1:9", fetch_max_wait_ms=70))
+    service = metering_app(MeteringSettings(bootstrap="127.0.0.1:9", fetch_wait_ms=70))
     thread = service.app.consumer._new_consumer_thread()
     consumer = thread._create_worker_consumer(service.app.transport)
     try:

@@ -20,6 +20,8 @@ T = TypeVar("T")
 
 
 class StateDecodeError(ValueError):
+    """A table value or task fact that is not what its type says (a changelog anyone can append to)."""
+
     reason = "undecodable-state"
 
 

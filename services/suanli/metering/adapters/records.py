@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from suanli.clock import from_ms, to_ms
 from suanli.contracts import new_envelope
 from suanli.metering.domain import (
     DeviceShare,
@@ -19,8 +20,6 @@ from suanli.metering.domain import (
     TaskFact,
     UsageWindow,
     derived_id,
-    from_ms,
-    to_ms,
 )
 
 PRODUCER = "metering"

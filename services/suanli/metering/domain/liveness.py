@@ -60,7 +60,7 @@ def observe(
     if prev is not None and prev.status is NodeStatus.READY:
         return seen, None
     previous = prev.status if prev is not None else None
-    reason = "first snapshot" if prev is None else f"snapshot received after {previous.value.lower()}"
+    reason = "first snapshot" if prev is None else f"snapshot received after {prev.status.value.lower()}"
     change = StatusChange(node_id, NodeStatus.READY, previous, reason, seen.last_seen_at_ms, received_at_ms)
     return seen, change
 

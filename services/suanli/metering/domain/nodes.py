@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from suanli.clock import to_ms
 from suanli.metering.domain.capacity import NodeAllocation, NodeCapacity, Resources, capacity_of
-from suanli.metering.domain.clock import to_ms
 from suanli.metering.domain.liveness import Liveness, StatusChange, observe
 from suanli.metering.domain.tasks import Placed, Seen
 from suanli.metering.domain.usage import Allocation, RatedShare, window_start

@@ -104,7 +104,12 @@ class AttemptState:
 
 
 @dataclass(frozen=True, slots=True)
-class TaskState:
+class MeteredTask:
+    """Metering's record of one task: who it is charged to and how far each attempt has been metered.
+
+    Not the task's lifecycle state (scheduling owns that): only the facts that price its usage.
+    """
+
     task_id: str
     job_id: str = ""
     tenant: str | None = None
@@ -115,12 +120,12 @@ class TaskState:
         return next((a for a in self.attempts if a.attempt == number), None)
 
 
-def _put(state: TaskState, updated: AttemptState) -> TaskState:
+def _put(state: MeteredTask, updated: AttemptState) -> MeteredTask:
     others = [a for a in state.attempts if a.attempt != updated.attempt]
     return replace(state, attempts=tuple(sorted([*others, updated], key=lambda a: a.attempt)))
 
 
-def _attempt(state: TaskState, number: int) -> AttemptState:
+def _attempt(state: MeteredTask, number: int) -> AttemptState:
     return state.attempt(number) or AttemptState(number)
 
 
@@ -145,9 +150,9 @@ def _add_sample(attempt: AttemptState, fact: Sampled) -> AttemptState:
     return replace(attempt, util=tuple(sorted(sums.values(), key=lambda u: u.window_start_ms)))
 
 
-def apply(state: TaskState | None, fact: TaskFact) -> TaskState:
+def apply(state: MeteredTask | None, fact: TaskFact) -> MeteredTask:
     """Fold one fact into the task's state. Order-independent for everything that is charged."""
-    state = state or TaskState(fact.task_id)
+    state = state or MeteredTask(fact.task_id)
     match fact:
         case JobKnown():
             return replace(state, job_id=fact.job_id, tenant=fact.tenant, queue=fact.queue)
@@ -196,7 +201,7 @@ def _efficiency(attempt: AttemptState, allocation: Allocation) -> dict[int, floa
     return out
 
 
-def _meter_attempt(state: TaskState, a: AttemptState) -> tuple[AttemptState, list[UsageWindow]]:
+def _meter_attempt(state: MeteredTask, a: AttemptState) -> tuple[AttemptState, list[UsageWindow]]:
     if a.allocation is None or a.started_ms is None or state.tenant is None or state.queue is None:
         return a, []  # not yet chargeable: the facts still missing will arrive and complete it
     start = a.metered_through_ms if a.metered_through_ms is not None else a.started_ms
@@ -221,7 +226,7 @@ def _meter_attempt(state: TaskState, a: AttemptState) -> tuple[AttemptState, lis
     return replace(a, metered_through_ms=target, util=util), out
 
 
-def meter(state: TaskState) -> tuple[TaskState, list[UsageWindow]]:
+def meter(state: MeteredTask) -> tuple[MeteredTask, list[UsageWindow]]:
     """Windows that became chargeable, and the state that records them as emitted."""
     emitted: list[UsageWindow] = []
     attempts = []
@@ -232,13 +237,13 @@ def meter(state: TaskState) -> tuple[TaskState, list[UsageWindow]]:
     return replace(state, attempts=tuple(attempts)), emitted
 
 
-def step(state: TaskState | None, fact: TaskFact) -> tuple[TaskState, list[UsageWindow]]:
+def step(state: MeteredTask | None, fact: TaskFact) -> tuple[MeteredTask, list[UsageWindow]]:
     return meter(apply(state, fact))
 
 
-def replay(facts: Iterable[TaskFact]) -> tuple[TaskState | None, list[UsageWindow]]:
+def replay(facts: Iterable[TaskFact]) -> tuple[MeteredTask | None, list[UsageWindow]]:
     """All windows a sequence of facts yields (tests, audits)."""
-    state: TaskState | None = None
+    state: MeteredTask | None = None
     out: list[UsageWindow] = []
     for fact in facts:
         state, emitted = step(state, fact)

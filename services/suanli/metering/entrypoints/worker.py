@@ -9,8 +9,8 @@ import faust
 from aiokafka import AIOKafkaConsumer
 
 from suanli.bus import ensure_topics
-from suanli.metering.entrypoints.app import MeteringApp
-from suanli.metering.entrypoints.config import MeteringConfig
+from suanli.metering.bootstrap import metering_app
+from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.telemetry import setup
 
@@ -42,20 +42,20 @@ async def check_copartitioned(bootstrap: str, names: MeteringTopics) -> None:
         )
 
 
-def run(config: MeteringConfig, *, loglevel: str = "info") -> None:
+def run(settings: MeteringSettings, *, loglevel: str = "info") -> None:
     """Blocks until the worker is stopped (SIGINT/SIGTERM)."""
     # faust runs on the loop current when the worker is built; topics must exist (with their partition
     # counts and compaction, which only creation can set on Tansu) before any agent subscribes.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     loop.run_until_complete(
-        ensure_topics(config.bootstrap, MeteringTopics.specs(), prefix=config.topic_prefix)
+        ensure_topics(settings.bootstrap, MeteringTopics.specs(), prefix=settings.topic_prefix)
     )
-    loop.run_until_complete(check_copartitioned(config.bootstrap, MeteringTopics(config.topic_prefix)))
-    telemetry = setup("metering", metrics_port=config.metrics_port)
+    loop.run_until_complete(check_copartitioned(settings.bootstrap, MeteringTopics(settings.topic_prefix)))
+    telemetry = setup("metering", metrics_port=settings.metrics_port)
     try:
-        service = MeteringApp(config)
-        log.info("metering %s on %s, prefix %r", config.group_id, config.bootstrap, config.topic_prefix)
+        service = metering_app(settings)
+        log.info("metering %s on %s, prefix %r", settings.group_id, settings.bootstrap, settings.topic_prefix)
         faust.Worker(service.app, loop=loop, loglevel=loglevel).execute_from_commandline()
     finally:
         telemetry.shutdown()

@@ -2,22 +2,40 @@
 
 Handlers do not publish or write themselves: they add records to send and table values to write to an
 `Effects`. `commit` then sends every record, awaits every acknowledgement, and only then writes the tables:
-the invariant of app.py (outputs acknowledged before the state that records them), paid once per batch
-instead of once per output. Sends keep the order they were added in, so records of one key reach their
-partition in order.
+outputs acknowledged before the state that records them, paid once per batch instead of once per output.
+Sends keep the order they were added in, so records of one key reach their partition in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Protocol
 
-from faust.types import TableT, TopicT
+
+class Topic(Protocol):
+    """What Effects needs of a faust topic: a send that hands back the acknowledgement to await."""
+
+    async def send(
+        self, *, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None
+    ) -> Awaitable[object]: ...
+
+
+class Table(Protocol):
+    """What Effects needs of a faust table (raw bytes keys and values)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def __setitem__(self, key: bytes, value: bytes) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    topic: TopicT
+    topic: Topic
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]] | None = None
@@ -30,17 +48,17 @@ class Effects:
     def __init__(self) -> None:
         self.sends: list[Send] = []
         # Only the last value of a key is written: the changelog needs no intermediate states.
-        self._writes: dict[tuple[str, bytes], tuple[TableT, bytes]] = {}
+        self._writes: dict[tuple[str, bytes], tuple[Table, bytes]] = {}
 
-    def get(self, table: TableT, key: bytes) -> bytes | None:
+    def get(self, table: Table, key: bytes) -> bytes | None:
         pending = self._writes.get((table.name, key))
         return pending[1] if pending is not None else table.get(key)
 
-    def put(self, table: TableT, key: bytes, value: bytes) -> None:
+    def put(self, table: Table, key: bytes, value: bytes) -> None:
         self._writes[(table.name, key)] = (table, value)
 
     def send(
-        self, topic: TopicT, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None
+        self, topic: Topic, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None
     ) -> None:
         self.sends.append(Send(topic, key, value, headers))
 

@@ -9,34 +9,34 @@ the table got from anywhere else (its changelog, another write) is decoded again
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from faust.types import TableT
-
+from suanli.metering.adapters.effects import Effects, Table
 from suanli.metering.adapters.jsoncodec import dumps, loads
-from suanli.metering.entrypoints.effects import Effects
 
 T = TypeVar("T")
 
 
 class DecodedStates:
+    """The decoded states of every table, remembered with the bytes they were decoded from or written as."""
+
     def __init__(self, limit: int = 100_000) -> None:
         self._limit = limit
         self._memo: dict[tuple[str, bytes], tuple[bytes, Any]] = {}
 
-    def read(self, out: Effects, table: TableT, key: bytes, cls: type[T]) -> T | None:
+    def read(self, out: Effects, table: Table, key: bytes, cls: type[T]) -> T | None:
         raw = out.get(table, key)
         if raw is None:
             return None
         slot = (table.name, key)
         hit = self._memo.get(slot)
         if hit is not None and hit[0] is raw:
-            return hit[1]
+            return cast(T, hit[1])
         value = loads(cls, raw)
         self._keep(slot, raw, value)
         return value
 
-    def write(self, out: Effects, table: TableT, key: bytes, value: Any) -> None:
+    def write(self, out: Effects, table: Table, key: bytes, value: Any) -> None:
         raw = dumps(value)
         out.put(table, key, raw)
         self._keep((table.name, key), raw, value)

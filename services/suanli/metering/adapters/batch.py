@@ -1,0 +1,118 @@
+"""The `Batch` port over faust tables and topics: states read through the batch's own writes, outputs
+collected as encoded records, and one `Effects` commit that sends them all before any table is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from suanli.bus.headers import EVENT_ID, EVENT_NAME
+from suanli.contracts import encode
+from suanli.metering.adapters import records
+from suanli.metering.adapters.decoded import DecodedStates
+from suanli.metering.adapters.effects import Effects, Table, Topic
+from suanli.metering.adapters.jsoncodec import TaggedCodec
+from suanli.metering.domain import (
+    Ended,
+    JobKnown,
+    MeteredTask,
+    NodeCapacity,
+    NodeState,
+    Placed,
+    Sampled,
+    Seen,
+    Started,
+    StatusChange,
+    TaskFact,
+    UsageWindow,
+)
+from suanli.telemetry import inject_headers
+
+S = TypeVar("S")
+
+# The internal task-facts topic carries the core's facts as tagged JSON.
+FACTS = TaggedCodec(JobKnown, Placed, Started, Ended, Seen, Sampled)
+
+
+class KeyedTable(Table, Protocol):
+    def __iter__(self) -> Iterator[bytes]: ...
+
+
+class TableStates(Generic[S]):
+    """One table's states as a batch sees them (`ports.States`)."""
+
+    def __init__(self, effects: Effects, table: KeyedTable, decoded: DecodedStates, cls: type[S]) -> None:
+        self._effects = effects
+        self._table = table
+        self._decoded = decoded
+        self._cls = cls
+
+    def get(self, key: str) -> S | None:
+        return self._decoded.read(self._effects, self._table, key.encode(), self._cls)
+
+    def put(self, key: str, state: S) -> None:
+        self._decoded.write(self._effects, self._table, key.encode(), state)
+
+    def keys(self) -> Iterable[str]:
+        return (key.decode() for key in self._table)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputTopics:
+    capacity: Topic
+    status: Topic
+    usage: Topic
+    facts: Topic
+
+
+class TopicOutputs:
+    """Metering's outputs as contract records (`ports.Outputs`), keyed as the catalogue says."""
+
+    def __init__(self, effects: Effects, topics: OutputTopics) -> None:
+        self._effects = effects
+        self._topics = topics
+
+    def capacity_changed(self, capacity: NodeCapacity, *, source_event_id: str, occurred_at_ms: int) -> None:
+        record = records.capacity_record(
+            capacity, source_event_id=source_event_id, occurred_at_ms=occurred_at_ms
+        )
+        self._publish(self._topics.capacity, capacity.node_id, "NodeCapacityChanged", record)
+
+    def status_changed(self, change: StatusChange) -> None:
+        self._publish(self._topics.status, change.node_id, "NodeStatusChanged", records.status_record(change))
+
+    def usage_metered(self, window: UsageWindow) -> None:
+        self._publish(self._topics.usage, window.charge.task_id, "UsageMetered", records.usage_record(window))
+
+    def task_facts(self, facts: Iterable[TaskFact]) -> None:
+        for fact in facts:
+            self._effects.send(self._topics.facts, fact.task_id.encode(), FACTS.dumps(fact))
+
+    def _publish(self, topic: Topic, key: str, event_name: str, record: dict[str, Any]) -> None:
+        value = encode(event_name, record)
+        headers = inject_headers([(EVENT_NAME, event_name.encode()), (EVENT_ID, record["event_id"].encode())])
+        self._effects.send(topic, key.encode(), value, headers)
+
+
+class TableBatch:
+    """One unit of work over the nodes and tasks tables (`ports.Batch`)."""
+
+    def __init__(
+        self, nodes: KeyedTable, tasks: KeyedTable, topics: OutputTopics, decoded: DecodedStates
+    ) -> None:
+        self._effects = Effects()
+        self.nodes = TableStates(self._effects, nodes, decoded, NodeState)
+        self.tasks = TableStates(self._effects, tasks, decoded, MeteredTask)
+        self.outputs = TopicOutputs(self._effects, topics)
+
+    async def commit(self) -> None:
+        await self._effects.commit()
+
+
+def batches_over(
+    nodes: KeyedTable, tasks: KeyedTable, topics: OutputTopics, decoded: DecodedStates
+) -> Callable[[], TableBatch]:
+    """Opens a new batch over these tables each time it is called."""
+    return lambda: TableBatch(nodes, tasks, topics, decoded)

@@ -1,0 +1,95 @@
+"""What each input topic's records are, and which use case each of their events goes to.
+
+A record decodes to its event name and contract record; an event the contracts catalogue does not place
+on the topic is refused at decoding (dead-lettered like a record that does not decode). Events of a
+topic that metering has no use for are skipped: they are not in the topic's routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from suanli.contracts import catalogue, decode, events_on
+from suanli.metering.adapters import records
+from suanli.metering.adapters.batch import FACTS
+from suanli.metering.domain import TaskFact
+from suanli.metering.service_layer.batches import Intake
+from suanli.metering.service_layer.metering import Metering
+from suanli.metering.service_layer.ports import Batch
+
+Event = tuple[str, Mapping[str, Any]]
+Route = Callable[[str, Mapping[str, Any], Batch], None]
+Consumed = Any  # a faust event: faust has no types
+
+
+class UnexpectedEventError(ValueError):
+    """A well-formed event of a kind that does not belong on the topic it arrived on."""
+
+
+def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Event]:
+    belongs = frozenset(events_on(topic))
+
+    def decode_event(consumed: Consumed) -> Event:
+        name, record = decode(consumed.value)
+        if name not in belongs:
+            raise UnexpectedEventError(f"{name} does not belong on {topic}")
+        return name, record
+
+    def apply(event: Event, batch: Batch) -> None:
+        name, record = event
+        route = routes.get(name)
+        if route is not None:
+            route(name, record, batch)
+
+    return Intake(decode_event, apply)
+
+
+def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
+    """Per catalogue topic name, how its records are handled."""
+
+    def snapshot(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+        metering.apply_snapshot(record, batch)
+
+    def placed(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+        metering.apply_placement(records.allocation_of(record), batch)
+
+    def preempted(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+        metering.apply_preemption(record["node_id"], records.preempted_fact(record), batch)
+
+    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+        fact = records.lifecycle_fact(name, record)
+        if fact is not None:
+            metering.forward_facts([fact], batch)
+
+    def sampled(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+        metering.forward_facts([records.sample_fact(record)], batch)
+
+    def submitted(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+        metering.forward_facts(records.job_facts(record), batch)
+
+    return {
+        # NodeRegistered is identity only; the next snapshot carries everything views need.
+        catalogue.NODE_SNAPSHOTS: event_intake(catalogue.NODE_SNAPSHOTS, {"NodeSnapshot": snapshot}),
+        # Stop requests change no charge: the task is metered until its agent reports it ended.
+        catalogue.PLACEMENTS: event_intake(
+            catalogue.PLACEMENTS, {"TaskPlaced": placed, "TaskPreempted": preempted}
+        ),
+        catalogue.TASKS_LIFECYCLE: event_intake(
+            catalogue.TASKS_LIFECYCLE,
+            {"TaskStarted": lifecycle, "TaskFinished": lifecycle, "TaskFailed": lifecycle},
+        ),
+        catalogue.USAGE_SAMPLES: event_intake(catalogue.USAGE_SAMPLES, {"UsageSampled": sampled}),
+        # Other job events change nothing metering charges: tasks report their own ends.
+        catalogue.JOBS_EVENTS: event_intake(catalogue.JOBS_EVENTS, {"JobSubmitted": submitted}),
+    }
+
+
+def fact_intake(metering: Metering) -> Intake[Consumed, TaskFact]:
+    """The internal task-facts topic: one fact per record, applied by the task's owner."""
+
+    def decode_fact(consumed: Consumed) -> TaskFact:
+        fact: TaskFact = FACTS.loads(consumed.value)
+        return fact
+
+    return Intake(decode_fact, metering.apply_fact)

@@ -1,0 +1,1 @@
+"""Metering's use cases over ports: what each input does to node and task state, and what it emits."""

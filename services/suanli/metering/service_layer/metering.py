@@ -1,0 +1,136 @@
+"""The use cases: a snapshot, a placement, a preemption, a task fact, and the periodic liveness check.
+
+Each applies one input to the state the batch holds and adds what it produces to the batch's outputs;
+none publishes or writes itself, so a batch's outputs can be acknowledged before any of its states is
+written (see `ports.Batch`). Times come from the injected clock, in integer UTC milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from suanli.clock import MillisClock, to_ms
+from suanli.metering.domain import (
+    Ended,
+    MeteringPolicy,
+    NodeAllocation,
+    NodeState,
+    NodeStatus,
+    StatusChange,
+    Summary,
+    TaskFact,
+    check,
+    on_placed,
+    on_preempted,
+    on_snapshot,
+    step,
+    summarise,
+    with_liveness,
+)
+from suanli.metering.service_layer.ports import Batch
+from suanli.resources import DeviceCatalogue
+
+log = logging.getLogger(__name__)
+
+
+class Metering:
+    def __init__(
+        self,
+        *,
+        clock: MillisClock,
+        catalogue: DeviceCatalogue,
+        policy: MeteringPolicy,
+        lost_after: int,
+    ) -> None:
+        self.clock = clock
+        self.catalogue = catalogue
+        self.policy = policy
+        self.lost_after = lost_after
+
+    # -- node side --------------------------------------------------------------------------------------
+
+    def apply_snapshot(self, snapshot: Mapping[str, Any], batch: Batch) -> None:
+        """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence."""
+        node_id = snapshot["node_id"]
+        out = on_snapshot(
+            batch.nodes.get(node_id),
+            snapshot,
+            received_at_ms=self.clock(),
+            catalogue=self.catalogue,
+            policy=self.policy,
+        )
+        if out.stale:
+            return
+        for alloc, reason in out.rejected:
+            log.error("placement of %s attempt %d dropped: %s", alloc.task_id, alloc.attempt, reason)
+        if out.capacity is not None:
+            batch.outputs.capacity_changed(
+                out.capacity,
+                source_event_id=snapshot["event_id"],
+                occurred_at_ms=to_ms(snapshot["occurred_at"]),
+            )
+        if out.status is not None:
+            self._status_changed(out.status, batch)
+        batch.outputs.task_facts((*out.placed, *out.seen))
+        batch.nodes.put(node_id, out.state)
+
+    def apply_placement(self, allocation: NodeAllocation, batch: Batch) -> None:
+        """A TaskPlaced: held on its node, priced at once if the node's devices are known.
+
+        Raises ``PlacementError`` for a placement that cannot be on the node as last reported.
+        """
+        state, placed = on_placed(batch.nodes.get(allocation.node_id), allocation, catalogue=self.catalogue)
+        if placed is not None:
+            batch.outputs.task_facts([placed])
+        batch.nodes.put(allocation.node_id, state)
+
+    def apply_preemption(self, node_id: str, ended: Ended, batch: Batch) -> None:
+        """A TaskPreempted: the attempt's charge stops now, and its resources stop counting as used."""
+        batch.outputs.task_facts([ended])
+        after = on_preempted(batch.nodes.get(node_id), ended.task_id, ended.attempt)
+        if after is not None:
+            batch.nodes.put(node_id, after)
+
+    def check_liveness(self, batch: Batch, owns: Callable[[str], bool]) -> Summary:
+        """Nodes silent for ``lost_after`` of their intervals become Lost; the summary the gauges show.
+
+        Only nodes ``owns`` says this worker checks (their snapshot partitions are its own) can change,
+        so with several workers each node is declared Lost once; the summary covers every node held.
+        """
+        now = self.clock()
+        states: list[NodeState] = []
+        for node_id in list(batch.nodes.keys()):
+            state = batch.nodes.get(node_id)
+            if state is None:
+                continue
+            if state.liveness is not None and owns(node_id):
+                after, change = check(state.liveness, now, lost_after=self.lost_after)
+                if change is not None:
+                    self._status_changed(change, batch)
+                    state = with_liveness(state, after)
+                    batch.nodes.put(node_id, state)
+            states.append(state)
+        return summarise(
+            (s.capacity, s.liveness.status if s.liveness else NodeStatus.UNKNOWN)
+            for s in states
+            if s.capacity is not None
+        )
+
+    def _status_changed(self, change: StatusChange, batch: Batch) -> None:
+        log.info("node %s: %s -> %s (%s)", change.node_id, change.previous, change.status, change.reason)
+        batch.outputs.status_changed(change)
+
+    # -- task side --------------------------------------------------------------------------------------
+
+    def forward_facts(self, facts: Iterable[TaskFact], batch: Batch) -> None:
+        """Facts read from a lifecycle event, a usage sample or a submitted job, for the task's owner."""
+        batch.outputs.task_facts(facts)
+
+    def apply_fact(self, fact: TaskFact, batch: Batch) -> None:
+        """One fact about a task, folded into its record; the usage windows that became chargeable."""
+        state, windows = step(batch.tasks.get(fact.task_id), fact)
+        for window in windows:
+            batch.outputs.usage_metered(window)
+        batch.tasks.put(fact.task_id, state)
