@@ -79,6 +79,20 @@ def uuid4_factory() -> UUID:
     return uuid.uuid4()
 
 
+def url_namespace(url: str) -> str:
+    """A namespace for ``name_id``, derived from a URL (UUID text, stable forever for that URL)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, url))
+
+
+def name_id(namespace: str, name: str) -> str:
+    """A deterministic id (UUID v5 text) for ``name`` in ``namespace``: the same fact, the same id.
+
+    Cores derive the ids of the records they produce this way, so a replay re-emits what consumers
+    already have instead of new records; they never draw random ids.
+    """
+    return str(uuid.uuid5(uuid.UUID(namespace), name))
+
+
 def to_ms(at: datetime) -> int:
     """UTC milliseconds since the epoch, floored; a naive datetime is refused."""
     if at.utcoffset() is None:

@@ -11,10 +11,11 @@ the variable, which a CLI shows as a usage error.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Self
 
 from pydantic import AliasChoices, Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = ["ServiceSettings", "SettingsConfigDict", "SettingsError", "shared"]
 
@@ -22,6 +23,10 @@ KAFKA_BOOTSTRAP_ENV = "SUANLI_KAFKA_BOOTSTRAP"
 PG_DSN_ENV = "SUANLI_PG_DSN"
 TOPIC_PREFIX_ENV = "SUANLI_TOPIC_PREFIX"
 METRICS_PORT_ENV = "SUANLI_METRICS_PORT"
+
+
+# Set while ``load`` builds settings from an explicit mapping, so the process environment stays out.
+_MAPPING_ONLY: ContextVar[bool] = ContextVar("suanli_settings_mapping_only", default=False)
 
 
 class SettingsError(ValueError):
@@ -62,9 +67,27 @@ class ServiceSettings(BaseSettings):
         try:
             if env is None:
                 return cls(**given)
-            return cls.model_validate({**_from_mapping(cls, env), **given})
+            token = _MAPPING_ONLY.set(True)
+            try:
+                return cls(**{**_from_mapping(cls, env), **given})
+            finally:
+                _MAPPING_ONLY.reset(token)
         except ValidationError as exc:
             raise SettingsError(_describe(cls, exc)) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags, then the environment; with an explicit mapping, that mapping alone (no .env files)."""
+        if _MAPPING_ONLY.get():
+            return (init_settings,)
+        return (init_settings, env_settings)
 
     @classmethod
     def env_name(cls, field: str) -> str:

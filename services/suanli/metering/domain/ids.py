@@ -6,11 +6,13 @@ re-emits records they already have instead of new charges.
 
 from __future__ import annotations
 
-import uuid
 from typing import Final
 
-NAMESPACE: Final = uuid.uuid5(uuid.NAMESPACE_URL, "https://suanli.dev/metering")
+from suanli.clock import name_id, url_namespace
+
+NAMESPACE: Final = url_namespace("https://suanli.dev/metering")
 
 
 def derived_id(*parts: object) -> str:
-    return str(uuid.uuid5(NAMESPACE, "/".join(str(p) for p in parts)))
+    """The id of the record derived from ``parts`` (the same parts, the same id)."""
+    return name_id(NAMESPACE, "/".join(str(p) for p in parts))
