@@ -118,7 +118,9 @@ async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env, tmp_p
 
         names = {n: env.topic(n) for n in ("usage.metered", "jobs.events", "capacity.nodes")}
         handler = BillingHandler(billing.service, billing.uow, "billing-replay", names)
-        async with EventConsumer(env.bootstrap, "billing-replay", names.values(), handler, settings=config(env).consumer):
+        async with EventConsumer(
+            env.bootstrap, "billing-replay", names.values(), handler, settings=config(env).consumer
+        ):
             await eventually(offsets, lambda pair: pair[0] == pair[1] >= 0)
         assert await env.fetchval("SELECT count(*) FROM {s}.charges") == expected_charges
         assert await balance(env, "tenant:acme:receivable") == acme
