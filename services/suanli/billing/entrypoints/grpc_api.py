@@ -31,8 +31,10 @@ CU_HOURS = Decimal("0.000001")
 
 
 class BillingApi(pb_grpc.BillingServicer):
-    """Each RPC validates its request, runs one read or use case, and answers; refusals are raised as
-    `suanli.errors` kinds and turned into their status by `rpc_errors`."""
+    """Each RPC validates its request, runs one read or use case, and answers.
+
+    Refusals are raised as `suanli.errors` kinds and turned into their status by `rpc_errors`.
+    """
 
     def __init__(
         self,

@@ -22,8 +22,11 @@ from suanli.billing.domain.usage import JobTerms, Usage
 
 
 class LedgerConflict(Exception):
-    """A write the ledger's invariants refuse: a charge recorded twice, reversed twice, or billed into an
-    invoiced period. The use cases never ask for one; this is the storage's backstop."""
+    """A write the ledger's invariants refuse (the use cases never ask for one: this is the backstop).
+
+    A charge recorded twice, reversed twice, recorded for usage not claimed or billed into an invoiced
+    period; an invoice issued twice.
+    """
 
 
 class Terms(Protocol):
@@ -88,12 +91,14 @@ class Invoices(Protocol):
     async def invoice(self, tenant: str, period: Period) -> Invoice | None: ...
 
     async def record_invoice(self, invoice: Invoice) -> None:
-        """Invoice rows and the InvoiceIssued event (outbox)."""
+        """Invoice rows and the InvoiceIssued event (outbox); `LedgerConflict` if already issued."""
         ...
 
     async def unbilled_periods(self, ended_by: datetime) -> list[tuple[str, datetime]]:
-        """(tenant, billing period start) with charges, no invoice and a period end <= `ended_by`,
-        ordered by period start, then tenant."""
+        """(tenant, billing period start) with charges, no invoice and a period end <= `ended_by`.
+
+        Ordered by period start, then tenant.
+        """
         ...
 
 
