@@ -17,12 +17,14 @@ from typer.testing import CliRunner
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
 from suanli.billing.entrypoints.consumer import BillingHandler
-from suanli.billing.entrypoints.service import BillingConfig, close_due_periods, running
-from suanli.billing.service_layer.billing import AlreadyReversed
-from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher
+from suanli.billing.entrypoints.service import close_due_periods, running
+from suanli.billing.entrypoints.settings import BillingSettings
+from suanli.billing.service_layer.errors import AlreadyReversed
+from suanli.bus import EventConsumer, EventPublisher
 from suanli.cli.main import app
 
-FAST = ConsumerSettings(session_timeout_ms=6000, heartbeat_interval_ms=500)
+# Short sessions, so the consumer joins its group quickly on the shared broker.
+FAST_SESSION_MS = 6000
 
 
 def windows() -> list[Window]:
@@ -38,17 +40,18 @@ def windows() -> list[Window]:
     return out
 
 
-def config(env: Env, group: str = "billing") -> BillingConfig:
-    return BillingConfig(
-        bootstrap=env.bootstrap,
-        dsn=env.dsn,
+def config(env: Env, group: str = "billing") -> BillingSettings:
+    return BillingSettings.load(
+        {},
+        kafka_bootstrap=env.bootstrap,
+        pg_dsn=env.dsn,
         pricebook=env.pricebook,
-        schema=env.schema,
+        db_schema=env.schema,
         topic_prefix=env.prefix,
-        group_id=group,
+        group=group,
         close_check_s=3600,
-        grpc_addr="127.0.0.1:0",
-        consumer=FAST,
+        listen="127.0.0.1:0",
+        session_timeout_ms=FAST_SESSION_MS,
     )
 
 
@@ -115,7 +118,9 @@ async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env, tmp_p
 
         names = {n: env.topic(n) for n in ("usage.metered", "jobs.events", "capacity.nodes")}
         handler = BillingHandler(billing.service, billing.uow, "billing-replay", names)
-        async with EventConsumer(env.bootstrap, "billing-replay", names.values(), handler, settings=FAST):
+        async with EventConsumer(
+            env.bootstrap, "billing-replay", names.values(), handler, settings=config(env).consumer
+        ):
             await eventually(offsets, lambda pair: pair[0] == pair[1] >= 0)
         assert await env.fetchval("SELECT count(*) FROM {s}.charges") == expected_charges
         assert await balance(env, "tenant:acme:receivable") == acme

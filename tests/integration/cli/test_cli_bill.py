@@ -22,15 +22,16 @@ from billing.billing_testkit import (
 )
 from click.testing import Result
 
-from suanli.billing.entrypoints.service import BillingConfig, running
-from suanli.bus import ConsumerSettings, EventPublisher
+from suanli.billing.entrypoints.service import running
+from suanli.billing.entrypoints.settings import BillingSettings
+from suanli.bus import EventPublisher
 
 from .clikit import invoke
 
 pytestmark = pytest.mark.timeout(120)
 
 # Short sessions, so the consumer joins its group quickly on the shared broker.
-FAST = ConsumerSettings(session_timeout_ms=6000, heartbeat_interval_ms=500)
+FAST_SESSION_MS = 6000
 
 
 def usage() -> list[Window]:
@@ -54,15 +55,16 @@ async def test_bill_commands_after_usage_is_billed(
     book = tmp_path / "pricebook.yaml"
     book.write_text(PRICEBOOK)
     env = Env(kafka_bootstrap, pg_dsn, topic_prefix, f"bil_{secrets.token_hex(4)}", book)
-    config = BillingConfig(
-        bootstrap=env.bootstrap,
-        dsn=env.dsn,
+    config = BillingSettings.load(
+        {},
+        kafka_bootstrap=env.bootstrap,
+        pg_dsn=env.dsn,
         pricebook=env.pricebook,
-        schema=env.schema,
+        db_schema=env.schema,
         topic_prefix=env.prefix,
         close_check_s=3600,  # periods are closed by `bill close` below, not by the clock-driven check
-        grpc_addr="127.0.0.1:0",
-        consumer=FAST,
+        listen="127.0.0.1:0",
+        session_timeout_ms=FAST_SESSION_MS,
     )
     windows = usage()
     total = sum(expected_amount(w, TERMS, REGIONS) for w in windows)

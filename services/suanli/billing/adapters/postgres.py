@@ -1,4 +1,4 @@
-"""PostgreSQL: billing's tables next to its event store, units of work, and the read side for the API.
+"""PostgreSQL: billing's tables next to its event store, the ports of a unit of work, and the read side.
 
 Every unit of work takes one transaction-level advisory lock per schema before it reads anything, so
 writers (consumer instances, the period closer, admin calls) are serialised: "is this period invoiced?"
@@ -8,10 +8,8 @@ and "record the charge" cannot interleave with issuing that invoice.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -20,19 +18,19 @@ from typing import Any
 import asyncpg
 
 from suanli.billing.adapters import records
+from suanli.billing.adapters.announce import Announcer
 from suanli.billing.domain.invoices import ChargeTotal, Invoice, InvoiceLine
 from suanli.billing.domain.ledger import BilledCharge, entries_for
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import Charge
 from suanli.billing.domain.usage import JobTerms, Usage
+from suanli.billing.service_layer.ports import ChargePage, LedgerConflict, LedgerUnit, UsageRow
 from suanli.clock import Clock
-from suanli.contracts import encode
-from suanli.eventstore import NewEvent, OutboxMessage, PostgresEventStore
+from suanli.eventstore import PostgresEventStore
 from suanli.eventstore.migrator import Migration, migrate
 from suanli.eventstore.postgres import PostgresTransaction
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-STREAM_PREFIX = "billing-"
 
 
 def load_migrations() -> list[Migration]:
@@ -45,22 +43,20 @@ async def migrate_billing(store: PostgresEventStore) -> list[str]:
         return await migrate(conn, store.schema, migrations=load_migrations())
 
 
-class PostgresLedgerUnit:
-    """`LedgerUnit` on one transaction of the event store (which also carries the tracked offset)."""
+class _Port:
+    """State every PostgreSQL port of a unit shares: the unit's transaction and billing's schema."""
 
     def __init__(
-        self, tx: PostgresTransaction, schema: str, calendar: Calendar, billing_topic: str, clock: Clock
+        self, tx: PostgresTransaction, schema: str, calendar: Calendar, announcer: Announcer, clock: Clock
     ) -> None:
-        self._tx = tx
         self._conn: asyncpg.Connection = tx.connection
         self._s = schema
         self._calendar = calendar
-        self._topic = billing_topic
+        self._announcer = announcer
         self._clock = clock
 
-    async def lock(self) -> None:
-        await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"suanli.billing:{self._s}")
 
+class PostgresTerms(_Port):
     async def job_terms(self, job_id: str) -> JobTerms | None:
         row = await self._conn.fetchrow(
             f"SELECT priority, preemptible FROM {self._s}.job_terms WHERE job_id = $1", job_id
@@ -68,7 +64,6 @@ class PostgresLedgerUnit:
         return None if row is None else JobTerms(row["priority"], row["preemptible"])
 
     async def record_job_terms(self, job_id: str, tenant: str, terms: JobTerms) -> None:
-        # A job is submitted once; a repeated JobSubmitted must not re-price anything.
         await self._conn.execute(
             f"INSERT INTO {self._s}.job_terms VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id) DO NOTHING",
             job_id,
@@ -79,9 +74,10 @@ class PostgresLedgerUnit:
         )
 
     async def node_region(self, node_id: str) -> str | None:
-        return await self._conn.fetchval(
+        region: str | None = await self._conn.fetchval(
             f"SELECT region FROM {self._s}.node_regions WHERE node_id = $1", node_id
         )
+        return region
 
     async def record_node_region(self, node_id: str, region: str) -> None:
         await self._conn.execute(
@@ -92,6 +88,8 @@ class PostgresLedgerUnit:
             self._clock.now(),
         )
 
+
+class PostgresParking(_Port):
     async def park(self, usage: Usage) -> None:
         await self._conn.execute(
             f"INSERT INTO {self._s}.parked_usage VALUES ($1, $2, $3, $4, $5) "
@@ -117,6 +115,8 @@ class PostgresLedgerUnit:
             f"DELETE FROM {self._s}.parked_usage WHERE usage_event_id = $1", usage_event_id
         )
 
+
+class PostgresLedger(_Port):
     async def claim_usage(self, usage_event_id: str) -> bool:
         claimed = await self._conn.fetchval(
             f"INSERT INTO {self._s}.rated_usage VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1",
@@ -125,24 +125,23 @@ class PostgresLedgerUnit:
         )
         return claimed is not None
 
-    async def invoiced(self, tenant: str, period: Period) -> bool:
-        found = await self._conn.fetchval(
-            f"SELECT 1 FROM {self._s}.invoices WHERE tenant = $1 AND period_start = $2", tenant, period.start
-        )
-        return found is not None
-
     async def record_charges(self, charges: Sequence[BilledCharge]) -> None:
         if not charges:
             return
         now = self._clock.now()
-        await self._conn.executemany(
-            f"INSERT INTO {self._s}.charges (charge_id, usage_event_id, tenant, job_id, task_id,"
-            " device_class, region, tier, preemptible, window_start, window_end, cu_seconds, unit_price,"
-            " amount, currency,"
-            " usage_period_start, billing_period_start, billing_period_end, reverses_charge_id, recorded_at)"
-            " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)",
-            [_charge_row(b, now) for b in charges],
-        )
+        try:
+            await self._conn.executemany(
+                f"INSERT INTO {self._s}.charges (charge_id, usage_event_id, tenant, job_id, task_id,"
+                " device_class, region, tier, preemptible, window_start, window_end, cu_seconds, unit_price,"
+                " amount, currency,"
+                " usage_period_start, billing_period_start, billing_period_end, reverses_charge_id,"
+                " recorded_at)"
+                " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)",
+                [_charge_row(b, now) for b in charges],
+            )
+        except asyncpg.IntegrityConstraintViolationError as exc:
+            # Keys, references and the period-open trigger of the migration: the ledger's invariants.
+            raise LedgerConflict(str(exc)) from exc
         await self._conn.executemany(
             f"INSERT INTO {self._s}.ledger_entries (charge_id, account, amount, currency, recorded_at)"
             " VALUES ($1, $2, $3, $4, $5)",
@@ -152,13 +151,8 @@ class PostgresLedgerUnit:
                 for e in entries_for(b.charge)
             ],
         )
-        by_tenant: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        for b in charges:
-            by_tenant.setdefault(b.charge.tenant, []).append(
-                ("ChargeRecorded", records.charge_recorded(b, now))
-            )
-        for tenant, events in by_tenant.items():
-            await self._announce(tenant, events)
+        for tenant, events in records.charges_recorded(charges, now).items():
+            await self._announcer.announce(tenant, events)
 
     async def billed_charge(self, charge_id: str) -> BilledCharge | None:
         row = await self._conn.fetchrow(f"SELECT * FROM {self._s}.charges WHERE charge_id = $1", charge_id)
@@ -185,21 +179,32 @@ class PostgresLedgerUnit:
             for r in rows
         ]
 
+
+class PostgresInvoices(_Port):
+    async def invoiced(self, tenant: str, period: Period) -> bool:
+        found = await self._conn.fetchval(
+            f"SELECT 1 FROM {self._s}.invoices WHERE tenant = $1 AND period_start = $2", tenant, period.start
+        )
+        return found is not None
+
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return await read_invoice(self._conn, self._s, self._calendar, tenant, period)
 
     async def record_invoice(self, invoice: Invoice) -> None:
-        await self._conn.execute(
-            f"INSERT INTO {self._s}.invoices VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            invoice.invoice_id,
-            invoice.tenant,
-            invoice.period.start,
-            invoice.period.end,
-            invoice.period.label,
-            invoice.currency,
-            invoice.total,
-            invoice.issued_at,
-        )
+        try:
+            await self._conn.execute(
+                f"INSERT INTO {self._s}.invoices VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                invoice.invoice_id,
+                invoice.tenant,
+                invoice.period.start,
+                invoice.period.end,
+                invoice.period.label,
+                invoice.currency,
+                invoice.total,
+                invoice.issued_at,
+            )
+        except asyncpg.UniqueViolationError as exc:
+            raise LedgerConflict(str(exc)) from exc
         await self._conn.executemany(
             f"INSERT INTO {self._s}.invoice_lines VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             [
@@ -216,7 +221,7 @@ class PostgresLedgerUnit:
                 for n, ln in enumerate(invoice.lines, 1)
             ],
         )
-        await self._announce(invoice.tenant, [("InvoiceIssued", records.invoice_issued(invoice))])
+        await self._announcer.announce(invoice.tenant, [("InvoiceIssued", records.invoice_issued(invoice))])
 
     async def unbilled_periods(self, ended_by: datetime) -> list[tuple[str, datetime]]:
         rows = await self._conn.fetch(
@@ -227,17 +232,6 @@ class PostgresLedgerUnit:
             ended_by,
         )
         return [(r["tenant"], r["billing_period_start"]) for r in rows]
-
-    async def _announce(self, tenant: str, events: list[tuple[str, dict[str, Any]]]) -> None:
-        """Append the events to the tenant's billing stream, with their outbox rows (same transaction)."""
-        stream = STREAM_PREFIX + tenant
-        # Safe without a retry loop: the unit holds billing's advisory lock, the only writer of these streams.
-        version = await self._conn.fetchval(
-            f"SELECT coalesce(max(version), 0) FROM {self._s}.events WHERE stream = $1", stream
-        )
-        new = [NewEvent(uuid.UUID(r["event_id"]), name, encode(name, r), {}) for name, r in events]
-        outbox = [OutboxMessage.for_event(self._topic, tenant.encode(), e) for e in new]
-        await self._tx.append(stream, version, new, outbox=outbox)
 
 
 def _charge_row(billed: BilledCharge, now: datetime) -> tuple[Any, ...]:
@@ -314,23 +308,8 @@ async def read_invoice(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class UsageRow:
-    device_class: str
-    region: str
-    cu_seconds: Decimal
-    amount: Decimal
-    charges: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChargePage:
-    charges: list[BilledCharge]
-    next_after: int | None  # seq of the last charge when more may follow
-
-
-class BillingUnitOfWork:
-    """Opens units of work: tracked (a consumed record's offset commits with the effect) or plain."""
+class PostgresUnitOfWork:
+    """`UnitOfWork` on the event store's transactions (which also carry the tracked offset)."""
 
     def __init__(
         self, store: PostgresEventStore, calendar: Calendar, billing_topic: str, clock: Clock
@@ -343,28 +322,37 @@ class BillingUnitOfWork:
     @asynccontextmanager
     async def tracked(
         self, group: str, topic: str, partition: int, offset: int, event_id: str | None = None
-    ) -> AsyncIterator[PostgresLedgerUnit]:
-        """Raises `suanli.eventstore.AlreadyProcessed` (nothing runs) when the record was applied.
-
-        With `event_id` the record is recognised by its id, which stays right after a broker restart that
-        numbers offsets from 0 again; without it, by its offset.
-        """
+    ) -> AsyncIterator[LedgerUnit]:
         async with self.store.tracking_transaction(group, topic, partition, offset, event_id=event_id) as tx:
             yield await self._unit(tx)
 
     @asynccontextmanager
-    async def begin(self) -> AsyncIterator[PostgresLedgerUnit]:
+    async def begin(self) -> AsyncIterator[LedgerUnit]:
         async with self.store.transaction() as tx:
             yield await self._unit(tx)
 
-    async def _unit(self, tx: PostgresTransaction) -> PostgresLedgerUnit:
-        unit = PostgresLedgerUnit(tx, self.store.schema, self._calendar, self._topic, self._clock)
-        await unit.lock()
-        return unit
+    async def _unit(self, tx: PostgresTransaction) -> LedgerUnit:
+        schema = self.store.schema
+        conn: asyncpg.Connection = tx.connection
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"suanli.billing:{schema}")
+
+        async def version_of(stream: str) -> int:
+            version: int = await conn.fetchval(
+                f"SELECT coalesce(max(version), 0) FROM {schema}.events WHERE stream = $1", stream
+            )
+            return version
+
+        shared = (tx, schema, self._calendar, Announcer(tx, self._topic, version_of), self._clock)
+        return LedgerUnit(
+            PostgresTerms(*shared),
+            PostgresParking(*shared),
+            PostgresLedger(*shared),
+            PostgresInvoices(*shared),
+        )
 
 
-class BillingQueries:
-    """Read side for the API: plain reads of committed rows, no lock."""
+class PostgresBillingQueries:
+    """`BillingQueries`: plain reads of committed rows, no lock."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str, calendar: Calendar) -> None:
         self._pool = pool

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
@@ -55,8 +56,6 @@ def usage_to_json(usage: Usage) -> dict[str, Any]:
 
 
 def usage_from_json(data: Mapping[str, Any]) -> Usage:
-    from decimal import Decimal
-
     return Usage(
         event_id=data["event_id"],
         tenant=data["tenant"],
@@ -92,6 +91,18 @@ def charge_recorded(billed: BilledCharge, occurred_at: datetime) -> dict[str, An
         "job_id": charge.job_id,
         "task_id": charge.task_id,
     }
+
+
+def charges_recorded(
+    charges: Sequence[BilledCharge], occurred_at: datetime
+) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """The ChargeRecorded records of `charges` by tenant (each tenant's stream gets one append)."""
+    by_tenant: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for billed in charges:
+        by_tenant.setdefault(billed.charge.tenant, []).append(
+            ("ChargeRecorded", charge_recorded(billed, occurred_at))
+        )
+    return by_tenant
 
 
 def invoice_issued(invoice: Invoice) -> dict[str, Any]:

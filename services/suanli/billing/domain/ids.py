@@ -9,16 +9,14 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from suanli.clock import to_ms
+
 # A fixed namespace for billing's name-based (v5) UUIDs; changing it would re-key every charge.
 NAMESPACE = uuid.UUID("6f1d3c2e-8a47-5b9e-9c1f-2d7a4e6b8c01")
 
 
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
-
-
 def charge_id(usage_event_id: str, device_class: str, segment_start: datetime) -> str:
-    return str(uuid.uuid5(NAMESPACE, f"charge/{usage_event_id}/{device_class}/{_ms(segment_start)}"))
+    return str(uuid.uuid5(NAMESPACE, f"charge/{usage_event_id}/{device_class}/{to_ms(segment_start)}"))
 
 
 def reversal_id(charge_id_: str) -> str:
@@ -26,7 +24,7 @@ def reversal_id(charge_id_: str) -> str:
 
 
 def invoice_id(tenant: str, period_start: datetime) -> str:
-    return str(uuid.uuid5(NAMESPACE, f"invoice/{tenant}/{_ms(period_start)}"))
+    return str(uuid.uuid5(NAMESPACE, f"invoice/{tenant}/{to_ms(period_start)}"))
 
 
 def event_id(event_name: str, subject_id: str) -> str:

@@ -48,14 +48,14 @@ class _Frozen(BaseModel):
 class Granularity(_Frozen):
     """Usage is billed in whole steps of `seconds`; a window's duration is rounded with `rounding`."""
 
-    seconds: int = Field(1, ge=1)
+    seconds: int = Field(default=1, ge=1)
     rounding: RoundingMode = "ROUND_UP"
 
 
 class AmountRule(_Frozen):
     """How an amount is quantised; the scale is at most 6, the scale of amounts on the wire."""
 
-    scale: int = Field(6, ge=0, le=6)
+    scale: int = Field(default=6, ge=0, le=6)
     rounding: RoundingMode = "ROUND_HALF_EVEN"
 
     @property

@@ -18,13 +18,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal, localcontext
 
 from suanli.billing.domain import ids
 from suanli.billing.domain.errors import UnpricedUsage
 from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.usage import CU_SECONDS_QUANTUM, JobTerms, Usage
+from suanli.clock import duration_ms
 
 UNIT_PRICE_QUANTUM = Decimal("0.000000001")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -131,8 +132,8 @@ def _segments(
 
 def _split(total: Decimal, segments: list[tuple[datetime, datetime]]) -> list[Decimal]:
     """`total` in proportion to each segment's time; the last takes the remainder, so they sum exactly."""
-    whole = sum((_ms(e - s) for s, e in segments), 0)
-    parts = [(total * _ms(e - s) / whole).quantize(CU_SECONDS_QUANTUM) for s, e in segments[:-1]]
+    whole = sum((duration_ms(e - s) for s, e in segments), 0)
+    parts = [(total * duration_ms(e - s) / whole).quantize(CU_SECONDS_QUANTUM) for s, e in segments[:-1]]
     return [*parts, total - sum(parts, Decimal(0))]
 
 
@@ -150,7 +151,3 @@ def _unit_price(
         )
     price = found.cu_hour * version.discount_factor(tier, preemptible)
     return price.quantize(UNIT_PRICE_QUANTUM, rounding=book.amount.rounding)
-
-
-def _ms(delta: timedelta) -> int:
-    return delta // timedelta(milliseconds=1)

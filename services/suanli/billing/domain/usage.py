@@ -9,6 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 from types import MappingProxyType
 
+from suanli import clock
 from suanli.billing.domain.errors import InvalidUsage
 
 # CU-seconds are carried as doubles on the wire; billing keeps them to the micro-CU-second.
@@ -45,7 +46,7 @@ class Usage:
 
     @property
     def duration_ms(self) -> int:
-        return _ms(self.window_end) - _ms(self.window_start)
+        return clock.duration_ms(self.window_end - self.window_start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,3 @@ def cu_seconds_from_float(value: float) -> Decimal:
     if not math.isfinite(value):
         raise InvalidUsage(f"cu_seconds must be finite, got {value!r}")
     return Decimal(repr(float(value))).quantize(CU_SECONDS_QUANTUM)
-
-
-def _ms(at: datetime) -> int:
-    return round(at.timestamp() * 1000)

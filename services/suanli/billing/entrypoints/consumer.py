@@ -5,17 +5,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import asyncpg
-
 from suanli.billing.adapters import records
-from suanli.billing.adapters.postgres import BillingUnitOfWork, PostgresLedgerUnit
 from suanli.billing.service_layer.billing import BillingService
-from suanli.bus import ConsumedEvent, RetriableError
+from suanli.billing.service_layer.ports import LedgerUnit, UnitOfWork
+from suanli.bus import ConsumedEvent
 from suanli.eventstore import AlreadyProcessed
+from suanli.infra.transient import RetriableError, is_transient
 
 log = logging.getLogger(__name__)
 
-Effect = Callable[[PostgresLedgerUnit], Awaitable[int]]
+Effect = Callable[[LedgerUnit], Awaitable[int]]
 
 
 class UnexpectedEvent(ValueError):
@@ -27,12 +26,11 @@ class BillingHandler:
 
     usage.metered → rate (or park); jobs.events JobSubmitted → job terms; capacity.nodes → node region.
     Domain errors (invalid or unpriced usage) propagate as they are and the bus dead-letters the record;
-    database connection trouble becomes `RetriableError`, so the bus retries it in place.
+    transient database trouble (`suanli.infra.transient`) becomes `RetriableError`, so the bus retries it
+    in place.
     """
 
-    def __init__(
-        self, service: BillingService, uow: BillingUnitOfWork, group: str, topics: dict[str, str]
-    ) -> None:
+    def __init__(self, service: BillingService, uow: UnitOfWork, group: str, topics: dict[str, str]) -> None:
         self._service = service
         self._uow = uow
         self._group = group
@@ -55,14 +53,10 @@ class BillingHandler:
                 await effect(unit)
         except AlreadyProcessed:
             log.debug("%s[%d]@%d already applied", event.topic, event.partition, event.offset)
-        except (
-            OSError,
-            asyncpg.PostgresConnectionError,
-            asyncpg.InterfaceError,
-            asyncpg.SerializationError,
-            asyncpg.DeadlockDetectedError,
-        ) as exc:
-            raise RetriableError(f"database: {exc!r}") from exc
+        except Exception as exc:
+            if is_transient(exc):
+                raise RetriableError(f"database: {exc!r}") from exc
+            raise
         if event.topic == self._nodes:
             # Only once committed (or found applied): a cached region that never reached the table would
             # keep usage parked for that node.

@@ -15,12 +15,14 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
-from suanli.billing.adapters.postgres import BillingQueries, BillingUnitOfWork
 from suanli.billing.domain.invoices import Invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import SECONDS_PER_HOUR
-from suanli.billing.service_layer.billing import BillingService, PeriodNotEnded
+from suanli.billing.service_layer.billing import BillingService
+from suanli.billing.service_layer.errors import InvalidField, InvoiceNotFound
+from suanli.billing.service_layer.ports import BillingQueries, UnitOfWork
+from suanli.rpc import rpc_errors
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Billing"].full_name
 DEFAULT_PAGE_SIZE = 100
@@ -29,10 +31,15 @@ CU_HOURS = Decimal("0.000001")
 
 
 class BillingApi(pb_grpc.BillingServicer):
+    """Each RPC validates its request, runs one read or use case, and answers.
+
+    Refusals are raised as `suanli.errors` kinds and turned into their status by `rpc_errors`.
+    """
+
     def __init__(
         self,
         queries: BillingQueries,
-        uow: BillingUnitOfWork,
+        uow: UnitOfWork,
         service: BillingService,
         calendar: Calendar,
         currency: str,
@@ -48,86 +55,78 @@ class BillingApi(pb_grpc.BillingServicer):
     async def GetUsage(
         self, request: pb.GetUsageRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetUsageResponse:
-        tenant = await _required(context, "tenant", request.tenant)
-        period = await self._period(context, request.period, default_now=True)
-        rows = await self._queries.usage(tenant, period)
-        return pb.GetUsageResponse(
-            tenant=tenant,
-            period=_period(period),
-            currency=self._currency,
-            rows=[
-                pb.UsageRow(
-                    device_class=r.device_class,
-                    region=r.region,
-                    cu_hours=_cu_hours(r.cu_seconds),
-                    amount=str(r.amount),
-                    charges=r.charges,
-                )
-                for r in rows
-            ],
-            total=str(sum((r.amount for r in rows), Decimal("0.000000"))),
-        )
+        async with rpc_errors(context):
+            tenant = _required("tenant", request.tenant)
+            period = self._period(request.period, default_now=True)
+            rows = await self._queries.usage(tenant, period)
+            return pb.GetUsageResponse(
+                tenant=tenant,
+                period=_period(period),
+                currency=self._currency,
+                rows=[
+                    pb.UsageRow(
+                        device_class=r.device_class,
+                        region=r.region,
+                        cu_hours=_cu_hours(r.cu_seconds),
+                        amount=str(r.amount),
+                        charges=r.charges,
+                    )
+                    for r in rows
+                ],
+                total=str(sum((r.amount for r in rows), Decimal("0.000000"))),
+            )
 
     async def ListCharges(
         self, request: pb.ListChargesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListChargesResponse:
-        tenant = await _required(context, "tenant", request.tenant)
-        period = await self._period(context, request.period) if request.period else None
-        if not 0 <= request.page_size <= MAX_PAGE_SIZE:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"page_size: must be 0..{MAX_PAGE_SIZE}, got {request.page_size}",
+        async with rpc_errors(context):
+            tenant = _required("tenant", request.tenant)
+            period = self._period(request.period) if request.period else None
+            if not 0 <= request.page_size <= MAX_PAGE_SIZE:
+                raise InvalidField("page_size", f"must be 0..{MAX_PAGE_SIZE}, got {request.page_size}")
+            page = await self._queries.charges(
+                tenant,
+                billing_period=period,
+                job_id=request.job_id or None,
+                after=_page_after(request.page_token),
+                limit=request.page_size or DEFAULT_PAGE_SIZE,
             )
-        after = await _page_after(context, request.page_token)
-        page = await self._queries.charges(
-            tenant,
-            billing_period=period,
-            job_id=request.job_id or None,
-            after=after,
-            limit=request.page_size or DEFAULT_PAGE_SIZE,
-        )
-        token = "" if page.next_after is None else _page_token(page.next_after)
-        return pb.ListChargesResponse(charges=[_charge(b) for b in page.charges], next_page_token=token)
+            token = "" if page.next_after is None else _page_token(page.next_after)
+            return pb.ListChargesResponse(charges=[_charge(b) for b in page.charges], next_page_token=token)
 
     async def GetInvoice(
         self, request: pb.GetInvoiceRequest, context: grpc.aio.ServicerContext
     ) -> pb.Invoice:
-        tenant = await _required(context, "tenant", request.tenant)
-        period = await self._period(context, await _required(context, "period", request.period))
-        invoice = await self._queries.invoice(tenant, period)
-        if invoice is None:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"no invoice for tenant {tenant!r} in {period.label}"
-            )
-        return _invoice(invoice)
+        async with rpc_errors(context):
+            tenant = _required("tenant", request.tenant)
+            period = self._period(_required("period", request.period))
+            invoice = await self._queries.invoice(tenant, period)
+            if invoice is None:
+                raise InvoiceNotFound(tenant, period)
+            return _invoice(invoice)
 
     async def ClosePeriod(
         self, request: pb.ClosePeriodRequest, context: grpc.aio.ServicerContext
     ) -> pb.Invoice:
-        tenant = await _required(context, "tenant", request.tenant)
-        period = await self._period(context, await _required(context, "period", request.period))
-        try:
+        async with rpc_errors(context):
+            tenant = _required("tenant", request.tenant)
+            period = self._period(_required("period", request.period))
             async with self._uow.begin() as unit:
                 invoice = await self._service.close_period(unit, tenant, period, self._now())
-        except PeriodNotEnded as exc:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"period: {exc}")
-        return _invoice(invoice)
+            return _invoice(invoice)
 
-    async def _period(
-        self, context: grpc.aio.ServicerContext, label: str, default_now: bool = False
-    ) -> Period:
+    def _period(self, label: str, default_now: bool = False) -> Period:
         if not label and default_now:
             return self._calendar.period_of(self._now())
         try:
             return self._calendar.parse(label)
         except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"period: {exc}")
-            raise  # abort raises; this keeps type checkers aware
+            raise InvalidField("period", str(exc)) from None
 
 
-async def _required(context: grpc.aio.ServicerContext, field: str, value: str) -> str:
+def _required(field: str, value: str) -> str:
     if not value.strip():
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: required")
+        raise InvalidField(field, "required")
     return value.strip()
 
 
@@ -135,7 +134,7 @@ def _page_token(after: int) -> str:
     return base64.urlsafe_b64encode(f"seq:{after}".encode()).decode()
 
 
-async def _page_after(context: grpc.aio.ServicerContext, token: str) -> int:
+def _page_after(token: str) -> int:
     if not token:
         return 0
     try:
@@ -144,8 +143,7 @@ async def _page_after(context: grpc.aio.ServicerContext, token: str) -> int:
             raise ValueError(kind)
         return int(value)
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a token from ListCharges")
-        raise
+        raise InvalidField("page_token", "not a token from ListCharges") from None
 
 
 def _ts(at: datetime) -> Timestamp:
@@ -212,7 +210,8 @@ def _invoice(invoice: Invoice) -> pb.Invoice:
 async def start_server(api: BillingApi, address: str) -> tuple[grpc.aio.Server, int]:
     """Serve Billing, health and reflection on `address` (port 0 picks one); returns the bound port."""
     server = grpc.aio.server()
-    pb_grpc.add_BillingServicer_to_server(api, server)
+    register: Callable[[BillingApi, grpc.aio.Server], None] = pb_grpc.add_BillingServicer_to_server
+    register(api, server)  # the generated function is untyped; this says what it takes
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

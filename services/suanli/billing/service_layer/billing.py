@@ -11,19 +11,8 @@ from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.rating import Charge, rate
 from suanli.billing.domain.usage import JobTerms, Usage
-from suanli.billing.service_layer.ports import LedgerUnit
-
-
-class PeriodNotEnded(Exception):
-    """An invoice was asked for a period that is still running."""
-
-
-class ChargeNotFound(LookupError):
-    pass
-
-
-class AlreadyReversed(Exception):
-    pass
+from suanli.billing.service_layer.errors import AlreadyReversed, ChargeNotFound, PeriodNotEnded
+from suanli.billing.service_layer.ports import Invoices, LedgerUnit
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,48 +26,48 @@ class BillingService:
 
         Returns the number of charges recorded (0 for a duplicate or a parked usage).
         """
-        terms = await unit.job_terms(usage.job_id)
-        region = await unit.node_region(usage.node_id)
+        terms = await unit.terms.job_terms(usage.job_id)
+        region = await unit.terms.node_region(usage.node_id)
         if terms is None or region is None:
-            await unit.park(usage)
+            await unit.parking.park(usage)
             return 0
         return await self._rate(unit, usage, terms, region)
 
     async def job_submitted(self, unit: LedgerUnit, job_id: str, tenant: str, terms: JobTerms) -> int:
-        await unit.record_job_terms(job_id, tenant, terms)
-        return await self._release(unit, await unit.parked(job_id=job_id))
+        await unit.terms.record_job_terms(job_id, tenant, terms)
+        return await self._release(unit, await unit.parking.parked(job_id=job_id))
 
     async def node_located(self, unit: LedgerUnit, node_id: str, region: str) -> int:
-        await unit.record_node_region(node_id, region)
-        return await self._release(unit, await unit.parked(node_id=node_id))
+        await unit.terms.record_node_region(node_id, region)
+        return await self._release(unit, await unit.parking.parked(node_id=node_id))
 
     async def close_period(self, unit: LedgerUnit, tenant: str, period: Period, now: datetime) -> Invoice:
         """Issue the tenant's invoice for `period` (the existing one if already issued)."""
-        existing = await unit.invoice(tenant, period)
+        existing = await unit.invoices.invoice(tenant, period)
         if existing is not None:
             return existing
         if now < period.end:
-            raise PeriodNotEnded(f"period {period.label} runs until {period.end.isoformat()}")
-        totals = await unit.charge_totals(tenant, period)
+            raise PeriodNotEnded(period)
+        totals = await unit.ledger.charge_totals(tenant, period)
         invoice = build_invoice(tenant, period, self.book.currency, totals, issued_at=now)
-        await unit.record_invoice(invoice)
+        await unit.invoices.record_invoice(invoice)
         return invoice
 
     async def periods_due(self, unit: LedgerUnit, now: datetime) -> list[tuple[str, Period]]:
         """Tenants' periods that ended more than the grace ago and are not invoiced yet."""
-        found = await unit.unbilled_periods(now - self.close_grace)
+        found = await unit.invoices.unbilled_periods(now - self.close_grace)
         return [(tenant, self.calendar.period_of(start)) for tenant, start in found]
 
     async def reverse_charge(self, unit: LedgerUnit, charge_id: str) -> Charge:
         """Record the reversing charge of `charge_id`, billed in the first period still open."""
-        billed = await unit.billed_charge(charge_id)
+        billed = await unit.ledger.billed_charge(charge_id)
         if billed is None:
             raise ChargeNotFound(charge_id)
-        if billed.charge.reverses is not None or await unit.reversed(charge_id):
+        if billed.charge.reverses is not None or await unit.ledger.reversed(charge_id):
             raise AlreadyReversed(charge_id)
         reversal = billed.charge.reversal()
-        period = await self._open_period(unit, reversal.tenant, billed.billing_period)
-        await unit.record_charges([BilledCharge(reversal, billed.usage_period, period)])
+        period = await self._open_period(unit.invoices, reversal.tenant, billed.billing_period)
+        await unit.ledger.record_charges([BilledCharge(reversal, billed.usage_period, period)])
         return reversal
 
     async def _release(self, unit: LedgerUnit, parked: list[Usage]) -> int:
@@ -88,20 +77,20 @@ class BillingService:
         return recorded
 
     async def _rate(self, unit: LedgerUnit, usage: Usage, terms: JobTerms, region: str) -> int:
-        await unit.unpark(usage.event_id)
-        if not await unit.claim_usage(usage.event_id):
+        await unit.parking.unpark(usage.event_id)
+        if not await unit.ledger.claim_usage(usage.event_id):
             return 0
         cuts = self.calendar.boundaries_within(usage.window_start, usage.window_end)
         billed = []
         for charge in rate(usage, terms, region, self.book, cuts):
             usage_period = self.calendar.period_of(charge.start)
-            billing_period = await self._open_period(unit, charge.tenant, usage_period)
+            billing_period = await self._open_period(unit.invoices, charge.tenant, usage_period)
             billed.append(BilledCharge(charge, usage_period, billing_period))
-        await unit.record_charges(billed)
+        await unit.ledger.record_charges(billed)
         return len(billed)
 
-    async def _open_period(self, unit: LedgerUnit, tenant: str, period: Period) -> Period:
+    async def _open_period(self, invoices: Invoices, tenant: str, period: Period) -> Period:
         # Late usage of an invoiced period is billed in the first period not yet invoiced.
-        while await unit.invoiced(tenant, period):
+        while await invoices.invoiced(tenant, period):
             period = self.calendar.next(period)
         return period

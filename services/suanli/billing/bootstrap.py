@@ -1,0 +1,71 @@
+"""Wiring of the billing service: the only place that picks adapters for its ports.
+
+Production runs on PostgreSQL: the ledger's ports and the read side over the service's schema, next to
+its event store, whose outbox the relay publishes. The in-memory adapters
+(`suanli.billing.adapters.memory`) serve unit tests and the contract suites, never this wiring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from suanli.billing.adapters.postgres import PostgresBillingQueries, PostgresUnitOfWork, migrate_billing
+from suanli.billing.adapters.pricebook_file import load_pricebook
+from suanli.billing.domain.periods import Calendar
+from suanli.billing.domain.pricebook import PriceBook
+from suanli.billing.entrypoints.settings import BillingSettings
+from suanli.billing.service_layer.billing import BillingService
+from suanli.bus import EventPublisher, topics
+from suanli.clock import Clock
+from suanli.eventstore import OutboxRelay, PostgresEventStore, PostgresOutboxFeed
+from suanli.eventstore.kafka_sink import KafkaOutboxSink
+
+RELAY_POLL_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Billing:
+    """The wired service: its use cases, their unit of work, the read side and the store below them."""
+
+    settings: BillingSettings
+    book: PriceBook
+    calendar: Calendar
+    service: BillingService
+    store: PostgresEventStore
+    uow: PostgresUnitOfWork
+    queries: PostgresBillingQueries
+    clock: Clock
+
+    def relay(self, publisher: EventPublisher) -> OutboxRelay:
+        """The relay publishing billing's outbox (ChargeRecorded, InvoiceIssued) through `publisher`."""
+        feed = PostgresOutboxFeed(self.settings.pg_dsn, schema=self.settings.db_schema, clock=self.clock)
+        return OutboxRelay(feed, KafkaOutboxSink(publisher), poll_interval=RELAY_POLL_S)
+
+
+def price_book(settings: BillingSettings) -> PriceBook:
+    """The price book of `settings`; `PriceBookError` names the file and the field when it is unusable."""
+    return load_pricebook(settings.pricebook)
+
+
+@asynccontextmanager
+async def bootstrap(settings: BillingSettings, book: PriceBook, clock: Clock) -> AsyncIterator[Billing]:
+    """Connect and migrate the store, wire the ports; the store closes on exit."""
+    calendar = Calendar(settings.period)
+    store = await PostgresEventStore.connect(settings.pg_dsn, schema=settings.db_schema, clock=clock)
+    try:
+        await migrate_billing(store)
+        billing_topic = topics.topic_name("billing.events", settings.topic_prefix)
+        yield Billing(
+            settings=settings,
+            book=book,
+            calendar=calendar,
+            service=BillingService(book, calendar, settings.close_grace),
+            store=store,
+            uow=PostgresUnitOfWork(store, calendar, billing_topic, clock),
+            queries=PostgresBillingQueries(store.pool, store.schema, calendar),
+            clock=clock,
+        )
+    finally:
+        await store.close()

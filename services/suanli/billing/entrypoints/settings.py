@@ -1,0 +1,63 @@
+"""Billing's settings: each default once, read from SUANLI_BILLING_* (and the platform-wide variables)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+
+from suanli.billing.domain.periods import PeriodKind
+from suanli.bus import ConsumerSettings
+from suanli.data import data_path
+from suanli.settings import (
+    KAFKA_BOOTSTRAP_ENV,
+    METRICS_PORT_ENV,
+    PG_DSN_ENV,
+    TOPIC_PREFIX_ENV,
+    ServiceSettings,
+    SettingsConfigDict,
+    shared,
+)
+
+
+class BillingSettings(ServiceSettings):
+    """What `suanli serve billing` runs with (docs/billing.md, "Settings")."""
+
+    model_config = SettingsConfigDict(env_prefix="SUANLI_BILLING_")
+
+    kafka_bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="broker list")
+    pg_dsn: str = shared(PG_DSN_ENV, description="PostgreSQL")
+    topic_prefix: str = shared(TOPIC_PREFIX_ENV, "", description="topic namespace")
+    metrics_port: int | None = shared(
+        METRICS_PORT_ENV, None, description="`/metrics` port, 0 picks one (`billing`'s fixed port is 9105)"
+    )
+    pricebook: Path = Field(data_path("deploy/billing/pricebook.yaml"), description="price book YAML")
+    # `schema` would shadow a pydantic attribute; the variable keeps its name.
+    db_schema: str = Field(
+        "billing",
+        validation_alias=AliasChoices("SUANLI_BILLING_SCHEMA", "db_schema"),
+        description="PostgreSQL schema (ledger and event store)",
+    )
+    group: str = Field("billing", description="consumer group (and tracking key)")
+    listen: str = Field("0.0.0.0:50055", description="gRPC address (port 0 picks one)")
+    period: PeriodKind = Field(PeriodKind.MONTHLY, description="`monthly`, `weekly` or `daily`")
+    close_grace_s: float = Field(
+        900.0, ge=0, description="wait after a period ends for late usage before invoicing"
+    )
+    close_check_s: float = Field(60.0, gt=0, description="how often the closer looks")
+    session_timeout_ms: int = Field(
+        ConsumerSettings().session_timeout_ms,
+        gt=0,
+        description="how soon a crashed instance's partitions move to the others",
+    )
+
+    @property
+    def close_grace(self) -> timedelta:
+        return timedelta(seconds=self.close_grace_s)
+
+    @property
+    def consumer(self) -> ConsumerSettings:
+        # Heartbeats at a tenth of the session, as the broker client advises.
+        timeout = self.session_timeout_ms
+        return ConsumerSettings(session_timeout_ms=timeout, heartbeat_interval_ms=max(100, timeout // 10))
