@@ -97,17 +97,17 @@ class ConsumedRecord(Protocol):
     """Where a record came from and what it held (aiokafka's ``ConsumerRecord`` has this shape)."""
 
     @property
-    def topic(self) -> str: ...
+    def topic(self) -> str: ...  # noqa: D102
     @property
-    def partition(self) -> int: ...
+    def partition(self) -> int: ...  # noqa: D102
     @property
-    def offset(self) -> int: ...
+    def offset(self) -> int: ...  # noqa: D102
     @property
-    def key(self) -> bytes | None: ...
+    def key(self) -> bytes | None: ...  # noqa: D102
     @property
-    def value(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...  # noqa: D102
     @property
-    def headers(self) -> Iterable[tuple[str, bytes]] | None: ...
+    def headers(self) -> Iterable[tuple[str, bytes]] | None: ...  # noqa: D102
 
 
 SendRaw = Callable[[str, bytes | None, bytes, Headers], Awaitable[object]]

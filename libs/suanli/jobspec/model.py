@@ -104,7 +104,8 @@ class _Spec(BaseModel):
 
 class GpuRequest(_Spec):
     """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU. `memory` caps the GPU
-    memory the task may use (0: no cap), which is what keeps tasks sharing one GPU apart."""
+    memory the task may use (0: no cap), which is what keeps tasks sharing one GPU apart.
+    """
 
     count: int = 1
     milli: int = GPU_MILLI

@@ -76,7 +76,7 @@ def test_period_starts_and_their_invoice_ids_are_unchanged() -> None:
         calendar = Calendar(kind)
         period = calendar.period_of(datetime(2025, 1, 10, tzinfo=UTC))
         for _ in range(400):
-            legacy = str(uuid.uuid5(ids.NAMESPACE, f"invoice/acme/{legacy_id_ms(period.start)}"))
+            legacy = str(uuid.uuid5(uuid.UUID(ids.NAMESPACE), f"invoice/acme/{legacy_id_ms(period.start)}"))
             assert ids.invoice_id("acme", period.start) == legacy
             period = calendar.next(period)
 
@@ -92,7 +92,8 @@ def test_charges_rated_from_events_are_unchanged() -> None:
             u, STANDARD, "cn-east", BOOK, calendar.boundaries_within(u.window_start, u.window_end)
         ):
             legacy_id = uuid.uuid5(
-                ids.NAMESPACE, f"charge/{u.event_id}/{charge.device_class}/{legacy_id_ms(charge.start)}"
+                uuid.UUID(ids.NAMESPACE),
+                f"charge/{u.event_id}/{charge.device_class}/{legacy_id_ms(charge.start)}",
             )
             assert charge.charge_id == str(legacy_id)
 

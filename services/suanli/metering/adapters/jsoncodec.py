@@ -44,32 +44,48 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def _build(tp: Any, data: Any) -> Any:
     origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if data is None and type(None) in args:
-            return None
-        last: Exception | None = None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _build(arg, data)
-            except (TypeError, ValueError, KeyError) as exc:
-                last = exc
-        raise StateDecodeError(f"{data!r} matches no branch of {tp}") from last
+        return _build_union(tp, data)
     if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_build(args[0], v) for v in data)
-        return tuple(_build(a, v) for a, v in zip(args, data, strict=True))
+        return _build_tuple(typing.get_args(tp), data)
     if origin in (dict, Mapping, types.MappingProxyType):
-        value = {k: _build(args[1], v) for k, v in data.items()}
+        value = {k: _build(typing.get_args(tp)[1], v) for k, v in data.items()}
         return types.MappingProxyType(value) if origin is types.MappingProxyType else value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise StateDecodeError(f"{tp.__name__}: expected an object, got {type(data).__name__}")
-        hints = _hints(tp)
-        known = {f.name for f in dataclasses.fields(tp)}
-        return tp(**{k: _build(hints[k], v) for k, v in data.items() if k in known})
+        return _build_dataclass(tp, data)
+    return _build_scalar(tp, data)
+
+
+def _build_union(tp: Any, data: Any) -> Any:
+    args = typing.get_args(tp)
+    if data is None and type(None) in args:
+        return None
+    last: Exception | None = None
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _build(arg, data)
+        except (TypeError, ValueError, KeyError) as exc:
+            last = exc
+    raise StateDecodeError(f"{data!r} matches no branch of {tp}") from last
+
+
+def _build_tuple(args: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_build(args[0], v) for v in data)
+    return tuple(_build(a, v) for a, v in zip(args, data, strict=True))
+
+
+def _build_dataclass(tp: type, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise StateDecodeError(f"{tp.__name__}: expected an object, got {type(data).__name__}")
+    hints = _hints(tp)
+    known = {f.name for f in dataclasses.fields(tp)}
+    return tp(**{k: _build(hints[k], v) for k, v in data.items() if k in known})
+
+
+def _build_scalar(tp: Any, data: Any) -> Any:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(data)
     if tp is float and isinstance(data, int | float) and not isinstance(data, bool):

@@ -25,7 +25,7 @@ class _Reason:
         raise NotImplementedError
 
     def as_dict(self) -> dict[str, object]:
-        return {"code": str(self.code), "message": self.message, **asdict(self)}
+        return {"code": str(self.code), "message": self.message, **asdict(self)}  # type: ignore[call-overload]  # subclasses are dataclasses
 
 
 @dataclass(frozen=True, slots=True)
