@@ -163,7 +163,7 @@ def topic_spec(name: str) -> TopicSpec:
         raise KeyError(f"unknown topic {name!r}; known: {', '.join(sorted(TOPICS_BY_NAME))}") from None
 
 
-CONTEXTS: Final[tuple[str, ...]] = ("sensing", "execution", "metering", "scheduling", "billing")
+CONTEXTS: Final[tuple[str, ...]] = ("sensing", "execution", "metering", "routing", "scheduling", "billing")
 
 # The envelope every event starts with, in this order and with these Avro types (logical types kept).
 ENVELOPE_FIELDS: Final[tuple[tuple[str, object], ...]] = (
@@ -209,6 +209,8 @@ EVENTS: Final = MappingProxyType(
             _spec("NodeCapacityChanged", "metering", CAPACITY_NODES, "node_id"),
             _spec("NodeStatusChanged", "metering", NODES_STATUS, "node_id"),
             _spec("UsageMetered", "metering", USAGE_METERED, "task_id"),
+            # routing: the network-state view
+            _spec("NetworkLinkChanged", "routing", NETWORK_LINKS, "link_id"),
             # scheduling
             _spec("JobSubmitted", "scheduling", JOBS_EVENTS, "job_id"),
             _spec("JobCancelled", "scheduling", JOBS_EVENTS, "job_id"),
@@ -226,7 +228,7 @@ EVENTS: Final = MappingProxyType(
     )
 )
 
-# The topics catalogued events travel on, in catalogue order (network.links carries none yet).
+# The topics catalogued events travel on, in catalogue order.
 TOPICS: Final[tuple[str, ...]] = tuple(
     t.name for t in TOPIC_SPECS if any(e.topic == t.name for e in EVENTS.values())
 )

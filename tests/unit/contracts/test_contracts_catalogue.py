@@ -54,7 +54,8 @@ def test_every_version_starts_with_the_envelope(event: str) -> None:
 
 
 def test_topics_and_keys() -> None:
-    assert len(set(TOPICS)) == len(TOPICS) == 10
+    assert len(set(TOPICS)) == len(TOPICS) == 11
+    assert catalogue.events_on(catalogue.NETWORK_LINKS) == ("NetworkLinkChanged",)
     for spec in EVENTS.values():
         assert spec.topic in TOPICS
         assert spec.full_name == f"suanli.{spec.context}.{spec.name}"
