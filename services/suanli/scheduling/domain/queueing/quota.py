@@ -46,6 +46,7 @@ def headroom(tree: QueueTree, usage: Usage, level: QueueSpec, resource: str) -> 
     if quota is None:
         return None
     used = _used(usage, level.name, resource)
+    ceiling: int | None
     if level.cohort is None:
         ceiling = quota.guaranteed
     else:
@@ -59,6 +60,7 @@ def headroom(tree: QueueTree, usage: Usage, level: QueueSpec, resource: str) -> 
         )
         from_cohort = max(0, quota.kept - used) + max(0, pool)
         room = from_cohort if room is None else min(room, from_cohort)
+    assert room is not None  # without a cohort the guarantee is a ceiling; with one, the cohort bounds it
     return max(0, room)
 
 

@@ -1,0 +1,389 @@
+"""Typed job events <-> the records stored in PostgreSQL and published on Kafka (Avro record bodies).
+
+`body(event)` is the record without its envelope; `parse(name, record)` reads a stored or received record
+back (any schema version: the codec has filled in the fields an older writer did not know). The record
+forms are those the store has always held, so existing stores replay unchanged; the JobSubmitted record
+is the job's specification of record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from suanli.scheduling.domain.jobs import (
+    AcceptedSpec,
+    AcceptedTask,
+    Cause,
+    DeviceShare,
+    JobCancelled,
+    JobEvent,
+    JobFailed,
+    JobRequeued,
+    JobSubmitted,
+    JobSucceeded,
+    PlacedRequests,
+    TaskFailed,
+    TaskFinished,
+    TaskPlaced,
+    TaskPreempted,
+    TaskStarted,
+    TaskStopRequested,
+)
+from suanli.scheduling.domain.model import GPU_MILLI
+
+Body = dict[str, Any]
+Record = Mapping[str, Any]
+
+# -- JobSubmitted: the accepted spec ------------------------------------------------------------------
+
+
+def spec_record(job_id: str, spec: AcceptedSpec) -> Body:
+    """The JobSubmitted body (without the envelope)."""
+    return {
+        "job_id": job_id,
+        "name": spec.name,
+        "tenant": spec.tenant,
+        "queue": spec.queue,
+        "priority": spec.priority,
+        "kind": spec.kind,
+        "preemptible": spec.preemptible,
+        "min_available": spec.min_available,
+        "regions": list(spec.regions),
+        "max_runtime_s": None,
+        "tasks": [
+            {
+                "task_id": t.task_id,
+                "name": t.name,
+                "requests": {
+                    "cpu_milli": t.cpu_milli,
+                    "memory_mib": t.memory_mib,
+                    "gpu_count": t.gpu_count,
+                    "gpu_milli": t.gpu_milli if t.gpu_count else GPU_MILLI,
+                    "gpu_memory_mib": t.gpu_memory_mib,
+                    "gpu_model": t.gpu_models[0] if len(t.gpu_models) == 1 else None,
+                    "gpu_models": list(t.gpu_models),
+                    "node_selector": dict(t.node_selector),
+                    "regions": list(t.regions),
+                },
+                "image": None,
+                "command": list(t.argv),
+                "args": [],
+                "env": dict(t.env),
+                "duration_s": t.duration_s,
+            }
+            for t in spec.tasks
+        ],
+        "priority_class": spec.priority_class,
+        "best_effort": spec.best_effort,
+        "max_retries": spec.max_retries,
+        "labels": dict(spec.labels),
+        "request_id": spec.request_id,
+    }
+
+
+def spec_from_record(record: Record) -> AcceptedSpec:
+    tasks = []
+    for t in record["tasks"]:
+        r = t["requests"]
+        models = tuple(r.get("gpu_models") or ()) or ((r["gpu_model"],) if r.get("gpu_model") else ())
+        gpu_count = int(r.get("gpu_count") or 0)
+        tasks.append(
+            AcceptedTask(
+                task_id=t["task_id"],
+                name=t["name"],
+                cpu_milli=int(r["cpu_milli"]),
+                memory_mib=int(r["memory_mib"]),
+                gpu_count=gpu_count,
+                gpu_milli=int(r.get("gpu_milli") or GPU_MILLI) if gpu_count else 0,
+                gpu_memory_mib=int(r.get("gpu_memory_mib") or 0),
+                gpu_models=models,
+                node_selector=tuple(sorted((r.get("node_selector") or {}).items())),
+                regions=tuple(r.get("regions") or ()) or tuple(record.get("regions") or ()),
+                argv=tuple(t.get("command") or ()) + tuple(t.get("args") or ()),
+                env=tuple(sorted((t.get("env") or {}).items())),
+                duration_s=t.get("duration_s"),
+            )
+        )
+    return AcceptedSpec(
+        name=record["name"],
+        queue=record["queue"],
+        tasks=tuple(tasks),
+        kind=str(record.get("kind") or "BATCH"),
+        priority=int(record["priority"]),
+        priority_class=record.get("priority_class") or "",
+        preemptible=bool(record.get("preemptible", True)),
+        best_effort=bool(record.get("best_effort", False)),
+        min_available=int(record["min_available"]),
+        max_retries=int(record.get("max_retries") or 0),
+        labels=tuple(sorted((record.get("labels") or {}).items())),
+        request_id=record.get("request_id") or "",
+        regions=tuple(record.get("regions") or ()),
+    )
+
+
+# -- bodies ---------------------------------------------------------------------------------------------
+
+
+def _submitted(e: JobSubmitted) -> Body:
+    return spec_record(e.job_id, e.spec)
+
+
+def _placed(e: TaskPlaced) -> Body:
+    r = e.requests
+    return {
+        "job_id": e.job_id,
+        "task_id": e.task_id,
+        "node_id": e.node_id,
+        "region": e.region,
+        "site": e.site,
+        "devices": [{"index": d.index, "milli": d.milli} for d in e.devices],
+        "requests": {
+            "cpu_milli": r.cpu_milli,
+            "memory_mib": r.memory_mib,
+            "gpu_count": r.gpu_count,
+            "gpu_milli": r.gpu_milli,
+            "gpu_memory_mib": r.gpu_memory_mib,
+            "gpu_model": r.gpu_model,
+        },
+        "attempt": e.attempt,
+        "cycle": e.cycle,
+        "command": list(e.command),
+        "env": dict(e.env),
+        "duration_s": e.duration_s,
+        "queue": e.queue,
+        "tenant": e.tenant,
+        "best_effort": e.best_effort,
+    }
+
+
+def _started(e: TaskStarted) -> Body:
+    return {
+        "task_id": e.task_id,
+        "job_id": e.job_id,
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "device_indices": list(e.device_indices),
+        "pid": e.pid,
+    }
+
+
+def _finished(e: TaskFinished) -> Body:
+    return {
+        "task_id": e.task_id,
+        "job_id": e.job_id,
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "exit_code": e.exit_code,
+    }
+
+
+def _failed(e: TaskFailed) -> Body:
+    return {
+        "task_id": e.task_id,
+        "job_id": e.job_id,
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "reason": e.reason,
+        "kind": e.kind,
+        "exit_code": e.exit_code,
+    }
+
+
+def _preempted(e: TaskPreempted) -> Body:
+    return {
+        "job_id": e.job_id,
+        "task_id": e.task_id,
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "reason": e.reason,
+        "preemptor_job_id": e.preemptor_job_id,
+    }
+
+
+def _stop_requested(e: TaskStopRequested) -> Body:
+    return {
+        "job_id": e.job_id,
+        "task_id": e.task_id,
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "reason": e.reason,
+    }
+
+
+def _requeued(e: JobRequeued) -> Body:
+    return {
+        "job_id": e.job_id,
+        "tenant": e.tenant,
+        "queue": e.queue,
+        "attempt": e.attempt,
+        "restarts": e.restarts,
+        "cause": e.cause.value,
+        "reason": e.reason,
+        "failed_task_id": e.failed_task_id,
+    }
+
+
+def _succeeded(e: JobSucceeded) -> Body:
+    return {"job_id": e.job_id, "tenant": e.tenant, "queue": e.queue}
+
+
+def _job_failed(e: JobFailed) -> Body:
+    return {
+        "job_id": e.job_id,
+        "tenant": e.tenant,
+        "queue": e.queue,
+        "reason": e.reason,
+        "failed_task_id": e.failed_task_id,
+    }
+
+
+def _cancelled(e: JobCancelled) -> Body:
+    return {"job_id": e.job_id, "reason": e.reason, "requested_by": e.requested_by}
+
+
+_BODIES: Mapping[type[JobEvent], Callable[[Any], Body]] = {
+    JobSubmitted: _submitted,
+    TaskPlaced: _placed,
+    TaskStarted: _started,
+    TaskFinished: _finished,
+    TaskFailed: _failed,
+    TaskPreempted: _preempted,
+    TaskStopRequested: _stop_requested,
+    JobRequeued: _requeued,
+    JobSucceeded: _succeeded,
+    JobFailed: _job_failed,
+    JobCancelled: _cancelled,
+}
+
+
+def body(event: JobEvent) -> Body:
+    """The event's record, without the envelope."""
+    return _BODIES[type(event)](event)
+
+
+# -- parsing --------------------------------------------------------------------------------------------
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _parse_placed(r: Record) -> TaskPlaced:
+    q = r["requests"]
+    return TaskPlaced(
+        job_id=r["job_id"],
+        task_id=r["task_id"],
+        node_id=r["node_id"],
+        region=r.get("region") or "",
+        site=r.get("site") or "",
+        devices=tuple(DeviceShare(int(d["index"]), int(d["milli"])) for d in r.get("devices") or ()),
+        requests=PlacedRequests(
+            cpu_milli=int(q["cpu_milli"]),
+            memory_mib=int(q["memory_mib"]),
+            gpu_count=int(q["gpu_count"]),
+            gpu_milli=int(q["gpu_milli"]),
+            gpu_memory_mib=int(q.get("gpu_memory_mib") or 0),
+            gpu_model=q.get("gpu_model"),
+        ),
+        attempt=int(r["attempt"]),
+        cycle=int(r.get("cycle") or 0),
+        command=tuple(r.get("command") or ()),
+        env=tuple((r.get("env") or {}).items()),
+        duration_s=r.get("duration_s"),
+        queue=r.get("queue") or "",
+        tenant=r.get("tenant") or "",
+        best_effort=bool(r.get("best_effort", False)),
+    )
+
+
+def _parse_started(r: Record) -> TaskStarted:
+    return TaskStarted(
+        task_id=r["task_id"],
+        job_id=r["job_id"],
+        node_id=r["node_id"],
+        attempt=int(r["attempt"]),
+        device_indices=tuple(int(i) for i in r.get("device_indices") or ()),
+        pid=_optional_int(r.get("pid")),
+    )
+
+
+def _parse_finished(r: Record) -> TaskFinished:
+    return TaskFinished(r["task_id"], r["job_id"], r["node_id"], int(r["attempt"]), int(r["exit_code"]))
+
+
+def _parse_failed(r: Record) -> TaskFailed:
+    return TaskFailed(
+        task_id=r["task_id"],
+        job_id=r["job_id"],
+        node_id=r["node_id"],
+        attempt=int(r["attempt"]),
+        reason=str(r.get("reason", "")),
+        kind=str(r.get("kind") or "UNKNOWN"),
+        exit_code=_optional_int(r.get("exit_code")),
+    )
+
+
+def _parse_preempted(r: Record) -> TaskPreempted:
+    return TaskPreempted(
+        r["job_id"],
+        r["task_id"],
+        r["node_id"],
+        int(r["attempt"]),
+        str(r.get("reason", "")),
+        r.get("preemptor_job_id"),
+    )
+
+
+def _parse_stop_requested(r: Record) -> TaskStopRequested:
+    return TaskStopRequested(
+        r["job_id"], r["task_id"], r["node_id"], int(r["attempt"]), str(r.get("reason", ""))
+    )
+
+
+def _parse_requeued(r: Record) -> JobRequeued:
+    return JobRequeued(
+        job_id=r["job_id"],
+        tenant=r["tenant"],
+        queue=r["queue"],
+        attempt=int(r["attempt"]),
+        restarts=int(r["restarts"]),
+        cause=Cause(r.get("cause") or Cause.UNKNOWN),
+        reason=str(r.get("reason", "")),
+        failed_task_id=r.get("failed_task_id"),
+    )
+
+
+def _parse_succeeded(r: Record) -> JobSucceeded:
+    return JobSucceeded(r["job_id"], r["tenant"], r["queue"])
+
+
+def _parse_job_failed(r: Record) -> JobFailed:
+    return JobFailed(r["job_id"], r["tenant"], r["queue"], str(r.get("reason", "")), r.get("failed_task_id"))
+
+
+def _parse_cancelled(r: Record) -> JobCancelled:
+    return JobCancelled(r["job_id"], str(r.get("reason", "")), str(r.get("requested_by", "")))
+
+
+_PARSERS: Mapping[str, Callable[[Record], JobEvent]] = {
+    "JobSubmitted": lambda r: JobSubmitted(r["job_id"], spec_from_record(r)),
+    "TaskPlaced": _parse_placed,
+    "TaskStarted": _parse_started,
+    "TaskFinished": _parse_finished,
+    "TaskFailed": _parse_failed,
+    "TaskPreempted": _parse_preempted,
+    "TaskStopRequested": _parse_stop_requested,
+    "JobRequeued": _parse_requeued,
+    "JobSucceeded": _parse_succeeded,
+    "JobFailed": _parse_job_failed,
+    "JobCancelled": _parse_cancelled,
+}
+
+JOB_EVENTS = frozenset(_PARSERS)
+"""Names of the events a job's stream holds."""
+
+
+def parse(name: str, record: Record) -> JobEvent:
+    """The typed event of a stored or received record named `name` (one of `JOB_EVENTS`)."""
+    return _PARSERS[name](record)
