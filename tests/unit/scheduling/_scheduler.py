@@ -4,7 +4,7 @@ event store: no broker, no database."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,11 +15,13 @@ from suanli.eventstore import InMemoryEventStore, StreamAppend, Transaction
 from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
 from suanli.scheduling.adapters.pending import InMemoryPendingReasons
 from suanli.scheduling.adapters.store import StoreWriter, Unfenced
-from suanli.scheduling.domain.queueing import Placer
+from suanli.scheduling.domain.queueing import Placer, PriorityClass, QueueSpec, ResourceQuota
 from suanli.scheduling.service_layer.capacity import CapacityView
+from suanli.scheduling.service_layer.commands import ConfigureQueues
 from suanli.scheduling.service_layer.cycle_runner import PlacerFactory
 from suanli.scheduling.service_layer.ports import Metrics
 from suanli.scheduling.service_layer.projection import Projection, decode_payload
+from suanli.scheduling.service_layer.queues_config import QueueConfig
 from suanli.scheduling.service_layer.scheduler import Scheduler, assemble
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -73,6 +75,13 @@ class Harness:
     async def names(self) -> list[str]:
         return [name for name, _ in await self.recorded()]
 
+    async def configure(self, *queues: QueueSpec) -> None:
+        """Queues (default: `acme` with four A100s) and one priority class, `high`."""
+        wanted = queues or (QueueSpec("acme", (ResourceQuota("gpu:A100", 4000),)),)
+        await self.scheduler.commands.handle(
+            ConfigureQueues(QueueConfig(wanted, (PriorityClass("high", 10),)))
+        )
+
 
 def fgdx(requests: Any, cycle: int) -> Placer:
     return FrameworkPlacer.for_policy("fgdx", DEFAULT_TYPICAL)
@@ -85,6 +94,7 @@ def harness(
     metrics: Metrics | None = None,
     interval_s: float = 1.0,
     nodes: tuple[str, ...] = ("n1", "n2"),
+    is_leader: Callable[[], bool] = lambda: True,
 ) -> Harness:
     clock = ManualClock(T0)
     store = CountingStore(clock)
@@ -111,6 +121,7 @@ def harness(
         reconcile_grace=timedelta(seconds=5),
         metrics=metrics,
         interval_s=interval_s,
+        is_leader=is_leader,
         eager_cycles=eager_cycles,
     )
     return Harness(scheduler, store, writer, projection, capacity, clock)

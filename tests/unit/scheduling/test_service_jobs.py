@@ -15,10 +15,9 @@ from _scheduler import T0, Harness, fgdx, harness
 
 from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask, Phase
 from suanli.scheduling.domain.jobs import TaskRunState as TaskState
-from suanli.scheduling.domain.queueing import Placer, PriorityClass, QueueSpec, ResourceQuota
+from suanli.scheduling.domain.queueing import Placer
 from suanli.scheduling.service_layer.commands import (
     CancelJob,
-    ConfigureQueues,
     MarkNodeLost,
     ReconcileNode,
     RecordTaskReport,
@@ -26,7 +25,6 @@ from suanli.scheduling.service_layer.commands import (
 )
 from suanli.scheduling.service_layer.cycle import WorkloadCache, cluster_state
 from suanli.scheduling.service_layer.ports import Append
-from suanli.scheduling.service_layer.queues_config import QueueConfig
 
 
 def _spec(tasks: int = 1, gpu_milli: int = 1000, max_retries: int = 0, **kw: Any) -> AcceptedSpec:
@@ -45,13 +43,7 @@ def _spec(tasks: int = 1, gpu_milli: int = 1000, max_retries: int = 0, **kw: Any
 
 async def _ready(**kw: Any) -> Harness:
     h = harness(**kw)
-    await h.scheduler.commands.handle(
-        ConfigureQueues(
-            QueueConfig(
-                (QueueSpec("acme", (ResourceQuota("gpu:A100", 4000),)),), (PriorityClass("high", 10),)
-            )
-        )
-    )
+    await h.configure()
     return h
 
 
