@@ -16,9 +16,9 @@ from suanli.scheduling.adapters.pending import PostgresPendingReasons
 from suanli.scheduling.adapters.store import StoreWriter
 from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.queueing import CycleConfig
+from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.projection import Projection
-from suanli.scheduling.service_layer.scheduler import Scheduler, assemble
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Components:
     leader: LeaderElection
     capacity: CapacityView
     projection: Projection
-    scheduler: Scheduler
+    scheduler: Scheduling
     explain: Callable[..., Any]
 
 

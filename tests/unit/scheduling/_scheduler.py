@@ -16,13 +16,13 @@ from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, Framewo
 from suanli.scheduling.adapters.pending import InMemoryPendingReasons
 from suanli.scheduling.adapters.store import StoreWriter, Unfenced
 from suanli.scheduling.domain.queueing import Placer, PriorityClass, QueueSpec, ResourceQuota
+from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import ConfigureQueues
 from suanli.scheduling.service_layer.cycle_runner import PlacerFactory
 from suanli.scheduling.service_layer.ports import Metrics
 from suanli.scheduling.service_layer.projection import Projection, decode_payload
 from suanli.scheduling.service_layer.queues_config import QueueConfig
-from suanli.scheduling.service_layer.scheduler import Scheduler, assemble
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -61,7 +61,7 @@ class CountingStore(InMemoryEventStore):
 
 @dataclass
 class Harness:
-    scheduler: Scheduler
+    scheduler: Scheduling
     store: CountingStore
     writer: StoreWriter
     projection: Projection

@@ -22,7 +22,9 @@ from suanli.scheduling.service_layer.write_lock import WriteLock
 
 
 @dataclass(frozen=True, slots=True)
-class Scheduler:
+class Scheduling:
+    """The scheduling service's use-case objects, one purpose each."""
+
     write_lock: WriteLock
     commands: JobCommands
     cycles: CycleRunner
@@ -46,7 +48,7 @@ def assemble(
     metrics: Metrics | None = None,
     is_leader: Callable[[], bool] = lambda: True,
     eager_cycles: bool = False,
-) -> Scheduler:
+) -> Scheduling:
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
     cycles run only when asked (`cycles.run()`, or the loop), as the unit tests drive them."""
@@ -81,4 +83,4 @@ def assemble(
     evictions = LostNodeEvictions(
         capacity, projection, commands.handle, clock=clock, threshold=disruption_threshold
     )
-    return Scheduler(write_lock, commands, cycles, loop, evictions)
+    return Scheduling(write_lock, commands, cycles, loop, evictions)
