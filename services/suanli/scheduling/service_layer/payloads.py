@@ -9,6 +9,7 @@ is the job's specification of record.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import MISSING, fields
 from typing import Any
 
 from suanli.scheduling.domain.jobs import (
@@ -122,11 +123,7 @@ def spec_from_record(record: Record) -> AcceptedSpec:
     )
 
 
-# -- bodies ---------------------------------------------------------------------------------------------
-
-
-def _submitted(e: JobSubmitted) -> Body:
-    return spec_record(e.job_id, e.spec)
+# -- events with nested or converted values: one function each way -----------------------------------
 
 
 def _placed(e: TaskPlaced) -> Body:
@@ -157,118 +154,6 @@ def _placed(e: TaskPlaced) -> Body:
     }
 
 
-def _started(e: TaskStarted) -> Body:
-    return {
-        "task_id": e.task_id,
-        "job_id": e.job_id,
-        "node_id": e.node_id,
-        "attempt": e.attempt,
-        "device_indices": list(e.device_indices),
-        "pid": e.pid,
-    }
-
-
-def _finished(e: TaskFinished) -> Body:
-    return {
-        "task_id": e.task_id,
-        "job_id": e.job_id,
-        "node_id": e.node_id,
-        "attempt": e.attempt,
-        "exit_code": e.exit_code,
-    }
-
-
-def _failed(e: TaskFailed) -> Body:
-    return {
-        "task_id": e.task_id,
-        "job_id": e.job_id,
-        "node_id": e.node_id,
-        "attempt": e.attempt,
-        "reason": e.reason,
-        "kind": e.kind,
-        "exit_code": e.exit_code,
-    }
-
-
-def _preempted(e: TaskPreempted) -> Body:
-    return {
-        "job_id": e.job_id,
-        "task_id": e.task_id,
-        "node_id": e.node_id,
-        "attempt": e.attempt,
-        "reason": e.reason,
-        "preemptor_job_id": e.preemptor_job_id,
-    }
-
-
-def _stop_requested(e: TaskStopRequested) -> Body:
-    return {
-        "job_id": e.job_id,
-        "task_id": e.task_id,
-        "node_id": e.node_id,
-        "attempt": e.attempt,
-        "reason": e.reason,
-    }
-
-
-def _requeued(e: JobRequeued) -> Body:
-    return {
-        "job_id": e.job_id,
-        "tenant": e.tenant,
-        "queue": e.queue,
-        "attempt": e.attempt,
-        "restarts": e.restarts,
-        "cause": e.cause.value,
-        "reason": e.reason,
-        "failed_task_id": e.failed_task_id,
-    }
-
-
-def _succeeded(e: JobSucceeded) -> Body:
-    return {"job_id": e.job_id, "tenant": e.tenant, "queue": e.queue}
-
-
-def _job_failed(e: JobFailed) -> Body:
-    return {
-        "job_id": e.job_id,
-        "tenant": e.tenant,
-        "queue": e.queue,
-        "reason": e.reason,
-        "failed_task_id": e.failed_task_id,
-    }
-
-
-def _cancelled(e: JobCancelled) -> Body:
-    return {"job_id": e.job_id, "reason": e.reason, "requested_by": e.requested_by}
-
-
-_BODIES: Mapping[type[JobEvent], Callable[[Any], Body]] = {
-    JobSubmitted: _submitted,
-    TaskPlaced: _placed,
-    TaskStarted: _started,
-    TaskFinished: _finished,
-    TaskFailed: _failed,
-    TaskPreempted: _preempted,
-    TaskStopRequested: _stop_requested,
-    JobRequeued: _requeued,
-    JobSucceeded: _succeeded,
-    JobFailed: _job_failed,
-    JobCancelled: _cancelled,
-}
-
-
-def body(event: JobEvent) -> Body:
-    """The event's record, without the envelope."""
-    return _BODIES[type(event)](event)
-
-
-# -- parsing --------------------------------------------------------------------------------------------
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 def _parse_placed(r: Record) -> TaskPlaced:
     q = r["requests"]
     return TaskPlaced(
@@ -297,6 +182,10 @@ def _parse_placed(r: Record) -> TaskPlaced:
     )
 
 
+def _started(e: TaskStarted) -> Body:
+    return {**_flat(e), "device_indices": list(e.device_indices)}
+
+
 def _parse_started(r: Record) -> TaskStarted:
     return TaskStarted(
         task_id=r["task_id"],
@@ -304,84 +193,61 @@ def _parse_started(r: Record) -> TaskStarted:
         node_id=r["node_id"],
         attempt=int(r["attempt"]),
         device_indices=tuple(int(i) for i in r.get("device_indices") or ()),
-        pid=_optional_int(r.get("pid")),
+        pid=r.get("pid"),
     )
 
 
-def _parse_finished(r: Record) -> TaskFinished:
-    return TaskFinished(r["task_id"], r["job_id"], r["node_id"], int(r["attempt"]), int(r["exit_code"]))
-
-
-def _parse_failed(r: Record) -> TaskFailed:
-    return TaskFailed(
-        task_id=r["task_id"],
-        job_id=r["job_id"],
-        node_id=r["node_id"],
-        attempt=int(r["attempt"]),
-        reason=str(r.get("reason", "")),
-        kind=str(r.get("kind") or "UNKNOWN"),
-        exit_code=_optional_int(r.get("exit_code")),
-    )
-
-
-def _parse_preempted(r: Record) -> TaskPreempted:
-    return TaskPreempted(
-        r["job_id"],
-        r["task_id"],
-        r["node_id"],
-        int(r["attempt"]),
-        str(r.get("reason", "")),
-        r.get("preemptor_job_id"),
-    )
-
-
-def _parse_stop_requested(r: Record) -> TaskStopRequested:
-    return TaskStopRequested(
-        r["job_id"], r["task_id"], r["node_id"], int(r["attempt"]), str(r.get("reason", ""))
-    )
+def _requeued(e: JobRequeued) -> Body:
+    return {**_flat(e), "cause": e.cause.value}
 
 
 def _parse_requeued(r: Record) -> JobRequeued:
-    return JobRequeued(
-        job_id=r["job_id"],
-        tenant=r["tenant"],
-        queue=r["queue"],
-        attempt=int(r["attempt"]),
-        restarts=int(r["restarts"]),
-        cause=Cause(r.get("cause") or Cause.UNKNOWN),
-        reason=str(r.get("reason", "")),
-        failed_task_id=r.get("failed_task_id"),
-    )
+    event: JobRequeued = _requeued_fields({**r, "cause": Cause(r.get("cause") or Cause.UNKNOWN)})
+    return event
 
 
-def _parse_succeeded(r: Record) -> JobSucceeded:
-    return JobSucceeded(r["job_id"], r["tenant"], r["queue"])
+# -- flat events: one record field per dataclass field, scalars only ------------------------------------
 
 
-def _parse_job_failed(r: Record) -> JobFailed:
-    return JobFailed(r["job_id"], r["tenant"], r["queue"], str(r.get("reason", "")), r.get("failed_task_id"))
+def _flat(event: Any) -> Body:
+    return {f.name: getattr(event, f.name) for f in fields(event)}
 
 
-def _parse_cancelled(r: Record) -> JobCancelled:
-    return JobCancelled(r["job_id"], str(r.get("reason", "")), str(r.get("requested_by", "")))
+def _flat_parser(cls: type[Any]) -> Callable[[Record], Any]:
+    """Fields with a default may be missing from the record (a field newer than its writer)."""
+    spec = [(f.name, f.default) for f in fields(cls)]
+
+    def parse(record: Record) -> Any:
+        return cls(**{n: record[n] if d is MISSING else record.get(n, d) for n, d in spec})
+
+    return parse
 
 
+_requeued_fields = _flat_parser(JobRequeued)
+_FLAT = (TaskFinished, TaskFailed, TaskPreempted, TaskStopRequested, JobSucceeded, JobFailed, JobCancelled)
+
+_BODIES: Mapping[type[JobEvent], Callable[[Any], Body]] = {
+    JobSubmitted: lambda e: spec_record(e.job_id, e.spec),
+    TaskPlaced: _placed,
+    TaskStarted: _started,
+    JobRequeued: _requeued,
+    **{t: _flat for t in _FLAT},
+}
 _PARSERS: Mapping[str, Callable[[Record], JobEvent]] = {
     "JobSubmitted": lambda r: JobSubmitted(r["job_id"], spec_from_record(r)),
     "TaskPlaced": _parse_placed,
     "TaskStarted": _parse_started,
-    "TaskFinished": _parse_finished,
-    "TaskFailed": _parse_failed,
-    "TaskPreempted": _parse_preempted,
-    "TaskStopRequested": _parse_stop_requested,
     "JobRequeued": _parse_requeued,
-    "JobSucceeded": _parse_succeeded,
-    "JobFailed": _parse_job_failed,
-    "JobCancelled": _parse_cancelled,
+    **{t.__name__: _flat_parser(t) for t in _FLAT},
 }
 
 JOB_EVENTS = frozenset(_PARSERS)
 """Names of the events a job's stream holds."""
+
+
+def body(event: JobEvent) -> Body:
+    """The event's record, without the envelope."""
+    return _BODIES[type(event)](event)
 
 
 def parse(name: str, record: Record) -> JobEvent:
