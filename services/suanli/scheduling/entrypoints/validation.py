@@ -12,13 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.jobspec.model import MAX_GPUS_PER_TASK, MAX_RETRIES
 from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask
 from suanli.scheduling.domain.model import GPU_MILLI
 from suanli.scheduling.service_layer.errors import InvalidSpec
 
-MAX_TASKS = 1000
-MAX_GPUS_PER_TASK = 64
-MAX_RETRIES = 100
+MAX_TASKS = 1000  # per job, replicas included (the user-facing spec bounds replicas per task group)
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
 KIND_NAMES = {
     pb.JOB_KIND_UNSPECIFIED: "BATCH",
