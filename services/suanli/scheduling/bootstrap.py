@@ -12,21 +12,23 @@ from suanli.eventstore import PostgresEventStore
 from suanli.scheduling.adapters.framework_placer import FrameworkPlacer, workload_typical
 from suanli.scheduling.adapters.leader import LeaderElection
 from suanli.scheduling.adapters.metrics import OtelMetrics
-from suanli.scheduling.adapters.store import PostgresWriter
+from suanli.scheduling.adapters.pending import PostgresPendingReasons
+from suanli.scheduling.adapters.store import StoreWriter
 from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.queueing import CycleConfig
+from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.projection import Projection
-from suanli.scheduling.service_layer.service import SchedulingService
 
 
 @dataclass
 class Components:
     store: PostgresEventStore
-    writer: PostgresWriter
+    writer: StoreWriter
     leader: LeaderElection
     capacity: CapacityView
-    service: SchedulingService
+    projection: Projection
+    scheduler: Scheduling
     explain: Callable[..., Any]
 
 
@@ -35,7 +37,9 @@ async def bootstrap(config: Any) -> Components:
     profile = policy_profile(config.policy)
     store = await PostgresEventStore.connect(config.dsn, schema=config.store_schema)
     leader = LeaderElection(config.dsn, config.store_schema, poll_s=config.standby_poll_s)
-    writer = PostgresWriter(store, leader, topic_prefix=config.topic_prefix)
+    writer = StoreWriter(
+        store, PostgresPendingReasons(store.pool, store.schema), leader, topic_prefix=config.topic_prefix
+    )
     await writer.setup()
     projection = Projection()
     await writer.catch_up(projection)
@@ -51,7 +55,7 @@ async def bootstrap(config: Any) -> Components:
         last[:] = [made]
         return made
 
-    service = SchedulingService(
+    scheduler = assemble(
         writer,
         projection,
         capacity,
@@ -60,7 +64,9 @@ async def bootstrap(config: Any) -> Components:
         ids=uuid4_factory,
         producer=f"scheduling/{config.instance}",
         cycle_config=CycleConfig(overcommit_ratio=config.overcommit_ratio),
+        interval_s=config.interval_s,
         reconcile_grace=timedelta(seconds=config.reconcile_grace_s),
+        disruption_threshold=config.disruption_threshold,
         metrics=OtelMetrics(),
         is_leader=lambda: leader.is_leader,
         eager_cycles=True,
@@ -68,8 +74,8 @@ async def bootstrap(config: Any) -> Components:
 
     def explain(nodes: Any, request: Any) -> Any:
         requests = [t.request() for j in projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
-        return FrameworkPlacer(profile, workload_typical(requests), config.seed, service.cycles).explain(
-            nodes, request
-        )
+        return FrameworkPlacer(
+            profile, workload_typical(requests), config.seed, scheduler.cycles.count
+        ).explain(nodes, request)
 
-    return Components(store, writer, leader, capacity, service, explain)
+    return Components(store, writer, leader, capacity, projection, scheduler, explain)

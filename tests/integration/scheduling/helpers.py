@@ -63,7 +63,7 @@ async def started(cfg: SchedulingSettings, leader: bool = True) -> SchedulingApp
 
 
 async def _leads(app: SchedulingApp) -> bool:
-    return app.is_leader and bool(app.c.service.projection.queues)
+    return app.is_leader and bool(app.c.projection.queues)
 
 
 def stub(app: SchedulingApp) -> tuple[grpc.aio.Channel, pb_grpc.SchedulerStub]:

@@ -104,7 +104,7 @@ async def test_bad_requests_get_precise_statuses_and_restart_rebuilds_state(
         await until(lambda: _cycles(app, 3), what="cycles over the rebuilt state")
         async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements") as placements:
             await placements.wait_for(lambda n, r: n == "TaskPlaced", 5)
-            target = app.c.service.cycles + 3
+            target = app.c.scheduler.cycles.count + 3
             await until(lambda: _cycles(app, target), what="more cycles")
             records = await placements.poll()
         placed = [(r["task_id"], r["attempt"]) for n, r, _ in records if n == "TaskPlaced"]
@@ -201,7 +201,7 @@ async def _has_job(api, job_id: str) -> bool:  # type: ignore[no-untyped-def]
 
 
 async def _cycles(app, count: int) -> bool:  # type: ignore[no-untyped-def]
-    return app.c.service.cycles >= count
+    return app.c.scheduler.cycles.count >= count
 
 
 async def _leads(app) -> bool:  # type: ignore[no-untyped-def]

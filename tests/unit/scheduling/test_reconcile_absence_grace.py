@@ -6,19 +6,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from suanli.scheduling.service_layer.jobs import JobView, TaskRun, TaskState
+from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask, JobView, TaskFailed, TaskRun
+from suanli.scheduling.domain.jobs import TaskRunState as TaskState
 from suanli.scheduling.service_layer.reconcile import Reconciler
-from suanli.scheduling.service_layer.spec import JobSpec, TaskSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GRACE = timedelta(seconds=5)
 
 
 def _jobs(state: TaskState = TaskState.RUNNING) -> dict[str, JobView]:
-    spec = TaskSpec("j-w-0", "w-0", cpu_milli=1000)
+    spec = AcceptedTask("j-w-0", "w-0", cpu_milli=1000)
     # Running for far longer than the grace: the old rule acted on the first snapshot without it.
     task = TaskRun(spec, state, attempt=1, node_id="n1", since=T0 - timedelta(minutes=5))
-    job = JobView("j", JobSpec("j", "acme", (spec,)), 1, 1, T0, T0, (task,))
+    job = JobView("j", AcceptedSpec("j", "acme", (spec,)), 1, 1, T0, T0, (task,))
     return {job.id: job}
 
 
@@ -27,8 +27,12 @@ def _snapshot(at: datetime, *task_ids: str) -> dict[str, Any]:
 
 
 def _lost(reconciler: Reconciler, jobs: dict[str, JobView], at: datetime, *task_ids: str) -> bool:
-    actions = reconciler.reconcile(jobs, _snapshot(at, *task_ids), at, resend=None)
-    return any(name == "TaskFailed" for decisions in actions.per_job.values() for name, _ in decisions)
+    actions = reconciler.reconcile(jobs, _snapshot(at, *task_ids), at, resend=_no_resend)
+    return any(isinstance(d, TaskFailed) for decisions in actions.per_job.values() for d in decisions)
+
+
+def _no_resend(job: JobView, task: TaskRun) -> TaskFailed:
+    raise AssertionError("a running task is never placed again")
 
 
 def test_a_task_that_just_left_the_snapshots_is_not_lost_within_the_grace() -> None:

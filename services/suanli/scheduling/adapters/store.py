@@ -1,5 +1,6 @@
-"""The `Writer` on the PostgreSQL event store: events, their outbox rows and pending reasons in one
-transaction, fenced by the leader lock, and the projection's catch-up from `read_all`.
+"""The `Writer` on any `EventStore` (PostgreSQL in service, in memory in unit tests): events, their outbox
+rows and pending reasons in one transaction, fenced by the leader lock, and the projection's catch-up
+from `read_all`.
 
 Scheduling-context events go to the outbox on the topic and key the contracts catalogue names (TaskPlaced
 on `placements` keyed by node, JobSubmitted on `jobs.events` keyed by job, ...). Task facts recorded from
@@ -13,76 +14,76 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-import asyncpg
-
 from suanli.bus.topics import topic_name
 from suanli.contracts import encode
 from suanli.contracts.catalogue import EVENTS
-from suanli.eventstore import NewEvent, OutboxMessage, PostgresEventStore, StreamAppend
+from suanli.eventstore import EventStore, NewEvent, OutboxMessage, StreamAppend, Transaction
 from suanli.scheduling.service_layer.ports import Append, Outgoing
 from suanli.scheduling.service_layer.projection import JSON_EVENTS, Projection
 
-PENDING_TABLE = "scheduler_pending"
+PendingChanges = Mapping[str, Mapping[str, Any] | None]  # job id -> its pending reason, None: it has none
 
 
 class Fence(Protocol):
-    async def check(self, conn: asyncpg.Connection) -> None:
-        """Raise `NotLeader` unless this instance still holds the leader lock (checked inside the tx)."""
+    async def check(self, conn: Any) -> None:
+        """Raise `NotLeader` unless this instance still holds the leadership (checked inside the
+        transaction, on its connection)."""
         ...
 
 
-class PostgresWriter:
+class PendingReasons(Protocol):
+    """The last pending reason per job, written in the writer's transaction (`adapters.pending`)."""
+
+    async def setup(self) -> None: ...
+
+    async def load(self) -> dict[str, dict[str, Any]]: ...
+
+    async def write(self, tx: Transaction, changes: PendingChanges) -> None: ...
+
+
+class Unfenced:
+    """The fence of a scheduler that is the only writer of its store (unit tests, one in-memory store)."""
+
+    async def check(self, conn: Any) -> None:
+        return None
+
+
+class StoreWriter:
     def __init__(
         self,
-        store: PostgresEventStore,
+        store: EventStore,
+        pending: PendingReasons,
         fence: Fence,
         *,
         topic_prefix: str | None = None,
         read_batch: int = 5000,
     ) -> None:
-        self.store = store
-        self.fence = fence
+        self._store = store
+        self._pending = pending
+        self._fence = fence
         self._prefix = topic_prefix
         self._batch = read_batch
 
     async def setup(self) -> None:
-        await self.store.pool.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.store.schema}.{PENDING_TABLE} ("
-            "job_id text PRIMARY KEY, reason jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())"
-        )
+        await self._pending.setup()
 
     async def load_pending(self, projection: Projection) -> None:
-        rows = await self.store.pool.fetch(f"SELECT job_id, reason FROM {self.store.schema}.{PENDING_TABLE}")
-        projection.pending_reasons.update({r["job_id"]: json.loads(r["reason"]) for r in rows})
+        projection.pending_reasons.update(await self._pending.load())
 
-    async def commit(
-        self, appends: Sequence[Append], pending: Mapping[str, Mapping[str, Any] | None] | None = None
-    ) -> None:
-        async with self.store.transaction(appending=True) as tx:
-            await self.fence.check(tx.connection)
+    async def commit(self, appends: Sequence[Append], pending: PendingChanges | None = None) -> None:
+        async with self._store.transaction(appending=True) as tx:
+            await self._fence.check(tx.connection)
             batch = []
             for append in appends:
                 events, outbox = self._encode(append.events)
                 batch.append(StreamAppend(append.stream, append.expected_version, events, outbox))
             await tx.append_many(batch)
             if pending:
-                table = f"{self.store.schema}.{PENDING_TABLE}"
-                gone = [job_id for job_id, reason in pending.items() if reason is None]
-                if gone:
-                    await tx.connection.execute(f"DELETE FROM {table} WHERE job_id = ANY($1)", gone)
-                rows = [
-                    (job_id, json.dumps(reason)) for job_id, reason in pending.items() if reason is not None
-                ]
-                if rows:
-                    await tx.connection.executemany(
-                        f"INSERT INTO {table} (job_id, reason) VALUES ($1, $2::jsonb) ON CONFLICT (job_id) "
-                        "DO UPDATE SET reason = EXCLUDED.reason, updated_at = now()",
-                        rows,
-                    )
+                await self._pending.write(tx, pending)
 
     async def catch_up(self, projection: Projection) -> None:
         while True:
-            events = await self.store.read_all(projection.position, self._batch)
+            events = await self._store.read_all(projection.position, self._batch)
             projection.apply_all(events)
             if len(events) < self._batch:
                 return

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,18 +18,10 @@ from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
 from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.infra.transient import is_transient
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
-from suanli.scheduling.adapters.store import PostgresWriter
 from suanli.scheduling.bootstrap import Components, bootstrap
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
-from suanli.scheduling.service_layer.commands import (
-    ConfigureQueues,
-    MarkNodeLost,
-    ReconcileNode,
-    RecordTaskReport,
-    RunCycle,
-)
-from suanli.scheduling.service_layer.disruption import lost_nodes_to_evict
+from suanli.scheduling.service_layer.commands import ConfigureQueues, ReconcileNode, RecordTaskReport
 from suanli.scheduling.service_layer.errors import NotLeader
 from suanli.scheduling.service_layer.queues_config import parse_queue_config
 
@@ -53,6 +44,13 @@ CONSUMER_SETTINGS = ConsumerSettings(
 )
 
 
+def _retriable(exc: BaseException) -> bool:
+    """Failures worth trying again later: the database or the broker (the kernel's transient
+    classification), or a stream that moved on under the write (another writer appended first: the
+    retry decides again on the new version)."""
+    return is_transient(exc) or isinstance(exc, ConcurrencyConflict)
+
+
 @dataclass
 class SchedulingApp:
     config: SchedulingSettings
@@ -61,7 +59,6 @@ class SchedulingApp:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _leader_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _server: Any = None
-    _evictions_held: bool = False
     _view_wake: asyncio.TimerHandle | None = None
 
     @property
@@ -79,7 +76,7 @@ class SchedulingApp:
         self.components = await bootstrap(cfg)
         c = self.c
         self._queue_config = queue_config
-        servicer = SchedulerServicer(c.service, c.explain)
+        servicer = SchedulerServicer(c.scheduler.commands, c.projection, c.capacity, c.explain)
         self._server, self.port, _ = await start_server(servicer, cfg.listen)
         specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
         view = SupervisedConsumers(
@@ -118,15 +115,14 @@ class SchedulingApp:
 
     async def _elected(self) -> None:
         c = self.c
-        async with c.service.lock:
-            await c.writer.catch_up(c.service.projection)
+        await c.scheduler.write_lock.refresh()
         # The rebuilt projection is long-lived: keep it out of every later full collection.
         frozen = freeze_survivors()
         log.info("state rebuilt; %d objects moved out of the collector's reach", frozen)
         if self._queue_config is not None:
-            await c.service.handle(ConfigureQueues(self._queue_config))
+            await c.scheduler.commands.handle(ConfigureQueues(self._queue_config))
         cfg = self.config
-        c.service.reconciler.reports_since = None  # until the lifecycle consumer has its partitions
+        c.scheduler.commands.reports_stopped()  # until the lifecycle consumer has its partitions
         lifecycle = SupervisedConsumers(
             cfg.bootstrap,
             cfg.topic_prefix,
@@ -137,60 +133,24 @@ class SchedulingApp:
         )
         self._leader_tasks = [
             asyncio.create_task(lifecycle.run(), name="scheduling-lifecycle"),
-            asyncio.create_task(self._loop(), name="scheduling-cycle"),
+            asyncio.create_task(
+                c.scheduler.loop.run(before_each=c.scheduler.evictions.sweep, retry_if=_retriable),
+                name="scheduling-cycle",
+            ),
         ]
 
     def _reports_flowing(self) -> None:
         # Reconciliation takes a task's absence from snapshots for its end only once reports flow.
-        self.c.service.reconciler.reports_since = self.c.service.clock.now()
+        self.c.scheduler.commands.reports_flowing()
 
     async def _deposed(self) -> None:
-        self.c.service.reconciler.reports_since = None
+        self.c.scheduler.commands.reports_stopped()
         tasks, self._leader_tasks = self._leader_tasks, []
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-
-    async def _loop(self) -> None:
-        service = self.c.service
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(service.wake.wait(), self.config.interval_s)
-            # A wake the group commit's own cycle already consumed (it clears the event without yielding,
-            # but this waiter still resumes) needs no second cycle; the interval still brings one.
-            due = service.wake.is_set() or time.monotonic() - service.last_cycle_at >= self.config.interval_s
-            service.wake.clear()
-            try:
-                await self._requeue_lost_nodes()
-                if due:
-                    await service.handle(RunCycle())
-            except NotLeader:
-                return
-            except Exception as exc:
-                if not (is_transient(exc) or isinstance(exc, ConcurrencyConflict)):
-                    raise
-                log.warning("scheduling cycle failed, retrying: %r", exc)
-                await asyncio.sleep(self.config.interval_s)
-
-    async def _requeue_lost_nodes(self) -> None:
-        service = self.c.service
-        verdict = lost_nodes_to_evict(service.capacity.nodes.values(), self.config.disruption_threshold)
-        if verdict.disrupted != self._evictions_held:
-            self._evictions_held = verdict.disrupted
-            if verdict.disrupted:
-                log.warning(
-                    "%d of %d nodes are Lost at once: holding evictions (disruption threshold %.2f)",
-                    verdict.lost,
-                    verdict.known,
-                    self.config.disruption_threshold,
-                )
-            else:
-                log.info("evictions resumed: %d of %d nodes Lost", verdict.lost, verdict.known)
-        for view in verdict.evict:
-            if any(t.node_id == view.id for j in service.projection.live.values() for t in j.active):
-                await service.handle(MarkNodeLost(view.id, view.status_at or service.clock.now()))
 
     async def _follow(self) -> None:
         """A standby tails the store so its reads (and watchers) follow the leader's writes."""
@@ -200,9 +160,7 @@ class SchedulingApp:
             if c.leader.is_leader:
                 continue
             try:
-                async with c.service.lock:
-                    await c.writer.catch_up(c.service.projection)
-                await c.writer.load_pending(c.service.projection)
+                await c.scheduler.write_lock.follow()
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -252,7 +210,7 @@ class SchedulingApp:
     def _wake_now(self) -> None:
         self._view_wake = None
         if self.components is not None:
-            self.components.service.wake.set()
+            self.components.scheduler.loop.wake()
 
     async def _on_report(self, event: ConsumedEvent) -> None:
         if event.event_name not in REPORTS:
@@ -264,13 +222,11 @@ class SchedulingApp:
 
     async def _write(self, command: Any) -> None:
         try:
-            await self.c.service.handle(command)
+            await self.c.scheduler.commands.handle(command)
         except NotLeader:
             return  # leadership moved; the new leader sees the same records
         except Exception as exc:
-            # A stream that moved on under the write (another writer appended first) is retried too:
-            # the retry decides again on the new version.
-            if not (is_transient(exc) or isinstance(exc, ConcurrencyConflict)):
+            if not _retriable(exc):
                 raise
             raise RetriableError(f"{type(command).__name__}: {exc!r}") from exc
 
@@ -293,4 +249,4 @@ async def serve(config: SchedulingSettings) -> None:
         telemetry.shutdown()
 
 
-__all__ = ["PostgresWriter", "SchedulingApp", "serve"]
+__all__ = ["SchedulingApp", "serve"]

@@ -11,11 +11,11 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.scheduling.domain.jobs import JobView, Phase
 from suanli.scheduling.domain.queueing import QueueSpec
 from suanli.scheduling.domain.queueing.resources import gpu_flavour
 from suanli.scheduling.service_layer.capacity import NodeView
 from suanli.scheduling.service_layer.errors import InvalidSpec
-from suanli.scheduling.service_layer.jobs import JobView, Phase
 from suanli.scheduling.service_layer.projection import Projection
 
 STATES = {

@@ -19,15 +19,16 @@ from grpc_reflection.v1alpha import reflection
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.rpc import rpc_errors
+from suanli.scheduling.domain.jobs import JobView, Phase
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert
 from suanli.scheduling.entrypoints.validation import validate_submit
+from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
-from suanli.scheduling.service_layer.jobs import JobView, Phase
-from suanli.scheduling.service_layer.projection import Change
-from suanli.scheduling.service_layer.service import SchedulingService
+from suanli.scheduling.service_layer.job_commands import JobCommands
+from suanli.scheduling.service_layer.projection import Change, Projection
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
 JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
@@ -35,9 +36,12 @@ Explainer = Callable[[tuple[NodeAvailability, ...], TaskRequest], Any]
 
 
 class SchedulerServicer(pb_grpc.SchedulerServicer):
-    def __init__(self, service: SchedulingService, explainer: Explainer) -> None:
-        self.service = service
-        self.projection = service.projection
+    def __init__(
+        self, commands: JobCommands, projection: Projection, capacity: CapacityView, explainer: Explainer
+    ) -> None:
+        self.commands = commands
+        self.projection = projection
+        self.capacity = capacity
         self.explainer = explainer
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -59,7 +63,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitJobResponse:
         async with rpc_errors(context):
-            job = await self.service.handle(SubmitJob(validate_submit(request)))
+            job = await self.commands.handle(SubmitJob(validate_submit(request)))
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
@@ -94,7 +98,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         async with rpc_errors(context):
             self._job(request.job_id)
             peer = context.peer() if hasattr(context, "peer") else ""
-            job = await self.service.handle(CancelJob(request.job_id, request.reason, peer or ""))
+            job = await self.commands.handle(CancelJob(request.job_id, request.reason, peer or ""))
             return self._message(job)
 
     async def WatchJob(
@@ -126,7 +130,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             views = sorted(
                 (
                     v
-                    for v in self.service.capacity.nodes.values()
+                    for v in self.capacity.nodes.values()
                     if v.id > after and (not request.region or v.region == request.region)
                 ),
                 key=lambda v: v.id,
@@ -180,7 +184,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             return out
 
     def _models(self) -> dict[str, str]:
-        return {v.id: v.devices[0].model for v in self.service.capacity.nodes.values() if v.devices}
+        return {v.id: v.devices[0].model for v in self.capacity.nodes.values() if v.devices}
 
     def _free(self, exclude: str) -> tuple[NodeAvailability, ...]:
         """Room left on each schedulable node, with `exclude`'s own tasks given back (so a placed job's
@@ -191,7 +195,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 for t in job.active:
                     held.setdefault(t.node_id, []).append(t)
         out = []
-        for node in self.service.capacity.schedulable():
+        for node in self.capacity.schedulable():
             tasks = held.get(node.id, [])
             gpu = {d.index: 1000 for d in node.gpus}
             for t in tasks:

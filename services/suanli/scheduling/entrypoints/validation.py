@@ -1,6 +1,7 @@
-"""SubmitJob requests -> validated `JobSpec`, or `InvalidSpec` naming the first bad field by its path
-(`spec.tasks[0].resources.gpu_milli: must be 1..1000`). Pure: queues and priority classes are checked by
-the service against its configuration."""
+"""SubmitJob requests -> the `AcceptedSpec` they ask for, or `InvalidSpec` naming the first bad field by
+its path (`spec.tasks[0].resources.gpu_milli: must be 1..1000`). The one conversion from the wire's job
+spec (what `suanli.jobspec` sends) to the scheduler's accepted form. Pure: queues and priority classes
+are checked by the job commands against the configuration."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.jobspec.model import MAX_GPUS_PER_TASK, MAX_RETRIES
+from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask
 from suanli.scheduling.domain.model import GPU_MILLI
 from suanli.scheduling.service_layer.errors import InvalidSpec
-from suanli.scheduling.service_layer.spec import JobSpec, TaskSpec
 
-MAX_TASKS = 1000
-MAX_GPUS_PER_TASK = 64
-MAX_RETRIES = 100
+MAX_TASKS = 1000  # per job, replicas included (the user-facing spec bounds replicas per task group)
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
 KIND_NAMES = {
     pb.JOB_KIND_UNSPECIFIED: "BATCH",
@@ -32,7 +32,7 @@ def _check(ok: bool, field: str, message: str) -> None:
         raise InvalidSpec(field, message)
 
 
-def validate_submit(request: pb.SubmitJobRequest) -> JobSpec:
+def validate_submit(request: pb.SubmitJobRequest) -> AcceptedSpec:
     _check(len(request.request_id) <= 128, "request_id", "must be at most 128 characters")
     _check(request.HasField("spec"), "spec", "is required")
     s = request.spec
@@ -40,7 +40,7 @@ def validate_submit(request: pb.SubmitJobRequest) -> JobSpec:
     _check(len(s.name) <= 253, "spec.name", "must be at most 253 characters")
     _check(s.kind in KIND_NAMES, "spec.kind", f"unknown kind {s.kind}")
     _check(len(s.tasks) > 0, "spec.tasks", "at least one task is required")
-    tasks: list[TaskSpec] = []
+    tasks: list[AcceptedTask] = []
     for i, t in enumerate(s.tasks):
         tasks.extend(_tasks(t, f"spec.tasks[{i}]", i))
     _check(len(tasks) <= MAX_TASKS, "spec.tasks", f"at most {MAX_TASKS} tasks (replicas included)")
@@ -59,7 +59,7 @@ def validate_submit(request: pb.SubmitJobRequest) -> JobSpec:
     _check(
         not (s.best_effort and not preemptible), "spec.preemptible", "best-effort jobs are always preemptible"
     )
-    return JobSpec(
+    return AcceptedSpec(
         name=s.name or "job",
         queue=s.queue,
         tasks=tuple(tasks),
@@ -74,7 +74,7 @@ def validate_submit(request: pb.SubmitJobRequest) -> JobSpec:
     )
 
 
-def _tasks(t: Any, path: str, position: int) -> list[TaskSpec]:
+def _tasks(t: Any, path: str, position: int) -> list[AcceptedTask]:
     r = t.resources
     rp = f"{path}.resources"
     _check(r.cpu_milli >= 0, f"{rp}.cpu_milli", "must be >= 0")
@@ -116,7 +116,7 @@ def _tasks(t: Any, path: str, position: int) -> list[TaskSpec]:
         f"{path}.name",
         "must be 1..63 letters, digits, '.', '_' or '-', starting with a letter or digit",
     )
-    base = TaskSpec(
+    base = AcceptedTask(
         task_id="",
         name=name,
         cpu_milli=r.cpu_milli,

@@ -89,6 +89,10 @@ class CapacityView:
     def schedulable(self) -> tuple[Node, ...]:
         return tuple(self._node(v) for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable)
 
+    def regions(self) -> dict[str, tuple[str, str]]:
+        """Node id -> (region, site), written into each placement for the agent and billing."""
+        return {n.id: (n.region, n.site) for n in self.nodes.values()}
+
     def _node(self, view: NodeView) -> Node:
         handed = self._handed_out.get(view.id)
         if handed is not None and handed[0] == view:  # republished unchanged views compare equal

@@ -1,4 +1,4 @@
-"""Commands the service handles (imperative); each has one handler in `service.HANDLERS`."""
+"""Commands the job commands handle (imperative); each has one handler or planner in `JobCommands`."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from suanli.scheduling.domain.jobs import AcceptedSpec
 from suanli.scheduling.service_layer.queues_config import QueueConfig
-from suanli.scheduling.service_layer.spec import JobSpec
 
 
 @dataclass(frozen=True, slots=True)
 class SubmitJob:
-    spec: JobSpec  # validated; task ids are assigned from the job id
+    spec: AcceptedSpec  # validated; task ids are assigned from the job id
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +44,8 @@ class ReconcileNode:
 
 
 @dataclass(frozen=True, slots=True)
-class RunCycle:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
 class ConfigureQueues:
     config: QueueConfig
 
 
-Command = SubmitJob | CancelJob | RecordTaskReport | MarkNodeLost | ReconcileNode | RunCycle | ConfigureQueues
+Command = SubmitJob | CancelJob | RecordTaskReport | MarkNodeLost | ReconcileNode | ConfigureQueues

@@ -1,8 +1,8 @@
 """One scheduling cycle of the service: snapshot -> `schedule_cycle` -> events per job.
 
 Pure: the projection (what PostgreSQL holds) and the capacity view go in; TaskPlaced / TaskPreempted
-decisions per job and a pending reason per waiting job come out. Room in use is exactly what the jobs'
-active tasks hold, never what the capacity stream says is free.
+decisions per job (typed events) and a pending reason per waiting job come out. Room in use is exactly
+what the jobs' active tasks hold, never what the capacity stream says is free.
 """
 
 from __future__ import annotations
@@ -11,6 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from suanli.scheduling.domain.jobs import (
+    DeviceShare,
+    JobEvent,
+    JobView,
+    PlacedRequests,
+    TaskPlaced,
+    TaskPreempted,
+    TaskRunState,
+    task_env,
+)
 from suanli.scheduling.domain.model import Node, TaskPlacement
 from suanli.scheduling.domain.queueing import (
     ClusterState,
@@ -21,15 +31,13 @@ from suanli.scheduling.domain.queueing import (
     Workload,
     schedule_cycle,
 )
-from suanli.scheduling.service_layer.jobs import Decision, JobView
 from suanli.scheduling.service_layer.projection import Projection
-from suanli.scheduling.service_layer.spec import task_env
 
 
 @dataclass(frozen=True, slots=True)
 class CycleOutcome:
     result: CycleResult
-    decisions: dict[str, list[Decision]] = field(default_factory=dict)  # job id -> events
+    decisions: dict[str, list[JobEvent]] = field(default_factory=dict)  # job id -> events
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> reason (as_dict)
 
 
@@ -87,7 +95,7 @@ def run_cycle(
     `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place)."""
     state = cluster_state(projection, nodes, cache)
     result = schedule_cycle(state, placer, config)
-    decisions: dict[str, list[Decision]] = {}
+    decisions: dict[str, list[JobEvent]] = {}
     for admission in result.admissions:
         job = projection.jobs[admission.job_id]
         decisions[job.id] = [placed(job, p, cycle, regions) for p in admission.placements]
@@ -96,50 +104,47 @@ def run_cycle(
     for victim in victims:
         job = projection.jobs[victim]
         decisions[victim] = [
-            (
-                "TaskPreempted",
-                {
-                    "job_id": job.id,
-                    "task_id": t.task_id,
-                    "node_id": t.node_id,
-                    "attempt": t.attempt,
-                    "reason": f"preempted by {preemptor[victim]}",
-                    "preemptor_job_id": preemptor[victim],
-                },
+            TaskPreempted(
+                job.id,
+                t.task_id,
+                t.node_id,
+                t.attempt,
+                f"preempted by {preemptor[victim]}",
+                preemptor_job_id=preemptor[victim],
             )
             for t in job.active
-            if t.state.value in ("PLACED", "RUNNING")
+            if t.state in (TaskRunState.PLACED, TaskRunState.RUNNING)
         ]
     pending = {p.job_id: p.reason.as_dict() for p in result.pending}
     return CycleOutcome(result, {k: v for k, v in decisions.items() if v}, pending)
 
 
-def placed(job: JobView, p: TaskPlacement, cycle: int, regions: Mapping[str, tuple[str, str]]) -> Decision:
+def placed(job: JobView, p: TaskPlacement, cycle: int, regions: Mapping[str, tuple[str, str]]) -> TaskPlaced:
     task = job.task(p.task_id)
     assert task is not None
     spec = task.spec
     region, site = regions.get(p.node_id, ("default", ""))
-    return "TaskPlaced", {
-        "job_id": job.id,
-        "task_id": spec.task_id,
-        "node_id": p.node_id,
-        "region": region,
-        "site": site,
-        "devices": [{"index": i, "milli": m} for i, m in zip(p.gpu_indices, p.gpu_milli, strict=True)],
-        "requests": {
-            "cpu_milli": spec.cpu_milli,
-            "memory_mib": spec.memory_mib,
-            "gpu_count": spec.gpu_count,
-            "gpu_milli": spec.gpu_milli or 1000,
-            "gpu_memory_mib": spec.gpu_memory_mib,
-            "gpu_model": spec.gpu_models[0] if len(spec.gpu_models) == 1 else None,
-        },
-        "attempt": job.attempt,
-        "cycle": cycle,
-        "command": list(spec.argv),
-        "env": task_env(spec),
-        "duration_s": spec.duration_s,
-        "queue": job.spec.queue,
-        "tenant": job.spec.tenant,
-        "best_effort": job.spec.best_effort,
-    }
+    return TaskPlaced(
+        job_id=job.id,
+        task_id=spec.task_id,
+        node_id=p.node_id,
+        region=region,
+        site=site,
+        devices=tuple(DeviceShare(i, m) for i, m in zip(p.gpu_indices, p.gpu_milli, strict=True)),
+        requests=PlacedRequests(
+            cpu_milli=spec.cpu_milli,
+            memory_mib=spec.memory_mib,
+            gpu_count=spec.gpu_count,
+            gpu_milli=spec.gpu_milli or 1000,
+            gpu_memory_mib=spec.gpu_memory_mib,
+            gpu_model=spec.gpu_models[0] if len(spec.gpu_models) == 1 else None,
+        ),
+        attempt=job.attempt,
+        cycle=cycle,
+        command=spec.argv,
+        env=tuple(task_env(spec).items()),
+        duration_s=spec.duration_s,
+        queue=job.spec.queue,
+        tenant=job.spec.tenant,
+        best_effort=job.spec.best_effort,
+    )

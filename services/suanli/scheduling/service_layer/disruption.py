@@ -10,10 +10,17 @@ the lost fraction of the fleet is at or above a threshold, and resumes them as n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from suanli.scheduling.service_layer.capacity import NodeView
+from suanli.clock import Clock
+from suanli.scheduling.service_layer.capacity import CapacityView, NodeView
+from suanli.scheduling.service_layer.commands import MarkNodeLost
+from suanli.scheduling.service_layer.projection import Projection
+
+log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.75
 
@@ -43,3 +50,40 @@ def lost_nodes_to_evict(nodes: Iterable[NodeView], threshold: float = DEFAULT_TH
     if len(fleet) > 1 and len(lost) >= threshold * len(fleet):
         return EvictionVerdict((), lost, len(lost), len(fleet))
     return EvictionVerdict(lost, (), len(lost), len(fleet))
+
+
+class LostNodeEvictions:
+    """Requeues the tasks of Lost nodes (before each cycle), unless the guard holds evictions back."""
+
+    def __init__(
+        self,
+        capacity: CapacityView,
+        projection: Projection,
+        mark_lost: Callable[[MarkNodeLost], Awaitable[Any]],
+        *,
+        clock: Clock,
+        threshold: float = DEFAULT_THRESHOLD,
+    ) -> None:
+        self._capacity = capacity
+        self._projection = projection
+        self._mark_lost = mark_lost
+        self._clock = clock
+        self._threshold = threshold
+        self._held = False
+
+    async def sweep(self) -> None:
+        verdict = lost_nodes_to_evict(self._capacity.nodes.values(), self._threshold)
+        if verdict.disrupted != self._held:
+            self._held = verdict.disrupted
+            if verdict.disrupted:
+                log.warning(
+                    "%d of %d nodes are Lost at once: holding evictions (disruption threshold %.2f)",
+                    verdict.lost,
+                    verdict.known,
+                    self._threshold,
+                )
+            else:
+                log.info("evictions resumed: %d of %d nodes Lost", verdict.lost, verdict.known)
+        for view in verdict.evict:
+            if any(t.node_id == view.id for j in self._projection.live.values() for t in j.active):
+                await self._mark_lost(MarkNodeLost(view.id, view.status_at or self._clock.now()))

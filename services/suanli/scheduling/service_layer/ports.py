@@ -40,6 +40,10 @@ class Writer(Protocol):
         """Apply every event committed after `projection.position`."""
         ...
 
+    async def load_pending(self, projection: Projection) -> None:
+        """Read the recorded pending reasons into `projection` (on start, and as a standby follows)."""
+        ...
+
 
 class Metrics(Protocol):
     def cycle(

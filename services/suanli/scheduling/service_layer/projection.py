@@ -16,9 +16,9 @@ from typing import Any
 
 from suanli.contracts import decode
 from suanli.eventstore import StoredEvent
+from suanli.scheduling.domain.jobs import JobSubmitted, JobView, evolve, submitted
 from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
-from suanli.scheduling.service_layer import jobs
-from suanli.scheduling.service_layer.jobs import JobView
+from suanli.scheduling.service_layer.payloads import JOB_EVENTS, parse
 from suanli.scheduling.service_layer.queues_config import queue_from_record
 
 JOB_STREAM = "job-"
@@ -37,9 +37,10 @@ def queue_stream(name: str) -> str:
 
 
 def decode_payload(event: StoredEvent) -> dict[str, Any]:
-    if event.event_name in JSON_EVENTS:
-        return json.loads(event.payload)
-    return decode(event.payload)[1]
+    record: dict[str, Any] = (
+        json.loads(event.payload) if event.event_name in JSON_EVENTS else decode(event.payload)[1]
+    )
+    return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,22 +94,25 @@ class Projection:
             self.priority_classes = tuple(PriorityClass(c["name"], c["value"]) for c in record["classes"])
 
     def _apply_job(self, event: StoredEvent) -> None:
+        if event.event_name not in JOB_EVENTS:
+            return
         record = decode_payload(event)
         at = record.get("occurred_at") or event.recorded_at
         job_id = event.stream[len(JOB_STREAM) :]
-        if event.event_name == "JobSubmitted":
+        fact = parse(event.event_name, record)
+        if isinstance(fact, JobSubmitted):
             seq = int(event.metadata.get("seq", event.position))
             self._seq = max(self._seq, seq)
-            job = jobs.submitted(record, seq, at)
+            job = submitted(fact, seq, at)
             if job.spec.request_id:
                 self.by_request[job.spec.request_id] = job_id
             for task in job.tasks:
                 self.task_owner[task.task_id] = job_id
         else:
             current = self.jobs.get(job_id)
-            if current is None or event.event_name not in jobs.EVOLVE:
+            if current is None:
                 return
-            job = jobs.evolve(current, event.event_name, record, event.version, at)
+            job = evolve(current, fact, event.version, at)
         self.jobs[job_id] = job
         if job.phase.final and not job.active:
             self.live.pop(job_id, None)
@@ -116,9 +120,7 @@ class Projection:
             self.live[job_id] = job
         if job.phase.final:
             self.pending_reasons.pop(job_id, None)
-        change = Change(
-            job, event.event_name, str(record.get("task_id") or ""), int(record.get("attempt") or 0), at
-        )
+        change = Change(job, event.event_name, getattr(fact, "task_id", ""), getattr(fact, "attempt", 0), at)
         for queue in self._watchers.get(job_id, ()):
             queue.put_nowait(change)
 

@@ -18,16 +18,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from suanli.scheduling.service_layer.jobs import Decision, JobView, TaskRun, TaskState, stop_order
+from suanli.scheduling.domain.jobs import (
+    JobEvent,
+    JobView,
+    TaskFailed,
+    TaskRun,
+    TaskRunState,
+    TaskStopRequested,
+    stop_order,
+)
 
 Regions = Mapping[str, tuple[str, str]]
+Resend = Callable[[JobView, TaskRun], JobEvent]  # the TaskPlaced sent again for a placed task
 ALWAYS = datetime.min.replace(tzinfo=UTC)  # reports_since for a caller that feeds reports itself
 
 
 @dataclass(slots=True)
 class NodeActions:
-    per_job: dict[str, list[Decision]] = field(default_factory=dict)
-    unknown_stops: list[Decision] = field(default_factory=list)
+    per_job: dict[str, list[JobEvent]] = field(default_factory=dict)
+    unknown_stops: list[TaskStopRequested] = field(default_factory=list)
     node_id: str = ""
     taken_at: datetime | None = None
 
@@ -56,7 +65,7 @@ class Reconciler:
         jobs: Mapping[str, JobView],
         snapshot: Mapping[str, Any],
         now: datetime,
-        resend: Any,
+        resend: Resend,
         owner: Callable[[str], JobView | None] | None = None,
     ) -> NodeActions:
         """`resend(job, task)` builds the TaskPlaced decision sent again for a placed task. `jobs` needs
@@ -84,23 +93,20 @@ class Reconciler:
             owner = owners.get
         for task_id in unexpected:
             assert owner is not None
-            job = owner(task_id)
-            task = job.task(task_id) if job is not None else None
-            if task is not None and task.since is not None and task.since > taken_at - self.grace:
+            holder = owner(task_id)
+            run = holder.task(task_id) if holder is not None else None
+            if run is not None and run.since is not None and run.since > taken_at - self.grace:
                 continue  # it ended or moved a moment ago; the node may not have caught up yet
             last = self._stops_sent.get((node_id, task_id))
             if last is not None and last > taken_at - self.grace:
                 continue
             actions.unknown_stops.append(
-                (
-                    "TaskStopRequested",
-                    {
-                        "job_id": job.id if job is not None else "",
-                        "task_id": task_id,
-                        "node_id": node_id,
-                        "attempt": 0,
-                        "reason": "the scheduler does not expect this task on this node",
-                    },
+                TaskStopRequested(
+                    holder.id if holder is not None else "",
+                    task_id,
+                    node_id,
+                    0,
+                    "the scheduler does not expect this task on this node",
                 )
             )
         return actions
@@ -109,25 +115,25 @@ class Reconciler:
         """The actions are recorded: their stops count as sent (a plan deferred or refused sent nothing,
         so its stops must not hold back the next snapshot's)."""
         assert actions.taken_at is not None
-        for _, body in actions.unknown_stops:
-            self._stops_sent[(actions.node_id, str(body["task_id"]))] = actions.taken_at
+        for stop in actions.unknown_stops:
+            self._stops_sent[(actions.node_id, stop.task_id)] = actions.taken_at
 
     def _task(
-        self, node_id: str, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Any
-    ) -> Decision | None:
+        self, node_id: str, job: JobView, task: TaskRun, seen: bool, taken_at: datetime, resend: Resend
+    ) -> JobEvent | None:
         missing = (node_id, task.task_id, task.attempt)
-        if seen or task.state is not TaskState.RUNNING:
+        if seen or task.state is not TaskRunState.RUNNING:
             self._missing_since.pop(missing, None)
         if task.since is None or task.since > taken_at - self.grace:
             return None
-        if task.state is TaskState.PLACED and not seen:
+        if task.state is TaskRunState.PLACED and not seen:
             return resend(job, task)
-        if task.state is TaskState.RUNNING and not seen:
+        if task.state is TaskRunState.RUNNING and not seen:
             missing_since = self._missing_since.setdefault(missing, taken_at)
             if not self._reports_heard_since(max(missing_since, task.since), taken_at):
                 return None
             return _gone(job, task, "NODE_LOST", f"node {task.node_id} no longer reports the task")
-        if task.state is TaskState.STOPPING:
+        if task.state is TaskRunState.STOPPING:
             if seen:
                 return stop_order(job, task, task.reason or "stop")
             if not self._reports_heard_since(task.since, taken_at):
@@ -143,13 +149,5 @@ class Reconciler:
         return max(since, self.reports_since) <= taken_at - self.grace
 
 
-def _gone(job: JobView, task: TaskRun, kind: str, reason: str) -> Decision:
-    return "TaskFailed", {
-        "task_id": task.task_id,
-        "job_id": job.id,
-        "node_id": task.node_id,
-        "attempt": task.attempt,
-        "reason": reason,
-        "kind": kind,
-        "exit_code": None,
-    }
+def _gone(job: JobView, task: TaskRun, kind: str, reason: str) -> TaskFailed:
+    return TaskFailed(task.task_id, job.id, task.node_id, task.attempt, reason, kind, exit_code=None)

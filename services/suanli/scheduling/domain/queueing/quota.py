@@ -60,8 +60,7 @@ def headroom(tree: QueueTree, usage: Usage, level: QueueSpec, resource: str) -> 
         )
         from_cohort = max(0, quota.kept - used) + max(0, pool)
         room = from_cohort if room is None else min(room, from_cohort)
-    # Without a cohort the ceiling is the guaranteed quota, so some bound always applies.
-    assert room is not None
+    assert room is not None  # without a cohort the guarantee is a ceiling; with one, the cohort bounds it
     return max(0, room)
 
 

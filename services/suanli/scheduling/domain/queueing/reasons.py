@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 class ReasonCode(StrEnum):
@@ -25,7 +28,8 @@ class _Reason:
         raise NotImplementedError
 
     def as_dict(self) -> dict[str, object]:
-        return {"code": str(self.code), "message": self.message, **asdict(self)}  # type: ignore[call-overload]  # subclasses are dataclasses
+        # Every reason is a dataclass; this base is not one, so the type checker is told.
+        return {"code": str(self.code), "message": self.message, **asdict(cast("DataclassInstance", self))}
 
 
 @dataclass(frozen=True, slots=True)

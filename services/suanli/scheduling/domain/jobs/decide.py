@@ -1,0 +1,89 @@
+"""What a job's state makes necessary, and the commands' decisions about one job: pure, typed events out.
+
+When a task fails, is lost or is preempted, the job's other active tasks are stopped and, once none is
+active, the job is requeued whole (a gang restarts together) or fails for good when its retries are
+spent. Only failures count against `max_retries`; preemption and node loss only count as restarts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from suanli.scheduling.domain.jobs.aggregate import JobView, TaskRun, TaskRunState
+from suanli.scheduling.domain.jobs.events import (
+    Cause,
+    JobCancelled,
+    JobEvent,
+    JobFailed,
+    JobRequeued,
+    JobSucceeded,
+    TaskReport,
+    TaskStopRequested,
+)
+
+
+def relevant_report(job: JobView, report: TaskReport) -> bool:
+    """Whether a task report is about this job's current attempt and can still change something: older
+    attempts and tasks already ended are ignored."""
+    task = job.task(report.task_id)
+    return task is not None and report.attempt == task.attempt and task.state.active
+
+
+def stop_order(job: JobView, task: TaskRun, reason: str) -> TaskStopRequested:
+    return TaskStopRequested(job.id, task.task_id, task.node_id, task.attempt, reason)
+
+
+def follow_ups(job: JobView) -> list[JobEvent]:
+    """What must happen now that the job is in this state: stop siblings of a failed, lost or preempted
+    task, and once nothing is active, requeue the job, or finish it."""
+    if job.phase.final:
+        return []
+    if all(t.state is TaskRunState.SUCCEEDED for t in job.tasks):
+        return [JobSucceeded(job.id, job.spec.tenant, job.spec.queue)]
+    trouble = job.trouble()
+    if trouble is None and not job.preempted:
+        return []
+    out: list[JobEvent] = []
+    if trouble is not None:
+        cause, culprit = trouble
+        running = [t for t in job.tasks if t.state in (TaskRunState.PLACED, TaskRunState.RUNNING)]
+        out += [
+            stop_order(job, t, f"task {culprit.task_id} of the gang ended: {culprit.reason}") for t in running
+        ]
+        if cause is Cause.TASK_FAILED and job.failures >= job.spec.max_retries:
+            retries = job.spec.max_retries
+            reason = f"task {culprit.task_id} failed ({culprit.reason}); retries exhausted ({retries})"
+            return [*out, JobFailed(job.id, job.spec.tenant, job.spec.queue, reason, culprit.task_id)]
+        if running or any(t.state is TaskRunState.STOPPING for t in job.tasks):
+            return out
+        return [requeue(job, cause, culprit.reason, culprit.task_id)]
+    if job.active:
+        return []
+    return [requeue(job, Cause.PREEMPTED, "preempted", None)]
+
+
+def requeue(job: JobView, cause: Cause, reason: str, task_id: str | None) -> JobRequeued:
+    return JobRequeued(
+        job.id,
+        job.spec.tenant,
+        job.spec.queue,
+        attempt=job.attempt + 1,
+        restarts=job.restarts + 1,
+        cause=cause,
+        reason=reason,
+        failed_task_id=task_id,
+    )
+
+
+def cancel(job: JobView, reason: str, requested_by: str) -> list[JobEvent]:
+    stops: list[JobEvent] = [
+        stop_order(job, t, f"job cancelled: {reason}")
+        for t in job.tasks
+        if t.state in (TaskRunState.PLACED, TaskRunState.RUNNING)
+    ]
+    return [*stops, JobCancelled(job.id, reason, requested_by)]
+
+
+def lost_on(job: JobView, node_id: str, since: datetime) -> list[TaskRun]:
+    """Active tasks on `node_id` placed before the node was declared lost at `since`."""
+    return [t for t in job.active if t.node_id == node_id and t.since is not None and t.since <= since]

@@ -1,0 +1,135 @@
+"""Runs scheduling cycles: the projection and the capacity view in, placements and preemptions recorded,
+pending reasons kept current, and the cycle's metrics (duration, placed, preempted, pending, queue
+depth, placement latency) reported. Cycles are numbered; the placer of each is made for its number."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from suanli.clock import Clock
+from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.queueing import CycleConfig, CycleResult, Placer
+from suanli.scheduling.service_layer.capacity import CapacityView
+from suanli.scheduling.service_layer.cycle import WorkloadCache, run_cycle
+from suanli.scheduling.service_layer.envelopes import Envelopes
+from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics
+from suanli.scheduling.service_layer.projection import Projection, job_stream
+from suanli.scheduling.service_layer.write_lock import WriteLock
+
+PlacerFactory = Callable[[Sequence[TaskRequest], int], Placer]  # (task requests seen, cycle number)
+
+
+class CycleRunner:
+    def __init__(
+        self,
+        write_lock: WriteLock,
+        projection: Projection,
+        capacity: CapacityView,
+        placer_factory: PlacerFactory,
+        envelopes: Envelopes,
+        *,
+        clock: Clock,
+        config: CycleConfig | None = None,
+        metrics: Metrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        perf_counter: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._write_lock = write_lock
+        self._projection = projection
+        self._capacity = capacity
+        self._placer_factory = placer_factory
+        self._envelopes = envelopes
+        self._clock = clock
+        self._config = config or CycleConfig()
+        self._metrics = metrics or NoMetrics()
+        self._monotonic = monotonic
+        self._perf_counter = perf_counter
+        self._count = 0
+        self._last_started = float("-inf")  # monotonic time the last cycle began
+        self._idle_reported = False
+        self._workloads: WorkloadCache = {}
+
+    @property
+    def count(self) -> int:
+        """Cycles run so far (the number of the last one)."""
+        return self._count
+
+    def since_last(self) -> float:
+        """Seconds since the last cycle began (infinite before the first)."""
+        return self._monotonic() - self._last_started
+
+    async def run(self) -> int:
+        """One cycle in its own turn of the write lock; returns how many jobs it admitted."""
+        async with self._write_lock.turn():
+            return await self.run_locked()
+
+    async def run_locked(self) -> int:
+        """One cycle by a holder of the write lock whose projection is current."""
+        projection = self._projection
+        if not projection.queues:
+            return 0
+        started = self._perf_counter()
+        self._last_started = self._monotonic()
+        self._count += 1
+        if not any(job.waiting for job in projection.live.values()):
+            # Nothing to admit means nothing to place, preempt or reserve for: most wakes under load
+            # (task reports, capacity updates) find the queues empty, and the cycle would only rebuild
+            # its snapshot to learn that. The gauges are zeroed once, as an empty cycle would.
+            if not self._idle_reported:
+                self._metrics.cycle(self._perf_counter() - started, 0, 0, {}, {})
+                self._idle_reported = True
+            return 0
+        self._idle_reported = False
+        requests = [t.request() for j in projection.live.values() if not j.phase.final for t in j.spec.tasks]
+        placer = self._placer_factory(requests, self._count)
+        nodes = self._capacity.schedulable()
+        # The priority classes are configuration recorded in the store (ConfigureQueues), not fixed at
+        # start: without them every job naming a class was inadmissible ("priority class ... is unknown").
+        config = replace(self._config, priority_classes=projection.priority_classes)
+        outcome = run_cycle(
+            projection, nodes, placer, config, self._count, self._capacity.regions(), self._workloads
+        )
+        appends = [
+            Append(job_stream(job_id), projection.jobs[job_id].version, self._envelopes.events(decisions))
+            for job_id, decisions in outcome.decisions.items()
+        ]
+        changed: dict[str, Any] = {
+            job_id: reason
+            for job_id, reason in outcome.pending.items()
+            if projection.pending_reasons.get(job_id) != reason
+        }
+        changed.update(
+            {job_id: None for job_id in outcome.result.admitted if job_id in projection.pending_reasons}
+        )
+        if appends or changed:
+            # A cycle's own placements give no room back: the commit wakes no further cycle.
+            await self._write_lock.commit(appends, changed)
+            for job_id, reason in changed.items():
+                if reason is None:
+                    projection.pending_reasons.pop(job_id, None)
+                else:
+                    projection.pending_reasons[job_id] = reason
+        self._report(outcome.result, self._perf_counter() - started)
+        return len(outcome.result.admissions)
+
+    def _report(self, result: CycleResult, seconds: float) -> None:
+        now = self._clock.now()
+        for admission in result.admissions:
+            job = self._projection.jobs[admission.job_id]
+            for p in admission.placements:
+                self._metrics.placed(
+                    self._capacity.nodes[p.node_id].region, (now - job.submitted_at).total_seconds()
+                )
+        preempted = sum(len(p.victims) for p in result.preemptions)
+        pending_by: dict[tuple[str, str], int] = {}
+        for waiting in result.pending:
+            key = (waiting.queue, str(waiting.reason.code))
+            pending_by[key] = pending_by.get(key, 0) + 1
+        depth: dict[str, int] = {}
+        for job in self._projection.live.values():
+            if job.waiting:
+                depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
+        self._metrics.cycle(seconds, len(result.admissions), preempted, pending_by, depth)

@@ -1,0 +1,367 @@
+"""The job commands: submit, cancel, task reports, node reconciliation, lost nodes, queue configuration.
+
+Each reads the projection, decides (pure, in the domain), and records through the write lock's commit
+(events + outbox + pending reasons, one transaction, leader only). The frequent ones (submits, task
+reports, reconciliations) are *planned* and committed in groups (`group_commit`); the rest run one at a
+time in their own turn of the write lock. A commit that may let a waiting job in wakes the cycle.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from suanli.clock import Clock, IdFactory
+from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
+from suanli.scheduling.domain.jobs import (
+    ROOM_GIVEN_BACK,
+    AcceptedSpec,
+    JobEvent,
+    JobFailed,
+    JobRequeued,
+    JobSubmitted,
+    JobSucceeded,
+    JobView,
+    Phase,
+    TaskFailed,
+    TaskReport,
+    cancel,
+    evolve,
+    follow_ups,
+    lost_on,
+    relevant_report,
+)
+from suanli.scheduling.service_layer.capacity import CapacityView
+from suanli.scheduling.service_layer.commands import (
+    CancelJob,
+    Command,
+    ConfigureQueues,
+    MarkNodeLost,
+    ReconcileNode,
+    RecordTaskReport,
+    SubmitJob,
+)
+from suanli.scheduling.service_layer.cycle import placed
+from suanli.scheduling.service_layer.envelopes import Envelopes
+from suanli.scheduling.service_layer.errors import Conflict, InvalidSpec, JobNotFound, Precondition
+from suanli.scheduling.service_layer.group_commit import GroupCommitter, Plan, Planner
+from suanli.scheduling.service_layer.payloads import parse
+from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics, Outgoing, Writer
+from suanli.scheduling.service_layer.projection import PRIORITY_STREAM, Projection, job_stream, queue_stream
+from suanli.scheduling.service_layer.queues_config import queue_record
+from suanli.scheduling.service_layer.reconcile import Reconciler
+from suanli.scheduling.service_layer.write_lock import WriteLock
+
+_REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
+_OUTCOMES: Mapping[type[JobEvent], str] = {
+    JobRequeued: "requeued",
+    JobFailed: "failed",
+    JobSucceeded: "succeeded",
+}
+
+
+def job_id_for(request_id: str, ids: IdFactory) -> str:
+    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store."""
+    raw = uuid.uuid5(_REQUEST_NS, request_id) if request_id else ids()
+    return f"job-{raw.hex[:12]}"
+
+
+class JobCommands:
+    def __init__(
+        self,
+        writer: Writer,
+        write_lock: WriteLock,
+        projection: Projection,
+        capacity: CapacityView,
+        envelopes: Envelopes,
+        *,
+        clock: Clock,
+        ids: IdFactory,
+        cycle_number: Callable[[], int],
+        wake_cycle: Callable[[], None],
+        reconcile_grace: timedelta = timedelta(seconds=15),
+        metrics: Metrics | None = None,
+        between_batches: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`cycle_number`: the last cycle's number, written into a placement sent again;
+        `between_batches`: the group commit's turn after each batch (the eager cycle)."""
+        self._write_lock = write_lock
+        self._projection = projection
+        self._capacity = capacity
+        self._envelopes = envelopes
+        self._clock = clock
+        self._ids = ids
+        self._cycle_number = cycle_number
+        self._wake_cycle = wake_cycle
+        self._reconciler = Reconciler(reconcile_grace)
+        self._metrics = metrics or NoMetrics()
+        self._submitted_in_batch = 0
+        self._handlers: Mapping[type, Callable[[Any], Awaitable[Any]]] = {
+            CancelJob: self._cancel,
+            MarkNodeLost: self._node_lost,
+            ConfigureQueues: self._configure,
+        }
+        planners: Mapping[type, Planner] = {
+            SubmitJob: self._plan_submit,
+            RecordTaskReport: self._plan_report,
+            ReconcileNode: self._plan_reconcile,
+        }
+        self._group = GroupCommitter(
+            writer,
+            projection,
+            write_lock.lock,
+            planners,
+            check_leader=write_lock.check_leader,
+            on_batch=self._new_batch,
+            on_committed=wake_cycle,
+            between_batches=between_batches,
+            others_waiting=write_lock.others_waiting,
+        )
+
+    async def handle(self, command: Command) -> Any:
+        if self._group.accepts(command):
+            return await self._group.submit(command)
+        async with self._write_lock.turn():
+            return await self._handlers[type(command)](command)
+
+    def reports_flowing(self) -> None:
+        """Task reports are consumed from now on: a task's absence from snapshots may mean its end."""
+        self._reconciler.reports_since = self._clock.now()
+
+    def reports_stopped(self) -> None:
+        """No task reports are consumed (no partitions, or not the leader): absence proves nothing."""
+        self._reconciler.reports_since = None
+
+    def _new_batch(self) -> None:
+        self._submitted_in_batch = 0
+
+    async def _commit(
+        self, appends: Sequence[Append], pending: Mapping[str, Mapping[str, Any] | None] | None = None
+    ) -> None:
+        await self._write_lock.commit(appends, pending)
+        self._wake_cycle()
+
+    def _job(self, job_id: str) -> JobView:
+        job = self._projection.jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    # -- planned (group commit) ------------------------------------------------------------------------
+
+    def _plan_submit(self, cmd: SubmitJob) -> Plan:
+        spec = cmd.spec
+        projection = self._projection
+        known = projection.by_request.get(spec.request_id) if spec.request_id else None
+        if known is not None:
+            answer = self._same_or_conflict(known, spec)
+            return Plan(answer=lambda: answer)
+        if spec.queue not in projection.queues:
+            names = ", ".join(sorted(projection.queues)) or "none configured"
+            raise InvalidSpec("spec.queue", f"unknown queue {spec.queue!r} (known: {names})")
+        priority = 0
+        if spec.priority_class:
+            value = projection.priority_of(spec.priority_class)
+            if value is None:
+                names = ", ".join(c.name for c in projection.priority_classes) or "none configured"
+                raise InvalidSpec(
+                    "spec.priority_class", f"unknown priority class {spec.priority_class!r} (known: {names})"
+                )
+            priority = value
+        job_id = job_id_for(spec.request_id, self._ids)
+        tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
+        spec = replace(spec, tasks=tasks, priority=priority)
+        # Submission order (the queues' FIFO) for the jobs of one batch follows their place in it.
+        seq = projection.next_seq + self._submitted_in_batch
+        self._submitted_in_batch += 1
+        event = self._envelopes.event(JobSubmitted(job_id, spec), {"seq": seq})
+
+        def refused(exc: Exception) -> JobView:
+            if not isinstance(exc, ConcurrencyConflict):
+                raise exc
+            return self._same_or_conflict(job_id, spec)  # a concurrent submit of the same request
+
+        return Plan(
+            [Append(job_stream(job_id), 0, [event])],
+            answer=lambda: projection.jobs[job_id],
+            on_refused=refused,
+        )
+
+    def _same_or_conflict(self, job_id: str, spec: AcceptedSpec) -> JobView:
+        job = self._job(job_id)
+        if not job.spec.same_request(
+            replace(
+                spec,
+                tasks=tuple(
+                    replace(t, task_id=o.task_id) for t, o in zip(spec.tasks, job.spec.tasks, strict=False)
+                ),
+                priority=job.spec.priority,
+            )
+        ):
+            raise Conflict(
+                f"request_id {spec.request_id!r} was already used for job {job_id} with another spec"
+            )
+        return job
+
+    def _plan_report(self, cmd: RecordTaskReport) -> Plan:
+        job = self._projection.jobs.get(str(cmd.record.get("job_id")))
+        if job is None:
+            return Plan(answer=lambda: False)
+        report = parse(cmd.name, cmd.record)
+        assert isinstance(report, TaskReport)  # the consumer takes only TaskStarted/Finished/Failed
+        if not relevant_report(job, report):
+            return Plan(answer=lambda: False)
+        # Recorded as received (its own event id and fields), so a redelivery is refused as a duplicate.
+        fact = Outgoing(cmd.name, cmd.record, _event_uuid(cmd.event_id))
+        after = evolve(job, report, job.version + 1, self._clock.now())
+        events = [fact, *self._envelopes.with_follow_ups(after, follow_ups(after))]
+
+        def recorded() -> bool:
+            self._count_outcomes(events)
+            return True
+
+        def refused(exc: Exception) -> bool:
+            if not isinstance(exc, DuplicateEventId):
+                raise exc
+            return False  # recorded before (a redelivery)
+
+        return Plan(
+            [Append(job_stream(job.id), job.version, events)],
+            answer=recorded,
+            on_refused=refused,
+            wakes=any(e.name in _ROOM_NAMES for e in events),
+        )
+
+    def _plan_reconcile(self, cmd: ReconcileNode) -> Plan:
+        projection = self._projection
+        regions = self._capacity.regions()
+        actions = self._reconciler.reconcile(
+            projection.live,
+            cmd.snapshot,
+            self._clock.now(),
+            lambda job, task: placed(job, task.placement(), self._cycle_number(), regions),
+            owner=self._owner,
+        )
+        if not actions:
+            return Plan(answer=lambda: 0)
+        appends = [
+            Append(
+                job_stream(job_id),
+                projection.jobs[job_id].version,
+                self._envelopes.with_follow_ups(projection.jobs[job_id], decisions),
+            )
+            for job_id, decisions in actions.per_job.items()
+        ]
+        if actions.unknown_stops:
+            stream = f"node-{cmd.snapshot['node_id']}"
+            appends.append(
+                Append(
+                    stream, projection.versions.get(stream, 0), self._envelopes.events(actions.unknown_stops)
+                )
+            )
+        count = sum(len(a.events) for a in appends)
+
+        def recorded() -> int:
+            self._reconciler.sent(actions)
+            self._metrics.decision("reconciled", count)
+            return count
+
+        return Plan(appends, answer=recorded)
+
+    # -- one at a time -----------------------------------------------------------------------------
+
+    async def _cancel(self, cmd: CancelJob) -> JobView:
+        job = self._job(cmd.job_id)
+        if job.phase is Phase.CANCELLED:
+            return job  # a retried cancel
+        if job.phase.final:
+            raise Precondition(
+                f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled"
+            )
+        events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by))
+        await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
+        self._metrics.decision("cancelled")
+        return self._projection.jobs[job.id]
+
+    async def _node_lost(self, cmd: MarkNodeLost) -> int:
+        appends = []
+        for job in list(self._projection.live.values()):
+            lost = lost_on(job, cmd.node_id, cmd.lost_at)
+            if not lost:
+                continue
+            facts: list[JobEvent] = [
+                TaskFailed(
+                    t.task_id, job.id, t.node_id, t.attempt, f"node {cmd.node_id} was lost", "NODE_LOST", None
+                )
+                for t in lost
+            ]
+            appends.append(
+                Append(job_stream(job.id), job.version, self._envelopes.with_follow_ups(job, facts))
+            )
+        if appends:
+            await self._commit(appends)
+            self._count_outcomes([e for a in appends for e in a.events])
+        return len(appends)
+
+    async def _configure(self, cmd: ConfigureQueues) -> int:
+        projection = self._projection
+        appends: list[Append] = []
+        wanted = {q.name: q for q in cmd.config.queues}
+        for name, spec in wanted.items():
+            if projection.queues.get(name) != spec:
+                stream = queue_stream(name)
+                appends.append(
+                    Append(
+                        stream,
+                        projection.versions.get(stream, 0),
+                        [self._envelopes.internal("QueueConfigured", queue_record(spec))],
+                    )
+                )
+        for name in set(projection.queues) - set(wanted):
+            stream = queue_stream(name)
+            appends.append(
+                Append(
+                    stream,
+                    projection.versions.get(stream, 0),
+                    [self._envelopes.internal("QueueRemoved", {"name": name})],
+                )
+            )
+        classes = [{"name": c.name, "value": c.value} for c in cmd.config.priority_classes]
+        if tuple(cmd.config.priority_classes) != projection.priority_classes:
+            record = {"name": "priority-classes", "classes": classes}
+            appends.append(
+                Append(
+                    PRIORITY_STREAM,
+                    projection.versions.get(PRIORITY_STREAM, 0),
+                    [self._envelopes.internal("PriorityClassesConfigured", record)],
+                )
+            )
+        if appends:
+            await self._commit(appends)
+        return len(appends)
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _owner(self, task_id: str) -> JobView | None:
+        job_id = self._projection.task_owner.get(task_id)
+        return None if job_id is None else self._projection.jobs.get(job_id)
+
+    def _count_outcomes(self, events: Sequence[Outgoing]) -> None:
+        for event in events:
+            outcome = _OUTCOME_NAMES.get(event.name)
+            if outcome:
+                self._metrics.decision(outcome)
+
+
+_OUTCOME_NAMES = {t.__name__: outcome for t, outcome in _OUTCOMES.items()}
+_ROOM_NAMES = frozenset(t.__name__ for t in ROOM_GIVEN_BACK)
+
+
+def _event_uuid(event_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(event_id)
+    except ValueError:
+        return uuid.uuid5(_REQUEST_NS, event_id)
