@@ -51,6 +51,7 @@ def _task_to_proto(task: TaskSpec) -> pb.TaskSpec:
 
 
 def to_proto(spec: JobSpec) -> pb.JobSpec:
+    """The gRPC message of a validated job spec (replicas kept as counts, never expanded)."""
     return pb.JobSpec(
         name=spec.name,
         queue=spec.queue,
@@ -133,8 +134,10 @@ def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
 
 
 def from_proto(spec: pb.JobSpec) -> JobSpec:
+    """A job spec from its gRPC message, validated like a YAML document."""
     return JobSpec.model_validate(document_from_proto(spec))
 
 
 def to_document(spec: JobSpec) -> dict[str, Any]:
+    """The YAML-shaped document of a job spec, as a user would write it."""
     return document_from_proto(to_proto(spec))

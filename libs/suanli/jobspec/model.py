@@ -45,6 +45,7 @@ _MAX_NAME = 63
 
 
 def invalid(message: str) -> PydanticCustomError:
+    """A validation error whose text is ``message`` exactly, as the job spec's checks report it."""
     # The message travels as context, not as the template, so braces in user input cannot break it.
     return PydanticCustomError("jobspec", "{reason}", {"reason": message})
 
@@ -103,7 +104,9 @@ class _Spec(BaseModel):
 
 
 class GpuRequest(_Spec):
-    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU. `memory` caps the GPU
+    """The GPUs one replica asks for.
+
+    `count` GPUs of `milli`/1000 each; a fraction only on one shared GPU. `memory` caps the GPU
     memory the task may use (0: no cap), which is what keeps tasks sharing one GPU apart.
     """
 
@@ -149,6 +152,8 @@ def _gpu_shorthand(value: Any) -> Any:
 
 
 class Resources(_Spec):
+    """What one replica of a task needs: CPU, memory, GPUs, and where it may run."""
+
     cpu_milli: int = Field(DEFAULT_CPU_MILLI, alias="cpu")
     memory_mib: int = Field(DEFAULT_MEMORY_MIB, alias="memory")
     gpu: GpuRequest | None = None
@@ -183,18 +188,23 @@ class Resources(_Spec):
 
     @property
     def gpu_count(self) -> int:
+        """Whole or shared GPUs asked for (0 for a CPU-only task)."""
         return self.gpu.count if self.gpu else 0
 
     @property
     def gpu_milli(self) -> int:
+        """Share of each GPU in thousandths (1000: a whole device)."""
         return self.gpu.milli if self.gpu else 0
 
     @property
     def gpu_memory_mib(self) -> int:
+        """GPU memory cap per GPU in MiB (0: no cap)."""
         return self.gpu.memory_mib if self.gpu else 0
 
 
 class TaskSpec(_Spec):
+    """One kind of task of a job: its replicas, resources, command and (simulated) duration."""
+
     name: str
     replicas: int = 1
     resources: Resources = Field(default_factory=Resources)

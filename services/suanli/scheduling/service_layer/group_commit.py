@@ -140,20 +140,7 @@ class GroupCommitter:
                 ticket.fail(exc)
             return []
         self.on_batch()
-        staged: list[tuple[_Ticket, Plan]] = []
-        deferred: list[_Ticket] = []
-        touched: set[str] = set()
-        for ticket in tickets:
-            try:
-                plan = self.planners[type(ticket.command)](ticket.command)
-            except Exception as exc:
-                ticket.fail(exc)
-                continue
-            if plan.streams & touched:
-                deferred.append(ticket)
-                continue
-            touched |= plan.streams
-            staged.append((ticket, plan))
+        staged, deferred = self._plan(tickets)
         appends = [a for _, plan in staged for a in plan.appends]
         if not appends:
             for ticket, plan in staged:
@@ -176,6 +163,24 @@ class GroupCommitter:
         for ticket, plan in staged:
             ticket.resolve(plan.answer)
         return deferred
+
+    def _plan(self, tickets: list[_Ticket]) -> tuple[list[tuple[_Ticket, Plan]], list[_Ticket]]:
+        """Plan each ticket; one that touches a stream already planned in this batch waits for the next."""
+        staged: list[tuple[_Ticket, Plan]] = []
+        deferred: list[_Ticket] = []
+        touched: set[str] = set()
+        for ticket in tickets:
+            try:
+                plan = self.planners[type(ticket.command)](ticket.command)
+            except Exception as exc:
+                ticket.fail(exc)
+                continue
+            if plan.streams & touched:
+                deferred.append(ticket)
+                continue
+            touched |= plan.streams
+            staged.append((ticket, plan))
+        return staged, deferred
 
     async def _one_by_one(self, staged: list[tuple[_Ticket, Plan]]) -> None:
         for i, (ticket, plan) in enumerate(staged):
