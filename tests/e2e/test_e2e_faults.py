@@ -21,6 +21,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import topic_name, topics
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.net import free_loopback_port
+from suanli.infra.testing import outside_pytest_root
 from suanli.platform.health import grpc_serving
 from suanli.platform.stack import Stack
 from suanli.sensing.adapters.fleet_file import load_fleet
@@ -52,8 +53,9 @@ SNAPSHOTS = topic_name(topics.NODE_SNAPSHOTS.name)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    home = tmp_path_factory.mktemp("e2e-faults")
+def stack() -> Iterator[Stack]:
+    # Kept after the run (service logs for a failure); outside pytest's root, see outside_pytest_root.
+    home = outside_pytest_root("suanli-e2e-faults-")
     # A short grace, so what the broker restart lost is re-sent by reconciliation within the test.
     config = stack_config(home, fleet=FLEET_A, snapshot_interval_s=INTERVAL_S, reconcile_grace_s=5.0)
     with Stack(config) as started:

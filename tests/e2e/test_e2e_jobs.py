@@ -18,6 +18,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import headers as h
 from suanli.bus import topic_name, topics
 from suanli.bus.publisher import EventPublisher
+from suanli.infra.testing import outside_pytest_root
 from suanli.platform.stack import Stack
 from suanli.platform.supervisor import ServiceSpec, suanli_argv
 
@@ -37,8 +38,9 @@ REAL_REGION = "cn-lab"
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    home = tmp_path_factory.mktemp("e2e-jobs")
+def stack() -> Iterator[Stack]:
+    # Kept after the run (service logs for a failure); outside pytest's root, see outside_pytest_root.
+    home = outside_pytest_root("suanli-e2e-jobs-")
     with Stack(stack_config(home)) as started:
         # A real-mode agent beside the simulated fleet: its own region, so jobs can be steered to it.
         started.supervisor.start(

@@ -53,8 +53,8 @@ def _processes() -> Iterator[Proc]:
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
-    home = tmp_path / "up-home"
+def run(service_home: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
+    home = service_home / "up-home"
     argv = [
         sys.executable,
         "-m",

@@ -13,6 +13,8 @@ import asyncio
 import os
 import re
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,10 +29,30 @@ KAFKA_ENV = "SUANLI_KAFKA_BOOTSTRAP"
 TEST_PG_ENV = "SUANLI_TEST_PG"
 
 
+def outside_pytest_root(prefix: str) -> Path:
+    """A new directory, readable by other users, outside pytest's temp root (removed by the caller)."""
+    # As root, embedded PostgreSQL runs as a system user that must reach its data directory. pytest
+    # resets its own temp root to 0700 whenever another pytest session starts on the machine, which
+    # would lock that user out mid-run; a directory of our own keeps the server reachable.
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
+
+
 @pytest.fixture(scope="session")
-def infra_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def infra_dir() -> Iterator[Path]:
     """A directory for the session's broker log and embedded PostgreSQL data."""
-    return tmp_path_factory.mktemp("infra")
+    path = outside_pytest_root("suanli-infra-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def service_home() -> Iterator[Path]:
+    """A fresh directory for a test that starts embedded PostgreSQL (or a whole stack) itself."""
+    path = outside_pytest_root("suanli-home-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,9 @@ from suanli.infra.net import kafka_metadata_answers
 from suanli.infra.process import pid_alive
 
 
-def test_dev_up_status_down(tmp_path: Path) -> None:
+def test_dev_up_status_down(service_home: Path) -> None:
     runner = CliRunner()
-    home = tmp_path / "home"
+    home = service_home / "home"
     result = runner.invoke(app, ["dev", "up", "--home", str(home), "--embedded-pg"])
     assert result.exit_code == 0, result.output
     stack = devstack.load(home)

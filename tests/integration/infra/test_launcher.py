@@ -37,11 +37,11 @@ async def test_session_database_is_private(pg_dsn: str, postgres_server: Postgre
 
 
 async def test_embedded_postgres_path_without_dsn_or_local_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    service_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The fresh-machine path: no SUANLI_PG_DSN, and a server on 5432 is ignored.
     monkeypatch.delenv("SUANLI_PG_DSN", raising=False)
-    endpoint = resolve_postgres(PostgresMode.EMBEDDED, data_dir=tmp_path / "pg")
+    endpoint = resolve_postgres(PostgresMode.EMBEDDED, data_dir=service_home / "pg")
     try:
         assert endpoint.source == "embedded"
         conn = await asyncpg.connect(endpoint.dsn)
