@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["ServiceSettings", "SettingsConfigDict", "SettingsError", "shared"]
+__all__ = [
+    "ServiceSettings",
+    "SettingsConfigDict",
+    "SettingsError",
+    "load_or_usage_error",
+    "option",
+    "shared",
+]
 
 KAFKA_BOOTSTRAP_ENV = "SUANLI_KAFKA_BOOTSTRAP"
 PG_DSN_ENV = "SUANLI_PG_DSN"
@@ -36,6 +43,9 @@ class SettingsError(ValueError):
 def shared(env: str, default: Any = ..., **field: Any) -> Any:
     """A field read from a platform-wide variable (``SUANLI_KAFKA_BOOTSTRAP``) whatever the prefix."""
     return Field(default, validation_alias=AliasChoices(env, env.lower()), **field)
+
+
+SettingsT = TypeVar("SettingsT", bound="ServiceSettings")
 
 
 class ServiceSettings(BaseSettings):
@@ -90,6 +100,29 @@ class ServiceSettings(BaseSettings):
         return (init_settings, env_settings)
 
     @classmethod
+    def describe(cls, field: str) -> str:
+        """A field's description followed by where it comes from: ``... (env X; default: Y)``."""
+        info = cls.model_fields[field]
+        return f"{info.description} (env {cls.env_name(field)}; {cls.default_text(field)})"
+
+    @classmethod
+    def default_text(cls, field: str) -> str:
+        """The default as a person reads it: ``default: 0.5``, ``required``, ``default: none``.
+
+        A field computed at start says so through ``json_schema_extra={"shown_default": "..."}``.
+        """
+        info = cls.model_fields[field]
+        if info.is_required():
+            return "required"
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and "shown_default" in extra:
+            return f"default: {extra['shown_default']}"
+        default: Any = info.get_default(call_default_factory=True)
+        if default is None or default in ((), [], {}):
+            return "default: none"
+        return 'default: ""' if default == "" else f"default: {default}"
+
+    @classmethod
     def env_name(cls, field: str) -> str:
         """The environment variable that sets ``field``."""
         alias = cls.model_fields[field].validation_alias
@@ -98,6 +131,26 @@ class ServiceSettings(BaseSettings):
             return str(first)
         prefix = str(cls.model_config.get("env_prefix", ""))
         return f"{prefix}{field}".upper()
+
+
+def option(settings: type[ServiceSettings], field: str, *flags: str, **extra: Any) -> Any:
+    """The typer option that sets ``field``: not given is None, its help names the variable and default.
+
+    So a command line never repeats a default: the settings class holds it, ``load`` applies it.
+    """
+    import typer
+
+    return typer.Option(None, *flags, help=settings.describe(field), show_default=False, **extra)
+
+
+def load_or_usage_error(settings: type[SettingsT], **flags: Any) -> SettingsT:
+    """``settings.load(**flags)`` for a command line: a bad setting is a usage error (exit 2)."""
+    import typer
+
+    try:
+        return settings.load(**flags)
+    except SettingsError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _from_mapping(cls: type[ServiceSettings], env: Mapping[str, str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ Each test session creates its own database and drops it at the end, so tests nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import secrets
@@ -17,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -105,3 +107,81 @@ async def _admin(dsn: str, statement: str) -> None:
         await conn.execute(statement)
     finally:
         await conn.close()
+
+
+SERVICE_DOC_OUTLINE: tuple[str, ...] = (
+    "What it owns",
+    "Events in",
+    "Events out",
+    "RPCs",
+    "Settings",
+    "Metrics",
+    "Failure behaviour",
+)
+"""The sections every ``docs/<service>.md`` starts with, in this order (CONTRIBUTING.md)."""
+
+
+def service_doc_problems(
+    doc: Path, settings: type[Any], command: Any, not_settings: frozenset[str] = frozenset()
+) -> list[str]:
+    """What is wrong with a service's document: its outline, and its Settings table against the code.
+
+    ``settings`` is the service's ``ServiceSettings`` subclass and ``command`` the click command of its
+    CLI (``typer.main.get_command``). Every field must have a row ``| `name` | `ENV` | flag | default |``
+    whose variable is the field's, whose flag (or ``—``) is one the command takes, and whose default
+    cell starts with the field's default; further columns and words after the default are free. Every
+    option of the command is a documented setting's flag, or named in ``not_settings`` (``--loglevel``).
+    """
+    text = doc.read_text(encoding="utf-8")
+    problems: list[str] = []
+    headings = tuple(line[3:].strip() for line in text.splitlines() if line.startswith("## "))
+    if headings[: len(SERVICE_DOC_OUTLINE)] != SERVICE_DOC_OUTLINE:
+        problems.append(f"{doc.name}: sections {headings} do not start with {SERVICE_DOC_OUTLINE}")
+    section = text.split("\n## Settings\n", 1)[-1].split("\n## ", 1)[0]
+    rows = {
+        cells[0].strip("`"): cells[1:]
+        for line in section.splitlines()
+        if line.startswith("| `")
+        and len(cells := [c.strip() for c in line.strip().strip("|").split("|")]) >= 4
+    }
+    fields = settings.model_fields
+    if set(rows) != set(fields):
+        problems.append(
+            f"{doc.name}: Settings rows {sorted(rows)} are not the fields of {settings.__name__}: "
+            f"{sorted(fields)}"
+        )
+    flags = {opt for param in command.params if param.name != "help" for opt in param.opts}
+    documented = {cell.replace("`", "").split()[0] for cells in rows.values() if (cell := cells[1]) != "—"}
+    typer_own = {"--help", "--install-completion", "--show-completion"}
+    undocumented = sorted(flags - documented - not_settings - typer_own)
+    if undocumented:
+        problems.append(
+            f"{doc.name}: options {undocumented} are neither in the Settings table nor not_settings"
+        )
+    for name in sorted(set(rows) & set(fields)):
+        env, flag, default = (cell.replace("`", "") for cell in rows[name][:3])
+        if env != settings.env_name(name):
+            problems.append(
+                f"{doc.name}: {name}: variable {env!r}, the code reads {settings.env_name(name)!r}"
+            )
+        if flag != "—" and flag.split()[0] not in flags:
+            problems.append(f"{doc.name}: {name}: flag {flag!r} is not an option of the command")
+        shown = _shown_defaults(settings, name)
+        if not any(default.startswith(s) for s in shown):
+            problems.append(f"{doc.name}: {name}: default {default!r}, the code's is {shown[0]!r}")
+    return problems
+
+
+def _shown_defaults(settings: type[Any], name: str) -> tuple[str, ...]:
+    """Ways a document may write a field's default (``1`` for ``1.0``, paths from the data root)."""
+    text = settings.default_text(name).removeprefix("default: ")
+    default = settings.model_fields[name].get_default(call_default_factory=False)
+    forms = [text]
+    if isinstance(default, float) and default.is_integer():
+        forms.append(str(int(default)))
+    if isinstance(default, Path):
+        from suanli.data import data_root
+
+        with contextlib.suppress(ValueError):
+            forms.append(str(default.relative_to(data_root())))
+    return tuple(forms)

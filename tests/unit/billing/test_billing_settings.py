@@ -3,23 +3,16 @@ table in docs/billing.md lists every setting with its variable, flag and default
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-import click
 import pytest
-import typer
-from pydantic_core import PydanticUndefined
 
 from suanli.billing.domain.periods import PeriodKind
-from suanli.billing.entrypoints.cli import app
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.data import data_path
 from suanli.settings import SettingsError
 
-DOC = Path(__file__).parents[3] / "docs" / "billing.md"
 REQUIRED = {"SUANLI_KAFKA_BOOTSTRAP": "kafka:9092", "SUANLI_PG_DSN": "postgresql://pg/suanli"}
 
 
@@ -97,54 +90,3 @@ def test_flags_win_and_none_means_not_given() -> None:
 def test_a_bad_value_names_its_variable(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError, match=named):
         BillingSettings.load(env)
-
-
-def _doc_table() -> dict[str, dict[str, str]]:
-    text = DOC.read_text(encoding="utf-8")
-    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    table = {}
-    for row in rows:
-        setting, env, flag, default, _meaning = (cell.strip() for cell in row.strip("|").split("|"))
-        table[setting.strip("`")] = {"env": env.strip("`"), "flag": flag.strip("`"), "default": default}
-    return table
-
-
-def _shown(default: Any) -> str:
-    """How the table writes a field's default."""
-    if default is PydanticUndefined:
-        return "required"
-    if default is None:
-        return "none"
-    if isinstance(default, Path):
-        return f"`{default.relative_to(data_path('.'))}`"
-    if isinstance(default, float) and default.is_integer():
-        return f"`{int(default)}`"
-    if default == "":
-        return '`""`'
-    return f"`{default}`"
-
-
-def test_the_settings_table_lists_every_setting_with_its_variable_and_default() -> None:
-    table = _doc_table()
-    assert list(table) == list(BillingSettings.model_fields)
-    for name, field in BillingSettings.model_fields.items():
-        assert table[name]["env"] == BillingSettings.env_name(name), name
-        assert table[name]["default"] == _shown(field.default), name
-
-
-def test_the_settings_table_names_the_flags_of_serve() -> None:
-    command = typer.main.get_command(app)
-    # A Typer app of one command is that command; the root CLI mounts it as `serve billing`.
-    serve = command.commands["serve"] if isinstance(command, click.Group) else command
-    typer_own = {"help", "install_completion", "show_completion"}
-    flags = {
-        opt: param.name
-        for param in serve.params
-        if param.name not in typer_own
-        for opt in param.opts
-        if opt.startswith("--")
-    }
-    documented = {row["flag"]: name for name, row in _doc_table().items() if row["flag"] != "—"}
-    assert documented == flags
-    assert all(re.fullmatch(r"--[a-z-]+", flag) for flag in documented)

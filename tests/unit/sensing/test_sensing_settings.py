@@ -4,55 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from suanli.cli.main import app as root_app
 from suanli.sensing.adapters.probes import Peer
 from suanli.sensing.domain.links import SiteRef
-from suanli.sensing.entrypoints import cli
 from suanli.sensing.entrypoints.settings import SensingSettings
 from suanli.settings import SettingsError
-
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "sensing.md"
-
-
-def _options() -> dict[str, TyperOption]:
-    """The `agent` command's options by parameter name."""
-    command = typer.main.get_command(cli.app)
-    return {p.name: p for p in command.params if isinstance(p, TyperOption) and p.name}
-
-
-def _settings_table() -> dict[str, list[str]]:
-    text = DOCS.read_text(encoding="utf-8")
-    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    return {row.split("|")[1].strip().strip("`"): [c.strip() for c in row.split("|")[2:-1]] for row in rows}
-
-
-def _shown(default: Any) -> str:
-    if default == "":
-        return '""'
-    if default is None or default in ((), {}):
-        return "none"
-    return str(default)
-
-
-def test_the_docs_table_lists_every_setting_with_its_variable_flag_and_default() -> None:
-    table = _settings_table()
-    options = _options()
-    assert sorted(table) == sorted(SensingSettings.model_fields)
-    for name, field in SensingSettings.model_fields.items():
-        env, flag, default = table[name]
-        assert env == f"`{SensingSettings.env_name(name)}`", name
-        # The command's option for a setting carries the setting's name, so no flag can be left out.
-        assert flag.split("`")[1].split()[0] in options[name].opts, name
-        assert default.startswith(f"`{_shown(field.get_default(call_default_factory=True))}`"), name
 
 
 def test_platform_wide_variables_and_flags_over_the_environment() -> None:

@@ -1,50 +1,46 @@
 """`suanli serve metering`: the metering service's command line (mounted by the root `suanli` CLI).
 
-Options left out keep the value from the environment or the default in `MeteringSettings`.
+Every option is a field of `MeteringSettings`; options left out keep the value from the environment or
+the field's default (defaults are written only in the settings class).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+
+from suanli.metering.entrypoints.settings import MeteringSettings
+from suanli.settings import load_or_usage_error, option
 
 app = typer.Typer(help="Metering: capacity in CU, node liveness and usage windows.", no_args_is_help=True)
 
 
+def _option(field: str, *flags: str) -> Any:
+    return option(MeteringSettings, field, *flags)
+
+
 @app.command("serve")
 def serve(
-    interval: float | None = typer.Option(
-        None, help="Seconds between liveness checks (SUANLI_METERING_INTERVAL_S)."
-    ),
-    lost_after: int | None = typer.Option(
-        None, help="Report intervals without a snapshot before a node is Lost (SUANLI_METERING_LOST_AFTER)."
-    ),
-    metrics_port: int | None = typer.Option(
-        None, help="Port of /metrics, 0 picks one (SUANLI_METRICS_PORT)."
-    ),
-    batch_max: int | None = typer.Option(
-        None, help="Most records handled as one batch (SUANLI_METERING_BATCH_MAX)."
-    ),
-    fetch_wait_ms: int | None = typer.Option(
-        None, help="Broker fetch wait in ms (SUANLI_METERING_FETCH_WAIT_MS)."
-    ),
+    interval: float | None = _option("interval_s", "--interval"),
+    lost_after: int | None = _option("lost_after", "--lost-after"),
+    metrics_port: int | None = _option("metrics_port", "--metrics-port"),
+    batch_max: int | None = _option("batch_max", "--batch-max"),
+    fetch_wait_ms: int | None = _option("fetch_wait_ms", "--fetch-wait-ms"),
     loglevel: str = typer.Option("info", help="faust/worker log level."),
 ) -> None:
     """Metering: capacity in CU, node liveness and usage windows (faust worker).
 
     Broker from SUANLI_KAFKA_BOOTSTRAP, topic prefix from SUANLI_TOPIC_PREFIX.
     """
-    from suanli.metering.entrypoints.settings import MeteringSettings
     from suanli.metering.entrypoints.worker import run
-    from suanli.settings import SettingsError
 
-    try:
-        settings = MeteringSettings.load(
-            interval_s=interval,
-            lost_after=lost_after,
-            metrics_port=metrics_port,
-            batch_max=batch_max,
-            fetch_wait_ms=fetch_wait_ms,
-        )
-    except SettingsError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    settings = load_or_usage_error(
+        MeteringSettings,
+        interval_s=interval,
+        lost_after=lost_after,
+        metrics_port=metrics_port,
+        batch_max=batch_max,
+        fetch_wait_ms=fetch_wait_ms,
+    )
     run(settings, loglevel=loglevel)

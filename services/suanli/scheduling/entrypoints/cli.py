@@ -11,13 +11,13 @@ from typing import Any
 import typer
 
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
+from suanli.settings import load_or_usage_error, option
 
 app = typer.Typer(help="Scheduling: jobs, queues and the scheduling cycle.", no_args_is_help=True)
 
 
 def _option(field: str, *flags: str, **extra: Any) -> Any:
-    """The option that sets ``field``: not given means None, its help is the field's description."""
-    return typer.Option(None, *flags, help=SchedulingSettings.describe(field), show_default=False, **extra)
+    return option(SchedulingSettings, field, *flags, **extra)
 
 
 @app.command("serve")
@@ -43,23 +43,20 @@ def serve(
     import asyncio
 
     from suanli.scheduling.entrypoints.app import serve as run
-    from suanli.settings import SettingsError
 
-    try:
-        settings = SchedulingSettings.load(
-            dsn=dsn,
-            bootstrap=bootstrap,
-            queues_path=queues_path,
-            listen=listen,
-            policy=policy,
-            store_schema=store_schema,
-            topic_prefix=topic_prefix,
-            interval_s=interval_s,
-            reconcile_grace_s=reconcile_grace_s,
-            disruption_threshold=disruption_threshold,
-            overcommit_ratio=overcommit_ratio,
-            metrics_port=metrics_port,
-        )
-    except SettingsError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    settings = load_or_usage_error(
+        SchedulingSettings,
+        dsn=dsn,
+        bootstrap=bootstrap,
+        queues_path=queues_path,
+        listen=listen,
+        policy=policy,
+        store_schema=store_schema,
+        topic_prefix=topic_prefix,
+        interval_s=interval_s,
+        reconcile_grace_s=reconcile_grace_s,
+        disruption_threshold=disruption_threshold,
+        overcommit_ratio=overcommit_ratio,
+        metrics_port=metrics_port,
+    )
     asyncio.run(run(settings))

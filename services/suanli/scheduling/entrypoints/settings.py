@@ -9,7 +9,6 @@ keeps the table in step).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from pydantic import Field, FilePath
 
@@ -76,21 +75,5 @@ class SchedulingSettings(ServiceSettings):
     instance: str = Field(
         default_factory=_instance_name,
         description="Name of this instance in its view consumer group and event producer.",
+        json_schema_extra={"shown_default": "random"},
     )
-
-    @classmethod
-    def describe(cls, field: str) -> str:
-        """A field's description followed by where it comes from: ``(env X; default: Y)``."""
-        info = cls.model_fields[field]
-        return f"{info.description} (env {cls.env_name(field)}; {cls.default_text(field)})"
-
-    @classmethod
-    def default_text(cls, field: str) -> str:
-        """The default as a person reads it: ``default: 0.5``, ``required``, ``default: none``."""
-        info = cls.model_fields[field]
-        if info.is_required():
-            return "required"
-        if info.default_factory is not None:
-            return "default: random"
-        default: Any = info.default
-        return "default: none" if default is None else f"default: {default}"

@@ -24,15 +24,9 @@ if TYPE_CHECKING:
     from suanli.sensing.service_layer.ports import EventSink
 
 app = typer.Typer(help="Sensing: the node agent and simulated fleets.", no_args_is_help=True)
+# An option's help from its setting, so the default and the variable are written once.
+_help = SensingSettings.describe
 Build = Callable[["EventSink"], "AgentHost"]
-
-
-def _help(setting: str) -> str:
-    """An option's help from its setting, so the default and the variable are written once."""
-    field = SensingSettings.model_fields[setting]
-    default = field.get_default(call_default_factory=True)
-    shown = f", default {default}" if default not in (None, "", (), {}) else ""
-    return f"{field.description} (env {SensingSettings.env_name(setting)}{shown})"
 
 
 # Options default to None ("not given"): SensingSettings holds every default and reads the environment.
