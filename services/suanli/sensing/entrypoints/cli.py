@@ -70,7 +70,7 @@ def agent(
     bandwidth_mib: Annotated[
         float | None, typer.Option("--bandwidth-mib", help=_help("bandwidth_mib"))
     ] = None,
-    faults: Annotated[
+    faults_path: Annotated[
         Path | None, typer.Option("--faults", dir_okay=False, help=_help("faults_path"))
     ] = None,
     grace_s: Annotated[
@@ -123,17 +123,17 @@ def agent(
             probe_interval_s=probe_interval_s,
             bandwidth_every=bandwidth_every,
             bandwidth_mib=bandwidth_mib,
-            faults_path=faults,
+            faults_path=faults_path,
             grace_s=grace_s,
             sim_duration_s=sim_duration_s,
             task_log_dir=task_log_dir,
         )
         fleet = load_fleet(simulate) if simulate else None
-        faults_path = settings.faults_path
-        if faults_path is not None:
+        faults_file = settings.faults_path
+        if faults_file is not None:
             if fleet is None:
                 raise FaultError("--faults scripts a simulated fleet: it needs --simulate")
-            load_faults(faults_path, fleet)  # a bad file at start is a usage error; later, only logged
+            load_faults(faults_file, fleet)  # a bad file at start is a usage error; later, only logged
     except (SettingsError, FleetError, FaultError) as exc:
         raise typer.BadParameter(str(exc)) from exc
 
@@ -147,7 +147,7 @@ def agent(
                 sink,
                 interval_s=settings.interval_s,
                 default_duration_s=settings.sim_duration_s,
-                faults_path=faults_path,
+                faults_path=faults_file,
             )
 
         group = f"sensing-fleet-{fleet.name}"
