@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,10 @@ from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler,
 from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
 from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics, order_consumer
+from suanli.sensing.adapters.faults_file import FaultsFile
 from suanli.sensing.adapters.host import HostCollector, NodeCollector
 from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
-from suanli.sensing.adapters.probes import Peer, TcpLinkProber
+from suanli.sensing.adapters.probes import DEFAULT_BANDWIDTH_BYTES, Peer, TcpLinkProber
 from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
 from suanli.sensing.adapters.randomness import SeededRandom
 from suanli.sensing.adapters.simulated import (
@@ -51,6 +53,8 @@ class RealAgentConfig:
     stop_grace_s: float
     peers: Sequence[Peer] = ()
     probes_per_round: int = 5
+    bandwidth_every: int = 0  # measure bandwidth to each peer every Nth probe round; 0: never
+    bandwidth_bytes: int = DEFAULT_BANDWIDTH_BYTES
     log_dir: Path | None = None
     task_env: Mapping[str, str] | None = None  # None: the agent's own environment
 
@@ -99,7 +103,11 @@ def build_real_agent(
     prober = None
     if config.peers:
         prober = TcpLinkProber(
-            SiteRef(identity.region, identity.site), config.peers, probes_per_round=config.probes_per_round
+            SiteRef(identity.region, identity.site, identity.zone),
+            config.peers,
+            probes_per_round=config.probes_per_round,
+            bandwidth_every=config.bandwidth_every,
+            bandwidth_bytes=config.bandwidth_bytes,
         )
     host = AgentHost([agent], sink, clock=clock, ids=ids, prober=prober, producer=identity.producer)
     return RealAgent(host, gpu)
@@ -112,10 +120,16 @@ def build_fleet_host(
     interval_s: float,
     default_duration_s: float,
     catalogue: DeviceCatalogue | None = None,
+    faults_path: Path | None = None,
     clock: Clock = SYSTEM_CLOCK,
     ids: IdFactory = uuid4_factory,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> AgentHost:
-    """One simulated agent per node of ``fleet``, all in one host, all drawing on the fleet's seed."""
+    """One simulated agent per node of ``fleet``, all in one host, all drawing on the fleet's seed.
+
+    Fault times (the fleet's ``faults`` and those in ``faults_path``, re-read each probe round) count
+    from this call, on ``monotonic``.
+    """
     catalogue = catalogue or default_catalogue()
     launcher = SimulatedLauncher(default_duration_s)
     rng = SeededRandom(fleet.seed)
@@ -137,7 +151,8 @@ def build_fleet_host(
                 table=table,
             )
         )
-    prober = SimulatedLinkProber(fleet, rng)
+    runtime = FaultsFile(faults_path, fleet).current if faults_path is not None else None
+    prober = SimulatedLinkProber(fleet, rng, monotonic=monotonic, runtime_faults=runtime)
     return AgentHost(agents, sink, clock=clock, ids=ids, prober=prober, producer=f"sensing/{fleet.name}")
 
 

@@ -22,14 +22,14 @@ def test_platform_wide_variables_and_flags_over_the_environment() -> None:
         "SUANLI_TOPIC_PREFIX": "e2e",
         "SUANLI_SENSING_INTERVAL_S": "2",
         "SUANLI_SENSING_LABELS": "pool=training, rack=3",
-        "SUANLI_SENSING_PEERS": "10.0.0.2:7000=cn-east/sh1,10.0.0.3:7000",
+        "SUANLI_SENSING_PEERS": "10.0.0.2:7000=frankfurt/fra1,10.0.0.3:7000",
     }
     settings = SensingSettings.load(env, interval_s=None, grace_s=3.0)
     assert settings.bootstrap == "kafka-1:9092,kafka-2:9092" and settings.topic_prefix == "e2e"
     assert settings.interval_s == 2.0 and settings.grace_s == 3.0  # None: not given, the env stands
     assert settings.labels == {"pool": "training", "rack": "3"}
     assert settings.peers == (
-        Peer("10.0.0.2", 7000, SiteRef("cn-east", "sh1")),
+        Peer("10.0.0.2", 7000, SiteRef("frankfurt", "fra1")),
         Peer("10.0.0.3", 7000, SiteRef("10.0.0.3:7000", "10.0.0.3:7000")),
     )
     flagged = SensingSettings.load(env, labels=["gpu=h100"], peers=[], interval_s=1.0)
@@ -37,12 +37,12 @@ def test_platform_wide_variables_and_flags_over_the_environment() -> None:
 
 
 def test_identity_falls_back_to_the_host_name_and_the_region() -> None:
-    identity = SensingSettings.load({"SUANLI_SENSING_REGION": "cn-north"}).identity("box-7")
+    identity = SensingSettings.load({"SUANLI_SENSING_REGION": "washington-dc"}).identity("box-7")
     assert (identity.node_id, identity.region, identity.zone, identity.site) == (
         "box-7",
-        "cn-north",
-        "cn-north-a",
-        "cn-north-1",
+        "washington-dc",
+        "washington-dc-a",
+        "washington-dc-1",
     )
 
 
@@ -74,7 +74,7 @@ def _printed(output: str) -> list[dict[str, Any]]:
 def test_the_agent_command_reads_the_environment_and_its_flags() -> None:
     env = {
         "SUANLI_SENSING_NODE_ID": "lab-1",
-        "SUANLI_SENSING_REGION": "cn-east",
+        "SUANLI_SENSING_REGION": "frankfurt",
         "SUANLI_SENSING_INTERVAL_S": "2",
         "SUANLI_SENSING_LABELS": "pool=a",
     }
@@ -85,8 +85,8 @@ def test_the_agent_command_reads_the_environment_and_its_flags() -> None:
     record = snapshot["record"]
     assert (record["node_id"], record["region"], record["zone"], record["site"]) == (
         "lab-1",
-        "cn-east",
-        "cn-east-a",
+        "frankfurt",
+        "frankfurt-a",
         "sh9",
     )
     assert record["report_interval_ms"] == 2000 and record["labels"]["pool"] == "a"

@@ -1,4 +1,5 @@
-"""Reading a fleet YAML file (the parsing and expansion rules live in domain.fleet)."""
+"""Reading a fleet YAML file (the parsing and expansion rules live in domain.fleet), seeded with the
+measured latency tables (adapters.network_data)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from suanli.resources import DeviceCatalogue, default_catalogue
+from suanli.sensing.adapters.network_data import measured_network
 from suanli.sensing.domain.fleet import FleetError, FleetSpec, parse_fleet
 
 
@@ -18,6 +20,6 @@ def load_fleet(path: Path | str, catalogue: DeviceCatalogue | None = None) -> Fl
     except (OSError, yaml.YAMLError) as exc:
         raise FleetError(f"{path}: {exc}") from exc
     try:
-        return parse_fleet(document, catalogue or default_catalogue())
+        return parse_fleet(document, catalogue or default_catalogue(), measured_network())
     except FleetError as exc:
         raise FleetError(f"{path}: {exc}") from None

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Callable, Sequence
 
+from suanli.sensing.domain.faults import ActiveFaults, Fault
 from suanli.sensing.domain.fleet import FleetSpec
 from suanli.sensing.domain.links import LinkSample
 from suanli.sensing.domain.observation import NodeObservation
@@ -69,11 +71,31 @@ class SimulatedLauncher:
 
 
 class SimulatedLinkProber:
-    """Every ordered pair of the fleet's sites, from the fleet file's network model."""
+    """Every ordered pair of the fleet's sites, from the fleet's network model, with the faults in force:
+    the fleet file's and the run-time file's (read again each round), timed from the prober's creation."""
 
-    def __init__(self, fleet: FleetSpec, rng: KeyedRandom) -> None:
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        rng: KeyedRandom,
+        *,
+        monotonic: Callable[[], float],
+        runtime_faults: Callable[[], Sequence[Fault]] | None = None,
+    ) -> None:
         self._fleet = fleet
         self._rng = rng
+        self._monotonic = monotonic
+        self._started = monotonic()
+        self._runtime_faults = runtime_faults
+
+    def elapsed_s(self) -> float:
+        return self._monotonic() - self._started
 
     async def probe_round(self, round_no: int) -> list[LinkSample]:
-        return self._fleet.links.sample_all(self._fleet.sites, round_no, self._rng)
+        faults = self._fleet.faults
+        if self._runtime_faults is not None:
+            faults = (*faults, *self._runtime_faults())
+        adjust = None
+        if faults:
+            adjust = ActiveFaults(tuple(faults), self.elapsed_s(), self._fleet.links.jitter.ratio)
+        return self._fleet.links.sample_all(self._fleet.sites, round_no, self._rng, adjust)

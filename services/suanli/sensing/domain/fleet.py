@@ -1,20 +1,27 @@
 """Fleet files: a simulated inventory of regions -> sites -> node groups, expanded into nodes.
 
 Expansion is deterministic: nodes come out in file order and are named ``<site>-<group>-<n>`` (n from 1,
-zero-padded to 3 digits), so the same file always yields the same ids. Format: docs/sensing.md.
+zero-padded to 3 digits), so the same file always yields the same ids. The network between the fleet's
+sites is the measured tables' (domain.network) where they know the regions and zones, with the file's
+``network`` section for the rest and for the jitter, loss and bandwidth models; ``faults`` scripts link
+faults (domain.faults). Format: docs/sensing.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from suanli.resources import DeviceCatalogue
+from suanli.sensing.domain.faults import Fault, FaultError, parse_faults
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.links import LinkModel, LinkProfile, SiteRef
+from suanli.sensing.domain.network import BandwidthModel, JitterModel, LossModel, MeasuredNetwork
 
 GROUP_LABEL = "suanli.io/node-group"
+
+M = TypeVar("M", JitterModel, LossModel, BandwidthModel)
 
 
 class FleetError(ValueError):
@@ -37,10 +44,11 @@ class FleetSpec:
     seed: int
     nodes: tuple[SimNodeSpec, ...]
     links: LinkModel
+    faults: tuple[Fault, ...] = ()
 
     @property
     def sites(self) -> tuple[SiteRef, ...]:
-        seen = dict.fromkeys(SiteRef(n.identity.region, n.identity.site) for n in self.nodes)
+        seen = dict.fromkeys(SiteRef(n.identity.region, n.identity.site, n.identity.zone) for n in self.nodes)
         return tuple(seen)
 
     @property
@@ -48,8 +56,10 @@ class FleetSpec:
         return tuple(dict.fromkeys(n.identity.region for n in self.nodes))
 
 
-def parse_fleet(document: Any, catalogue: DeviceCatalogue) -> FleetSpec:
-    """Validate and expand a parsed fleet document."""
+def parse_fleet(
+    document: Any, catalogue: DeviceCatalogue, measured: MeasuredNetwork | None = None
+) -> FleetSpec:
+    """Validate and expand a parsed fleet document; ``measured`` seeds the network between its sites."""
     doc = _mapping(document, "fleet")
     seed = _int(doc.get("seed", 0), "seed")
     nodes: list[SimNodeSpec] = []
@@ -67,8 +77,15 @@ def parse_fleet(document: Any, catalogue: DeviceCatalogue) -> FleetSpec:
         raise FleetError(f"node ids repeat: {duplicates[:5]}")
     if not nodes:
         raise FleetError("fleet has no nodes")
-    links = _link_model(doc.get("network") or {})
-    return FleetSpec(str(doc.get("name") or "fleet"), seed, tuple(nodes), links)
+    links = _link_model(doc.get("network") or {}, measured)
+    spec = FleetSpec(str(doc.get("name") or "fleet"), seed, tuple(nodes), links)
+    try:
+        faults = parse_faults(
+            doc.get("faults"), regions=spec.regions, sites=[s.site for s in spec.sites], path="faults"
+        )
+    except FaultError as exc:
+        raise FleetError(str(exc)) from None
+    return FleetSpec(spec.name, spec.seed, spec.nodes, spec.links, faults)
 
 
 def _expand_site(
@@ -114,9 +131,12 @@ def _expand_site(
     return nodes
 
 
-def _link_model(network: Any) -> LinkModel:
+def _link_model(network: Any, measured: MeasuredNetwork | None) -> LinkModel:
     net = _mapping(network, "network")
     defaults = LinkModel()
+    use_measured = net.get("measured", True)
+    if not isinstance(use_measured, bool):
+        raise FleetError(f"network.measured: expected true or false, got {use_measured!r}")
     pairs: dict[frozenset[str], LinkProfile] = {}
     for i, entry in enumerate(_list(net.get("region_pairs") or [], "network.region_pairs")):
         path = f"network.region_pairs[{i}]"
@@ -131,7 +151,30 @@ def _link_model(network: Any) -> LinkModel:
         inter_region=_profile(net.get("inter_region"), "network.inter_region", defaults.inter_region),
         region_pairs=pairs,
         probes_per_round=_int(net.get("probes_per_round", 10), "network.probes_per_round", minimum=1),
+        measured=measured if use_measured else None,
+        same_zone_rtt_ms=_number(
+            net.get("same_zone_rtt_ms", defaults.same_zone_rtt_ms), "network.same_zone_rtt_ms"
+        ),
+        jitter=_model(JitterModel, net.get("jitter"), "network.jitter", defaults.jitter),
+        loss=_model(LossModel, net.get("loss"), "network.loss", defaults.loss),
+        bandwidth=_model(BandwidthModel, net.get("bandwidth"), "network.bandwidth", defaults.bandwidth),
     )
+
+
+def _model(kind: type[M], raw: Any, path: str, default: M) -> M:
+    """A model's parameters from the file, each field defaulting to ``default``'s."""
+    if raw is None:
+        return default
+    entry = _mapping(raw, path)
+    fields = kind.__dataclass_fields__
+    unknown = sorted(str(k) for k in entry if k not in fields)
+    if unknown:
+        raise FleetError(f"{path}: unknown field {unknown[0]!r} (known: {', '.join(fields)})")
+    values = {name: _number(entry.get(name, getattr(default, name)), f"{path}.{name}") for name in fields}
+    try:
+        return kind(**values)
+    except ValueError as exc:
+        raise FleetError(f"{path}: {exc}") from None
 
 
 def _profile(raw: Any, path: str, default: LinkProfile | None = None) -> LinkProfile:

@@ -58,6 +58,15 @@ def agent(
         float | None,
         typer.Option("--probe-interval", help=_help("probe_interval_s")),
     ] = None,
+    bandwidth_every: Annotated[
+        int | None, typer.Option("--bandwidth-every", help=_help("bandwidth_every"))
+    ] = None,
+    bandwidth_mib: Annotated[
+        float | None, typer.Option("--bandwidth-mib", help=_help("bandwidth_mib"))
+    ] = None,
+    faults_path: Annotated[
+        Path | None, typer.Option("--faults", dir_okay=False, help=_help("faults_path"))
+    ] = None,
     grace_s: Annotated[
         float | None,
         typer.Option("--grace", help=_help("grace_s")),
@@ -84,9 +93,11 @@ def agent(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # Imported here so `suanli --help` stays fast and other commands never load the agent.
+    from suanli.sensing.adapters.faults_file import load_faults
     from suanli.sensing.adapters.fleet_file import load_fleet
     from suanli.sensing.adapters.nvml import NvmlUnavailable
     from suanli.sensing.bootstrap import RealAgentConfig, build_fleet_host, build_real_agent
+    from suanli.sensing.domain.faults import FaultError
     from suanli.sensing.domain.fleet import FleetError
     from suanli.sensing.entrypoints.runtime import RunSettings
     from suanli.settings import SettingsError
@@ -104,12 +115,20 @@ def agent(
             peers=peers,
             probe_port=probe_port,
             probe_interval_s=probe_interval_s,
+            bandwidth_every=bandwidth_every,
+            bandwidth_mib=bandwidth_mib,
+            faults_path=faults_path,
             grace_s=grace_s,
             sim_duration_s=sim_duration_s,
             task_log_dir=task_log_dir,
         )
         fleet = load_fleet(simulate) if simulate else None
-    except (SettingsError, FleetError) as exc:
+        faults_file = settings.faults_path
+        if faults_file is not None:
+            if fleet is None:
+                raise FaultError("--faults scripts a simulated fleet: it needs --simulate")
+            load_faults(faults_file, fleet)  # a bad file at start is a usage error; later, only logged
+    except (SettingsError, FleetError, FaultError) as exc:
         raise typer.BadParameter(str(exc)) from exc
 
     build: Build
@@ -118,7 +137,11 @@ def agent(
 
         def build(sink: EventSink) -> AgentHost:
             return build_fleet_host(
-                spec, sink, interval_s=settings.interval_s, default_duration_s=settings.sim_duration_s
+                spec,
+                sink,
+                interval_s=settings.interval_s,
+                default_duration_s=settings.sim_duration_s,
+                faults_path=faults_file,
             )
 
         group = f"sensing-fleet-{fleet.name}"
@@ -129,7 +152,13 @@ def agent(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         config = RealAgentConfig(
-            identity, settings.interval_s, settings.grace_s, settings.peers, log_dir=settings.task_log_dir
+            identity,
+            settings.interval_s,
+            settings.grace_s,
+            settings.peers,
+            bandwidth_every=settings.bandwidth_every,
+            bandwidth_bytes=round(settings.bandwidth_mib * 1024 * 1024),
+            log_dir=settings.task_log_dir,
         )
 
         def build(sink: EventSink) -> AgentHost:

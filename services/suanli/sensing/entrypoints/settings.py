@@ -45,6 +45,13 @@ class SensingSettings(ServiceSettings):
     )
     probe_port: int = Field(0, ge=0, le=65535, description="Accept peers' TCP probes on this port (0: off).")
     probe_interval_s: float = Field(30.0, ge=1.0, description="Seconds between probe rounds.")
+    bandwidth_every: int = Field(
+        10, ge=0, description="Measure bandwidth to each peer every Nth probe round (0: never)."
+    )
+    bandwidth_mib: float = Field(4.0, gt=0.0, le=64.0, description="MiB per bandwidth transfer.")
+    faults_path: Path | None = Field(
+        None, description="Simulated fleets: faults file re-read each probe round (docs/sensing.md)."
+    )
     grace_s: float = Field(10.0, ge=0.0, description="SIGTERM-to-SIGKILL grace when stopping tasks.")
     sim_duration_s: float = Field(
         300.0,
