@@ -18,6 +18,17 @@ _KINDS: dict[str, int] = {
     "batch": pb.JOB_KIND_BATCH,
 }
 _KIND_NAMES: dict[int, str] = {number: name for name, number in _KINDS.items()}
+_LOCALITIES: dict[str, int] = {
+    "zone": pb.LOCALITY_ZONE,
+    "region": pb.LOCALITY_REGION,
+    "any": pb.LOCALITY_ANY,
+}
+_LOCALITY_NAMES: dict[int, str] = {number: name for name, number in _LOCALITIES.items()}
+
+
+def locality_name(locality: int) -> str | None:
+    """A wire Locality as the spec spells it; unspecified (or unknown) reads as None, the default."""
+    return _LOCALITY_NAMES.get(locality)
 
 
 def kind_name(kind: int) -> str:
@@ -62,6 +73,10 @@ def to_proto(spec: JobSpec) -> pb.JobSpec:
         max_retries=spec.max_retries,
         labels=spec.labels,
         tasks=[_task_to_proto(t) for t in spec.tasks],
+        data_region=spec.data_region,
+        max_rtt_ms=spec.max_rtt_ms,
+        locality=_LOCALITIES[spec.locality] if spec.locality else pb.LOCALITY_UNSPECIFIED,  # type: ignore[arg-type]
+        min_bandwidth_gbps=spec.min_bandwidth_gbps,
     )
 
 
@@ -125,6 +140,10 @@ def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
             "labels": dict(spec.labels),
             "tasks": [_task_document(t) for t in spec.tasks],
             "min_available": spec.min_available or None,
+            "data_region": spec.data_region,
+            "max_rtt_ms": spec.max_rtt_ms if spec.HasField("max_rtt_ms") else None,
+            "locality": locality_name(spec.locality),
+            "min_bandwidth_gbps": spec.min_bandwidth_gbps if spec.HasField("min_bandwidth_gbps") else None,
         }
     )
     # Unset on the wire means true, as in the spec.

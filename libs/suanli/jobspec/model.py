@@ -7,6 +7,7 @@ Attributes hold canonical units (milli-cores, MiB, milli-GPU, seconds); YAML key
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -35,6 +36,7 @@ DEFAULT_MEMORY_MIB = 1024
 _T = TypeVar("_T")
 
 JobKindName = Literal["training", "inference", "batch"]
+LocalityName = Literal["zone", "region", "any"]
 
 # DNS-label style, because task ids (`<job>-<task>-<i>`) end up in node-side process names and labels.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -267,6 +269,10 @@ class JobSpec(_Spec):
     labels: _LabelMap = Field(default_factory=dict)
     tasks: list[TaskSpec]
     min_available: int = 0
+    data_region: str = ""
+    max_rtt_ms: float | None = None
+    locality: LocalityName | None = None
+    min_bandwidth_gbps: float | None = None
 
     @field_validator("name")
     @classmethod
@@ -317,10 +323,62 @@ class JobSpec(_Spec):
             return value
         return _bounded(value, 0, sum(t.replicas for t in tasks))
 
+    @field_validator("data_region")
+    @classmethod
+    def _data_region(cls, value: str) -> str:
+        if value != value.strip() or (value and not value.strip()):
+            raise invalid(f"must be a region name without surrounding spaces (got {value!r})")
+        return value
+
+    @field_validator("max_rtt_ms")
+    @classmethod
+    def _max_rtt(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return value
+        _finite_at_least(value, 0.0)
+        if not info.data.get("data_region"):
+            raise invalid("needs data_region: the round-trip time is measured to the data region")
+        return value
+
+    @field_validator("locality")
+    @classmethod
+    def _locality(cls, value: str | None, info: ValidationInfo) -> str | None:
+        tasks = info.data.get("tasks")
+        if value is None or tasks is None:
+            return value
+        gang = info.data.get("min_available") or sum(t.replicas for t in tasks)
+        if gang < 2:
+            raise invalid(
+                f"applies only to a gang (2 or more tasks placed together); this job places {gang} together"
+            )
+        return value
+
+    @field_validator("min_bandwidth_gbps")
+    @classmethod
+    def _bandwidth(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return value
+        if value <= 0 or not math.isfinite(value):
+            raise invalid(f"must be a number > 0 (got {value})")
+        if info.data.get("locality") != "any":
+            raise invalid("only with locality 'any': a gang kept to one region or zone shares its network")
+        return value
+
     @property
     def task_count(self) -> int:
         """Tasks after expanding replicas."""
         return sum(t.replicas for t in self.tasks)
+
+    @property
+    def gang_size(self) -> int:
+        """Tasks that must be placed together (min_available, or every task when 0)."""
+        return self.min_available or self.task_count
+
+
+def _finite_at_least(value: float, low: float) -> float:
+    if not math.isfinite(value) or value < low:
+        raise invalid(f"must be a number >= {low:g} (got {value})")
+    return value
 
 
 def _parse(parser: Callable[[object], _T], value: object) -> _T:

@@ -147,4 +147,6 @@ def placed(job: JobView, p: TaskPlacement, cycle: int, regions: Mapping[str, tup
         queue=job.spec.queue,
         tenant=job.spec.tenant,
         best_effort=job.spec.best_effort,
+        rtt_ms=p.rtt_ms,
+        price_per_hour=p.price_per_hour,
     )
