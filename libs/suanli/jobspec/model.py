@@ -361,7 +361,7 @@ class JobSpec(_Spec):
         if value <= 0 or not math.isfinite(value):
             raise invalid(f"must be a number > 0 (got {value})")
         if info.data.get("locality") != "any":
-            raise invalid("only with locality 'any': a gang kept to one region or zone shares its network")
+            raise invalid("only with locality 'any' (a gang in one region or zone shares its network)")
         return value
 
     @property

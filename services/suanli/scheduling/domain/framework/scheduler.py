@@ -197,10 +197,13 @@ class Scheduler:
                 masks = [snapshot.zone_code == z for z in zone_order(snapshot, c.code, gpu_work)]
             else:
                 masks = [snapshot.region_code == c.code]
-            attempt: GangResult | None = None
+            attempt: GangResult | None = None  # the zone (or region) that came closest
             for mask in masks:
-                attempt = self._place_within(snapshot, requests, mask)
-                if attempt.placed:
+                tried = self._place_within(snapshot, requests, mask)
+                if attempt is None or (tried.failed_task or 0) > (attempt.failed_task or 0):
+                    attempt = tried
+                if tried.placed:
+                    attempt = tried
                     outcomes.append(_outcome(c, "chosen"))
                     outcomes.extend(
                         _outcome(o, o.excluded or "not tried: a better region held the job")
