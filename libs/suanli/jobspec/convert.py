@@ -62,6 +62,7 @@ def _task_to_proto(task: TaskSpec) -> pb.TaskSpec:
 
 
 def to_proto(spec: JobSpec) -> pb.JobSpec:
+    """The wire form of a validated spec."""
     return pb.JobSpec(
         name=spec.name,
         queue=spec.queue,
@@ -152,8 +153,10 @@ def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
 
 
 def from_proto(spec: pb.JobSpec) -> JobSpec:
+    """A wire spec read back through the same validation as a file (`JobSpecError` when invalid)."""
     return JobSpec.model_validate(document_from_proto(spec))
 
 
 def to_document(spec: JobSpec) -> dict[str, Any]:
+    """The YAML form of a spec in human units, unset values left out."""
     return document_from_proto(to_proto(spec))

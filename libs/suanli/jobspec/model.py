@@ -47,6 +47,7 @@ _MAX_NAME = 63
 
 
 def invalid(message: str) -> PydanticCustomError:
+    """The error every rule raises; `message` is the whole text after the field path."""
     # The message travels as context, not as the template, so braces in user input cannot break it.
     return PydanticCustomError("jobspec", "{reason}", {"reason": message})
 
@@ -105,8 +106,10 @@ class _Spec(BaseModel):
 
 
 class GpuRequest(_Spec):
-    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU. `memory` caps the GPU
-    memory the task may use (0: no cap), which is what keeps tasks sharing one GPU apart.
+    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU.
+
+    `memory` caps the GPU memory the task may use (0: no cap), which is what keeps tasks sharing one GPU
+    apart.
     """
 
     count: int = 1
@@ -151,6 +154,8 @@ def _gpu_shorthand(value: Any) -> Any:
 
 
 class Resources(_Spec):
+    """What one task asks of a node, in canonical units, with its placement allow-lists."""
+
     cpu_milli: int = Field(DEFAULT_CPU_MILLI, alias="cpu")
     memory_mib: int = Field(DEFAULT_MEMORY_MIB, alias="memory")
     gpu: GpuRequest | None = None
@@ -185,21 +190,26 @@ class Resources(_Spec):
 
     @property
     def gpu_count(self) -> int:
+        """GPUs asked for (0 without a GPU)."""
         return self.gpu.count if self.gpu else 0
 
     @property
     def gpu_milli(self) -> int:
+        """Milli-GPU of each device (0 without a GPU)."""
         return self.gpu.milli if self.gpu else 0
 
     @property
     def gpu_memory_mib(self) -> int:
+        """The GPU memory cap in MiB (0: no cap)."""
         return self.gpu.memory_mib if self.gpu else 0
 
 
 class TaskSpec(_Spec):
+    """A task group: `replicas` tasks with one resource request and command."""
+
     name: str
     replicas: int = 1
-    resources: Resources = Field(default_factory=Resources)
+    resources: Resources = Field(default_factory=lambda: Resources.model_validate({}))
     command: str = ""
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)

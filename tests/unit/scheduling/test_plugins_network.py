@@ -332,3 +332,11 @@ def test_running_tasks_are_not_stopped_when_their_region_is_cut_off() -> None:
     state = _state(network=cut, running=(running(job, 1, ("os-1", (0,))),))
     result = schedule_cycle(state, placer)
     assert result.preemptions == () and result.admissions == () and result.pending == ()
+
+
+def test_a_single_task_no_region_can_take_is_explained_by_the_filters() -> None:
+    placer = FrameworkPlacer(policy_profile("fgdb"), DEFAULT_TYPICAL, network=NETWORK)
+    request = replace(near(WHOLE), regions=("sydney",))
+    outcome = placer.place_gang(tuple(free(n) for n in NODES), gang("j", 1, request))
+    assert isinstance(outcome, NoFit) and outcome.rejections == (("region", 3),)
+    assert {v for _, v in outcome.regions} == {"not in the job's regions allow-list"}

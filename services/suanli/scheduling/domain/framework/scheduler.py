@@ -222,10 +222,12 @@ class Scheduler:
             )
             and any(c.network_excluded for c in candidates)
         )
+        # No region was tried: what the filters say over the whole cluster is the closest explanation.
+        diagnosis = failed.diagnosis if failed is not None else self.feasible(snapshot, requests[0])[1]
         return GangResult(
             snapshot,
             failed_task=failed.failed_task if failed is not None else 0,
-            diagnosis=failed.diagnosis if failed is not None else None,
+            diagnosis=diagnosis,
             regions=tuple(outcomes),
             network_excluded=network_excluded,
         )
