@@ -12,7 +12,14 @@ import pytest
 from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
 from suanli.scheduling.domain.framework import PluginContext, Scheduler
 from suanli.scheduling.domain.model import GpuDevice, Job, Locality, Node, Task, TaskRequest
-from suanli.scheduling.domain.network import EMPTY_NETWORK, LinkStatus, NetworkSnapshot, RegionLink
+from suanli.scheduling.domain.network import (
+    EMPTY_NETWORK,
+    LinkStatus,
+    NetworkSnapshot,
+    RegionLink,
+    allowed_regions,
+    region_exclusions,
+)
 from suanli.scheduling.domain.plugins.network import NetworkFilter, NetworkScore
 from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.pricing import PriceTable, Rate
@@ -111,6 +118,20 @@ def test_filter_rejects_regions_beyond_the_rtt_bound_and_passes_jobs_without_a_d
     assert plugin.filter(SNAP, near(WHOLE, max_rtt=20)).tolist() == [True, True, True, False]
     assert plugin.filter(SNAP, near(WHOLE)).tolist() == [True] * 4  # no bound: nothing too far
     assert plugin.filter(SNAP, WHOLE).tolist() == [True] * 4
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [near(WHOLE), near(WHOLE, max_rtt=20), near(WHOLE, max_rtt=200), near(WHOLE, "sydney", 50), WHOLE],
+    ids=["no-bound", "near", "far", "unmeasured", "no-data-region"],
+)
+@pytest.mark.parametrize(
+    "network", [NETWORK, EMPTY_NETWORK, NetworkSnapshot([link("osaka", "tokyo", 8.0, LinkStatus.DOWN)])]
+)
+def test_the_mask_and_the_reasons_agree(request_: TaskRequest, network: NetworkSnapshot) -> None:
+    regions = ("tokyo", "osaka", "dallas", "sydney")
+    reasons = region_exclusions(network, request_, regions)
+    assert allowed_regions(network, request_, regions).tolist() == [r is None for r in reasons]
 
 
 def test_filter_rejects_a_region_whose_link_is_down_even_without_an_rtt_bound() -> None:

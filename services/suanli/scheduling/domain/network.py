@@ -169,6 +169,20 @@ EMPTY_NETWORK = NetworkSnapshot()
 NO_VIEW = "no network view yet"
 
 
+def allowed_regions(network: NetworkSnapshot, request: TaskRequest, regions: Sequence[str]) -> np.ndarray:
+    """Per region: True where the request's network constraint allows it (what `region_exclusions`
+    says, as a mask, without composing the reasons)."""
+    if not request.data_region:
+        return np.ones(len(regions), dtype=bool)
+    if request.max_rtt_ms is not None and not network.known:
+        return np.zeros(len(regions), dtype=bool)
+    paths = network.paths_to(request.data_region, regions)
+    if request.max_rtt_ms is None:
+        up: np.ndarray = ~paths.down
+        return up
+    return paths.within(request.max_rtt_ms)
+
+
 def region_exclusions(
     network: NetworkSnapshot, request: TaskRequest, regions: Sequence[str]
 ) -> list[str | None]:

@@ -17,7 +17,7 @@ import numpy as np
 from suanli.scheduling.domain.framework.plugin import PluginContext
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
-from suanli.scheduling.domain.network import LinkStatus, region_exclusions
+from suanli.scheduling.domain.network import LinkStatus, NetworkSnapshot, allowed_regions
 from suanli.scheduling.domain.plugins._common import MAX_SCORE
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
@@ -29,13 +29,18 @@ class NetworkFilter:
 
     def __init__(self, ctx: PluginContext) -> None:
         self._ctx = ctx
+        # Per (network, regions of the snapshot, data region, bound): the allowed regions. A gang asks
+        # once per task against the same network and regions; the answer is the same every time.
+        self._allowed: dict[tuple[NetworkSnapshot, tuple[str, ...], str, float | None], np.ndarray] = {}
 
     def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray:
         if not request.data_region:
             return np.ones(snapshot.size, dtype=bool)
-        allowed = np.array(
-            [r is None for r in region_exclusions(self._ctx.network, request, snapshot.regions)], dtype=bool
-        )
+        network = self._ctx.network
+        key = (network, snapshot.regions, request.data_region, request.max_rtt_ms)
+        allowed = self._allowed.get(key)
+        if allowed is None:
+            allowed = self._allowed[key] = allowed_regions(network, request, snapshot.regions)
         mask: np.ndarray = allowed[snapshot.region_code]
         return mask
 
