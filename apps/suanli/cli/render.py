@@ -164,6 +164,9 @@ def job_detail(job: pb.Job) -> RenderableType:
         ("Gang", f"{spec.min_available or _task_total(job)} of {_task_total(job)} tasks"),
         ("Restarts", f"{job.restarts} (max retries {spec.max_retries})"),
         ("Labels", _mapping(spec.labels)),
+        ("Network", _network_line(spec)),
+        ("Regions", ", ".join(job.regions) or "-"),
+        ("Price / h", _price(job.price_per_hour) if job.HasField("price_per_hour") else "-"),
         ("Submitted", timestamp(job.submitted_at)),
         ("Updated", timestamp(job.updated_at)),
     ]
@@ -172,13 +175,27 @@ def job_detail(job: pb.Job) -> RenderableType:
     parts: list[RenderableType] = [_fields(rows)]
     if job.tasks:
         tasks = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
-        for column in ("TASK", "STATE", "NODE", "GPUS", "ATTEMPT", "EXIT", "REASON"):
+        for column in (
+            "TASK",
+            "STATE",
+            "NODE",
+            "REGION",
+            "RTT",
+            "PRICE/H",
+            "GPUS",
+            "ATTEMPT",
+            "EXIT",
+            "REASON",
+        ):
             tasks.add_column(column)
         for task in job.tasks:
             tasks.add_row(
                 task.task_id,
                 task.state,
                 task.node_id or "-",
+                task.region or "-",
+                f"{task.rtt_ms:.1f} ms" if task.HasField("rtt_ms") else "-",
+                _price(task.price_per_hour) if task.HasField("price_per_hour") else "-",
                 gpu_slots(task),
                 str(task.attempt),
                 str(task.exit_code) if task.state.lower() in _ENDED else "-",
@@ -186,6 +203,27 @@ def job_detail(job: pb.Job) -> RenderableType:
             )
         parts += [Text(""), tasks]
     return Group(*parts)
+
+
+_LOCALITY_NAMES = {pb.LOCALITY_ZONE: "zone", pb.LOCALITY_REGION: "region", pb.LOCALITY_ANY: "any"}
+
+
+def _network_line(spec: pb.JobSpec) -> str:
+    """The job's network-aware placement fields, as one line ('-' when it set none)."""
+    parts = []
+    if spec.data_region:
+        parts.append(f"data region {spec.data_region}")
+    if spec.HasField("max_rtt_ms"):
+        parts.append(f"max RTT {spec.max_rtt_ms:g} ms")
+    if spec.locality:
+        parts.append(f"locality {_LOCALITY_NAMES.get(spec.locality, spec.locality)}")
+    if spec.HasField("min_bandwidth_gbps"):
+        parts.append(f"min bandwidth {spec.min_bandwidth_gbps:g} Gbit/s")
+    return ", ".join(parts) or "-"
+
+
+def _price(value: float) -> str:
+    return f"{value:.4f}"
 
 
 # TaskStatus.state values after which an exit code means something.
@@ -209,8 +247,16 @@ def explanation(explained: pb.Explanation) -> RenderableType:
     if reason.code:
         head += [("Reason", reason.code), ("Message", reason.message or "-")]
     parts: list[RenderableType] = [_fields(head)]
-    if reason.details:
-        parts.append(_fields([(f"  {k}", v) for k, v in sorted(reason.details.items())]))
+    details = {k: v for k, v in reason.details.items() if not (explained.regions and k == "regions")}
+    if details:
+        parts.append(_fields([(f"  {k}", v) for k, v in sorted(details.items())]))
+    if explained.regions:
+        regions = Table(box=None, pad_edge=False, header_style="bold")
+        regions.add_column("REGION")
+        regions.add_column("VERDICT")
+        for verdict in explained.regions:
+            regions.add_row(verdict.region, verdict.verdict)
+        parts += [Text(""), regions]
     if explained.rejected_by_filter:
         rejected = Table(box=None, pad_edge=False, header_style="bold")
         rejected.add_column("FILTER")
@@ -230,7 +276,7 @@ def explanation(explained: pb.Explanation) -> RenderableType:
                 *(f"{node.plugin_scores[p]:.2f}" if p in node.plugin_scores else "-" for p in plugins),
             )
         parts += [Text(""), scores]
-    if not reason.code and not explained.rejected_by_filter and not explained.top_nodes:
+    if not (reason.code or explained.rejected_by_filter or explained.top_nodes or explained.regions):
         parts.append(Text("nothing to explain: the scheduler recorded no decision for this job yet"))
     return Group(*parts)
 

@@ -18,6 +18,17 @@ _KINDS: dict[str, int] = {
     "batch": pb.JOB_KIND_BATCH,
 }
 _KIND_NAMES: dict[int, str] = {number: name for name, number in _KINDS.items()}
+_LOCALITIES: dict[str, int] = {
+    "zone": pb.LOCALITY_ZONE,
+    "region": pb.LOCALITY_REGION,
+    "any": pb.LOCALITY_ANY,
+}
+_LOCALITY_NAMES: dict[int, str] = {number: name for name, number in _LOCALITIES.items()}
+
+
+def locality_name(locality: int) -> str | None:
+    """A wire Locality as the spec spells it; unspecified (or unknown) reads as None, the default."""
+    return _LOCALITY_NAMES.get(locality)
 
 
 def kind_name(kind: int) -> str:
@@ -51,7 +62,7 @@ def _task_to_proto(task: TaskSpec) -> pb.TaskSpec:
 
 
 def to_proto(spec: JobSpec) -> pb.JobSpec:
-    """The gRPC message of a validated job spec (replicas kept as counts, never expanded)."""
+    """The wire form of a validated spec."""
     return pb.JobSpec(
         name=spec.name,
         queue=spec.queue,
@@ -63,6 +74,10 @@ def to_proto(spec: JobSpec) -> pb.JobSpec:
         max_retries=spec.max_retries,
         labels=spec.labels,
         tasks=[_task_to_proto(t) for t in spec.tasks],
+        data_region=spec.data_region,
+        max_rtt_ms=spec.max_rtt_ms,
+        locality=_LOCALITIES[spec.locality] if spec.locality else pb.LOCALITY_UNSPECIFIED,  # type: ignore[arg-type]
+        min_bandwidth_gbps=spec.min_bandwidth_gbps,
     )
 
 
@@ -126,6 +141,10 @@ def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
             "labels": dict(spec.labels),
             "tasks": [_task_document(t) for t in spec.tasks],
             "min_available": spec.min_available or None,
+            "data_region": spec.data_region,
+            "max_rtt_ms": spec.max_rtt_ms if spec.HasField("max_rtt_ms") else None,
+            "locality": locality_name(spec.locality),
+            "min_bandwidth_gbps": spec.min_bandwidth_gbps if spec.HasField("min_bandwidth_gbps") else None,
         }
     )
     # Unset on the wire means true, as in the spec.
@@ -134,10 +153,10 @@ def document_from_proto(spec: pb.JobSpec) -> dict[str, Any]:
 
 
 def from_proto(spec: pb.JobSpec) -> JobSpec:
-    """A job spec from its gRPC message, validated like a YAML document."""
+    """A wire spec read back through the same validation as a file (`JobSpecError` when invalid)."""
     return JobSpec.model_validate(document_from_proto(spec))
 
 
 def to_document(spec: JobSpec) -> dict[str, Any]:
-    """The YAML-shaped document of a job spec, as a user would write it."""
+    """The YAML form of a spec in human units, unset values left out."""
     return document_from_proto(to_proto(spec))

@@ -19,7 +19,7 @@ class JobSpecError(ValueError):
 
 
 def field_path(loc: Sequence[int | str]) -> str:
-    """A pydantic error location as the user writes it: ``tasks[0].resources.gpu``."""
+    """A pydantic error location as the user wrote it: `tasks[0].resources.gpu`."""
     path = ""
     for part in loc:
         if isinstance(part, int):
@@ -53,7 +53,7 @@ _WITHOUT_INPUT = {"missing", "extra_forbidden"}
 
 
 def describe(error: ErrorDetails) -> str:
-    """One pydantic error in plain words (the job spec's own message where it has one)."""
+    """The message of one pydantic error, in the spec's own words."""
     kind = error["type"]
     ctx: dict[str, Any] = dict(error.get("ctx") or {})
     if kind == "jobspec":
@@ -66,5 +66,5 @@ def describe(error: ErrorDetails) -> str:
 
 
 def problems_of(exc: ValidationError) -> list[str]:
-    """Every problem of a failed validation as ``field: what is wrong`` lines."""
+    """One `path: message` line per problem of a validation error."""
     return [f"{field_path(e['loc'])}: {describe(e)}" for e in exc.errors()]

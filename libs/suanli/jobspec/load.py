@@ -34,12 +34,12 @@ def validate_document(document: Any, *, source: str = "", queue: str | None = No
 
 
 def parse_jobspec(text: str, *, source: str = "", queue: str | None = None) -> JobSpec:
-    """A job spec from YAML text; ``JobSpecError`` lists every problem with its field."""
+    """A spec from YAML text; `queue` replaces or supplies the queue; `JobSpecError` lists every problem."""
     return validate_document(_yaml(text, source), source=source, queue=queue)
 
 
 def load_jobspec(path: str | Path, *, queue: str | None = None) -> JobSpec:
-    """A job spec from a YAML file (``queue`` overrides the file's queue)."""
+    """A spec from a YAML file, as `parse_jobspec` reads it."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -7,6 +7,7 @@ Attributes hold canonical units (milli-cores, MiB, milli-GPU, seconds); YAML key
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -35,6 +36,7 @@ DEFAULT_MEMORY_MIB = 1024
 _T = TypeVar("_T")
 
 JobKindName = Literal["training", "inference", "batch"]
+LocalityName = Literal["zone", "region", "any"]
 
 # DNS-label style, because task ids (`<job>-<task>-<i>`) end up in node-side process names and labels.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -45,7 +47,7 @@ _MAX_NAME = 63
 
 
 def invalid(message: str) -> PydanticCustomError:
-    """A validation error whose text is ``message`` exactly, as the job spec's checks report it."""
+    """The error every rule raises; `message` is the whole text after the field path."""
     # The message travels as context, not as the template, so braces in user input cannot break it.
     return PydanticCustomError("jobspec", "{reason}", {"reason": message})
 
@@ -104,10 +106,10 @@ class _Spec(BaseModel):
 
 
 class GpuRequest(_Spec):
-    """The GPUs one replica asks for.
+    """`count` GPUs of `milli`/1000 each; a fraction only on one shared GPU.
 
-    `count` GPUs of `milli`/1000 each; a fraction only on one shared GPU. `memory` caps the GPU
-    memory the task may use (0: no cap), which is what keeps tasks sharing one GPU apart.
+    `memory` caps the GPU memory the task may use (0: no cap), which is what keeps tasks sharing one GPU
+    apart.
     """
 
     count: int = 1
@@ -152,7 +154,7 @@ def _gpu_shorthand(value: Any) -> Any:
 
 
 class Resources(_Spec):
-    """What one replica of a task needs: CPU, memory, GPUs, and where it may run."""
+    """What one task asks of a node, in canonical units, with its placement allow-lists."""
 
     cpu_milli: int = Field(DEFAULT_CPU_MILLI, alias="cpu")
     memory_mib: int = Field(DEFAULT_MEMORY_MIB, alias="memory")
@@ -188,26 +190,26 @@ class Resources(_Spec):
 
     @property
     def gpu_count(self) -> int:
-        """Whole or shared GPUs asked for (0 for a CPU-only task)."""
+        """GPUs asked for (0 without a GPU)."""
         return self.gpu.count if self.gpu else 0
 
     @property
     def gpu_milli(self) -> int:
-        """Share of each GPU in thousandths (1000: a whole device)."""
+        """Milli-GPU of each device (0 without a GPU)."""
         return self.gpu.milli if self.gpu else 0
 
     @property
     def gpu_memory_mib(self) -> int:
-        """GPU memory cap per GPU in MiB (0: no cap)."""
+        """The GPU memory cap in MiB (0: no cap)."""
         return self.gpu.memory_mib if self.gpu else 0
 
 
 class TaskSpec(_Spec):
-    """One kind of task of a job: its replicas, resources, command and (simulated) duration."""
+    """A task group: `replicas` tasks with one resource request and command."""
 
     name: str
     replicas: int = 1
-    resources: Resources = Field(default_factory=Resources)
+    resources: Resources = Field(default_factory=lambda: Resources.model_validate({}))
     command: str = ""
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -277,6 +279,10 @@ class JobSpec(_Spec):
     labels: _LabelMap = Field(default_factory=dict)
     tasks: list[TaskSpec]
     min_available: int = 0
+    data_region: str = ""
+    max_rtt_ms: float | None = None
+    locality: LocalityName | None = None
+    min_bandwidth_gbps: float | None = None
 
     @field_validator("name")
     @classmethod
@@ -327,10 +333,62 @@ class JobSpec(_Spec):
             return value
         return _bounded(value, 0, sum(t.replicas for t in tasks))
 
+    @field_validator("data_region")
+    @classmethod
+    def _data_region(cls, value: str) -> str:
+        if value != value.strip() or (value and not value.strip()):
+            raise invalid(f"must be a region name without surrounding spaces (got {value!r})")
+        return value
+
+    @field_validator("max_rtt_ms")
+    @classmethod
+    def _max_rtt(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return value
+        _finite_at_least(value, 0.0)
+        if not info.data.get("data_region"):
+            raise invalid("needs data_region: the round-trip time is measured to the data region")
+        return value
+
+    @field_validator("locality")
+    @classmethod
+    def _locality(cls, value: str | None, info: ValidationInfo) -> str | None:
+        tasks = info.data.get("tasks")
+        if value is None or tasks is None:
+            return value
+        gang = info.data.get("min_available") or sum(t.replicas for t in tasks)
+        if gang < 2:
+            raise invalid(
+                f"applies only to a gang (2 or more tasks placed together); this job places {gang} together"
+            )
+        return value
+
+    @field_validator("min_bandwidth_gbps")
+    @classmethod
+    def _bandwidth(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return value
+        if value <= 0 or not math.isfinite(value):
+            raise invalid(f"must be a number > 0 (got {value})")
+        if info.data.get("locality") != "any":
+            raise invalid("only with locality 'any' (a gang in one region or zone shares its network)")
+        return value
+
     @property
     def task_count(self) -> int:
         """Tasks after expanding replicas."""
         return sum(t.replicas for t in self.tasks)
+
+    @property
+    def gang_size(self) -> int:
+        """Tasks that must be placed together (min_available, or every task when 0)."""
+        return self.min_available or self.task_count
+
+
+def _finite_at_least(value: float, low: float) -> float:
+    if not math.isfinite(value) or value < low:
+        raise invalid(f"must be a number >= {low:g} (got {value})")
+    return value
 
 
 def _parse(parser: Callable[[object], _T], value: object) -> _T:

@@ -64,7 +64,7 @@ def parse_cpu_milli(value: object) -> int:
 
 
 def parse_memory_mib(value: object) -> int:
-    """Memory text such as "16Gi", "512Mi", "8G" to MiB, rounded up (never less than asked)."""
+    """Memory like "16Gi", "512Mi", "8G" to MiB, rounded up so a request is never smaller than asked."""
     match = _MEMORY.match(value) if isinstance(value, str) else None
     unit = match.group(2) if match else ""
     if match is None or unit not in _MEMORY_FACTORS:
@@ -78,7 +78,7 @@ def parse_memory_mib(value: object) -> int:
 
 
 def parse_duration_s(value: object) -> float:
-    """Duration text such as "90s", "5m", "1h30m", "250ms", or a number, to seconds."""
+    """A duration like "90s", "5m", "1h30m", "250ms" or a number of seconds, in seconds."""
     if isinstance(value, str):
         text = value.strip()
         parts = _DURATION_PART.findall(text)
@@ -96,12 +96,12 @@ def parse_duration_s(value: object) -> float:
 
 
 def format_cpu(cpu_milli: int) -> str:
-    """CPU in the job spec's notation: whole cores as ``4``, else millicores as ``500m``."""
+    """Milli-cores as the spec writes them: whole cores ("4") or milli-cores ("2500m")."""
     return str(cpu_milli // MILLI_PER_CORE) if cpu_milli % MILLI_PER_CORE == 0 else f"{cpu_milli}m"
 
 
 def format_memory(memory_mib: int) -> str:
-    """Memory in the job spec's notation, in the largest binary unit that divides it (``16Gi``)."""
+    """MiB in the largest binary unit that divides it exactly ("24Gi", "512Mi")."""
     for unit, factor in (("Ti", 1024**2), ("Gi", 1024)):
         if memory_mib and memory_mib % factor == 0:
             return f"{memory_mib // factor}{unit}"

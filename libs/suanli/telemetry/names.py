@@ -32,6 +32,7 @@ SCHEDULER_QUEUE_DEPTH = "suanli_scheduler_queue_depth"
 SCHEDULER_PENDING_JOBS = "suanli_scheduler_pending_jobs"
 SCHEDULER_DECISIONS = "suanli_scheduler_decisions_total"
 SCHEDULER_CYCLE = "suanli_scheduler_cycle_seconds"
+SCHEDULER_NETWORK_VIEW_AGE = "suanli_scheduler_network_view_age_seconds"
 PLACEMENT_LATENCY = "suanli_placement_latency_seconds"
 CAPACITY_CU = "suanli_capacity_cu"
 UTILISATION_RATIO = "suanli_utilisation_ratio"
@@ -71,6 +72,15 @@ METRICS: tuple[MetricSpec, ...] = (
         (),
         "scheduling",
         "Wall time of one scheduling cycle over a snapshot.",
+    ),
+    MetricSpec(
+        SCHEDULER_NETWORK_VIEW_AGE,
+        "gauge",
+        "s",
+        (),
+        "scheduling",
+        "Seconds since the scheduler's network view last heard from routing (network.links); grows while "
+        "routing is down and placement uses the last snapshot.",
     ),
     MetricSpec(
         PLACEMENT_LATENCY,

@@ -13,11 +13,13 @@ from suanli.scheduling.adapters.framework_placer import FrameworkPlacer, workloa
 from suanli.scheduling.adapters.leader import LeaderElection
 from suanli.scheduling.adapters.metrics import OtelMetrics
 from suanli.scheduling.adapters.pending import PostgresPendingReasons
+from suanli.scheduling.adapters.pricebook import load_prices
 from suanli.scheduling.adapters.store import StoreWriter
 from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.queueing import CycleConfig
 from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
+from suanli.scheduling.service_layer.network import NetworkView
 from suanli.scheduling.service_layer.projection import Projection
 
 
@@ -27,6 +29,7 @@ class Components:
     writer: StoreWriter
     leader: LeaderElection
     capacity: CapacityView
+    network: NetworkView
     projection: Projection
     scheduler: Scheduling
     explain: Callable[..., Any]
@@ -45,37 +48,54 @@ async def bootstrap(config: Any) -> Components:
     await writer.catch_up(projection)
     await writer.load_pending(projection)
     capacity = CapacityView()
+    clock = SystemClock()
+    network = NetworkView(clock)
+    prices = load_prices(clock.now())
 
     last: list[FrameworkPlacer] = []
 
     def placer(requests: Sequence[Any], cycle: int) -> FrameworkPlacer:
         made = FrameworkPlacer(
-            profile, workload_typical(requests), config.seed, cycle, last[-1] if last else None
+            profile,
+            workload_typical(requests),
+            config.seed,
+            cycle,
+            last[-1] if last else None,
+            network=network.snapshot(),
+            prices=prices,
         )
         last[:] = [made]
         return made
 
+    metrics = OtelMetrics()
+    metrics.watch_network(network.age_s)
     scheduler = assemble(
         writer,
         projection,
         capacity,
         placer,
-        clock=SystemClock(),
+        clock=clock,
         ids=uuid4_factory,
         producer=f"scheduling/{config.instance}",
         cycle_config=CycleConfig(overcommit_ratio=config.overcommit_ratio),
         interval_s=config.interval_s,
         reconcile_grace=timedelta(seconds=config.reconcile_grace_s),
         disruption_threshold=config.disruption_threshold,
-        metrics=OtelMetrics(),
+        metrics=metrics,
         is_leader=lambda: leader.is_leader,
         eager_cycles=True,
+        network=network.snapshot,
     )
 
     def explain(nodes: Any, request: Any) -> Any:
         requests = [t.request() for j in projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
         return FrameworkPlacer(
-            profile, workload_typical(requests), config.seed, scheduler.cycles.count
+            profile,
+            workload_typical(requests),
+            config.seed,
+            scheduler.cycles.count,
+            network=network.snapshot(),
+            prices=prices,
         ).explain(nodes, request)
 
-    return Components(store, writer, leader, capacity, projection, scheduler, explain)
+    return Components(store, writer, leader, capacity, network, projection, scheduler, explain)

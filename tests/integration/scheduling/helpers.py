@@ -75,7 +75,9 @@ def envelope(subject: str) -> dict[str, Any]:
     return new_envelope("test", subject, event_id=uuid.uuid4(), occurred_at=datetime.now(UTC))
 
 
-def capacity(node_id: str, gpus: int = 4, model: str = "A100") -> dict[str, Any]:
+def capacity(
+    node_id: str, gpus: int = 4, model: str = "A100", region: str = "cn-east", zone: str = "z1"
+) -> dict[str, Any]:
     res = {
         "cpu_milli": 64000,
         "memory_mib": 262144,
@@ -86,9 +88,9 @@ def capacity(node_id: str, gpus: int = 4, model: str = "A100") -> dict[str, Any]
     return {
         **envelope(node_id),
         "node_id": node_id,
-        "region": "cn-east",
-        "zone": "z1",
-        "site": "sh",
+        "region": region,
+        "zone": zone,
+        "site": f"{region}-site",
         "total": res,
         "allocatable": res,
         "used": {**res, "cpu_milli": 0, "memory_mib": 0, "gpu_count": 0, "gpu_milli": 0, "gpu_memory_mib": 0},

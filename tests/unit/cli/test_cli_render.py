@@ -55,7 +55,14 @@ def sample_job() -> pb.Job:
         updated_at=AT,
         tasks=[
             pb.TaskStatus(
-                task_id="j-1-server-0", state="RUNNING", node_id="n1", gpu_indices=[2], gpu_milli=[300]
+                task_id="j-1-server-0",
+                state="RUNNING",
+                node_id="n1",
+                gpu_indices=[2],
+                gpu_milli=[300],
+                region="tokyo",
+                rtt_ms=7.25,
+                price_per_hour=0.0123,
             ),
             pb.TaskStatus(
                 task_id="j-1-server-1",
@@ -118,9 +125,23 @@ def test_job_detail_shows_where_each_task_runs() -> None:
     assert ["State", "Running"] in shown
     assert ["Gang", "3", "of", "3", "tasks"] in shown
     assert ["Pending", "GANG_INCOMPLETE:", "2", "of", "3", "tasks", "placed"] in shown
-    assert ["j-1-server-0", "RUNNING", "n1", "2@0.3", "0", "-"] in shown
-    assert ["j-1-server-1", "FAILED", "n2", "0@0.3", "1", "137", "OOMKilled"] in shown
-    assert ["j-1-server-2", "PENDING", "-", "-", "0", "-"] in shown
+    assert ["j-1-server-0", "RUNNING", "n1", "tokyo", "7.2", "ms", "0.0123", "2@0.3", "0", "-"] in shown
+    assert ["j-1-server-1", "FAILED", "n2", "-", "-", "-", "0@0.3", "1", "137", "OOMKilled"] in shown
+    assert ["j-1-server-2", "PENDING", "-", "-", "-", "-", "-", "0", "-"] in shown
+
+
+def test_job_detail_shows_the_network_fields_the_regions_and_the_price() -> None:
+    job = sample_job()
+    job.spec.data_region = "tokyo"
+    job.spec.max_rtt_ms = 30
+    job.spec.locality = pb.LOCALITY_ZONE
+    job.regions.append("tokyo")
+    job.price_per_hour = 0.5
+    shown = rows(job_detail(job))
+    assert ["Network", "data", "region", "tokyo,", "max", "RTT", "30", "ms,", "locality", "zone"] in shown
+    assert ["Regions", "tokyo"] in shown
+    assert ["Price", "/", "h", "0.5000"] in shown
+    assert ["Network", "-"] in rows(job_detail(sample_job()))
 
 
 def test_json_and_yaml_use_proto_field_names() -> None:
@@ -171,6 +192,30 @@ def test_explain_pending() -> None:
         ["fit", "9"],
         ["gpu_model", "3"],
         ["region", "3"],
+    ]
+
+
+def test_explain_network_constraint_shows_each_region() -> None:
+    explained = pb.Explanation(
+        job_id="j-4",
+        state=pb.JOB_STATE_PENDING,
+        pending_reason=pb.PendingReason(
+            code="NETWORK_CONSTRAINT",
+            message="no region meets the network constraint",
+            details={"data_region": "tokyo", "regions": "[...]"},
+        ),
+        regions=[
+            pb.RegionVerdict(region="dallas", verdict="RTT 140.0 ms to tokyo > max_rtt_ms 50"),
+            pb.RegionVerdict(region="osaka", verdict="link to tokyo is DOWN"),
+        ],
+    )
+    shown = rows(explanation(explained))
+    assert ["data_region", "tokyo"] in shown
+    assert not any(row[0] == "regions" for row in shown)  # the table below says it better
+    assert shown[-3:] == [
+        ["REGION", "VERDICT"],
+        ["dallas", "RTT", "140.0", "ms", "to", "tokyo", ">", "max_rtt_ms", "50"],
+        ["osaka", "link", "to", "tokyo", "is", "DOWN"],
     ]
 
 

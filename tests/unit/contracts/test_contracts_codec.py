@@ -176,6 +176,8 @@ REPRESENTATIVE: dict[str, dict[str, Any]] = {
         "queue": "acme/vision",
         "tenant": "acme",
         "best_effort": False,
+        "rtt_ms": 12.5,
+        "price_per_hour": 0.4375,
     },
 }
 

@@ -137,3 +137,26 @@ def test_every_example_is_tested() -> None:
         "inference-fractional.yaml",
         "training-gang.yaml",
     ]
+
+
+NETWORK = (
+    "name: t\nqueue: q\ndata_region: tokyo\nmax_rtt_ms: 40\nlocality: any\nmin_bandwidth_gbps: 2.5\n"
+    "tasks: [{name: w, replicas: 4, resources: {gpu: 1}}]"
+)
+
+
+def test_network_fields_cross_the_wire_and_back() -> None:
+    spec = parse_jobspec(NETWORK)
+    message = to_proto(spec)
+    assert (message.data_region, message.max_rtt_ms, message.locality) == ("tokyo", 40.0, pb.LOCALITY_ANY)
+    assert message.min_bandwidth_gbps == 2.5
+    assert from_proto(pb.JobSpec.FromString(message.SerializeToString())) == spec
+    document = to_document(spec)
+    assert (document["data_region"], document["max_rtt_ms"], document["locality"]) == ("tokyo", 40.0, "any")
+
+
+def test_a_spec_without_network_fields_sends_none() -> None:
+    message = to_proto(parse_jobspec("name: t\nqueue: q\ntasks: [{name: w}]"))
+    assert not message.HasField("max_rtt_ms") and not message.HasField("min_bandwidth_gbps")
+    assert (message.data_region, message.locality) == ("", pb.LOCALITY_UNSPECIFIED)
+    assert "locality" not in document_from_proto(message)

@@ -245,3 +245,68 @@ def test_specs_are_immutable() -> None:
     with pytest.raises(ValueError, match="frozen"):
         spec.name = "other"  # type: ignore[misc]
     assert isinstance(spec, JobSpec)
+
+
+# -- network-aware placement ---------------------------------------------------------------------------
+
+GANG = {"replicas": 4}
+
+
+def test_network_fields_default_to_what_old_clients_sent() -> None:
+    spec = validate_document(doc())
+    assert (spec.data_region, spec.max_rtt_ms, spec.locality, spec.min_bandwidth_gbps) == (
+        "",
+        None,
+        None,
+        None,
+    )
+
+
+def test_network_fields_are_accepted_on_a_gang() -> None:
+    spec = validate_document(
+        doc(GANG, data_region="tokyo", max_rtt_ms=40, locality="any", min_bandwidth_gbps=2.5)
+    )
+    assert (spec.data_region, spec.max_rtt_ms, spec.locality, spec.min_bandwidth_gbps) == (
+        "tokyo",
+        40,
+        "any",
+        2.5,
+    )
+    assert spec.gang_size == 4
+    assert validate_document(doc(data_region="tokyo", max_rtt_ms=0)).max_rtt_ms == 0
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        (
+            doc(max_rtt_ms=30),
+            "max_rtt_ms: needs data_region: the round-trip time is measured to the data region",
+        ),
+        (doc(data_region="tokyo", max_rtt_ms=-5), "max_rtt_ms: must be a number >= 0 (got -5.0)"),
+        (doc(data_region="tokyo", max_rtt_ms="far"), "max_rtt_ms: must be a number (got 'far')"),
+        (
+            doc(data_region=" tokyo"),
+            "data_region: must be a region name without surrounding spaces (got ' tokyo')",
+        ),
+        (
+            doc(locality="region"),
+            "locality: applies only to a gang (2 or more tasks placed together); this job places 1 together",
+        ),
+        (
+            doc(GANG, min_available=1, locality="zone"),
+            "locality: applies only to a gang (2 or more tasks placed together); this job places 1 together",
+        ),
+        (doc(GANG, locality="planet"), "locality: must be one of 'zone', 'region', 'any' (got 'planet')"),
+        (
+            doc(GANG, locality="region", min_bandwidth_gbps=10),
+            "min_bandwidth_gbps: only with locality 'any' (a gang in one region or zone shares its network)",
+        ),
+        (
+            doc(GANG, locality="any", min_bandwidth_gbps=0),
+            "min_bandwidth_gbps: must be a number > 0 (got 0.0)",
+        ),
+    ],
+)
+def test_every_network_rule_names_the_field(document: Any, expected: str) -> None:
+    assert problems(document) == [expected]

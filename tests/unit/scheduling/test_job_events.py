@@ -71,6 +71,9 @@ SPEC = AcceptedSpec(
     max_retries=1,
     labels=(("team", "cv"),),
     request_id="r-1",
+    data_region="cn-north",
+    max_rtt_ms=25.0,
+    locality="zone",
 )
 PLACED = TaskPlaced(
     "job-1",
@@ -87,6 +90,8 @@ PLACED = TaskPlaced(
     duration_s=30.0,
     queue="acme/vision",
     tenant="acme",
+    rtt_ms=3.5,
+    price_per_hour=0.42,
 )
 EVERY_EVENT: list[JobEvent] = [
     JobSubmitted("job-1", SPEC),
@@ -157,6 +162,9 @@ def test_records_are_those_the_store_has_always_held() -> None:
         "queue": "acme/vision",
         "tenant": "acme",
         "best_effort": False,
+        # TaskPlaced v3: what placement knew (none here: no data region, no price book)
+        "rtt_ms": None,
+        "price_per_hour": None,
     }
     assert body(JobRequeued("job-1", "acme", "acme/vision", 2, 1, Cause.PREEMPTED, "preempted", None)) == {
         "job_id": "job-1",
@@ -179,6 +187,8 @@ def test_records_are_those_the_store_has_always_held() -> None:
     }
     submitted_record = body(JobSubmitted("job-1", SPEC))
     assert submitted_record["tenant"] == "acme" and submitted_record["max_runtime_s"] is None
+    assert (submitted_record["data_region"], submitted_record["max_rtt_ms"]) == ("cn-north", 25.0)
+    assert (submitted_record["locality"], submitted_record["min_bandwidth_gbps"]) == ("zone", None)
     assert submitted_record["tasks"][1]["requests"]["gpu_milli"] == 1000  # no GPU: a whole one, as before
     assert (
         submitted_record["tasks"][0]["env"] == {"A": "1", "B": "2"}

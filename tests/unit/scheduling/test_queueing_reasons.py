@@ -11,7 +11,9 @@ from suanli.scheduling.domain.queueing import (
     FirstFitPlacer,
     GangIncomplete,
     Inadmissible,
+    NetworkConstraint,
     NoNodeFits,
+    NoRegionFits,
     PendingReason,
     PriorityClass,
     QuotaExceeded,
@@ -171,6 +173,8 @@ def test_every_code_is_covered_by_a_reason_type() -> None:
             GangIncomplete,
             WaitingForPreemption,
             BlockedByHigherPriority,
+            NetworkConstraint,
+            NoRegionFits,
         )
     }
     assert codes == set(ReasonCode)

@@ -77,3 +77,57 @@ def test_queue_file_errors_name_the_path() -> None:
         parse_queue_config("queues:\n  - name: acme/vision\n")
     config = parse_queue_config((data_path("deploy/scheduler/queues.yaml")).read_text())
     assert {q.name for q in config.queues} >= {"acme", "acme/vision"} and config.priority_classes
+
+
+def _gang(**spec: object) -> pb.SubmitJobRequest:
+    task = pb.TaskSpec(name="w", replicas=4, resources=pb.ResourceRequest(cpu_milli=1000))
+    return pb.SubmitJobRequest(spec=pb.JobSpec(queue="acme", tasks=[task], **spec))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (_gang(max_rtt_ms=20), "spec.max_rtt_ms: needs spec.data_region (the RTT is measured to it)"),
+        (_gang(data_region="tokyo", max_rtt_ms=-1), "spec.max_rtt_ms: must be a finite number >= 0"),
+        (
+            _gang(data_region="tokyo", max_rtt_ms=float("inf")),
+            "spec.max_rtt_ms: must be a finite number >= 0",
+        ),
+        (_gang(data_region=" tokyo"), "spec.data_region: must be a region name"),
+        (_gang(locality=7), "spec.locality: unknown locality 7"),
+        (
+            _gang(min_available=1, locality=pb.LOCALITY_ZONE),
+            "spec.locality: applies only to a gang (2 or more tasks placed together); this job places 1",
+        ),
+        (
+            _gang(locality=pb.LOCALITY_REGION, min_bandwidth_gbps=1),
+            "spec.min_bandwidth_gbps: only with locality any",
+        ),
+        (
+            _gang(locality=pb.LOCALITY_ANY, min_bandwidth_gbps=-1),
+            "spec.min_bandwidth_gbps: must be a finite number > 0",
+        ),
+    ],
+)
+def test_bad_network_fields_are_named(request_: pb.SubmitJobRequest, message: str) -> None:
+    with pytest.raises(InvalidSpec) as info:
+        validate_submit(request_)
+    assert str(info.value).startswith(message)
+
+
+def test_network_fields_come_out_resolved_and_old_clients_get_the_defaults() -> None:
+    spec = validate_submit(
+        _gang(data_region="tokyo", max_rtt_ms=35.5, locality=pb.LOCALITY_ANY, min_bandwidth_gbps=2)
+    )
+    assert (spec.data_region, spec.max_rtt_ms, spec.locality, spec.min_bandwidth_gbps) == (
+        "tokyo",
+        35.5,
+        "any",
+        2,
+    )
+    job = spec.domain_job("j")
+    assert job.tasks[0].request.data_region == "tokyo" and job.tasks[0].request.max_rtt_ms == 35.5
+    old = validate_submit(_gang())
+    assert (old.data_region, old.max_rtt_ms, old.locality, old.min_bandwidth_gbps) == ("", None, "", None)
+    assert old.domain_job("j").placement_locality == "region"  # a gang stays in one region by default
+    assert not old.same_request(spec)

@@ -18,9 +18,11 @@ from suanli.scheduling.domain.fragmentation import TypicalTask, typical_tasks
 from suanli.scheduling.domain.framework import PluginContext, Profile, Scheduler
 from suanli.scheduling.domain.framework.plugin import Diagnosis
 from suanli.scheduling.domain.framework.registry import ExtensionPoint
-from suanli.scheduling.domain.model import GPU_MILLI, GpuDevice, Job, Node, TaskPlacement, TaskRequest
+from suanli.scheduling.domain.model import GPU_MILLI, GpuDevice, Job, Node, Task, TaskPlacement, TaskRequest
+from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.plugins import default_registry
 from suanli.scheduling.domain.plugins.policies import policy_profile
+from suanli.scheduling.domain.pricing import NO_PRICES, PriceTable
 from suanli.scheduling.domain.queueing import GangPlacement, NodeAvailability, NoFit
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
@@ -58,9 +60,11 @@ class FrameworkPlacer:
         seed: int = 0,
         cycle: int = 0,
         previous: FrameworkPlacer | None = None,
+        network: NetworkSnapshot = EMPTY_NETWORK,
+        prices: PriceTable = NO_PRICES,
     ) -> None:
         self.profile = profile
-        self._context = PluginContext(typical_tasks=typical)
+        self._context = PluginContext(typical_tasks=typical, network=network, prices=prices)
         self._scheduler = Scheduler(profile, np.random.default_rng([seed, cycle]), self._context)
         # The last views asked about and what was built from them: the core hands in the very same tuple
         # until its ledger changes, so a run of jobs that do not fit costs one snapshot, not one each
@@ -109,19 +113,52 @@ class FrameworkPlacer:
             return NoFit(0, gang, ())
         snapshot, slots = self._snapshot_of(nodes)
         requests = [t.request for t in job.tasks]
-        result = self._scheduler.place_gang(snapshot, requests[:gang])
+        result = self._scheduler.place_gang(
+            snapshot, requests[:gang], job.placement_locality, job.min_bandwidth_gbps
+        )
         if not result.placed:
-            return NoFit(result.failed_task or 0, gang, _rejections(result.diagnosis))
+            return NoFit(
+                result.failed_task or 0,
+                gang,
+                _rejections(result.diagnosis),
+                tuple((o.region, o.verdict) for o in result.regions),
+                result.network_excluded,
+            )
         placements = [
-            _placement(job.tasks[i].id, a, snapshot, slots) for i, a in enumerate(result.assignments)
+            self._placement(job.tasks[i], a, snapshot, slots) for i, a in enumerate(result.assignments)
         ]
         current = result.snapshot
-        for task in job.tasks[gang:]:  # elastic tasks: placed when they fit, skipped otherwise
-            one = self._scheduler.place_task(current, task.request)
+        for task in job.tasks[gang:]:  # elastic tasks: placed when they fit (where the gang is), else skipped
+            one = self._scheduler.place_task(current, task.request, result.within)
             if one.assignment is not None:
-                placements.append(_placement(task.id, one.assignment, current, slots))
+                placements.append(self._placement(task, one.assignment, current, slots))
                 current = one.snapshot
         return GangPlacement(tuple(placements))
+
+    def _placement(
+        self, task: Task, a: Assignment, snapshot: ClusterSnapshot, slots: _Slots
+    ) -> TaskPlacement:
+        """The decision with what placement knew: the region, the RTT to the data region, the price."""
+        node_id = snapshot.node_ids[a.node]
+        region = snapshot.regions[int(snapshot.region_code[a.node])]
+        request = task.request
+        rtt = None
+        if request.data_region:
+            rtt = self._context.network.path(region, request.data_region)[0]
+        code = int(snapshot.model_code[a.node])
+        model = snapshot.models[code] if code >= 0 else ""
+        price = self._context.prices.expected_per_hour(
+            region, request.cpu_milli, [(model, m) for m in a.gpu_milli]
+        )
+        return TaskPlacement(
+            task.id,
+            node_id,
+            tuple(slots[node_id][s] for s in a.gpu_indices),
+            tuple(a.gpu_milli),
+            region=region,
+            rtt_ms=rtt,
+            price_per_hour=None if price is None else round(price, 6),
+        )
 
     def explain(
         self, nodes: tuple[NodeAvailability, ...], request: TaskRequest, top: int = 5
@@ -192,15 +229,6 @@ def _snapshot(nodes: tuple[NodeAvailability, ...]) -> tuple[ClusterSnapshot, dic
             )
         )
     return ClusterSnapshot.from_nodes(framework_nodes), slots
-
-
-def _placement(
-    task_id: str, a: Assignment, snapshot: ClusterSnapshot, slots: dict[str, tuple[int, ...]]
-) -> TaskPlacement:
-    node_id = snapshot.node_ids[a.node]
-    return TaskPlacement(
-        task_id, node_id, tuple(slots[node_id][s] for s in a.gpu_indices), tuple(a.gpu_milli)
-    )
 
 
 def _rejections(diagnosis: Diagnosis | None) -> tuple[tuple[str, int], ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypedDict
 
 from opentelemetry import metrics
@@ -12,6 +12,7 @@ from suanli.telemetry.names import (
     PLACEMENT_LATENCY,
     SCHEDULER_CYCLE,
     SCHEDULER_DECISIONS,
+    SCHEDULER_NETWORK_VIEW_AGE,
     SCHEDULER_PENDING_JOBS,
     SCHEDULER_QUEUE_DEPTH,
 )
@@ -30,6 +31,7 @@ def spec(name: str) -> _Described:
 class OtelMetrics:
     def __init__(self, meter: metrics.Meter | None = None) -> None:
         meter = meter or metrics.get_meter("suanli.scheduling")
+        self._meter = meter
 
         self._depth = meter.create_gauge(SCHEDULER_QUEUE_DEPTH, **spec(SCHEDULER_QUEUE_DEPTH))
         self._pending = meter.create_gauge(SCHEDULER_PENDING_JOBS, **spec(SCHEDULER_PENDING_JOBS))
@@ -69,3 +71,15 @@ class OtelMetrics:
 
     def decision(self, outcome: str, count: int = 1) -> None:
         self._decisions.add(count, {"outcome": outcome})
+
+    def watch_network(self, age_s: Callable[[], float | None]) -> None:
+        """Export the network view's age, read at each scrape: it keeps growing while routing is down and
+        the scheduler places from its last snapshot (nothing is exported before the first record)."""
+
+        def observe(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+            age = age_s()
+            return [] if age is None else [metrics.Observation(age)]
+
+        self._meter.create_observable_gauge(
+            SCHEDULER_NETWORK_VIEW_AGE, callbacks=[observe], **spec(SCHEDULER_NETWORK_VIEW_AGE)
+        )

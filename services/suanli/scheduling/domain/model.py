@@ -19,6 +19,15 @@ class JobKind(StrEnum):
     BATCH = "batch"
 
 
+class Locality(StrEnum):
+    """How close together the tasks of a gang must run: one zone, one region (the default for gangs), or
+    anywhere (then `min_bandwidth_gbps` bounds the links between the regions it uses)."""
+
+    ZONE = "zone"
+    REGION = "region"
+    ANY = "any"
+
+
 @dataclass(frozen=True, slots=True)
 class GpuDevice:
     index: int
@@ -66,8 +75,15 @@ class TaskRequest:
     gpu_models: tuple[str, ...] = ()  # allow-list; empty means any model
     node_selector: tuple[tuple[str, str], ...] = ()
     regions: tuple[str, ...] = ()  # allow-list; empty means any region
+    # Where the job's data or clients are, and the most round-trip time to it a node's region may have
+    # (None: no bound; the data region then only steers the network score). Job-wide, carried per task so
+    # that filters and scores see it in the request they are given.
+    data_region: str = ""
+    max_rtt_ms: float | None = None
 
     def __post_init__(self) -> None:
+        if self.max_rtt_ms is not None and (self.max_rtt_ms < 0 or not self.data_region):
+            raise ValueError("max_rtt_ms must be >= 0 and needs a data_region")
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.gpu_count < 0:
             raise ValueError("cpu_milli, memory_mib and gpu_count must be >= 0")
         if self.gpu_count == 0 and self.gpu_milli != 0:
@@ -102,17 +118,32 @@ class Job:
     preemptible: bool = True
     kind: JobKind = JobKind.BATCH
     best_effort: bool = False
+    locality: Locality | None = None  # None: the default, one region for a gang
+    min_bandwidth_gbps: float | None = None  # between the regions of a gang with locality `any`
 
     @property
     def gang_size(self) -> int:
         return len(self.tasks) if self.min_available is None else self.min_available
 
+    @property
+    def placement_locality(self) -> Locality:
+        """What placement enforces: a job that is not a gang (fewer than two tasks placed together) has
+        nothing to keep together."""
+        if self.gang_size < 2:
+            return Locality.ANY
+        return self.locality or Locality.REGION
+
 
 @dataclass(frozen=True, slots=True)
 class TaskPlacement:
-    """A decision: which node, which device indices, and how many milli on each."""
+    """A decision: which node, which device indices, and how many milli on each; with what placement
+    knew about it: the node's region, the RTT from there to the job's data region and the expected
+    price per hour (None where unknown)."""
 
     task_id: str
     node_id: str
     gpu_indices: tuple[int, ...] = ()
     gpu_milli: tuple[int, ...] = field(default=())
+    region: str = field(default="", compare=False)
+    rtt_ms: float | None = field(default=None, compare=False)
+    price_per_hour: float | None = field(default=None, compare=False)

@@ -89,17 +89,21 @@ class ClusterSnapshot:
         "region_code",
         "regions",
         "stamps",
+        "zone_code",
+        "zones",
     )
 
     node_ids: tuple[str, ...]
     models: tuple[str, ...]
     regions: tuple[str, ...]
+    zones: tuple[str, ...]  # "region/zone": zone names repeat across regions
     labels: tuple[frozenset[tuple[str, str]], ...]
     cpu_capacity: IntArray
     mem_capacity: IntArray
     gpu_count: IntArray
     model_code: IntArray
     region_code: IntArray
+    zone_code: IntArray
     cpu_free: IntArray
     mem_free: IntArray
     gpu_free: IntArray
@@ -122,6 +126,7 @@ class ClusterSnapshot:
             raise ValueError("node ids must be unique")
         models = tuple(sorted({g.model for n in nodes for g in n.gpus}))
         regions = tuple(sorted({n.region for n in nodes}))
+        zones = tuple(sorted({f"{n.region}/{n.zone}" for n in nodes}))
         width = max(1, max(len(n.gpus) for n in nodes))
         count = len(nodes)
         gpu_free = np.zeros((count, width), dtype=np.int32)
@@ -150,7 +155,13 @@ class ClusterSnapshot:
         snap.mem_capacity = _readonly(mem_cap)
         snap.gpu_count = _readonly(np.array([len(n.gpus) for n in nodes], dtype=np.int32))
         snap.model_code = _readonly(model_code)
-        snap.region_code = _readonly(np.array([regions.index(n.region) for n in nodes], dtype=np.int32))
+        region_index = {r: i for i, r in enumerate(regions)}
+        zone_index = {z: i for i, z in enumerate(zones)}
+        snap.zones = zones
+        snap.region_code = _readonly(np.array([region_index[n.region] for n in nodes], dtype=np.int32))
+        snap.zone_code = _readonly(
+            np.array([zone_index[f"{n.region}/{n.zone}"] for n in nodes], dtype=np.int32)
+        )
         snap.cpu_free = _readonly(cpu_free)
         snap.mem_free = _readonly(mem_free)
         snap.gpu_free = _readonly(gpu_free)

@@ -27,7 +27,7 @@ from suanli.scheduling.service_layer.queues_config import parse_queue_config
 
 log = logging.getLogger(__name__)
 
-VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots")
+VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots", "network.links")
 LEADER_TOPICS = ("tasks.lifecycle",)
 PRODUCED = ("jobs.events", "placements")
 REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
@@ -200,6 +200,9 @@ class SchedulingApp:
             c.capacity.on_snapshot(record)
             if c.leader.is_leader:
                 await self._write(ReconcileNode(record))
+        elif name == "NetworkLinkChanged" and c.network.on_link(record):
+            # A job waiting on its network constraint may fit now; running tasks are never moved for it.
+            self._wake_soon()
         # anything else on these topics (NodeRegistered) carries nothing the scheduler needs
 
     def _wake_soon(self) -> None:

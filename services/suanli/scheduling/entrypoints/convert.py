@@ -26,6 +26,7 @@ STATES = {
     Phase.CANCELLED: pb.JOB_STATE_CANCELLED,
 }
 KINDS = {"BATCH": pb.JOB_KIND_BATCH, "TRAINING": pb.JOB_KIND_TRAINING, "INFERENCE": pb.JOB_KIND_INFERENCE}
+LOCALITIES = {"zone": pb.LOCALITY_ZONE, "region": pb.LOCALITY_REGION, "any": pb.LOCALITY_ANY}
 
 
 def timestamp(at: datetime | None) -> Timestamp:
@@ -46,6 +47,16 @@ def pending_reason(reason: Mapping[str, Any] | None) -> pb.PendingReason | None:
     return pb.PendingReason(code=str(reason["code"]), message=str(reason["message"]), details=details)
 
 
+def region_verdicts(reason: Mapping[str, Any] | None) -> list[pb.RegionVerdict]:
+    """The per-region detail of a NETWORK_CONSTRAINT or NO_REGION_FITS reason (none for other codes)."""
+    regions = (reason or {}).get("regions") or ()
+    return [
+        pb.RegionVerdict(region=str(r["region"]), verdict=str(r["verdict"]))
+        for r in regions
+        if isinstance(r, Mapping)
+    ]
+
+
 def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     s = job.spec
     spec = pb.JobSpec(
@@ -58,6 +69,10 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
         min_available=s.min_available,
         max_retries=s.max_retries,
         labels=dict(s.labels),
+        data_region=s.data_region,
+        max_rtt_ms=s.max_rtt_ms,
+        locality=LOCALITIES.get(s.locality, pb.LOCALITY_UNSPECIFIED),
+        min_bandwidth_gbps=s.min_bandwidth_gbps,
         tasks=[
             pb.TaskSpec(
                 name=t.name,
@@ -90,9 +105,14 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
             attempt=t.attempt,
             exit_code=t.exit_code,
             reason=t.reason,
+            region=t.region if t.node_id else "",
+            rtt_ms=t.rtt_ms if t.node_id else None,
+            price_per_hour=t.price_per_hour if t.node_id else None,
         )
         for t in job.tasks
     ]
+    active = job.active
+    prices = [t.price_per_hour for t in active]
     out = pb.Job(
         id=job.id,
         spec=spec,
@@ -101,6 +121,8 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
         restarts=job.restarts,
         submitted_at=timestamp(job.submitted_at),
         updated_at=timestamp(job.updated_at),
+        regions=sorted({t.region for t in active if t.region}),
+        price_per_hour=sum(p for p in prices if p is not None) if prices and None not in prices else None,
     )
     message = pending_reason(reason) if job.phase is Phase.PENDING else None
     if message is not None:

@@ -172,9 +172,11 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             message = convert.pending_reason(reason)
             if message is not None:
                 out.pending_reason.CopyFrom(message)
+            out.regions.extend(convert.region_verdicts(reason))
             if job.phase.final:
                 return out
-            scores, rejected = self.explainer(self._free(exclude=job.id), job.spec.tasks[0].request())
+            first = job.spec.tasks[0].request(job.spec.data_region, job.spec.max_rtt_ms)
+            scores, rejected = self.explainer(self._free(exclude=job.id), first)
             out.top_nodes.extend(
                 pb.NodeScore(node_id=s.node_id, score=s.score, plugin_scores=dict(s.plugin_scores))
                 for s in scores

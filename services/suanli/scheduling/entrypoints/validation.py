@@ -19,6 +19,12 @@ from suanli.scheduling.service_layer.errors import InvalidSpec
 
 MAX_TASKS = 1000  # per job, replicas included (the user-facing spec bounds replicas per task group)
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
+LOCALITY_NAMES = {
+    pb.LOCALITY_UNSPECIFIED: "",
+    pb.LOCALITY_ZONE: "zone",
+    pb.LOCALITY_REGION: "region",
+    pb.LOCALITY_ANY: "any",
+}
 KIND_NAMES = {
     pb.JOB_KIND_UNSPECIFIED: "BATCH",
     pb.JOB_KIND_BATCH: "BATCH",
@@ -59,6 +65,8 @@ def validate_submit(request: pb.SubmitJobRequest) -> AcceptedSpec:
     _check(
         not (s.best_effort and not preemptible), "spec.preemptible", "best-effort jobs are always preemptible"
     )
+    gang = s.min_available or len(tasks)
+    max_rtt, locality, bandwidth = _network(s, gang)
     return AcceptedSpec(
         name=s.name or "job",
         queue=s.queue,
@@ -71,7 +79,40 @@ def validate_submit(request: pb.SubmitJobRequest) -> AcceptedSpec:
         max_retries=s.max_retries,
         labels=tuple(sorted(s.labels.items())),
         request_id=request.request_id,
+        data_region=s.data_region,
+        max_rtt_ms=max_rtt,
+        locality=locality,
+        min_bandwidth_gbps=bandwidth,
     )
+
+
+def _network(s: pb.JobSpec, gang: int) -> tuple[float | None, str, float | None]:
+    """The network-aware placement fields: the RTT bound, the locality and the bandwidth floor."""
+    _check(
+        s.data_region == s.data_region.strip() and len(s.data_region) <= 63,
+        "spec.data_region",
+        "must be a region name of at most 63 characters without surrounding spaces",
+    )
+    max_rtt = s.max_rtt_ms if s.HasField("max_rtt_ms") else None
+    if max_rtt is not None:
+        _check(math.isfinite(max_rtt) and max_rtt >= 0, "spec.max_rtt_ms", "must be a finite number >= 0")
+        _check(bool(s.data_region), "spec.max_rtt_ms", "needs spec.data_region (the RTT is measured to it)")
+    _check(s.locality in LOCALITY_NAMES, "spec.locality", f"unknown locality {s.locality}")
+    locality = LOCALITY_NAMES[s.locality]
+    _check(
+        not locality or gang >= 2,
+        "spec.locality",
+        f"applies only to a gang (2 or more tasks placed together); this job places {gang} together",
+    )
+    bandwidth = s.min_bandwidth_gbps if s.HasField("min_bandwidth_gbps") else None
+    if bandwidth is not None:
+        _check(
+            math.isfinite(bandwidth) and bandwidth > 0,
+            "spec.min_bandwidth_gbps",
+            "must be a finite number > 0",
+        )
+        _check(locality == "any", "spec.min_bandwidth_gbps", "only with locality any")
+    return max_rtt, locality, bandwidth
 
 
 def _tasks(t: Any, path: str, position: int) -> list[AcceptedTask]:

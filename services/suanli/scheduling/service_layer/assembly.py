@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from suanli.clock import Clock, IdFactory
+from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.cycle_loop import CycleLoop
@@ -48,6 +49,7 @@ def assemble(
     metrics: Metrics | None = None,
     is_leader: Callable[[], bool] = lambda: True,
     eager_cycles: bool = False,
+    network: Callable[[], NetworkSnapshot] = lambda: EMPTY_NETWORK,
 ) -> Scheduling:
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
@@ -64,6 +66,7 @@ def assemble(
         clock=clock,
         config=cycle_config,
         metrics=metrics,
+        network=network,
     )
     loop = CycleLoop(cycles, interval_s)
     commands = JobCommands(

@@ -22,6 +22,7 @@ from suanli.scheduling.domain.jobs import (
     task_env,
 )
 from suanli.scheduling.domain.model import Node, TaskPlacement
+from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import (
     ClusterState,
     CycleConfig,
@@ -48,7 +49,10 @@ WorkloadCache = dict[tuple[str, int, tuple[str, ...] | None], Workload]
 
 
 def cluster_state(
-    projection: Projection, nodes: tuple[Node, ...], cache: WorkloadCache | None = None
+    projection: Projection,
+    nodes: tuple[Node, ...],
+    cache: WorkloadCache | None = None,
+    network: NetworkSnapshot = EMPTY_NETWORK,
 ) -> ClusterState:
     known = {n.id: {d.index for d in n.gpus} for n in nodes}
     running: list[RunningWorkload] = []
@@ -75,7 +79,7 @@ def cluster_state(
     if cache is not None:
         cache.clear()
         cache.update(used)
-    return ClusterState(nodes, tuple(projection.queues.values()), tuple(running), tuple(pending))
+    return ClusterState(nodes, tuple(projection.queues.values()), tuple(running), tuple(pending), network)
 
 
 def _workload(job: JobView, task_ids: tuple[str, ...] | None = None) -> Workload:
@@ -90,10 +94,12 @@ def run_cycle(
     cycle: int,
     regions: Mapping[str, tuple[str, str]],
     cache: WorkloadCache | None = None,
+    network: NetworkSnapshot = EMPTY_NETWORK,
 ) -> CycleOutcome:
     """`regions`: node id -> (region, site), written into each placement for the agent and billing;
-    `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place)."""
-    state = cluster_state(projection, nodes, cache)
+    `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place);
+    `network`: the network view the placer was given too (it decides which jobs no region can serve)."""
+    state = cluster_state(projection, nodes, cache, network)
     result = schedule_cycle(state, placer, config)
     decisions: dict[str, list[JobEvent]] = {}
     for admission in result.admissions:
@@ -147,4 +153,6 @@ def placed(job: JobView, p: TaskPlacement, cycle: int, regions: Mapping[str, tup
         queue=job.spec.queue,
         tenant=job.spec.tenant,
         best_effort=job.spec.best_effort,
+        rtt_ms=p.rtt_ms,
+        price_per_hour=p.price_per_hour,
     )

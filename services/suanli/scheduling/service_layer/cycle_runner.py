@@ -11,6 +11,7 @@ from typing import Any
 
 from suanli.clock import Clock
 from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig, CycleResult, Placer
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.cycle import WorkloadCache, run_cycle
@@ -36,6 +37,7 @@ class CycleRunner:
         metrics: Metrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         perf_counter: Callable[[], float] = time.perf_counter,
+        network: Callable[[], NetworkSnapshot] = lambda: EMPTY_NETWORK,
     ) -> None:
         self._write_lock = write_lock
         self._projection = projection
@@ -51,6 +53,7 @@ class CycleRunner:
         self._last_started = float("-inf")  # monotonic time the last cycle began
         self._idle_reported = False
         self._workloads: WorkloadCache = {}
+        self._network = network
 
     @property
     def count(self) -> int:
@@ -90,7 +93,14 @@ class CycleRunner:
         # start: without them every job naming a class was inadmissible ("priority class ... is unknown").
         config = replace(self._config, priority_classes=projection.priority_classes)
         outcome = run_cycle(
-            projection, nodes, placer, config, self._count, self._capacity.regions(), self._workloads
+            projection,
+            nodes,
+            placer,
+            config,
+            self._count,
+            self._capacity.regions(),
+            self._workloads,
+            self._network(),
         )
         appends = [
             Append(job_stream(job_id), projection.jobs[job_id].version, self._envelopes.events(decisions))

@@ -80,6 +80,10 @@ def spec_record(job_id: str, spec: AcceptedSpec) -> Body:
         "max_retries": spec.max_retries,
         "labels": dict(spec.labels),
         "request_id": spec.request_id,
+        "data_region": spec.data_region,
+        "max_rtt_ms": spec.max_rtt_ms,
+        "locality": spec.locality,
+        "min_bandwidth_gbps": spec.min_bandwidth_gbps,
     }
 
 
@@ -120,6 +124,10 @@ def spec_from_record(record: Record) -> AcceptedSpec:
         labels=tuple(sorted((record.get("labels") or {}).items())),
         request_id=record.get("request_id") or "",
         regions=tuple(record.get("regions") or ()),
+        data_region=record.get("data_region") or "",
+        max_rtt_ms=record.get("max_rtt_ms"),
+        locality=record.get("locality") or "",
+        min_bandwidth_gbps=record.get("min_bandwidth_gbps"),
     )
 
 
@@ -151,6 +159,8 @@ def _placed(e: TaskPlaced) -> Body:
         "queue": e.queue,
         "tenant": e.tenant,
         "best_effort": e.best_effort,
+        "rtt_ms": e.rtt_ms,
+        "price_per_hour": e.price_per_hour,
     }
 
 
@@ -179,6 +189,8 @@ def _parse_placed(r: Record) -> TaskPlaced:
         queue=r.get("queue") or "",
         tenant=r.get("tenant") or "",
         best_effort=bool(r.get("best_effort", False)),
+        rtt_ms=r.get("rtt_ms"),
+        price_per_hour=r.get("price_per_hour"),
     )
 
 

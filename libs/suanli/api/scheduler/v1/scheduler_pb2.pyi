@@ -17,6 +17,13 @@ class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_KIND_INFERENCE: _ClassVar[JobKind]
     JOB_KIND_BATCH: _ClassVar[JobKind]
 
+class Locality(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCALITY_UNSPECIFIED: _ClassVar[Locality]
+    LOCALITY_ZONE: _ClassVar[Locality]
+    LOCALITY_REGION: _ClassVar[Locality]
+    LOCALITY_ANY: _ClassVar[Locality]
+
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
@@ -29,6 +36,10 @@ JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_TRAINING: JobKind
 JOB_KIND_INFERENCE: JobKind
 JOB_KIND_BATCH: JobKind
+LOCALITY_UNSPECIFIED: Locality
+LOCALITY_ZONE: Locality
+LOCALITY_REGION: Locality
+LOCALITY_ANY: Locality
 JOB_STATE_UNSPECIFIED: JobState
 JOB_STATE_PENDING: JobState
 JOB_STATE_RUNNING: JobState
@@ -89,7 +100,7 @@ class TaskSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., resources: _Optional[_Union[ResourceRequest, _Mapping]] = ..., command: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., duration_s: _Optional[float] = ..., replicas: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "kind", "priority_class", "preemptible", "best_effort", "min_available", "tasks", "max_retries", "labels")
+    __slots__ = ("name", "queue", "kind", "priority_class", "preemptible", "best_effort", "min_available", "tasks", "max_retries", "labels", "data_region", "max_rtt_ms", "locality", "min_bandwidth_gbps")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +118,10 @@ class JobSpec(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    DATA_REGION_FIELD_NUMBER: _ClassVar[int]
+    MAX_RTT_MS_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
+    MIN_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     kind: JobKind
@@ -117,7 +132,11 @@ class JobSpec(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
     max_retries: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., kind: _Optional[_Union[JobKind, str]] = ..., priority_class: _Optional[str] = ..., preemptible: _Optional[bool] = ..., best_effort: _Optional[bool] = ..., min_available: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    data_region: str
+    max_rtt_ms: float
+    locality: Locality
+    min_bandwidth_gbps: float
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., kind: _Optional[_Union[JobKind, str]] = ..., priority_class: _Optional[str] = ..., preemptible: _Optional[bool] = ..., best_effort: _Optional[bool] = ..., min_available: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., data_region: _Optional[str] = ..., max_rtt_ms: _Optional[float] = ..., locality: _Optional[_Union[Locality, str]] = ..., min_bandwidth_gbps: _Optional[float] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "request_id")
@@ -134,7 +153,7 @@ class SubmitJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("task_id", "state", "node_id", "gpu_indices", "gpu_milli", "attempt", "exit_code", "reason")
+    __slots__ = ("task_id", "state", "node_id", "gpu_indices", "gpu_milli", "attempt", "exit_code", "reason", "region", "rtt_ms", "price_per_hour")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +162,9 @@ class TaskStatus(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    RTT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRICE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     state: str
     node_id: str
@@ -151,7 +173,10 @@ class TaskStatus(_message.Message):
     attempt: int
     exit_code: int
     reason: str
-    def __init__(self, task_id: _Optional[str] = ..., state: _Optional[str] = ..., node_id: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[_Iterable[int]] = ..., attempt: _Optional[int] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    region: str
+    rtt_ms: float
+    price_per_hour: float
+    def __init__(self, task_id: _Optional[str] = ..., state: _Optional[str] = ..., node_id: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[_Iterable[int]] = ..., attempt: _Optional[int] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., region: _Optional[str] = ..., rtt_ms: _Optional[float] = ..., price_per_hour: _Optional[float] = ...) -> None: ...
 
 class PendingReason(_message.Message):
     __slots__ = ("code", "message", "details")
@@ -171,7 +196,7 @@ class PendingReason(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "tasks", "pending_reason", "restarts", "submitted_at", "updated_at")
+    __slots__ = ("id", "spec", "state", "tasks", "pending_reason", "restarts", "submitted_at", "updated_at", "regions", "price_per_hour")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +205,8 @@ class Job(_message.Message):
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     SUBMITTED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
+    PRICE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -188,7 +215,9 @@ class Job(_message.Message):
     restarts: int
     submitted_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., pending_reason: _Optional[_Union[PendingReason, _Mapping]] = ..., restarts: _Optional[int] = ..., submitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    regions: _containers.RepeatedScalarFieldContainer[str]
+    price_per_hour: float
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., pending_reason: _Optional[_Union[PendingReason, _Mapping]] = ..., restarts: _Optional[int] = ..., submitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., regions: _Optional[_Iterable[str]] = ..., price_per_hour: _Optional[float] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -379,7 +408,7 @@ class NodeScore(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., score: _Optional[float] = ..., plugin_scores: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("job_id", "state", "pending_reason", "top_nodes", "rejected_by_filter")
+    __slots__ = ("job_id", "state", "pending_reason", "top_nodes", "rejected_by_filter", "regions")
     class RejectedByFilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -392,9 +421,19 @@ class Explanation(_message.Message):
     PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
     TOP_NODES_FIELD_NUMBER: _ClassVar[int]
     REJECTED_BY_FILTER_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     state: JobState
     pending_reason: PendingReason
     top_nodes: _containers.RepeatedCompositeFieldContainer[NodeScore]
     rejected_by_filter: _containers.ScalarMap[str, int]
-    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., pending_reason: _Optional[_Union[PendingReason, _Mapping]] = ..., top_nodes: _Optional[_Iterable[_Union[NodeScore, _Mapping]]] = ..., rejected_by_filter: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    regions: _containers.RepeatedCompositeFieldContainer[RegionVerdict]
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., pending_reason: _Optional[_Union[PendingReason, _Mapping]] = ..., top_nodes: _Optional[_Iterable[_Union[NodeScore, _Mapping]]] = ..., rejected_by_filter: _Optional[_Mapping[str, int]] = ..., regions: _Optional[_Iterable[_Union[RegionVerdict, _Mapping]]] = ...) -> None: ...
+
+class RegionVerdict(_message.Message):
+    __slots__ = ("region", "verdict")
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    region: str
+    verdict: str
+    def __init__(self, region: _Optional[str] = ..., verdict: _Optional[str] = ...) -> None: ...

@@ -18,6 +18,8 @@ import numpy as np
 
 from suanli.scheduling.domain.fragmentation import FragmentationModel, TypicalTask
 from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
+from suanli.scheduling.domain.pricing import NO_PRICES, PriceTable
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 if TYPE_CHECKING:
@@ -95,9 +97,13 @@ class PluginContext:
 
     `typical_tasks` is the workload distribution fragmentation-aware plugins measure against. The tracker and
     delta caches are created once and shared so that score and device plugins reuse each other's work.
+    `network` is the cycle's network snapshot (empty: no view yet) and `prices` the price per CU-hour by
+    device class and region (empty: prices play no part).
     """
 
     typical_tasks: tuple[TypicalTask, ...] = ()
+    network: NetworkSnapshot = EMPTY_NETWORK
+    prices: PriceTable = NO_PRICES
     _deltas: PlacementDeltas | None = field(default=None, repr=False)
 
     def placement_deltas(self, plugin: str) -> PlacementDeltas:

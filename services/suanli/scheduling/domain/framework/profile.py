@@ -8,6 +8,7 @@ Written as a dict (or YAML), for example::
       - {name: fgd, weight: 1}
     devices: fgd
     tie_break: ordered   # or random (default)
+    region_choice: {capacity: 1, network: 1, price: 0.5, rtt_scale_ms: 300}   # the defaults
 
 An entry is a plugin name or a mapping with `name`, optional `args` and (scores only) `weight`. Loading
 validates every name and argument against the registry, so a typo stops the scheduler before it starts.
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from suanli.scheduling.domain.framework.plugin import ProfileError
+from suanli.scheduling.domain.framework.regions import RegionWeights
 from suanli.scheduling.domain.framework.registry import ExtensionPoint, PluginRegistry
 
 _LIST_KEYS = {
@@ -30,7 +32,7 @@ _LIST_KEYS = {
     "scores": ExtensionPoint.SCORE,
     "post_filters": ExtensionPoint.POST_FILTER,
 }
-_ALLOWED_KEYS = {"name", "description", "devices", "tie_break", *_LIST_KEYS}
+_ALLOWED_KEYS = {"name", "description", "devices", "tie_break", "region_choice", *_LIST_KEYS}
 TIE_BREAKS = ("random", "ordered")
 
 
@@ -51,6 +53,7 @@ class Profile:
     post_filters: tuple[PluginRef, ...] = ()
     description: str = ""
     tie_break: str = "random"
+    region_choice: RegionWeights = field(default_factory=RegionWeights)
 
     @classmethod
     def from_yaml(cls, text: str, registry: PluginRegistry) -> Profile:
@@ -88,6 +91,7 @@ class Profile:
             post_filters=lists["post_filters"],
             description=str(data.get("description", "")),
             tie_break=tie_break,
+            region_choice=RegionWeights.from_dict(data.get("region_choice"), name),
         )
 
 

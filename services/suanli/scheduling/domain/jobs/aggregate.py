@@ -74,6 +74,10 @@ class TaskRun:
     exit_code: int = 0
     reason: str = ""
     since: datetime | None = None  # when the task entered its state
+    # Where the current attempt was placed, as placement recorded it (TaskPlaced).
+    region: str = ""
+    rtt_ms: float | None = None
+    price_per_hour: float | None = None
 
     @property
     def task_id(self) -> str:
@@ -163,6 +167,9 @@ def _placed(job: JobView, e: TaskPlaced, at: datetime) -> JobView:
                 gpu_milli=tuple(d.milli for d in e.devices),
                 since=at,
                 reason="",
+                region=e.region,
+                rtt_ms=e.rtt_ms,
+                price_per_hour=e.price_per_hour,
             )
         if t.state is TaskRunState.PLACED and t.attempt == e.attempt:
             return replace(t, since=at)  # re-sent: the grace period starts again

@@ -69,6 +69,8 @@ class TaskPlaced:
     queue: str = ""
     tenant: str = ""
     best_effort: bool = False
+    rtt_ms: float | None = None  # to the job's data region, as placement knew it
+    price_per_hour: float | None = None  # expected, from the price book
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from suanli.scheduling.domain.model import Job, JobKind, Task, TaskRequest
+from suanli.scheduling.domain.model import Job, JobKind, Locality, Task, TaskRequest
 
 KINDS = {"BATCH": JobKind.BATCH, "TRAINING": JobKind.TRAINING, "INFERENCE": JobKind.INFERENCE}
 SIM_DURATION_ENV = "SUANLI_SIM_DURATION_S"
@@ -35,7 +35,8 @@ class AcceptedTask:
     env: tuple[tuple[str, str], ...] = ()
     duration_s: float | None = None
 
-    def request(self) -> TaskRequest:
+    def request(self, data_region: str = "", max_rtt_ms: float | None = None) -> TaskRequest:
+        """What this task asks of a node; the job's network constraint rides along when given."""
         return TaskRequest(
             cpu_milli=self.cpu_milli,
             memory_mib=self.memory_mib,
@@ -44,6 +45,8 @@ class AcceptedTask:
             gpu_models=self.gpu_models,
             node_selector=self.node_selector,
             regions=self.regions,
+            data_region=data_region,
+            max_rtt_ms=max_rtt_ms,
         )
 
 
@@ -62,6 +65,12 @@ class AcceptedSpec:
     labels: tuple[tuple[str, str], ...] = ()
     request_id: str = ""
     regions: tuple[str, ...] = field(default=())
+    # Network-aware placement (docs/jobspec.md): where the data is, the RTT bound to it, how close
+    # together a gang runs ("" is the default: one region for a gang) and, with "any", the bandwidth floor.
+    data_region: str = ""
+    max_rtt_ms: float | None = None
+    locality: str = ""
+    min_bandwidth_gbps: float | None = None
 
     @property
     def tenant(self) -> str:
@@ -70,7 +79,9 @@ class AcceptedSpec:
     def domain_job(self, job_id: str, task_ids: tuple[str, ...] | None = None) -> Job:
         """The queueing core's view; `task_ids` limits it to those tasks (the ones still to place)."""
         tasks = tuple(
-            Task(t.task_id, t.request()) for t in self.tasks if task_ids is None or t.task_id in task_ids
+            Task(t.task_id, t.request(self.data_region, self.max_rtt_ms))
+            for t in self.tasks
+            if task_ids is None or t.task_id in task_ids
         )
         return Job(
             id=job_id,
@@ -81,6 +92,8 @@ class AcceptedSpec:
             preemptible=self.preemptible,
             kind=KINDS.get(self.kind, JobKind.BATCH),
             best_effort=self.best_effort,
+            locality=Locality(self.locality) if self.locality else None,
+            min_bandwidth_gbps=self.min_bandwidth_gbps,
         )
 
     def same_request(self, other: AcceptedSpec) -> bool:
@@ -99,6 +112,10 @@ def _request_key(spec: AcceptedSpec) -> tuple[Any, ...]:
         spec.min_available,
         spec.max_retries,
         spec.labels,
+        spec.data_region,
+        spec.max_rtt_ms,
+        spec.locality,
+        spec.min_bandwidth_gbps,
         tuple((t.name, *_task_body(t)) for t in spec.tasks),
     )
 

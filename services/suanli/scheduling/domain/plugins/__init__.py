@@ -18,6 +18,7 @@ def default_registry() -> PluginRegistry:
         fgdb,
         fgdx,
         filters,
+        network,
         packing,
         random_pick,
         spread,
@@ -36,6 +37,7 @@ def default_registry() -> PluginRegistry:
         fgd,
         fgdx,
         fgdb,
+        network,
     ):
         for spec in module.SPECS:
             registry.register(spec)

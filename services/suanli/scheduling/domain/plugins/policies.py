@@ -10,16 +10,24 @@ from typing import Any
 from suanli.scheduling.domain.framework.profile import Profile
 from suanli.scheduling.domain.plugins import default_registry
 
-FILTERS = ["cpu", "memory", "gpu-model", "gpu-fit", "region", "node-selector"]
+# `network` passes every node for a job without a data region, so it costs the paper's policies nothing
+# and keeps a job's RTT bound whichever policy runs.
+FILTERS = ["cpu", "memory", "gpu-model", "gpu-fit", "region", "node-selector", "network"]
 
 
-def _profile(name: str, description: str, score: str | dict[str, Any] | None, devices: Any) -> dict[str, Any]:
+def _profile(
+    name: str,
+    description: str,
+    score: str | dict[str, Any] | None,
+    devices: Any,
+    extra_scores: tuple[str | dict[str, Any], ...] = (),
+) -> dict[str, Any]:
     return {
         "name": name,
         "description": description,
         "admission": ["request-sanity"],
         "filters": FILTERS,
-        "scores": [] if score is None else [score],
+        "scores": ([] if score is None else [score]) + list(extra_scores),
         "devices": devices,
         # The paper's simulator takes the first best node in a per-seed shuffled node order.
         "tie_break": "ordered",
@@ -41,6 +49,8 @@ POLICIES: dict[str, dict[str, Any]] = {
         "ours: FGD + CPU stranding + GPU-model pressure, FGD tie-break and device rule",
         "fgdb",
         "fgdb",
+        # Scores 0 on every node for a job without a data region: the openb figures do not move.
+        extra_scores=("network",),
     ),
     "fgdx": _profile(
         "fgdx",

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from suanli.scheduling.domain.model import GPU_MILLI, Job, TaskPlacement, TaskRequest
+from suanli.scheduling.domain.model import GPU_MILLI, Job, Locality, TaskPlacement, TaskRequest
 from suanli.scheduling.domain.queueing.ledger import Ledger
 from suanli.scheduling.domain.queueing.placer import GangPlacement, NoFit, Placer
 from suanli.scheduling.domain.queueing.preemption import minimal_victims, victim_pools
@@ -17,7 +17,9 @@ from suanli.scheduling.domain.queueing.reasons import (
     BlockedByHigherPriority,
     GangIncomplete,
     Inadmissible,
+    NetworkConstraint,
     NoNodeFits,
+    NoRegionFits,
     PendingReason,
     QuotaExceeded,
     WaitingForPreemption,
@@ -30,6 +32,7 @@ from suanli.scheduling.domain.queueing.resources import (
     job_uses_gpu,
 )
 from suanli.scheduling.domain.queueing.state import ClusterState, CycleConfig, RunningWorkload, Workload
+from suanli.scheduling.domain.queueing.structural import StructuralCheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +114,14 @@ class _Cycle:
         # jobs costs one placement attempt per shape, not one per job. Cleared on eviction.
         self._no_fit: dict[_ShapeKey, NoFit] = {}
         self._reasons: dict[_ShapeKey, PendingReason] = {}
+        self._structural = StructuralCheck(state.nodes, state.network)
 
     def run(self) -> CycleResult:
         guaranteed: dict[str, list[Workload]] = {}
         best_effort: dict[str, list[Workload]] = {}
         for workload in sorted(self.state.pending, key=lambda w: (w.seq, w.job.id)):
-            problem = self._inadmissible(workload)
+            # Structural before quota: a job no region can ever serve says so, not that its quota is short.
+            problem = self._inadmissible(workload) or self._structural.reason(workload.job)
             if problem is not None:
                 self._leave(workload, problem)
                 continue
@@ -315,7 +320,17 @@ class _Cycle:
                 nodes = tuple(dict.fromkeys(p.node_id for p in unreserved.placements))
                 return BlockedByHigherPriority(self.ledger.holders(nodes), nodes)
         reason: PendingReason
-        if nofit.placed == 0:
+        first = restricted.tasks[0].request
+        locality = restricted.placement_locality
+        if nofit.network_excluded:
+            reason = NetworkConstraint(first.data_region, first.max_rtt_ms, nofit.regions)
+        elif (
+            nofit.regions
+            and restricted.gang_size >= 2
+            and (len(nofit.regions) > 1 or locality is Locality.ZONE)
+        ):
+            reason = NoRegionFits(restricted.gang_size, str(locality), nofit.regions)
+        elif nofit.placed == 0:
             reason = NoNodeFits(len(self.state.nodes), nofit.rejections)
         else:
             reason = GangIncomplete(nofit.placed, nofit.required, nofit.rejections)
@@ -335,13 +350,19 @@ class _Cycle:
         self.pending.append(Pending(workload.job.id, workload.job.queue, reason))
 
 
-# What a placement attempt depends on besides the room: the GPU capacity per device, the gang size and
-# every task's request (identities do not matter to whether something fits).
-_ShapeKey = tuple[int, int, tuple[TaskRequest, ...]]
+# What a placement attempt depends on besides the room: the GPU capacity per device, the gang size, how
+# close together it must run and every task's request (identities do not matter to whether something fits).
+_ShapeKey = tuple[int, int, Locality, float | None, tuple[TaskRequest, ...]]
 
 
 def _shape_key(job: Job, capacity: int) -> _ShapeKey:
-    return (capacity, job.gang_size, tuple(t.request for t in job.tasks))
+    return (
+        capacity,
+        job.gang_size,
+        job.placement_locality,
+        job.min_bandwidth_gbps,
+        tuple(t.request for t in job.tasks),
+    )
 
 
 def _restrict(job: Job, model: str | None) -> Job:

@@ -35,11 +35,15 @@ class GangPlacement:
 class NoFit:
     """The gang could not be placed. `placed` tasks fitted before the placer gave up (the rest were
     discarded); `rejections` counts, per filter name, the nodes that filter rejected for the first task
-    that did not fit, sorted by filter name."""
+    that did not fit, sorted by filter name. When the placer chose among regions, `regions` says per
+    region why the job is not there, and `network_excluded` that the job's network constraint (RTT to its
+    data region, a DOWN link) ruled out every region it could use."""
 
     placed: int
     required: int
     rejections: tuple[tuple[str, int], ...] = ()
+    regions: tuple[tuple[str, str], ...] = ()
+    network_excluded: bool = False
 
 
 class Placer(Protocol):

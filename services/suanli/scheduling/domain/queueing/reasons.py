@@ -17,6 +17,8 @@ class ReasonCode(StrEnum):
     GANG_INCOMPLETE = "GANG_INCOMPLETE"
     WAITING_FOR_PREEMPTION = "WAITING_FOR_PREEMPTION"
     BLOCKED_BY_HIGHER_PRIORITY = "BLOCKED_BY_HIGHER_PRIORITY"
+    NETWORK_CONSTRAINT = "NETWORK_CONSTRAINT"
+    NO_REGION_FITS = "NO_REGION_FITS"
 
 
 class _Reason:
@@ -109,6 +111,56 @@ class BlockedByHigherPriority(_Reason):
         )
 
 
+def _per_region(regions: tuple[tuple[str, str], ...]) -> str:
+    return "; ".join(f"{region}: {verdict}" for region, verdict in regions) or "no regions"
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkConstraint(_Reason):
+    """The job's RTT bound to its data region, or a DOWN link, rules out every region it could use."""
+
+    code: ClassVar[ReasonCode] = ReasonCode.NETWORK_CONSTRAINT
+    data_region: str
+    max_rtt_ms: float | None
+    regions: tuple[tuple[str, str], ...]  # (region, why it is ruled out)
+
+    @property
+    def message(self) -> str:
+        bound = f", max RTT {self.max_rtt_ms:g} ms" if self.max_rtt_ms is not None else ""
+        return (
+            f"no region meets the network constraint (data region {self.data_region}{bound}): "
+            f"{_per_region(self.regions)}"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return _as_dict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class NoRegionFits(_Reason):
+    """No single region (or zone, for locality zone) can hold the gang, so it is not split."""
+
+    code: ClassVar[ReasonCode] = ReasonCode.NO_REGION_FITS
+    gang: int
+    locality: str
+    regions: tuple[tuple[str, str], ...]  # (region, why the gang is not there)
+
+    @property
+    def message(self) -> str:
+        within = "single zone" if self.locality == "zone" else "single region"
+        return f"no {within} can hold the gang of {self.gang} tasks: {_per_region(self.regions)}"
+
+    def as_dict(self) -> dict[str, object]:
+        return _as_dict(self)
+
+
+def _as_dict(reason: NetworkConstraint | NoRegionFits) -> dict[str, object]:
+    # The per-region detail as a list of {region, verdict}, which reads well as JSON and in explain.
+    out = _Reason.as_dict(reason)
+    out["regions"] = [{"region": r, "verdict": v} for r, v in reason.regions]
+    return out
+
+
 PendingReason = (
     Inadmissible
     | QuotaExceeded
@@ -116,4 +168,6 @@ PendingReason = (
     | GangIncomplete
     | WaitingForPreemption
     | BlockedByHigherPriority
+    | NetworkConstraint
+    | NoRegionFits
 )

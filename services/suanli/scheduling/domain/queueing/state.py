@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suanli.scheduling.domain.model import GPU_MILLI, Job, Node, TaskPlacement
+from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing.queues import QueueSpec
 
 
@@ -41,12 +42,14 @@ class RunningWorkload:
 @dataclass(frozen=True, slots=True)
 class ClusterState:
     """Node capacity is taken from the totals (`cpu_milli`, `memory_mib`, one whole GPU per device);
-    what is in use is exactly what `running` holds."""
+    what is in use is exactly what `running` holds. `network` is the network view of the cycle, which
+    decides which pending jobs no region can ever serve (their network constraint rules every one out)."""
 
     nodes: tuple[Node, ...]
     queues: tuple[QueueSpec, ...]
     running: tuple[RunningWorkload, ...] = ()
     pending: tuple[Workload, ...] = ()
+    network: NetworkSnapshot = EMPTY_NETWORK
 
 
 @dataclass(frozen=True, slots=True)
