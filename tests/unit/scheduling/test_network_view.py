@@ -105,7 +105,7 @@ def test_the_price_book_gives_the_standard_rates_of_the_version_in_effect() -> N
 
 
 def test_the_packaged_price_book_loads_and_a_broken_one_is_left_out(tmp_path: Path) -> None:
-    assert load_prices(T0).model_cu_hour("NVIDIA H200", "cn-west") == 0.009
+    assert load_prices(T0).model_cu_hour("NVIDIA H200", "sao-paulo") == 0.009
     broken = tmp_path / "book.yaml"
     broken.write_text("versions: [{effective_from: soon}]")
     assert not load_prices(T0, broken)
