@@ -17,6 +17,7 @@ def _register() -> None:
     from suanli.billing.entrypoints import cli as billing
     from suanli.cli import bill, dev, job, nodes, queues, simulate, up
     from suanli.metering.entrypoints import cli as metering
+    from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
     from suanli.sensing.entrypoints import cli as sensing
 
@@ -27,7 +28,12 @@ def _register() -> None:
     app.add_typer(bill.app, name="bill")
     # Each service owns its command line (entrypoints/cli.py); `serve` gathers their servers.
     serve = typer.Typer(help="Run a service in the foreground.", no_args_is_help=True)
-    for name, service in (("scheduling", scheduling), ("metering", metering), ("billing", billing)):
+    for name, service in (
+        ("scheduling", scheduling),
+        ("metering", metering),
+        ("routing", routing),
+        ("billing", billing),
+    ):
         serve.command(name)(service.serve)
     app.add_typer(serve, name="serve")
     app.command("agent")(sensing.agent)
