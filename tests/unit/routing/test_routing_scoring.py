@@ -83,6 +83,9 @@ def test_candidates_rank_by_score_and_the_kind_picks_the_weights() -> None:
     assert [c.site for c in training] == ["syd-1", "tok-1"]  # compute headroom wins with equal weights
     assert [c.site for c in inference] == ["tok-1", "syd-1"]  # network alone: the origin region first
     assert inference[0].rtt_ms == 1.0  # the origin region's own sites: intra_region_rtt_ms
+    assert inference[0].bandwidth_mbps is None
+    bounded = resolve(t, Request(WorkloadKind.INFERENCE, "Tokyo", min_bandwidth_mbps=50_000.0), POLICY)
+    assert [c.site for c in bounded.candidates] == ["tok-1"]  # no limit inside the unmeasured origin
 
 
 def test_limit_returns_the_best_k_in_order() -> None:

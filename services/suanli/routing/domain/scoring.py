@@ -82,7 +82,8 @@ class ScoringPolicy:
     training: Weights = Weights(0.5, 0.2, 0.3)
     inference: Weights = Weights(0.3, 0.5, 0.2)
     rtt_ref_ms: float = 50.0
-    # The origin region's own sites are reachable without a measured region summary.
+    # The origin region's own sites are reachable without a measured region summary (at this RTT, with
+    # no bandwidth limit); a measured summary of the pair replaces the assumption.
     intra_region_rtt_ms: float = 1.0
 
     def weights(self, kind: WorkloadKind) -> Weights:
@@ -206,7 +207,8 @@ def _paths(table: RoutingTable, o: int, policy: ScoringPolicy) -> _Paths:
     rtt, loss = table.rtt[o].copy(), table.loss[o].copy()
     bandwidth, status = table.bandwidth[o].copy(), table.status[o].copy()
     if status[o] == _UNKNOWN:
-        rtt[o], loss[o], status[o] = policy.intra_region_rtt_ms, 0.0, _OK
+        # Unmeasured inside the origin region: near by assumption, and no bandwidth limit applies.
+        rtt[o], loss[o], status[o], bandwidth[o] = policy.intra_region_rtt_ms, 0.0, _OK, np.inf
     return _Paths(rtt, loss, bandwidth, status)
 
 
@@ -299,7 +301,7 @@ def _ranked(
                 total_cu=pool.total_cu,
                 rtt_ms=float(rtt[i]),
                 loss_ratio=float(loss[i]),
-                bandwidth_mbps=None if np.isnan(bandwidth) else bandwidth,
+                bandwidth_mbps=bandwidth if np.isfinite(bandwidth) else None,
                 link_status=_STATUSES[int(paths.status[r])],
                 price_per_hour=float(fit_price[i]),
             )
