@@ -23,10 +23,12 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from typer.testing import CliRunner
 
 from suanli.api.routing.v1 import routing_pb2 as pb
 from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
 from suanli.bus import EventPublisher
+from suanli.cli.main import app as cli
 from suanli.clock import to_ms
 from suanli.contracts import decode
 from suanli.infra.net import free_loopback_port
@@ -428,6 +430,42 @@ async def test_watch_network_streams_changes_as_they_arrive(stack: Stack) -> Non
         call.cancel()
     finally:
         await channel.close()
+
+
+async def test_the_cli_shows_the_matrix_resolves_and_reports_bad_regions(
+    stack: Stack, tmp_path: Path
+) -> None:
+    await _fleet(stack)
+    channel, api = stub(stack.process.address)
+    try:
+        await until(lambda: _regions_seen(api), what="the network matrix")
+    finally:
+        await channel.close()
+    runner = CliRunner()
+    env = {"SUANLI_ROUTING_ADDR": stack.process.address, "COLUMNS": "400"}
+    png = tmp_path / "net.png"
+    shown = await asyncio.to_thread(runner.invoke, cli, ["network", "--sites", "--png", str(png)], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert "RsCut" in shown.output and "DOWN" in shown.output and "home-1" in shown.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    args = [
+        "route",
+        "resolve",
+        "--from",
+        "RsHome",
+        "--gpu-model",
+        "H100",
+        "--cu",
+        "989",
+        "--max-rtt-ms",
+        "100",
+    ]
+    ranked = await asyncio.to_thread(runner.invoke, cli, args, env=env)
+    assert ranked.exit_code == 0, ranked.output
+    assert "RsNear" in ranked.output and "LINK_DOWN" in ranked.output and "RTT" in ranked.output
+    bad = await asyncio.to_thread(runner.invoke, cli, ["route", "resolve", "--from", "Atlantis"], env=env)
+    assert bad.exit_code == 3
+    assert "INVALID_ARGUMENT: from_region: unknown region 'Atlantis'; known regions:" in bad.output
 
 
 # -- failure: SIGKILL and restart (last: it restarts the module's process) --------------------------------
