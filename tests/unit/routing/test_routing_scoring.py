@@ -130,7 +130,7 @@ def test_site_reasons_gpu_model_capacity_price_and_missing_rate() -> None:
         pool("Osaka", "osa-ok", 900.0),
     ]
     request = Request(
-        WorkloadKind.TRAINING, "Tokyo", models=frozenset({H100}), cu=100.0, max_price_per_hour=5.0
+        WorkloadKind.TRAINING, "Tokyo", models=frozenset({H100}), cu=100.0, max_price_per_hour=5.0, explain=10
     )
     got = resolve(table(LINKS, pools), request, POLICY)
     assert [c.site for c in got.candidates] == ["osa-ok"]
@@ -142,12 +142,30 @@ def test_site_reasons_gpu_model_capacity_price_and_missing_rate() -> None:
     }
 
 
-def test_network_reasons_come_before_site_reasons_and_the_list_is_capped() -> None:
-    pools = [pool("London", "lon-1", 1.0), *(pool("Osaka", f"osa-{i}", 1.0) for i in range(100))]
-    request = Request(WorkloadKind.TRAINING, "Tokyo", cu=10.0, excluded_limit=5)
+def test_without_explain_pool_reasons_are_one_counted_line_per_region_and_reason() -> None:
+    pools = [
+        pool("London", "lon-1", 900.0),
+        *(pool("Osaka", f"osa-{i}", 1.0) for i in range(100)),
+        pool("Osaka", "osa-a100", 900.0, model=A100),
+        pool("Sydney", "syd-1", 1.0),
+    ]
+    request = Request(WorkloadKind.TRAINING, "Tokyo", models=frozenset({H100}), cu=10.0)
     got = resolve(table(LINKS, pools), request, POLICY)
     assert got.candidates == ()
+    assert [(e.region, e.site, e.code, e.count, e.reason) for e in got.excluded] == [
+        ("London", "", Exclusion.LINK_DOWN, 1, "path Tokyo->London is DOWN: all 2 site paths down"),
+        ("Osaka", "", Exclusion.GPU_MODEL, 1, "1 pool with a gpu model not in gpu_models ['H100 SXM']"),
+        ("Osaka", "", Exclusion.CAPACITY, 100, "100 pools with fewer free CU than cu 10"),
+        ("Sydney", "", Exclusion.CAPACITY, 1, "1 pool with fewer free CU than cu 10"),
+    ]
+    assert got.excluded_total == 103
+
+
+def test_explain_lists_pools_one_by_one_up_to_its_limit() -> None:
+    pools = [pool("London", "lon-1", 1.0), *(pool("Osaka", f"osa-{i}", 1.0) for i in range(100))]
+    got = resolve(table(LINKS, pools), Request(WorkloadKind.TRAINING, "Tokyo", cu=10.0, explain=4), POLICY)
     assert [e.code for e in got.excluded] == [Exclusion.LINK_DOWN] + [Exclusion.CAPACITY] * 4
+    assert [e.site for e in got.excluded[1:]] == ["osa-0", "osa-1", "osa-2", "osa-3"]
     assert got.excluded_total == 101
 
 

@@ -113,7 +113,8 @@ class Request:
     cu: float = 0.0
     max_price_per_hour: float = 0.0
     limit: int = 10
-    excluded_limit: int = 50
+    # Pool-level exclusions one by one (at most this many) instead of one line per region and reason.
+    explain: int = 0
 
     @property
     def priced_cu(self) -> float:
@@ -142,13 +143,15 @@ class Scored:
 
 @dataclass(frozen=True, slots=True)
 class Excluded:
-    """An excluded candidate; ``site`` and ``device_class`` are empty when a whole region is out."""
+    """Candidates excluded for one reason: a whole region (network reasons), the pools of a region that
+    fail a site check (``count`` of them), or, when the request asks to explain, one pool."""
 
     region: str
     site: str
     device_class: str
     code: Exclusion
     reason: str
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +176,17 @@ class RoutingTable:
         self.total_cu: Floats = np.array([p.total_cu for p in pools], dtype=np.float64)
         rates = [np.nan if p.rate_per_cu_hour is None else p.rate_per_cu_hour for p in pools]
         self.rate: Floats = np.array(rates, dtype=np.float64)
-        model_names = sorted(self.models)
-        self._model_index = {m: i for i, m in enumerate(model_names)}
+        self.unpriced = np.isnan(self.rate)
+        self.any_unpriced = bool(self.unpriced.any())
+        self.model_names = tuple(sorted(self.models))
+        self._model_index = {m: i for i, m in enumerate(self.model_names)}
         self.model: Ints = np.array([self._model_index[p.model] for p in pools], dtype=np.int64)
+        self._model_masks: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+        self.present = np.unique(self.region) if pools else np.zeros(0, dtype=np.int64)
+        self.region_sizes: list[int] = np.bincount(self.region, minlength=len(names)).tolist()
+        # Exclusion texts by what they say; requests repeat their constraints, the texts are rebuilt with
+        # the table (which bounds these).
+        self.texts: dict[tuple[object, ...], str] = {}
         n = len(self.regions)
         self.rtt: Floats = np.zeros((n, n))
         self.loss: Floats = np.zeros((n, n))
@@ -189,8 +200,14 @@ class RoutingTable:
             self.status[i, j] = _STATUS_CODES[s.status]
             self.reasons[(i, j)] = s.reason
 
-    def model_codes(self, models: frozenset[str]) -> Ints:
-        return np.array([self._model_index[m] for m in models if m in self._model_index], dtype=np.int64)
+    def other_models(self, models: frozenset[str]) -> npt.NDArray[np.bool_]:
+        """Pools whose model is not in ``models`` (cached per set: requests repeat their model lists)."""
+        mask = self._model_masks.get(models)
+        if mask is None:
+            wanted = [self._model_index[m] for m in models if m in self._model_index]
+            mask = ~np.isin(self.model, np.array(wanted, dtype=np.int64))
+            self._model_masks[models] = mask
+        return mask
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,33 +230,32 @@ def _paths(table: RoutingTable, o: int, policy: ScoringPolicy) -> _Paths:
 
 
 def _region_codes(paths: _Paths, request: Request) -> Ints:
-    conditions = [paths.status == _DOWN, paths.status == _UNKNOWN]
-    choices = [Exclusion.LINK_DOWN, Exclusion.NO_PATH]
-    if request.max_rtt_ms > 0:
-        conditions.append(paths.rtt > request.max_rtt_ms)
-        choices.append(Exclusion.RTT)
+    # Assigned from the last reason to the first, so the first that applies is what stays.
+    codes = np.zeros(paths.status.size, dtype=np.int64)
     if request.min_bandwidth_mbps > 0:
         # An unmeasured bandwidth cannot be promised.
-        conditions.append(~(paths.bandwidth >= request.min_bandwidth_mbps))
-        choices.append(Exclusion.BANDWIDTH)
-    return np.select(conditions, [int(c) for c in choices], 0).astype(np.int64)
+        codes[~(paths.bandwidth >= request.min_bandwidth_mbps)] = Exclusion.BANDWIDTH
+    if request.max_rtt_ms > 0:
+        codes[paths.rtt > request.max_rtt_ms] = Exclusion.RTT
+    codes[paths.status == _UNKNOWN] = Exclusion.NO_PATH
+    codes[paths.status == _DOWN] = Exclusion.LINK_DOWN
+    return codes
 
 
 def _pool_codes(table: RoutingTable, request: Request, region_codes: Ints) -> tuple[Ints, Floats]:
     price = table.rate * request.priced_cu
-    conditions = []
-    choices = []
-    if request.models:
-        conditions.append(~np.isin(table.model, table.model_codes(request.models)))
-        choices.append(Exclusion.GPU_MODEL)
-    conditions += [table.free_cu < request.cu, np.isnan(price)]
-    choices += [Exclusion.CAPACITY, Exclusion.NO_PRICE]
+    codes = region_codes[table.region]
+    site = np.zeros(codes.size, dtype=np.int64)
     if request.max_price_per_hour > 0:
-        conditions.append(price > request.max_price_per_hour)
-        choices.append(Exclusion.PRICE)
-    site = np.select(conditions, [int(c) for c in choices], 0)
-    by_region = region_codes[table.region]
-    return np.where(by_region != 0, by_region, site).astype(np.int64), price
+        site[price > request.max_price_per_hour] = Exclusion.PRICE
+    if table.any_unpriced:
+        site[table.unpriced] = Exclusion.NO_PRICE
+    if request.cu > 0:
+        site[table.free_cu < request.cu] = Exclusion.CAPACITY
+    if request.models:
+        site[table.other_models(request.models)] = Exclusion.GPU_MODEL
+    np.copyto(codes, site, where=codes == 0)
+    return codes, price
 
 
 def resolve(table: RoutingTable, request: Request, policy: ScoringPolicy) -> Resolution:
@@ -271,42 +287,54 @@ def _ranked(
     headroom = np.divide(
         table.free_cu[fit] - request.cu, total_cu, out=np.zeros(fit.size), where=total_cu > 0
     )
-    compute = np.clip(headroom, 0.0, 1.0)
-    rtt, loss = paths.rtt[region], paths.loss[region]
-    network = (1.0 / (1.0 + rtt / policy.rtt_ref_ms)) * (1.0 - loss)
+    compute = np.clip(headroom, 0.0, 1.0, out=headroom)
+    network = ((1.0 - paths.loss) / (1.0 + paths.rtt / policy.rtt_ref_ms))[region]
     fit_price = price[fit]
-    cheapest = fit_price.min()
-    price_score = np.divide(cheapest, fit_price, out=np.ones(fit.size), where=fit_price > 0)
+    price_score = np.divide(fit_price.min(), fit_price, out=np.ones(fit.size), where=fit_price > 0)
     wc, wn, wp = policy.weights(request.kind).normalised()
     score = wc * compute + wn * network + wp * price_score
     k = min(request.limit, fit.size)
     top = np.sort(np.argpartition(-score, k - 1)[:k]) if k < fit.size else np.arange(fit.size)
     order = top[np.argsort(-score[top], kind="stable")]
+    rtt, loss, bandwidth = paths.rtt.tolist(), paths.loss.tolist(), paths.bandwidth.tolist()
+    status = paths.status.tolist()
     out = []
-    for i in order.tolist():
-        pool = table.pools[int(fit[i])]
-        r = int(region[i])
-        bandwidth = float(paths.bandwidth[r])
+    for i, r, total, c, n, p, per_hour in zip(
+        fit[order].tolist(),
+        region[order].tolist(),
+        score[order].tolist(),
+        compute[order].tolist(),
+        network[order].tolist(),
+        price_score[order].tolist(),
+        fit_price[order].tolist(),
+        strict=True,
+    ):
+        pool = table.pools[i]
+        b = bandwidth[r]
         out.append(
             Scored(
-                region=pool.region,
-                site=pool.site,
-                device_class=pool.device_class,
-                model=pool.model,
-                score=float(score[i]),
-                compute=float(compute[i]),
-                network=float(network[i]),
-                price=float(price_score[i]),
-                free_cu=pool.free_cu,
-                total_cu=pool.total_cu,
-                rtt_ms=float(rtt[i]),
-                loss_ratio=float(loss[i]),
-                bandwidth_mbps=bandwidth if np.isfinite(bandwidth) else None,
-                link_status=_STATUSES[int(paths.status[r])],
-                price_per_hour=float(fit_price[i]),
+                pool.region,
+                pool.site,
+                pool.device_class,
+                pool.model,
+                total,
+                c,
+                n,
+                p,
+                pool.free_cu,
+                pool.total_cu,
+                rtt[r],
+                loss[r],
+                b if b == b and b != np.inf else None,  # NaN or the origin's unlimited path: unknown
+                _STATUSES[status[r]],
+                per_hour,
             )
         )
     return tuple(out)
+
+
+_EXCLUSIONS = tuple(Exclusion)
+_GROUPS = 16  # > the number of exclusion codes: region x 16 + code keys one group
 
 
 def _excluded(
@@ -319,20 +347,43 @@ def _excluded(
 ) -> tuple[Excluded, ...]:
     out: list[Excluded] = []
     o = table.region_index[request.origin]
-    present = np.unique(table.region)
+    present = table.present
+    texts = table.texts
     for r in present[region_codes[present] != 0].tolist():
-        code = Exclusion(int(region_codes[r]))
-        reason = _region_reason(table, request, paths, o, r, code)
-        out.append(Excluded(table.regions[r], "", "", code, reason))
-    site_level = np.flatnonzero(codes >= Exclusion.GPU_MODEL)
-    for i in site_level[: max(0, request.excluded_limit - len(out))].tolist():
-        pool = table.pools[i]
-        code = Exclusion(int(codes[i]))
-        out.append(
-            Excluded(
-                pool.region, pool.site, pool.device_class, code, _pool_reason(pool, request, code, price[i])
+        code = _EXCLUSIONS[int(region_codes[r])]
+        key = (o, r, code, request.max_rtt_ms, request.min_bandwidth_mbps)
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = _region_reason(table, request, paths, o, r, code)
+        out.append(Excluded(table.regions[r], "", "", code, text, table.region_sizes[r]))
+    site_level = codes >= Exclusion.GPU_MODEL
+    if request.explain > 0:
+        for i in np.flatnonzero(site_level)[: request.explain].tolist():
+            pool = table.pools[i]
+            code = _EXCLUSIONS[int(codes[i])]
+            out.append(
+                Excluded(
+                    pool.region,
+                    pool.site,
+                    pool.device_class,
+                    code,
+                    _pool_reason(pool, request, code, price[i]),
+                )
             )
-        )
+        return tuple(out)
+    # One line per region and reason, with the number of pools behind it.
+    groups = np.bincount(
+        table.region * _GROUPS + codes, weights=site_level, minlength=len(table.regions) * _GROUPS
+    )
+    keys = np.flatnonzero(groups)
+    for group, count in zip(keys.tolist(), groups[keys].astype(np.int64).tolist(), strict=True):
+        r, c = divmod(group, _GROUPS)
+        exclusion = _EXCLUSIONS[c]
+        text_key = (exclusion, count, request.models, request.cu, request.max_price_per_hour)
+        text = texts.get(text_key)
+        if text is None:
+            text = texts[text_key] = _group_reason(request, exclusion, count)
+        out.append(Excluded(table.regions[r], "", "", exclusion, text, int(count)))
     return tuple(out)
 
 
@@ -349,6 +400,17 @@ def _region_reason(
     bandwidth = paths.bandwidth[r]
     measured = "not measured" if np.isnan(bandwidth) else f"{bandwidth / 1000:.2f} Gbps"
     return f"bandwidth on {path} {measured} < min_bandwidth_gbps {request.min_bandwidth_mbps / 1000:g}"
+
+
+def _group_reason(request: Request, code: Exclusion, count: int) -> str:
+    pools = f"{count} pool{'s' if count != 1 else ''}"
+    if code is Exclusion.GPU_MODEL:
+        return f"{pools} with a gpu model not in gpu_models {sorted(request.models)}"
+    if code is Exclusion.CAPACITY:
+        return f"{pools} with fewer free CU than cu {request.cu:g}"
+    if code is Exclusion.NO_PRICE:
+        return f"{pools} without a rate in the price book"
+    return f"{pools} priced above max_price_per_hour {request.max_price_per_hour:g}"
 
 
 def _pool_reason(pool: SitePool, request: Request, code: Exclusion, price: float) -> str:

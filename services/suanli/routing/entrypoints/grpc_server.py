@@ -86,6 +86,7 @@ def _exclusion(e: Excluded) -> pb.Exclusion:
         device_class=e.device_class,
         code=pb.ExclusionCode.ValueType(int(e.code)),
         reason=e.reason,
+        count=e.count,
     )
 
 
@@ -110,6 +111,7 @@ def query_of(request: pb.ResolveRequest) -> ResolveQuery:
         max_price_per_hour=request.max_price_per_hour,
         limit=request.limit,
         tenant=request.tenant,
+        explain=request.explain,
     )
 
 

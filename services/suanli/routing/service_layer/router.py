@@ -46,6 +46,7 @@ class ResolveQuery:
     max_price_per_hour: float = 0.0
     limit: int = 0
     tenant: str = ""
+    explain: int = 0
 
 
 DEFAULT_LIMIT = 10
@@ -67,6 +68,7 @@ class Router:
         self.clock = clock
         self._table: RoutingTable | None = None
         self._built_from: tuple[int, int] = (-1, -1)
+        self._spellings: dict[str, tuple[str, bool]] = {}
 
     @property
     def currency(self) -> str:
@@ -99,6 +101,8 @@ class Router:
                 raise InvalidRequest(field, f"must be a finite number >= 0 (0: no limit), got {value!r}")
         if not 0 <= q.limit <= MAX_LIMIT:
             raise InvalidRequest("limit", f"must be in 0..{MAX_LIMIT} (0: {DEFAULT_LIMIT}), got {q.limit}")
+        if not 0 <= q.explain <= MAX_LIMIT:
+            raise InvalidRequest("explain", f"must be in 0..{MAX_LIMIT}, got {q.explain}")
         return Request(
             kind=kind,
             origin=q.from_region,
@@ -108,16 +112,27 @@ class Router:
             cu=q.cu,
             max_price_per_hour=q.max_price_per_hour,
             limit=q.limit or DEFAULT_LIMIT,
+            explain=q.explain,
         )
 
     def _models(self, names: tuple[str, ...], table: RoutingTable) -> frozenset[str]:
+        if not names:
+            return frozenset()
         out = set()
         for name in names:
-            canonical = self.capacity.canonical(name)
-            if not self.capacity.known_model(name) and canonical not in table.models:
-                known = ", ".join(sorted(table.models)) or "none yet"
+            canonical, known = self._canonical(name)
+            if not known and canonical not in table.models:
+                listed = ", ".join(table.model_names) or "none yet"
                 raise InvalidRequest(
-                    "gpu_models", f"unknown GPU model {name!r}; models at the sites: {known}"
+                    "gpu_models", f"unknown GPU model {name!r}; models at the sites: {listed}"
                 )
             out.add(canonical)
         return frozenset(out)
+
+    def _canonical(self, name: str) -> tuple[str, bool]:
+        # Catalogue lookups tokenise the name; callers repeat the same few spellings.
+        found = self._spellings.get(name)
+        if found is None:
+            found = (self.capacity.canonical(name), self.capacity.known_model(name))
+            self._spellings[name] = found
+        return found

@@ -27,39 +27,39 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsuanli/routing/v1/routing.proto\x12\x11suanli.routing.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x01\n\x0eResolveRequest\x12-\n\x04kind\x18\x01 \x01(\x0e\x32\x1f.suanli.routing.v1.WorkloadKind\x12\x13\n\x0b\x66rom_region\x18\x02 \x01(\t\x12\x12\n\nmax_rtt_ms\x18\x03 \x01(\x01\x12\x1a\n\x12min_bandwidth_gbps\x18\x04 \x01(\x01\x12\x12\n\ngpu_models\x18\x05 \x03(\t\x12\n\n\x02\x63u\x18\x06 \x01(\x01\x12\x1a\n\x12max_price_per_hour\x18\x07 \x01(\x01\x12\r\n\x05limit\x18\x08 \x01(\x05\x12\x0e\n\x06tenant\x18\t \x01(\t\"G\n\x05Score\x12\r\n\x05total\x18\x01 \x01(\x01\x12\x0f\n\x07\x63ompute\x18\x02 \x01(\x01\x12\x0f\n\x07network\x18\x03 \x01(\x01\x12\r\n\x05price\x18\x04 \x01(\x01\"\xb8\x02\n\tCandidate\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x0c\n\x04site\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x03 \x01(\t\x12\x11\n\tgpu_model\x18\x04 \x01(\t\x12\'\n\x05score\x18\x05 \x01(\x0b\x32\x18.suanli.routing.v1.Score\x12\x0f\n\x07\x66ree_cu\x18\x06 \x01(\x01\x12\x10\n\x08total_cu\x18\x07 \x01(\x01\x12\x0e\n\x06rtt_ms\x18\x08 \x01(\x01\x12\x12\n\nloss_ratio\x18\t \x01(\x01\x12\x16\n\x0e\x62\x61ndwidth_mbps\x18\n \x01(\x01\x12\x32\n\x0blink_status\x18\x0b \x01(\x0e\x32\x1d.suanli.routing.v1.LinkStatus\x12\x16\n\x0eprice_per_hour\x18\x0c \x01(\x01\x12\x10\n\x08\x63urrency\x18\r \x01(\t\"\x7f\n\tExclusion\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x0c\n\x04site\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x03 \x01(\t\x12.\n\x04\x63ode\x18\x04 \x01(\x0e\x32 .suanli.routing.v1.ExclusionCode\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x8b\x01\n\x0fResolveResponse\x12\x30\n\ncandidates\x18\x01 \x03(\x0b\x32\x1c.suanli.routing.v1.Candidate\x12.\n\x08\x65xcluded\x18\x02 \x03(\x0b\x32\x1c.suanli.routing.v1.Exclusion\x12\x16\n\x0e\x65xcluded_total\x18\x03 \x01(\x05\"\xe0\x02\n\x04Link\x12\x0f\n\x07link_id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x12\n\nsrc_region\x18\x03 \x01(\t\x12\x10\n\x08src_site\x18\x04 \x01(\t\x12\x12\n\ndst_region\x18\x05 \x01(\t\x12\x10\n\x08\x64st_site\x18\x06 \x01(\t\x12\x0e\n\x06rtt_ms\x18\x07 \x01(\x01\x12\x17\n\x0f\x62\x61seline_rtt_ms\x18\x08 \x01(\x01\x12\x15\n\rjitter_p95_ms\x18\t \x01(\x01\x12\x12\n\nloss_ratio\x18\n \x01(\x01\x12\x16\n\x0e\x62\x61ndwidth_mbps\x18\x0b \x01(\x01\x12-\n\x06status\x18\x0c \x01(\x0e\x32\x1d.suanli.routing.v1.LinkStatus\x12\x0e\n\x06reason\x18\r \x01(\t\x12\x31\n\rlast_probe_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06rounds\x18\x0f \x01(\x03\"\"\n\x11GetNetworkRequest\x12\r\n\x05sites\x18\x01 \x01(\x08\"|\n\rNetworkMatrix\x12\x0f\n\x07regions\x18\x01 \x03(\t\x12-\n\x0cregion_links\x18\x02 \x03(\x0b\x32\x17.suanli.routing.v1.Link\x12+\n\nsite_links\x18\x03 \x03(\x0b\x32\x17.suanli.routing.v1.Link\"5\n\x13WatchNetworkRequest\x12\r\n\x05sites\x18\x01 \x01(\x08\x12\x0f\n\x07initial\x18\x02 \x01(\x08\"3\n\nLinkUpdate\x12%\n\x04link\x18\x01 \x01(\x0b\x32\x17.suanli.routing.v1.Link*f\n\x0cWorkloadKind\x12\x1d\n\x19WORKLOAD_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16WORKLOAD_KIND_TRAINING\x10\x01\x12\x1b\n\x17WORKLOAD_KIND_INFERENCE\x10\x02*i\n\nLinkStatus\x12\x17\n\x13LINK_STATUS_UNKNOWN\x10\x00\x12\x12\n\x0eLINK_STATUS_OK\x10\x01\x12\x18\n\x14LINK_STATUS_DEGRADED\x10\x02\x12\x14\n\x10LINK_STATUS_DOWN\x10\x03*\x91\x02\n\rExclusionCode\x12\x1e\n\x1a\x45XCLUSION_CODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45XCLUSION_CODE_LINK_DOWN\x10\x01\x12\x1a\n\x16\x45XCLUSION_CODE_NO_PATH\x10\x02\x12\x16\n\x12\x45XCLUSION_CODE_RTT\x10\x03\x12\x1c\n\x18\x45XCLUSION_CODE_BANDWIDTH\x10\x04\x12\x1c\n\x18\x45XCLUSION_CODE_GPU_MODEL\x10\x05\x12\x1b\n\x17\x45XCLUSION_CODE_CAPACITY\x10\x06\x12\x1b\n\x17\x45XCLUSION_CODE_NO_PRICE\x10\x07\x12\x18\n\x14\x45XCLUSION_CODE_PRICE\x10\x08\x32\x8a\x02\n\x07Routing\x12P\n\x07Resolve\x12!.suanli.routing.v1.ResolveRequest\x1a\".suanli.routing.v1.ResolveResponse\x12T\n\nGetNetwork\x12$.suanli.routing.v1.GetNetworkRequest\x1a .suanli.routing.v1.NetworkMatrix\x12W\n\x0cWatchNetwork\x12&.suanli.routing.v1.WatchNetworkRequest\x1a\x1d.suanli.routing.v1.LinkUpdate0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsuanli/routing/v1/routing.proto\x12\x11suanli.routing.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x01\n\x0eResolveRequest\x12-\n\x04kind\x18\x01 \x01(\x0e\x32\x1f.suanli.routing.v1.WorkloadKind\x12\x13\n\x0b\x66rom_region\x18\x02 \x01(\t\x12\x12\n\nmax_rtt_ms\x18\x03 \x01(\x01\x12\x1a\n\x12min_bandwidth_gbps\x18\x04 \x01(\x01\x12\x12\n\ngpu_models\x18\x05 \x03(\t\x12\n\n\x02\x63u\x18\x06 \x01(\x01\x12\x1a\n\x12max_price_per_hour\x18\x07 \x01(\x01\x12\r\n\x05limit\x18\x08 \x01(\x05\x12\x0e\n\x06tenant\x18\t \x01(\t\x12\x0f\n\x07\x65xplain\x18\n \x01(\x05\"G\n\x05Score\x12\r\n\x05total\x18\x01 \x01(\x01\x12\x0f\n\x07\x63ompute\x18\x02 \x01(\x01\x12\x0f\n\x07network\x18\x03 \x01(\x01\x12\r\n\x05price\x18\x04 \x01(\x01\"\xb8\x02\n\tCandidate\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x0c\n\x04site\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x03 \x01(\t\x12\x11\n\tgpu_model\x18\x04 \x01(\t\x12\'\n\x05score\x18\x05 \x01(\x0b\x32\x18.suanli.routing.v1.Score\x12\x0f\n\x07\x66ree_cu\x18\x06 \x01(\x01\x12\x10\n\x08total_cu\x18\x07 \x01(\x01\x12\x0e\n\x06rtt_ms\x18\x08 \x01(\x01\x12\x12\n\nloss_ratio\x18\t \x01(\x01\x12\x16\n\x0e\x62\x61ndwidth_mbps\x18\n \x01(\x01\x12\x32\n\x0blink_status\x18\x0b \x01(\x0e\x32\x1d.suanli.routing.v1.LinkStatus\x12\x16\n\x0eprice_per_hour\x18\x0c \x01(\x01\x12\x10\n\x08\x63urrency\x18\r \x01(\t\"\x8e\x01\n\tExclusion\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x0c\n\x04site\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x03 \x01(\t\x12.\n\x04\x63ode\x18\x04 \x01(\x0e\x32 .suanli.routing.v1.ExclusionCode\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\r\n\x05\x63ount\x18\x06 \x01(\x05\"\x8b\x01\n\x0fResolveResponse\x12\x30\n\ncandidates\x18\x01 \x03(\x0b\x32\x1c.suanli.routing.v1.Candidate\x12.\n\x08\x65xcluded\x18\x02 \x03(\x0b\x32\x1c.suanli.routing.v1.Exclusion\x12\x16\n\x0e\x65xcluded_total\x18\x03 \x01(\x05\"\xe0\x02\n\x04Link\x12\x0f\n\x07link_id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x12\n\nsrc_region\x18\x03 \x01(\t\x12\x10\n\x08src_site\x18\x04 \x01(\t\x12\x12\n\ndst_region\x18\x05 \x01(\t\x12\x10\n\x08\x64st_site\x18\x06 \x01(\t\x12\x0e\n\x06rtt_ms\x18\x07 \x01(\x01\x12\x17\n\x0f\x62\x61seline_rtt_ms\x18\x08 \x01(\x01\x12\x15\n\rjitter_p95_ms\x18\t \x01(\x01\x12\x12\n\nloss_ratio\x18\n \x01(\x01\x12\x16\n\x0e\x62\x61ndwidth_mbps\x18\x0b \x01(\x01\x12-\n\x06status\x18\x0c \x01(\x0e\x32\x1d.suanli.routing.v1.LinkStatus\x12\x0e\n\x06reason\x18\r \x01(\t\x12\x31\n\rlast_probe_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06rounds\x18\x0f \x01(\x03\"\"\n\x11GetNetworkRequest\x12\r\n\x05sites\x18\x01 \x01(\x08\"|\n\rNetworkMatrix\x12\x0f\n\x07regions\x18\x01 \x03(\t\x12-\n\x0cregion_links\x18\x02 \x03(\x0b\x32\x17.suanli.routing.v1.Link\x12+\n\nsite_links\x18\x03 \x03(\x0b\x32\x17.suanli.routing.v1.Link\"5\n\x13WatchNetworkRequest\x12\r\n\x05sites\x18\x01 \x01(\x08\x12\x0f\n\x07initial\x18\x02 \x01(\x08\"3\n\nLinkUpdate\x12%\n\x04link\x18\x01 \x01(\x0b\x32\x17.suanli.routing.v1.Link*f\n\x0cWorkloadKind\x12\x1d\n\x19WORKLOAD_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16WORKLOAD_KIND_TRAINING\x10\x01\x12\x1b\n\x17WORKLOAD_KIND_INFERENCE\x10\x02*i\n\nLinkStatus\x12\x17\n\x13LINK_STATUS_UNKNOWN\x10\x00\x12\x12\n\x0eLINK_STATUS_OK\x10\x01\x12\x18\n\x14LINK_STATUS_DEGRADED\x10\x02\x12\x14\n\x10LINK_STATUS_DOWN\x10\x03*\x91\x02\n\rExclusionCode\x12\x1e\n\x1a\x45XCLUSION_CODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45XCLUSION_CODE_LINK_DOWN\x10\x01\x12\x1a\n\x16\x45XCLUSION_CODE_NO_PATH\x10\x02\x12\x16\n\x12\x45XCLUSION_CODE_RTT\x10\x03\x12\x1c\n\x18\x45XCLUSION_CODE_BANDWIDTH\x10\x04\x12\x1c\n\x18\x45XCLUSION_CODE_GPU_MODEL\x10\x05\x12\x1b\n\x17\x45XCLUSION_CODE_CAPACITY\x10\x06\x12\x1b\n\x17\x45XCLUSION_CODE_NO_PRICE\x10\x07\x12\x18\n\x14\x45XCLUSION_CODE_PRICE\x10\x08\x32\x8a\x02\n\x07Routing\x12P\n\x07Resolve\x12!.suanli.routing.v1.ResolveRequest\x1a\".suanli.routing.v1.ResolveResponse\x12T\n\nGetNetwork\x12$.suanli.routing.v1.GetNetworkRequest\x1a .suanli.routing.v1.NetworkMatrix\x12W\n\x0cWatchNetwork\x12&.suanli.routing.v1.WatchNetworkRequest\x1a\x1d.suanli.routing.v1.LinkUpdate0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'suanli.routing.v1.routing_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WORKLOADKIND']._serialized_start=1597
-  _globals['_WORKLOADKIND']._serialized_end=1699
-  _globals['_LINKSTATUS']._serialized_start=1701
-  _globals['_LINKSTATUS']._serialized_end=1806
-  _globals['_EXCLUSIONCODE']._serialized_start=1809
-  _globals['_EXCLUSIONCODE']._serialized_end=2082
+  _globals['_WORKLOADKIND']._serialized_start=1630
+  _globals['_WORKLOADKIND']._serialized_end=1732
+  _globals['_LINKSTATUS']._serialized_start=1734
+  _globals['_LINKSTATUS']._serialized_end=1839
+  _globals['_EXCLUSIONCODE']._serialized_start=1842
+  _globals['_EXCLUSIONCODE']._serialized_end=2115
   _globals['_RESOLVEREQUEST']._serialized_start=88
-  _globals['_RESOLVEREQUEST']._serialized_end=311
-  _globals['_SCORE']._serialized_start=313
-  _globals['_SCORE']._serialized_end=384
-  _globals['_CANDIDATE']._serialized_start=387
-  _globals['_CANDIDATE']._serialized_end=699
-  _globals['_EXCLUSION']._serialized_start=701
-  _globals['_EXCLUSION']._serialized_end=828
-  _globals['_RESOLVERESPONSE']._serialized_start=831
-  _globals['_RESOLVERESPONSE']._serialized_end=970
-  _globals['_LINK']._serialized_start=973
-  _globals['_LINK']._serialized_end=1325
-  _globals['_GETNETWORKREQUEST']._serialized_start=1327
-  _globals['_GETNETWORKREQUEST']._serialized_end=1361
-  _globals['_NETWORKMATRIX']._serialized_start=1363
-  _globals['_NETWORKMATRIX']._serialized_end=1487
-  _globals['_WATCHNETWORKREQUEST']._serialized_start=1489
-  _globals['_WATCHNETWORKREQUEST']._serialized_end=1542
-  _globals['_LINKUPDATE']._serialized_start=1544
-  _globals['_LINKUPDATE']._serialized_end=1595
-  _globals['_ROUTING']._serialized_start=2085
-  _globals['_ROUTING']._serialized_end=2351
+  _globals['_RESOLVEREQUEST']._serialized_end=328
+  _globals['_SCORE']._serialized_start=330
+  _globals['_SCORE']._serialized_end=401
+  _globals['_CANDIDATE']._serialized_start=404
+  _globals['_CANDIDATE']._serialized_end=716
+  _globals['_EXCLUSION']._serialized_start=719
+  _globals['_EXCLUSION']._serialized_end=861
+  _globals['_RESOLVERESPONSE']._serialized_start=864
+  _globals['_RESOLVERESPONSE']._serialized_end=1003
+  _globals['_LINK']._serialized_start=1006
+  _globals['_LINK']._serialized_end=1358
+  _globals['_GETNETWORKREQUEST']._serialized_start=1360
+  _globals['_GETNETWORKREQUEST']._serialized_end=1394
+  _globals['_NETWORKMATRIX']._serialized_start=1396
+  _globals['_NETWORKMATRIX']._serialized_end=1520
+  _globals['_WATCHNETWORKREQUEST']._serialized_start=1522
+  _globals['_WATCHNETWORKREQUEST']._serialized_end=1575
+  _globals['_LINKUPDATE']._serialized_start=1577
+  _globals['_LINKUPDATE']._serialized_end=1628
+  _globals['_ROUTING']._serialized_start=2118
+  _globals['_ROUTING']._serialized_end=2384
 # @@protoc_insertion_point(module_scope)

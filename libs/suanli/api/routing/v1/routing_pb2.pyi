@@ -52,7 +52,7 @@ EXCLUSION_CODE_NO_PRICE: ExclusionCode
 EXCLUSION_CODE_PRICE: ExclusionCode
 
 class ResolveRequest(_message.Message):
-    __slots__ = ("kind", "from_region", "max_rtt_ms", "min_bandwidth_gbps", "gpu_models", "cu", "max_price_per_hour", "limit", "tenant")
+    __slots__ = ("kind", "from_region", "max_rtt_ms", "min_bandwidth_gbps", "gpu_models", "cu", "max_price_per_hour", "limit", "tenant", "explain")
     KIND_FIELD_NUMBER: _ClassVar[int]
     FROM_REGION_FIELD_NUMBER: _ClassVar[int]
     MAX_RTT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class ResolveRequest(_message.Message):
     MAX_PRICE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     kind: WorkloadKind
     from_region: str
     max_rtt_ms: float
@@ -71,7 +72,8 @@ class ResolveRequest(_message.Message):
     max_price_per_hour: float
     limit: int
     tenant: str
-    def __init__(self, kind: _Optional[_Union[WorkloadKind, str]] = ..., from_region: _Optional[str] = ..., max_rtt_ms: _Optional[float] = ..., min_bandwidth_gbps: _Optional[float] = ..., gpu_models: _Optional[_Iterable[str]] = ..., cu: _Optional[float] = ..., max_price_per_hour: _Optional[float] = ..., limit: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
+    explain: int
+    def __init__(self, kind: _Optional[_Union[WorkloadKind, str]] = ..., from_region: _Optional[str] = ..., max_rtt_ms: _Optional[float] = ..., min_bandwidth_gbps: _Optional[float] = ..., gpu_models: _Optional[_Iterable[str]] = ..., cu: _Optional[float] = ..., max_price_per_hour: _Optional[float] = ..., limit: _Optional[int] = ..., tenant: _Optional[str] = ..., explain: _Optional[int] = ...) -> None: ...
 
 class Score(_message.Message):
     __slots__ = ("total", "compute", "network", "price")
@@ -116,18 +118,20 @@ class Candidate(_message.Message):
     def __init__(self, region: _Optional[str] = ..., site: _Optional[str] = ..., device_class: _Optional[str] = ..., gpu_model: _Optional[str] = ..., score: _Optional[_Union[Score, _Mapping]] = ..., free_cu: _Optional[float] = ..., total_cu: _Optional[float] = ..., rtt_ms: _Optional[float] = ..., loss_ratio: _Optional[float] = ..., bandwidth_mbps: _Optional[float] = ..., link_status: _Optional[_Union[LinkStatus, str]] = ..., price_per_hour: _Optional[float] = ..., currency: _Optional[str] = ...) -> None: ...
 
 class Exclusion(_message.Message):
-    __slots__ = ("region", "site", "device_class", "code", "reason")
+    __slots__ = ("region", "site", "device_class", "code", "reason", "count")
     REGION_FIELD_NUMBER: _ClassVar[int]
     SITE_FIELD_NUMBER: _ClassVar[int]
     DEVICE_CLASS_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
     region: str
     site: str
     device_class: str
     code: ExclusionCode
     reason: str
-    def __init__(self, region: _Optional[str] = ..., site: _Optional[str] = ..., device_class: _Optional[str] = ..., code: _Optional[_Union[ExclusionCode, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+    count: int
+    def __init__(self, region: _Optional[str] = ..., site: _Optional[str] = ..., device_class: _Optional[str] = ..., code: _Optional[_Union[ExclusionCode, str]] = ..., reason: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ResolveResponse(_message.Message):
     __slots__ = ("candidates", "excluded", "excluded_total")
