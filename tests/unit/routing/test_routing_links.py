@@ -121,3 +121,14 @@ def test_region_summary_is_down_only_when_every_path_is() -> None:
     a_down = fold(a, probe(2000, loss=1.0, src="tok-1"), POLICY)
     gone = summarise("Tokyo", "Sydney", [a_down, b_down])
     assert (gone.status, gone.reason) == (LinkStatus.DOWN, "all 2 site paths down")
+
+
+def test_the_down_limit_follows_the_paths_own_probe_interval() -> None:
+    # Rounds every 10 s on a path while the view assumes 1 s: DOWN after 3 x 10 s, not 3 x 1 s.
+    s = folded(probe(0), probe(10_000), probe(20_000))
+    assert s.interval_ms == 10_000
+    assert expire(s, 20_000 + 29_999, POLICY) is None
+    down = expire(s, 20_000 + 30_000, POLICY)
+    assert down is not None and down.reason == "no probe for 30.0 s (3.0 probe intervals)"
+    quicker = fold(s, probe(22_000), POLICY)  # the gaps shrink: 0.5 x 2 s + 0.5 x 10 s
+    assert quicker.interval_ms == 6_000

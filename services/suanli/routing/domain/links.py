@@ -3,7 +3,8 @@
 The fold is a pure function of the previous state, a probe round and the `ViewPolicy`; time comes in as
 the probe's own timestamp or as ``now_ms`` from the caller's clock. A link's status:
 
-- DOWN: every probe of the latest round was lost, or no round arrived for ``down_after`` probe intervals;
+- DOWN: every probe of the latest round was lost, or no round arrived for ``down_after`` probe intervals
+  (the path's own interval, learned from the gaps between its rounds; ``probe_interval_ms`` until known);
 - DEGRADED: EWMA loss above ``loss_degraded``, or EWMA RTT above ``rtt_degraded_ratio`` × the baseline
   (and at least ``rtt_degraded_min_ms`` above it, so a 1 ms path does not flap on 0.5 ms of noise);
 - OK otherwise. The baseline is the lowest round RTT seen: the path's propagation delay.
@@ -68,7 +69,8 @@ class ViewPolicy:
     loss_degraded: float = 0.05
     rtt_degraded_ratio: float = 1.5
     rtt_degraded_min_ms: float = 5.0
-    probe_interval_ms: int = 5_000
+    # The sensing agents' default cadence; each path's own interval replaces it once two rounds arrived.
+    probe_interval_ms: int = 30_000
     down_after: int = 3
     # A new state is published when it differs from the last published one by at least this much.
     rtt_change_ratio: float = 0.10
@@ -77,9 +79,9 @@ class ViewPolicy:
     bandwidth_change_ratio: float = 0.10
     republish_ms: int = 30_000
 
-    @property
-    def stale_after_ms(self) -> int:
-        return self.down_after * self.probe_interval_ms
+    def stale_after_ms(self, state: LinkState) -> int:
+        """Silence after which ``state`` is DOWN: down_after of its own probe intervals."""
+        return self.down_after * (state.interval_ms or self.probe_interval_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,8 @@ class LinkState:
     status: LinkStatus
     reason: str
     rounds: int
+    # The prober's cadence on this path, learned from the gaps between rounds (0: not yet known).
+    interval_ms: int = 0
 
     @property
     def jitter_p95_ms(self) -> float:
@@ -147,6 +151,7 @@ def fold(state: LinkState | None, probe: Probe, policy: ViewPolicy) -> LinkState
         jitters: tuple[float, ...] = ()
         bandwidth = probe.bandwidth_mbps
         rounds = 0
+        interval = 0
     else:
         # A lost round has no RTT: the figures keep their last value, only the loss moves.
         rtt = (
@@ -161,6 +166,8 @@ def fold(state: LinkState | None, probe: Probe, policy: ViewPolicy) -> LinkState
         jitters = state.jitters
         bandwidth = probe.bandwidth_mbps if probe.bandwidth_mbps is not None else state.bandwidth_mbps
         rounds = state.rounds
+        gap = probe.at_ms - state.last_probe_ms
+        interval = round(_ewma(state.interval_ms, gap, policy.rtt_alpha)) if state.interval_ms else gap
     if not probe.all_lost:
         jitters = (*jitters, probe.jitter_ms)[-policy.jitter_window :]
     if probe.all_lost:
@@ -183,15 +190,16 @@ def fold(state: LinkState | None, probe: Probe, policy: ViewPolicy) -> LinkState
         status=status,
         reason=reason,
         rounds=rounds + 1,
+        interval_ms=interval,
     )
 
 
 def expire(state: LinkState, now_ms: int, policy: ViewPolicy) -> LinkState | None:
     """DOWN when no round arrived for ``down_after`` probe intervals; None when nothing changes."""
     silent_ms = now_ms - state.last_probe_ms
-    if state.status is LinkStatus.DOWN or silent_ms < policy.stale_after_ms:
+    if state.status is LinkStatus.DOWN or silent_ms < policy.stale_after_ms(state):
         return None
-    intervals = silent_ms / policy.probe_interval_ms
+    intervals = silent_ms / (state.interval_ms or policy.probe_interval_ms)
     return replace(
         state,
         status=LinkStatus.DOWN,

@@ -62,7 +62,9 @@ class RoutingSettings(ServiceSettings):
     fetch_wait_ms: int = Field(100, gt=0, description="Broker fetch wait of the view processor, ms.")
     # -- the network view (domain/links.py) -------------------------------------------------------------
     probe_interval_s: float = Field(
-        _VIEW.probe_interval_ms / 1000, gt=0, description="The agents' probe interval, s."
+        _VIEW.probe_interval_ms / 1000,
+        gt=0,
+        description="Probe interval assumed until a path's own is learned, s.",
     )
     down_after: int = Field(_VIEW.down_after, gt=0, description="Probe intervals without a round: DOWN.")
     check_s: float = Field(1.0, gt=0, description="How often stale links are looked for, s.")
