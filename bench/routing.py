@@ -281,7 +281,8 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"routing bench: {len(regions_rtt())} region pairs, {args.sites} sites, {args.seconds:g} s each; "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {sys.version.split()[0]}, "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     )
     print(in_process(args.sites, args.seconds, args.seed).line(), flush=True)
