@@ -177,6 +177,11 @@ class RoutingTable:
         rates = [np.nan if p.rate_per_cu_hour is None else p.rate_per_cu_hour for p in pools]
         self.rate: Floats = np.array(rates, dtype=np.float64)
         self.unpriced = np.isnan(self.rate)
+        # What scoring gathers for the fitting pools, as rows of one array (one gather instead of four):
+        # free CU, 1 / total CU (0 for an empty pool) and the CU-hour rate.
+        with np.errstate(divide="ignore"):
+            inverse_total = np.where(self.total_cu > 0, 1.0 / self.total_cu, 0.0)
+        self.scoring_rows: Floats = np.vstack([self.free_cu, inverse_total, self.rate])
         self.any_unpriced = bool(self.unpriced.any())
         self.model_names = tuple(sorted(self.models))
         self._model_index = {m: i for i, m in enumerate(self.model_names)}
@@ -267,35 +272,29 @@ def resolve(table: RoutingTable, request: Request, policy: ScoringPolicy) -> Res
     region_codes = _region_codes(paths, request)
     codes, price = _pool_codes(table, request, region_codes)
     fit = np.flatnonzero(codes == 0)
-    candidates = _ranked(table, request, policy, paths, fit, price)
+    candidates = _ranked(table, request, policy, paths, fit)
     excluded = _excluded(table, request, paths, region_codes, codes, price)
     return Resolution(candidates, excluded, int(codes.size - fit.size))
 
 
 def _ranked(
-    table: RoutingTable,
-    request: Request,
-    policy: ScoringPolicy,
-    paths: _Paths,
-    fit: Ints,
-    price: Floats,
+    table: RoutingTable, request: Request, policy: ScoringPolicy, paths: _Paths, fit: Ints
 ) -> tuple[Scored, ...]:
     if fit.size == 0 or request.limit <= 0:
         return ()
     region = table.region[fit]
-    total_cu = table.total_cu[fit]
-    headroom = np.divide(
-        table.free_cu[fit] - request.cu, total_cu, out=np.zeros(fit.size), where=total_cu > 0
-    )
-    compute = np.clip(headroom, 0.0, 1.0, out=headroom)
+    free, inverse_total, rate = table.scoring_rows[:, fit]
+    compute = np.clip((free - request.cu) * inverse_total, 0.0, 1.0)
     network = ((1.0 - paths.loss) / (1.0 + paths.rtt / policy.rtt_ref_ms))[region]
-    fit_price = price[fit]
-    price_score = np.divide(fit_price.min(), fit_price, out=np.ones(fit.size), where=fit_price > 0)
+    cheapest = rate.min()
+    # The CU needed multiplies every price alike: the ratio of rates is the ratio of prices.
+    price_score = cheapest / rate if cheapest > 0 else (rate == 0).astype(np.float64)
     wc, wn, wp = policy.weights(request.kind).normalised()
     score = wc * compute + wn * network + wp * price_score
     k = min(request.limit, fit.size)
     top = np.sort(np.argpartition(-score, k - 1)[:k]) if k < fit.size else np.arange(fit.size)
     order = top[np.argsort(-score[top], kind="stable")]
+    fit_price = rate * request.priced_cu
     rtt, loss, bandwidth = paths.rtt.tolist(), paths.loss.tolist(), paths.bandwidth.tolist()
     status = paths.status.tolist()
     out = []
