@@ -192,10 +192,11 @@ def process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     try:
         yield p
     finally:
-        p.stop()
+        code = p.stop()
         text = log_path.read_text(errors="replace")
         marks = ("Worker]: Ready", "routing", "WARNING", "ERROR", "Traceback")
         print("\n".join(line for line in text.splitlines() if any(m in line for m in marks))[-12_000:])
+    assert code == 0, f"suanli serve routing exited {code} on SIGTERM"
 
 
 async def serving(address: str, timeout_s: float) -> None:
@@ -291,25 +292,28 @@ async def test_garbage_on_links_measured_is_dead_lettered_with_the_reason(stack:
         await producer.stop()
     bad = link_measured(("DlA", "dla-1"), ("DlB", "dlb-1"), now_ms(), loss_ratio=2.0)
     await stack.publisher.publish(stack.topics.measured, "dla-1", "LinkMeasured", bad)
+    stray = node_capacity("dl-node", "DlA", "dla-1", now_ms())
+    await stack.publisher.publish(stack.topics.measured, "dl-node", "NodeCapacityChanged", stray)
     good = link_measured(("DlA", "dla-1"), ("DlB", "dlb-1"), now_ms())
     await stack.publisher.publish(stack.topics.measured, "dla-1", "LinkMeasured", good)
 
     async with stack.reader(f"{stack.topics.measured}.dlq") as dlq:
-        # This module's only garbage: both records, nothing else.
-        async def both() -> bool:
+        # This module's only garbage: these three records, nothing else.
+        async def all_three() -> bool:
             await dlq.poll(raw=True)
-            return len(dlq.records) >= 2
+            return len(dlq.records) >= 3
 
-        await until(both, what="two dead letters")
-    headers = sorted((dict(h) for _, h in dlq.records), key=lambda h: h["dlq-error-class"])
-    assert len(headers) == 2
-    assert [h["dlq-error-class"].rsplit(b".", 1)[-1] for h in headers] == [
-        b"CorruptEventError",
-        b"InvalidProbe",
-    ]
-    assert headers[0]["dlq-error-message"].startswith(b"bad magic")
-    assert headers[1]["dlq-error-message"] == b"LinkMeasured.loss_ratio: must be at most 1, got 2.0"
-    assert {h["dlq-original-topic"] for h in headers} == {stack.topics.measured.encode()}
+        await until(all_three, what="three dead letters")
+    by_class = {dict(h)["dlq-error-class"].rsplit(b".", 1)[-1]: dict(h) for _, h in dlq.records}
+    assert len(dlq.records) == 3
+    assert sorted(by_class) == [b"CorruptEventError", b"InvalidProbe", b"NotAProbe"]
+    assert by_class[b"CorruptEventError"]["dlq-error-message"].startswith(b"bad magic")
+    assert (
+        by_class[b"InvalidProbe"]["dlq-error-message"]
+        == b"LinkMeasured.loss_ratio: must be at most 1, got 2.0"
+    )
+    assert by_class[b"NotAProbe"]["dlq-error-message"].startswith(b"NodeCapacityChanged on ")
+    assert {h["dlq-original-topic"] for h in by_class.values()} == {stack.topics.measured.encode()}
     async with stack.reader(stack.topics.links) as links:  # and the processor carried on
         (state,) = await links.links("dla-1->dlb-1", lambda s: True, "the valid round after the garbage")
     assert state["loss_ratio"] == 0.0
