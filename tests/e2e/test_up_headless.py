@@ -23,7 +23,7 @@ from suanli.data import data_path
 
 FLEET = data_path("deploy/fleets/small.yaml")
 WORKLOAD = data_path("deploy/workloads/mixed.yaml")
-SERVICES = {"scheduling", "billing", "metering", "fleet"}
+SERVICES = {"scheduling", "billing", "metering", "routing", "fleet"}
 RUN_TIMEOUT_S = 270
 
 

@@ -15,8 +15,9 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so that `suanli --help` stays one module deep until a command is chosen.
     from suanli.billing.entrypoints import cli as billing
-    from suanli.cli import bill, dev, job, nodes, queues, simulate, up
+    from suanli.cli import bill, dev, job, network, nodes, queues, simulate, up
     from suanli.metering.entrypoints import cli as metering
+    from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
     from suanli.sensing.entrypoints import cli as sensing
 
@@ -25,9 +26,16 @@ def _register() -> None:
     app.command("nodes")(nodes.nodes)
     app.command("queues")(queues.queues)
     app.add_typer(bill.app, name="bill")
+    app.command("network")(network.network)
+    app.add_typer(network.route_app, name="route")
     # Each service owns its command line (entrypoints/cli.py); `serve` gathers their servers.
     serve = typer.Typer(help="Run a service in the foreground.", no_args_is_help=True)
-    for name, service in (("scheduling", scheduling), ("metering", metering), ("billing", billing)):
+    for name, service in (
+        ("scheduling", scheduling),
+        ("metering", metering),
+        ("routing", routing),
+        ("billing", billing),
+    ):
         serve.command(name)(service.serve)
     app.add_typer(serve, name="serve")
     app.command("agent")(sensing.agent)

@@ -57,6 +57,7 @@ class Stack:
     pg: PostgresEndpoint | None = None
     scheduler_addr: str = ""
     billing_addr: str = ""
+    routing_addr: str = ""
     broker: BrokerProcess | None = None
 
     def __post_init__(self) -> None:
@@ -78,6 +79,7 @@ class Stack:
             "SUANLI_TOPIC_PREFIX": self.config.topic_prefix,
             "SUANLI_SCHEDULER_ADDR": self.scheduler_addr,
             "SUANLI_BILLING_ADDR": self.billing_addr,
+            "SUANLI_ROUTING_ADDR": self.routing_addr,
             # Several services on one machine: each picks a free metrics port instead of its default.
             "SUANLI_METRICS_PORT": "0",
         }
@@ -89,6 +91,7 @@ class Stack:
             self.start_scheduling()
             self.start_billing()
             self.start_metering()
+            self.start_routing()
             self.start_fleet()
         except BaseException:
             self.stop()
@@ -110,6 +113,7 @@ class Stack:
         asyncio.run(ensure_topics(self.bootstrap, CATALOGUE, prefix=cfg.topic_prefix))
         self.scheduler_addr = f"127.0.0.1:{free_loopback_port()}"
         self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
+        self.routing_addr = f"127.0.0.1:{free_loopback_port()}"
 
     def scheduling_spec(self, name: str = "scheduling", listen: str | None = None) -> ServiceSpec:
         cfg = self.config
@@ -157,6 +161,19 @@ class Stack:
                 suanli_argv("serve", "metering", "--interval", str(self.config.snapshot_interval_s)),
             )
         )
+
+    def routing_spec(self, name: str = "routing") -> ServiceSpec:
+        address = self.routing_addr
+        return ServiceSpec(
+            name,
+            suanli_argv("serve", "routing", "--pricebook", str(self.config.pricebook), "--listen", address),
+            # Serving once its views are read whole (network.links, capacity.nodes).
+            ready=lambda: grpc_serving(address),
+            ready_timeout_s=90,
+        )
+
+    def start_routing(self, name: str = "routing") -> RunningService:
+        return self.supervisor.start(self.routing_spec(name))
 
     def fleet_spec(self, name: str = "fleet") -> ServiceSpec:
         cfg = self.config

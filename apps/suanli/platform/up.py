@@ -330,7 +330,8 @@ def run_up(options: UpOptions, console: Console) -> int:
                 write_pids(options.home, processes)
             run.observer = Observer(stack.scheduler_addr, stack.billing_addr, workload.tenant_names)
             console.print(
-                f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}; "
+                f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}, "
+                f"routing {stack.routing_addr}; "
                 f"waiting for {expected_nodes} nodes of {options.fleet.name} to be Ready"
             )
             run.wait_for_fleet(expected_nodes)

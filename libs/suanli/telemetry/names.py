@@ -37,6 +37,10 @@ PLACEMENT_LATENCY = "suanli_placement_latency_seconds"
 CAPACITY_CU = "suanli_capacity_cu"
 UTILISATION_RATIO = "suanli_utilisation_ratio"
 NODES = "suanli_nodes"
+ROUTING_RESOLVES = "suanli_routing_resolves_total"
+ROUTING_RESOLVE_LATENCY = "suanli_routing_resolve_seconds"
+ROUTING_VIEW_FRESHNESS = "suanli_routing_view_freshness_seconds"
+ROUTING_LINKS = "suanli_routing_links"
 CONSUMER_LAG = "suanli_consumer_lag"
 DEAD_LETTERED = "suanli_dead_lettered_total"
 
@@ -113,6 +117,38 @@ METRICS: tuple[MetricSpec, ...] = (
         ("region", "status"),
         "metering",
         "Nodes by liveness status (ready, suspect, lost).",
+    ),
+    MetricSpec(
+        ROUTING_RESOLVES,
+        "counter",
+        "1",
+        ("kind", "outcome"),
+        "routing",
+        "Resolve calls by workload kind and outcome (routed: some candidate fits, none, invalid).",
+    ),
+    MetricSpec(
+        ROUTING_RESOLVE_LATENCY,
+        "histogram",
+        "s",
+        (),
+        "routing",
+        "Server-side time of one Resolve, from the request to the ranked answer.",
+    ),
+    MetricSpec(
+        ROUTING_VIEW_FRESHNESS,
+        "histogram",
+        "s",
+        (),
+        "routing",
+        "Network-view freshness: a probe round's occurred_at to the NetworkLinkChanged it caused.",
+    ),
+    MetricSpec(
+        ROUTING_LINKS,
+        "gauge",
+        "1",
+        ("scope", "status"),
+        "routing",
+        "Links in the network view by scope (site, region) and status (ok, degraded, down).",
     ),
     MetricSpec(
         CONSUMER_LAG,

@@ -12,15 +12,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from suanli.billing.adapters.postgres import PostgresBillingQueries, PostgresUnitOfWork, migrate_billing
-from suanli.billing.adapters.pricebook_file import load_pricebook
 from suanli.billing.domain.periods import Calendar
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.billing.service_layer.billing import BillingService
 from suanli.bus import EventPublisher, topics
 from suanli.clock import Clock
 from suanli.eventstore import OutboxRelay, PostgresEventStore, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import KafkaOutboxSink
+from suanli.resources.pricebook import PriceBook
+from suanli.resources.pricebook_file import load_pricebook
 
 RELAY_POLL_S = 0.5
 

@@ -11,11 +11,11 @@ from types import MappingProxyType
 from suanli.billing.domain.invoices import ChargeTotal, Invoice, build_invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Calendar, Period
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.rating import rate
 from suanli.billing.domain.usage import JobTerms, Usage
 from suanli.billing.service_layer.ports import BillingQueries, UnitOfWork
 from suanli.eventstore import InMemoryEventStore, PostgresEventStore
+from suanli.resources.pricebook import PriceBook
 
 BILLING_TOPIC = "billing.events"
 CALENDAR = Calendar()

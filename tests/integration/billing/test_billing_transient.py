@@ -14,13 +14,13 @@ from opentelemetry.context import Context
 
 from suanli.billing.adapters.postgres import PostgresUnitOfWork, migrate_billing
 from suanli.billing.domain.periods import Calendar
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.service_layer.billing import BillingService
 from suanli.bus import ConsumedEvent
 from suanli.clock import SystemClock
 from suanli.eventstore import PostgresEventStore
 from suanli.infra.transient import RetriableError
+from suanli.resources.pricebook import PriceBook
 
 TOPICS = {"usage.metered": "u", "jobs.events": "j", "capacity.nodes": "c"}
 BOOK = PriceBook.model_validate(

@@ -10,11 +10,11 @@ from types import MappingProxyType
 
 from suanli.billing.adapters.memory import InMemoryBillingQueries, InMemoryUnitOfWork
 from suanli.billing.domain.periods import Calendar
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.usage import JobTerms, Usage
 from suanli.billing.service_layer.billing import BillingService
 from suanli.clock import ManualClock
 from suanli.eventstore import InMemoryEventStore
+from suanli.resources.pricebook import PriceBook
 
 JAN = datetime(2025, 1, 10, 8, 0, tzinfo=UTC)
 STANDARD = JobTerms(priority=10, preemptible=False)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from suanli.billing.adapters.pricebook_file import PriceBookError, load_pricebook, parse_pricebook
 from suanli.billing.domain.invoices import ChargeTotal, build_invoice
 from suanli.billing.domain.periods import Calendar, PeriodKind, closable
 from suanli.data import data_path
+from suanli.resources.pricebook_file import PriceBookError, load_pricebook, parse_pricebook
 
 VALID: dict[str, Any] = {
     "currency": "EUR",

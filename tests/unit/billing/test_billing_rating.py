@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from suanli.billing.adapters.pricebook_file import parse_pricebook
 from suanli.billing.domain import ids
 from suanli.billing.domain.errors import InvalidUsage, UnpricedUsage
 from suanli.billing.domain.ledger import entries_for
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.rating import rate
 from suanli.billing.domain.usage import JobTerms, Usage, cu_seconds_from_float
+from suanli.resources.pricebook import PriceBook
+from suanli.resources.pricebook_file import parse_pricebook
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 CHANGE = datetime(2025, 4, 1, tzinfo=UTC)

@@ -23,9 +23,9 @@ from decimal import Decimal, localcontext
 
 from suanli.billing.domain import ids
 from suanli.billing.domain.errors import UnpricedUsage
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.usage import CU_SECONDS_QUANTUM, JobTerms, Usage
 from suanli.clock import duration_ms
+from suanli.resources.pricebook import PriceBook
 
 UNIT_PRICE_QUANTUM = Decimal("0.000000001")
 SECONDS_PER_HOUR = Decimal(3600)

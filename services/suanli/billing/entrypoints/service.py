@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from suanli.billing import bootstrap
-from suanli.billing.adapters.pricebook_file import PriceBookError
 from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.entrypoints.grpc_api import BillingApi, start_server
 from suanli.billing.entrypoints.settings import BillingSettings
@@ -18,6 +17,7 @@ from suanli.billing.service_layer.ports import BillingQueries, UnitOfWork
 from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
 from suanli.clock import Clock, SystemClock
 from suanli.eventstore import PostgresEventStore
+from suanli.resources.pricebook_file import PriceBookError
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 from suanli.billing.domain.invoices import Invoice, build_invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Calendar, Period
-from suanli.billing.domain.pricebook import PriceBook
 from suanli.billing.domain.rating import Charge, rate
 from suanli.billing.domain.usage import JobTerms, Usage
 from suanli.billing.service_layer.errors import AlreadyReversed, ChargeNotFound, PeriodNotEnded
 from suanli.billing.service_layer.ports import Invoices, LedgerUnit
+from suanli.resources.pricebook import PriceBook
 
 
 @dataclass(frozen=True, slots=True)

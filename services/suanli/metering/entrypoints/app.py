@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import faust
@@ -32,13 +31,13 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.deadletter import dead_letter
+from suanli.bus.faust import ShortFetchTransport, delivered
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
 from suanli.metering.adapters.batch import OutputTopics, batches_over
 from suanli.metering.adapters.decoded import DecodedStates
-from suanli.metering.adapters.transport import ShortFetchTransport
 from suanli.metering.entrypoints.inputs import event_intakes, fact_intake
 from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import MeteringTopics
@@ -59,23 +58,6 @@ _RAW: dict[str, Any] = {
 
 def broker_urls(bootstrap: str) -> list[str]:
     return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
-
-
-@dataclass(frozen=True, slots=True)
-class _Delivered:
-    """A faust message as the bus's dead-letter path reads it (headers as a list of pairs)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers
-
-
-def _delivered(event: FaustEvent) -> _Delivered:
-    m = event.message
-    return _Delivered(m.topic, m.partition, m.offset, m.key, m.value, _header_list(m.headers))
 
 
 def _where(event: FaustEvent) -> str:
@@ -208,7 +190,7 @@ class MeteringApp:
 
     async def _dead_letter(self, event: FaustEvent, error: Exception, *, attempts: int, reason: str) -> None:
         await dead_letter(
-            _delivered(event),
+            delivered(event),
             error,
             attempts=attempts,
             reason=reason,
@@ -246,11 +228,3 @@ class MeteringApp:
             return int(self._partitioner(node_id.encode(), partitions, partitions)) in mine
 
         return owns
-
-
-def _header_list(headers: Any) -> Headers:
-    if headers is None:
-        return []
-    if isinstance(headers, Mapping):
-        return list(headers.items())
-    return [(k, v) for k, v in headers]

@@ -37,7 +37,7 @@ class MeteringSettings(ServiceSettings):
     # trip for all their outputs); a batch never waits for records still to come.
     batch_max: int = Field(500, gt=0, description="Most already-fetched records handled as one batch.")
     # Tansu answers a fetch only when this wait ends, so an input waits up to this long before it is read;
-    # faust's own 1,500 ms made the capacity view ~0.3 s late on average (adapters/transport.py).
+    # faust's own 1,500 ms made the capacity view ~0.3 s late on average (suanli.bus.faust).
     fetch_wait_ms: int = Field(100, gt=0, description="Broker fetch wait in ms.")
 
     @property

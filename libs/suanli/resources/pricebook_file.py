@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from suanli.billing.domain.pricebook import PriceBook
+from suanli.resources.pricebook import PriceBook
 
 
 class PriceBookError(ValueError):
@@ -15,6 +15,7 @@ class PriceBookError(ValueError):
 
 
 def parse_pricebook(data: object, source: str = "<price book>") -> PriceBook:
+    """Validate a parsed document as a price book; `PriceBookError` names ``source`` and the field."""
     try:
         return PriceBook.model_validate(data)
     except ValidationError as exc:
@@ -23,6 +24,7 @@ def parse_pricebook(data: object, source: str = "<price book>") -> PriceBook:
 
 
 def load_pricebook(path: str | Path) -> PriceBook:
+    """Read and validate the price book YAML at ``path``; `PriceBookError` says what is wrong where."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

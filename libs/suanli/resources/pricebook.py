@@ -2,7 +2,7 @@
 
 Pure and validated (pydantic): a book that loads is internally consistent — versions in date order and in
 one currency, no duplicate rate, tiers and discounts that refer to declared tiers. The file format is in
-docs/billing.md; `suanli.billing.adapters.pricebook_file` reads it.
+docs/billing.md; `suanli.resources.pricebook_file` reads it.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class AmountRule(_Frozen):
 
     @property
     def quantum(self) -> Decimal:
+        """The smallest amount step, 10^-scale."""
         return Decimal(1).scaleb(-self.scale)
 
 
@@ -71,6 +72,8 @@ class Tier(_Frozen):
 
 
 class Rate(_Frozen):
+    """The price of one CU-hour for a device class × region × tier (``*`` matches anything)."""
+
     device_class: Name
     region: Name = WILDCARD
     tier: Name = WILDCARD
@@ -78,14 +81,17 @@ class Rate(_Frozen):
 
     @property
     def key(self) -> tuple[str, str, str]:
+        """(device class, region, tier): unique within a version."""
         return (self.device_class, self.region, self.tier)
 
     @property
     def specificity(self) -> int:
+        """How specific the rate is; the most specific matching rate wins."""
         # Device class outranks region outranks tier, so "h200 anywhere" beats "anything in cn-east".
         return 4 * (self.device_class != WILDCARD) + 2 * (self.region != WILDCARD) + (self.tier != WILDCARD)
 
     def matches(self, device_class: str, region: str, tier: str) -> bool:
+        """Whether the rate applies to this device class, region and tier."""
         return (
             self.device_class in (WILDCARD, device_class)
             and self.region in (WILDCARD, region)
@@ -130,6 +136,7 @@ class PriceVersion(_Frozen):
         return max(found, key=lambda r: r.specificity) if found else None
 
     def discount_factor(self, tier: str, preemptible: bool) -> Decimal:
+        """What is left of the rate after the tier's and the preemptible discount (they multiply)."""
         factor = Decimal(1) - self.discounts.tiers.get(tier, Decimal(0))
         if preemptible:
             factor *= Decimal(1) - self.discounts.preemptible
@@ -137,6 +144,8 @@ class PriceVersion(_Frozen):
 
 
 class PriceBook(_Frozen):
+    """The whole book: currency, billing granularity, amount rounding, tiers and dated versions."""
+
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     granularity: Granularity = Field(default_factory=Granularity)
     amount: AmountRule = Field(default_factory=AmountRule)
@@ -181,6 +190,7 @@ class PriceBook(_Frozen):
         return [v.effective_from for v in self.versions]
 
     def tier_for(self, priority: int) -> str:
+        """The tier a job of this priority is priced in (the first tier that matches)."""
         for tier in self.tiers:
             if tier.min_priority is None or priority >= tier.min_priority:
                 return tier.name

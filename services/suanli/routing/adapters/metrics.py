@@ -1,0 +1,72 @@
+"""Routing's instruments of the telemetry catalogue (suanli.telemetry.names)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from opentelemetry import metrics
+
+from suanli.routing.domain.links import LinkState
+from suanli.telemetry.names import (
+    METRICS_BY_NAME,
+    ROUTING_LINKS,
+    ROUTING_RESOLVE_LATENCY,
+    ROUTING_RESOLVES,
+    ROUTING_VIEW_FRESHNESS,
+)
+
+
+def _unit(name: str) -> str:
+    return METRICS_BY_NAME[name].unit
+
+
+def _text(name: str) -> str:
+    return METRICS_BY_NAME[name].description
+
+
+class ResolveMetrics:
+    """Resolves by kind and outcome, and their server-side latency."""
+
+    def __init__(self, meter: metrics.Meter | None = None) -> None:
+        meter = meter or metrics.get_meter("suanli.routing")
+        self._resolves = meter.create_counter(
+            ROUTING_RESOLVES, unit=_unit(ROUTING_RESOLVES), description=_text(ROUTING_RESOLVES)
+        )
+        self._latency = meter.create_histogram(
+            ROUTING_RESOLVE_LATENCY,
+            unit=_unit(ROUTING_RESOLVE_LATENCY),
+            description=_text(ROUTING_RESOLVE_LATENCY),
+        )
+
+    def resolved(self, kind: str, outcome: str, seconds: float) -> None:
+        self._resolves.add(1, {"kind": kind, "outcome": outcome})
+        self._latency.record(seconds)
+
+
+class ViewMetrics:
+    """The processor's side: how fresh the view is, and its links by status."""
+
+    def __init__(self, meter: metrics.Meter | None = None) -> None:
+        meter = meter or metrics.get_meter("suanli.routing")
+        self._freshness = meter.create_histogram(
+            ROUTING_VIEW_FRESHNESS,
+            unit=_unit(ROUTING_VIEW_FRESHNESS),
+            description=_text(ROUTING_VIEW_FRESHNESS),
+        )
+        self._links = meter.create_gauge(
+            ROUTING_LINKS, unit=_unit(ROUTING_LINKS), description=_text(ROUTING_LINKS)
+        )
+        self._seen: set[tuple[str, str]] = set()
+
+    def fresh(self, seconds: float) -> None:
+        self._freshness.record(max(0.0, seconds))
+
+    def links(self, states: Iterable[LinkState]) -> None:
+        counts = Counter((s.scope, s.status.value.lower()) for s in states)
+        # Label sets that emptied report 0, so a panel does not keep showing a stale count.
+        for scope, status in self._seen - counts.keys():
+            self._links.set(0, {"scope": scope, "status": status})
+        for (scope, status), n in counts.items():
+            self._links.set(n, {"scope": scope, "status": status})
+        self._seen |= counts.keys()

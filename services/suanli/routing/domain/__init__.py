@@ -1,0 +1,1 @@
+"""Routing's pure core: the network-state fold (links, view) and the resolve scoring (scoring)."""

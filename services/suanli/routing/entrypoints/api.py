@@ -1,0 +1,89 @@
+"""The Routing API as one component: its read views (compacted topics read whole) and the gRPC server.
+
+Health is NOT_SERVING until both views have read their topics to the end offsets seen at start, so a
+restarted instance answers only once its view is rebuilt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health
+
+from suanli.bus import ensure_topics
+from suanli.clock import to_ms
+from suanli.routing.adapters.compacted import CompactedReader
+from suanli.routing.entrypoints.grpc_server import RoutingServicer, serving, start_server
+from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.routing.entrypoints.topics import RoutingTopics
+from suanli.routing.service_layer.capacity import CapacityState
+from suanli.routing.service_layer.network import NetworkState
+from suanli.routing.service_layer.records import EVENT, link_state
+
+log = logging.getLogger(__name__)
+CAPACITY_EVENT = "NodeCapacityChanged"
+
+
+class RoutingApi:
+    def __init__(
+        self,
+        settings: RoutingSettings,
+        servicer: RoutingServicer,
+        network: NetworkState,
+        capacity: CapacityState,
+    ) -> None:
+        self.settings = settings
+        self.servicer = servicer
+        self.network = network
+        self.capacity = capacity
+        names = RoutingTopics(settings.topic_prefix)
+        self.readers = (
+            CompactedReader(
+                settings.bootstrap, names.links, self._on_link, fetch_wait_ms=settings.fetch_wait_ms
+            ),
+            CompactedReader(
+                settings.bootstrap, names.capacity, self._on_capacity, fetch_wait_ms=settings.fetch_wait_ms
+            ),
+        )
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+        self._health: health.HealthServicer | None = None
+        self._ready: asyncio.Task[None] | None = None
+
+    def _on_link(self, name: str, record: dict[str, Any]) -> None:
+        if name == EVENT:
+            self.network.apply(link_state(record))
+
+    def _on_capacity(self, name: str, record: dict[str, Any]) -> None:
+        if name == CAPACITY_EVENT:
+            self.capacity.apply(record, to_ms(record["occurred_at"]))
+
+    async def start(self) -> None:
+        await ensure_topics(self.settings.bootstrap, RoutingTopics.specs(), prefix=self.settings.topic_prefix)
+        for reader in self.readers:
+            await reader.start()
+        self.server, self.port, self._health = await start_server(self.servicer, self.settings.listen)
+        self._ready = asyncio.create_task(self._serve_when_caught_up())
+        log.info("routing API on port %d", self.port)
+
+    async def _serve_when_caught_up(self) -> None:
+        for reader in self.readers:
+            await reader.caught_up.wait()
+        assert self._health is not None
+        serving(self._health)
+        log.info("routing views rebuilt: %d links, serving", len(self.network.links))
+
+    async def wait_serving(self) -> None:
+        assert self._ready is not None
+        await self._ready
+
+    async def stop(self) -> None:
+        if self._ready is not None:
+            self._ready.cancel()
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+        for reader in self.readers:
+            await reader.stop()

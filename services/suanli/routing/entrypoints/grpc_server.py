@@ -1,0 +1,188 @@
+"""The Routing gRPC API (grpc.aio), with health checking and reflection.
+
+Every instance answers from its own read views (network.links and capacity.nodes read whole), so any
+instance serves any call. Errors are kernel request kinds answered through `suanli.rpc`: a bad field
+-> INVALID_ARGUMENT naming it (an unknown region lists the known ones).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from suanli.api.routing.v1 import routing_pb2 as pb
+from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
+from suanli.errors import InvalidArgument, ResourceExhausted
+from suanli.routing.adapters.metrics import ResolveMetrics
+from suanli.routing.domain.links import SITE, LinkState, LinkStatus
+from suanli.routing.domain.scoring import Excluded, Resolution, Scored
+from suanli.routing.service_layer.network import NetworkState
+from suanli.routing.service_layer.router import ResolveQuery, Router
+from suanli.rpc import rpc_errors
+
+SERVICE_NAME = "suanli.routing.v1.Routing"
+KINDS = {
+    pb.WORKLOAD_KIND_UNSPECIFIED: "training",
+    pb.WORKLOAD_KIND_TRAINING: "training",
+    pb.WORKLOAD_KIND_INFERENCE: "inference",
+}
+STATUSES = {
+    LinkStatus.UNKNOWN: pb.LINK_STATUS_UNKNOWN,
+    LinkStatus.OK: pb.LINK_STATUS_OK,
+    LinkStatus.DEGRADED: pb.LINK_STATUS_DEGRADED,
+    LinkStatus.DOWN: pb.LINK_STATUS_DOWN,
+}
+
+
+def link_message(s: LinkState) -> pb.Link:
+    at = Timestamp()
+    at.FromMilliseconds(s.last_probe_ms)
+    return pb.Link(
+        link_id=s.link_id,
+        scope=s.scope,
+        src_region=s.src_region,
+        src_site=s.src_site,
+        dst_region=s.dst_region,
+        dst_site=s.dst_site,
+        rtt_ms=s.rtt_ms,
+        baseline_rtt_ms=s.baseline_rtt_ms,
+        jitter_p95_ms=s.jitter_p95_ms,
+        loss_ratio=s.loss_ratio,
+        bandwidth_mbps=s.bandwidth_mbps or 0.0,
+        status=STATUSES[s.status],
+        reason=s.reason,
+        last_probe_at=at,
+        rounds=s.rounds,
+    )
+
+
+def _candidate(c: Scored, currency: str) -> pb.Candidate:
+    return pb.Candidate(
+        region=c.region,
+        site=c.site,
+        device_class=c.device_class,
+        gpu_model=c.model,
+        score=pb.Score(total=c.score, compute=c.compute, network=c.network, price=c.price),
+        free_cu=c.free_cu,
+        total_cu=c.total_cu,
+        rtt_ms=c.rtt_ms,
+        loss_ratio=c.loss_ratio,
+        bandwidth_mbps=c.bandwidth_mbps or 0.0,
+        link_status=STATUSES[c.link_status],
+        price_per_hour=c.price_per_hour,
+        currency=currency,
+    )
+
+
+def _exclusion(e: Excluded) -> pb.Exclusion:
+    return pb.Exclusion(
+        region=e.region,
+        site=e.site,
+        device_class=e.device_class,
+        code=pb.ExclusionCode.ValueType(int(e.code)),
+        reason=e.reason,
+        count=e.count,
+    )
+
+
+def resolve_response(resolution: Resolution, currency: str) -> pb.ResolveResponse:
+    return pb.ResolveResponse(
+        candidates=[_candidate(c, currency) for c in resolution.candidates],
+        excluded=[_exclusion(e) for e in resolution.excluded],
+        excluded_total=resolution.excluded_total,
+    )
+
+
+def query_of(request: pb.ResolveRequest) -> ResolveQuery:
+    if request.kind not in KINDS:
+        raise InvalidArgument(f"kind: unknown workload kind {request.kind}")
+    return ResolveQuery(
+        kind=KINDS[request.kind],
+        from_region=request.from_region,
+        max_rtt_ms=request.max_rtt_ms,
+        min_bandwidth_gbps=request.min_bandwidth_gbps,
+        gpu_models=tuple(request.gpu_models),
+        cu=request.cu,
+        max_price_per_hour=request.max_price_per_hour,
+        limit=request.limit,
+        tenant=request.tenant,
+        explain=request.explain,
+    )
+
+
+class RoutingServicer(pb_grpc.RoutingServicer):
+    def __init__(self, router: Router, network: NetworkState, metrics: ResolveMetrics) -> None:
+        self.router = router
+        self.network = network
+        self.metrics = metrics
+
+    async def Resolve(
+        self, request: pb.ResolveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResolveResponse:
+        started = time.perf_counter()
+        kind, outcome = KINDS.get(request.kind, "unknown"), "invalid"
+        try:
+            async with rpc_errors(context):
+                resolution = self.router.resolve(query_of(request))
+                outcome = "routed" if resolution.candidates else "none"
+                return resolve_response(resolution, self.router.currency)
+        finally:
+            self.metrics.resolved(kind, outcome, time.perf_counter() - started)
+
+    async def GetNetwork(
+        self, request: pb.GetNetworkRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NetworkMatrix:
+        async with rpc_errors(context):
+            return pb.NetworkMatrix(
+                regions=sorted(self.network.regions()),
+                region_links=[link_message(s) for s in self.network.region_links()],
+                site_links=[link_message(s) for s in self.network.site_links()] if request.sites else [],
+            )
+
+    async def WatchNetwork(
+        self, request: pb.WatchNetworkRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.LinkUpdate]:
+        def wanted(s: LinkState) -> bool:
+            return request.sites or s.scope != SITE
+
+        async with rpc_errors(context):
+            with self.network.watch() as changes:
+                if request.initial:
+                    for state in [*self.network.region_links(), *self.network.site_links()]:
+                        if wanted(state):
+                            yield pb.LinkUpdate(link=link_message(state))
+                while True:
+                    change = await changes.get()
+                    if change is None:
+                        raise ResourceExhausted("the watcher fell too far behind; watch again")
+                    if wanted(change):
+                        yield pb.LinkUpdate(link=link_message(change))
+
+
+async def start_server(
+    servicer: RoutingServicer, listen: str
+) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
+    """Serve on `listen` (host:port; port 0 picks one); NOT_SERVING until `serving` is called."""
+    server = grpc.aio.server()
+    pb_grpc.add_RoutingServicer_to_server(servicer, server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    reflection.enable_server_reflection(
+        (pb.DESCRIPTOR.services_by_name["Routing"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME),
+        server,
+    )
+    port = server.add_insecure_port(listen)
+    await server.start()
+    return server, port, health_servicer
+
+
+def serving(health_servicer: health.HealthServicer) -> None:
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

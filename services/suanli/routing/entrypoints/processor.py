@@ -1,0 +1,205 @@
+"""The network-view stream processor (faust): probe rounds in, full-state link views out.
+
+Data flow::
+
+    links.measured --> intake agent --> routing.probes --> view agent --> NetworkView --> network.links
+    (by src_site)      decode, check;   (by region pair)   fold           (domain)        (compacted)
+                       garbage -> links.measured.dlq                       timer: DOWN after silence,
+                                                                            republish unchanged states
+
+Re-keying by region pair gives one worker every site path of a pair, so its summary is whole whatever
+the number of workers. The view is in memory: at start it is seeded from ``network.links`` (the view's
+own full-state output, read whole before the worker joins its group), so a restarted processor keeps
+each link's figures, baseline and status, and a link that went silent while it was down still goes DOWN.
+A replayed probe round (no newer than the link's last) is ignored by the fold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import faust
+from aiokafka.partitioner import DefaultPartitioner
+
+from suanli.bus.admin import resolve_replication_factor
+from suanli.bus.deadletter import DECODE, HANDLER, Failed, dead_letter, retry_failed
+from suanli.bus.faust import ShortFetchTransport, delivered
+from suanli.bus.headers import Headers
+from suanli.bus.metrics import BusMetrics
+from suanli.bus.retry import RetryPolicy
+from suanli.clock import Clock, IdFactory, to_ms
+from suanli.contracts import EventDecodeError, decode, encode
+from suanli.errors import InvalidArgument
+from suanli.routing.adapters.metrics import ViewMetrics
+from suanli.routing.domain.links import LinkState
+from suanli.routing.domain.probes import occurred_ms, probe_from_record
+from suanli.routing.domain.view import NetworkView
+from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.routing.entrypoints.topics import PROBES, RoutingTopics
+from suanli.routing.service_layer.records import EVENT, link_record
+
+log = logging.getLogger(__name__)
+PRODUCER = "routing/network-view"
+MEASURED = "LinkMeasured"
+
+_RAW: dict[str, Any] = {
+    "key_type": bytes,
+    "value_type": bytes,
+    "key_serializer": "raw",
+    "value_serializer": "raw",
+}
+
+
+def broker_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
+
+
+class NotAProbe(InvalidArgument):
+    """A record on links.measured that decodes but is another event."""
+
+
+class NetworkViewProcessor:
+    """Builds the faust app; ``app`` is what a worker runs. Wired by `suanli.routing.bootstrap`."""
+
+    def __init__(
+        self,
+        settings: RoutingSettings,
+        view: NetworkView,
+        *,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: ViewMetrics,
+        retry: RetryPolicy,
+        bus_metrics: BusMetrics,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.clock = clock
+        self.ids = ids
+        self.metrics = metrics
+        self.retry = retry
+        self.bus_metrics = bus_metrics
+        self.names = RoutingTopics(settings.topic_prefix)
+        self.app: Any = faust.App(
+            settings.group_id,
+            broker=broker_urls(settings.bootstrap),
+            store="memory://",
+            web_enabled=False,
+            # One record per batch on what we write: network.links is read back to its end offset at
+            # start-up, and Tansu's end offset is short whenever a batch holds several records.
+            producer_max_batch_size=1,
+            consumer_auto_offset_reset="earliest",
+            topic_replication_factor=resolve_replication_factor(),
+            topic_partitions=PROBES.partitions,
+            stream_wait_empty=False,
+            # As metering: faust's 60 s defaults hold a fresh group's first join for half a minute.
+            broker_session_timeout=10.0,
+            broker_rebalance_timeout=10.0,
+            broker_heartbeat_interval=1.0,
+        )
+        self.app.transport = ShortFetchTransport(self.app, fetch_max_wait_ms=settings.fetch_wait_ms)
+        self.measured = self.app.topic(self.names.measured, **_RAW)
+        self.probes = self.app.topic(self.names.probes, **_RAW)
+        self.links = self.app.topic(self.names.links, **_RAW)
+        self._dlq: dict[str, Any] = {}
+        self._partitioner = DefaultPartitioner()
+        # The view agent and the timer both change the view and publish; one at a time keeps the order
+        # of publications the order of the states.
+        self._lock = asyncio.Lock()
+        self.app.agent(self.measured, name="routing.intake")(self._intake)
+        self.app.agent(self.probes, name="routing.view")(self._fold)
+        self.app.timer(settings.check_s, name="routing.check")(self._check)
+
+    # -- agents ----------------------------------------------------------------------------------------
+
+    async def _intake(self, stream: Any) -> AsyncIterator[None]:
+        async for event in stream.events():
+            await self._forward(event)
+            yield None
+
+    async def _forward(self, event: Any) -> None:
+        value = event.message.value
+        try:
+            name, record = decode(value)
+            if name != MEASURED:
+                raise NotAProbe(f"{name} on {self.names.measured}: only {MEASURED} belongs here")
+            probe = probe_from_record(record, occurred_ms(record["occurred_at"]))
+        except EventDecodeError as exc:
+            await self._dead_letter(event, exc, DECODE)
+            return
+        except InvalidArgument as exc:
+            await self._dead_letter(event, exc, HANDLER)
+            return
+        key = f"{probe.src_region}->{probe.dst_region}".encode()
+        await self._send(self.probes, key, value, [])
+
+    async def _fold(self, stream: Any) -> AsyncIterator[None]:
+        async for event in stream.events():
+            _, record = decode(event.message.value)  # checked by the intake
+            probe = probe_from_record(record, occurred_ms(record["occurred_at"]))
+            async with self._lock:
+                now = self.clock.now()
+                changed = self.view.observe(probe, to_ms(now))
+                if changed:
+                    self.metrics.fresh((to_ms(now) - probe.at_ms) / 1000)
+                await self._publish(changed)
+            yield None
+
+    async def _check(self) -> None:
+        async with self._lock:
+            due = self.view.check(to_ms(self.clock.now()), self._owned())
+            await self._publish(due)
+        self.metrics.links([*self.view.links.values(), *self.view.regions.values()])
+
+    # -- output ----------------------------------------------------------------------------------------
+
+    async def _publish(self, states: list[LinkState]) -> None:
+        at = self.clock.now()
+        for state in states:
+            record = link_record(state, producer=PRODUCER, event_id=str(self.ids()), at=at)
+            await self._send(self.links, state.link_id.encode(), encode(EVENT, record), [])
+
+    async def _send(self, topic: Any, key: bytes, value: bytes, headers: Headers) -> None:
+        async def once() -> None:
+            await (await topic.send(key=key, value=value, headers=headers))
+
+        try:
+            await once()
+        except Exception as exc:
+            outcome = await retry_failed(exc, once, self.retry, where=f"send to {topic.get_topic_name()}")
+            if isinstance(outcome, Failed):
+                # Full state: the timer republishes every state within republish_s, which heals this.
+                log.error("could not publish to %s: %r", topic.get_topic_name(), outcome.error)
+
+    async def _dead_letter(self, event: Any, error: Exception, reason: str) -> None:
+        await dead_letter(
+            delivered(event),
+            error,
+            attempts=1,
+            reason=reason,
+            send=self._send_raw,
+            retry=self.retry,
+            metrics=self.bus_metrics,
+        )
+
+    async def _send_raw(self, topic: str, key: bytes | None, value: bytes, headers: Headers) -> None:
+        target = self._dlq.get(topic) or self._dlq.setdefault(topic, self.app.topic(topic, **_RAW))
+        await (await target.send(key=key, value=value, headers=headers))
+
+    # -- ownership -------------------------------------------------------------------------------------
+
+    def _owned(self) -> Callable[[tuple[str, str]], bool]:
+        # With several workers each checks only the region pairs whose probe partitions it owns.
+        mine = {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.names.probes}
+        if not mine:
+            return lambda pair: False
+        partitions = list(range(PROBES.partitions))
+
+        def owns(pair: tuple[str, str]) -> bool:
+            key = f"{pair[0]}->{pair[1]}".encode()
+            return int(self._partitioner(key, partitions, partitions)) in mine
+
+        return owns
