@@ -14,6 +14,8 @@ from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.infra.testing import service_doc_problems
 from suanli.metering.entrypoints import cli as metering_cli
 from suanli.metering.entrypoints.settings import MeteringSettings
+from suanli.routing.entrypoints import cli as routing_cli
+from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.scheduling.entrypoints import cli as scheduling_cli
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.sensing.entrypoints import cli as sensing_cli
@@ -32,6 +34,7 @@ SERVICES: dict[str, tuple[str, type[Any], typer.Typer, str, frozenset[str]]] = {
         frozenset({"--simulate", "--once", "--verbose", "-v"}),
     ),
     "metering": ("metering.md", MeteringSettings, metering_cli.app, "serve", frozenset({"--loglevel"})),
+    "routing": ("routing.md", RoutingSettings, routing_cli.app, "serve", frozenset({"--loglevel"})),
     "scheduling": ("scheduler-service.md", SchedulingSettings, scheduling_cli.app, "serve", frozenset()),
     "billing": ("billing.md", BillingSettings, billing_cli.app, "serve", frozenset()),
 }

@@ -11,16 +11,13 @@ from typing import Any
 import typer
 
 from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.settings import load_or_usage_error, option
 
 app = typer.Typer(help="Routing: the network-state view and compute-aware steering.", no_args_is_help=True)
 
 
 def _option(field: str, *flags: str, **extra: Any) -> Any:
-    """The option that sets ``field``: not given means None, its help is the field's description."""
-    info = RoutingSettings.model_fields[field]
-    default = "required" if info.is_required() else f"default: {info.default}"
-    text = f"{info.description} (env {RoutingSettings.env_name(field)}; {default})"
-    return typer.Option(None, *flags, help=text, show_default=False, **extra)
+    return option(RoutingSettings, field, *flags, **extra)
 
 
 @app.command("serve")
@@ -37,19 +34,16 @@ def serve(
 ) -> None:
     """Routing: the network view (faust, links.measured -> network.links) and the Routing gRPC API."""
     from suanli.routing.entrypoints.app import serve as run
-    from suanli.settings import SettingsError
 
-    try:
-        settings = RoutingSettings.load(
-            bootstrap=bootstrap,
-            topic_prefix=topic_prefix,
-            listen=listen,
-            role=role,
-            pricebook=pricebook,
-            probe_interval_s=probe_interval_s,
-            down_after=down_after,
-            metrics_port=metrics_port,
-        )
-    except SettingsError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    settings = load_or_usage_error(
+        RoutingSettings,
+        bootstrap=bootstrap,
+        topic_prefix=topic_prefix,
+        listen=listen,
+        role=role,
+        pricebook=pricebook,
+        probe_interval_s=probe_interval_s,
+        down_after=down_after,
+        metrics_port=metrics_port,
+    )
     run(settings, loglevel=loglevel)
