@@ -106,3 +106,24 @@ def test_help_documents_the_multiregion_mode() -> None:
     assert result.exit_code == 0
     for text in ("multiregion", "--region-weights", "--data-weights", "--bound-share", "--pricebook"):
         assert text in result.output
+
+
+def test_cost_comes_from_the_price_book_given(trace: tuple[Path, Path], tmp_path: Path) -> None:
+    _, pods = trace
+    nodes = tmp_path / "t4.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"t4-{i},32000,131072,4,T4\n" for i in range(30))
+    )
+    book = tmp_path / "book.yaml"
+    book.write_text(
+        "currency: EUR\nversions:\n  - effective_from: '2025-01-01T00:00:00Z'\n    rates:\n"
+        "      - {device_class: '*', cu_hour: '0.01'}\n      - {device_class: cpu, cu_hour: '0'}\n"
+    )
+    out_json = tmp_path / "mr.json"
+    args = ["--mode", "multiregion", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "3"]
+    args += ["--workers", "1", "--policy", "network-aware", "--pricebook", str(book), "--json", str(out_json)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    r = json.loads(out_json.read_text())["results"]["network-aware"]
+    # A T4 is 65 CU; at 0.01 per CU-hour and free CPU every placed GPU-hour costs 0.65.
+    assert r["currency"] == "EUR" and r["cost_per_gpu_hour"]["mean"] == pytest.approx(0.65)
