@@ -136,7 +136,11 @@ def simulate(
         bool, typer.Option("--list-policies", help="List the policies and exit.")
     ] = False,
 ) -> None:
-    """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload."""
+    """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload.
+
+    `--mode multiregion` spreads the nodes over the 10 measured regions and compares region-blind,
+    nearest-first and network-aware placement (placed %, RTT to the data region, cost, split gangs).
+    """
     from suanli.scheduling.simulator import batch, output
     from suanli.scheduling.simulator.runner import RunResult
     from suanli.scheduling.simulator.timeline import TimelineResult
