@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/region_choice.py [--gangs 400] [--rtt traces/network/regions_rtt.csv]
 
-The openb GPU nodes (1,213) are dealt round-robin over the 10 regions of the measured RTT table (IBM Cloud
-VPC, its latest 30-day window; `--rtt` names another copy of the file). Each gang has 2..8 tasks of one
+The openb GPU nodes (1,213) are spread evenly over the 10 regions of the measured RTT table (IBM Cloud VPC,
+the median of its five 30-day windows per direction: the kernel's `suanli.resources.network`, the model the
+simulator and simulated fleets use; `--rtt` names another copy of the file) by the multi-region
+simulator's rule (`simulator/geography.py`, seed 42). Each gang has 2..8 tasks of one
 whole GPU and a data region drawn uniformly (seeded); half of them bound the RTT to it (50 or 150 ms).
 `network-aware` is fgdb with region choice (locality region, the network filter and score);
 `region-blind` places the same tasks node by node (locality any, no data region). Per mode: gangs/s,
@@ -14,7 +16,6 @@ regions (0 where the locality forbids it).
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,31 +24,19 @@ from pathlib import Path
 import numpy as np
 
 from suanli.data import data_path
+from suanli.resources.network import measured_network, read_measured_network
 from suanli.scheduling.domain.framework import PluginContext, Scheduler
-from suanli.scheduling.domain.model import Locality, Node, TaskRequest
-from suanli.scheduling.domain.network import NetworkSnapshot, RegionLink
+from suanli.scheduling.domain.model import Locality, TaskRequest
+from suanli.scheduling.domain.network import NetworkSnapshot
 from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
+from suanli.scheduling.simulator.geography import even_weights, spread_nodes
+from suanli.scheduling.simulator.multiregion import network_snapshot
 from suanli.scheduling.simulator.traces import load_nodes, load_pods
 from suanli.scheduling.simulator.workload import workload_distribution
 
 TRACES = data_path("traces/openb")
 WHOLE = TaskRequest(cpu_milli=8000, memory_mib=16_384, gpu_count=1, gpu_milli=1000)
-
-
-def region_name(name: str) -> str:
-    return name.strip().lower().replace(" ", "-")
-
-
-def load_network(path: Path) -> NetworkSnapshot:
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    latest = max(r["window_start"] for r in rows)
-    return NetworkSnapshot(
-        RegionLink(region_name(r["src_region"]), region_name(r["dst_region"]), float(r["rtt_ms_avg"]))
-        for r in rows
-        if r["window_start"] == latest
-    )
 
 
 def gangs(regions: Sequence[str], count: int, rng: np.random.Generator) -> list[list[TaskRequest]]:
@@ -92,12 +81,15 @@ def main() -> None:
     parser.add_argument("--gangs", type=int, default=400)
     parser.add_argument("--rtt", type=Path, default=None, help="regions_rtt.csv (default: the packaged copy)")
     args = parser.parse_args()
-    network = load_network(args.rtt or data_path("traces/network/regions_rtt.csv"))
+    measured = read_measured_network(args.rtt.read_text()) if args.rtt else measured_network()
+    network = network_snapshot(measured)
     regions = network.regions
-    nodes: list[Node] = [
-        replace(n, region=regions[i % len(regions)])
-        for i, n in enumerate(load_nodes(TRACES / "openb_node_list_gpu_node.csv"))
-    ]
+    nodes = spread_nodes(
+        load_nodes(TRACES / "openb_node_list_gpu_node.csv"),
+        measured,
+        even_weights(regions),
+        np.random.default_rng(42),
+    )
     snapshot = ClusterSnapshot.from_nodes(nodes)
     work = gangs(regions, args.gangs, np.random.default_rng(7))
     print(f"{'mode':14} {'gangs':>6} {'gangs/s':>8} {'placed':>7} {'mean RTT ms':>12} {'split':>6}")

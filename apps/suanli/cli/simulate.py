@@ -3,8 +3,13 @@
     suanli simulate --pods traces/openb/openb_pod_list_default.csv --policy fgd,bestfit,fgdb \\
         --seeds 42-51 --tune 1.3 --json out/default.json --out out/default
 
+    suanli simulate --mode multiregion --pods traces/openb/openb_pod_list_default.csv \\
+        --seeds 42-51 --json out/multiregion.json --out out/multiregion
+
 The workload name in the JSON is the pod file's stem with the `openb_pod_list_` prefix removed
-(`openb_pod_list_default.csv` -> `default`).
+(`openb_pod_list_default.csv` -> `default`). The multi-region mode spreads the nodes over the 10 measured
+regions and compares region-blind, nearest-first and network-aware placement (docs/scheduling.md,
+"Multi-region simulation").
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ _R = TypeVar("_R")
 
 console = Console(stderr=True)
 DEFAULT_NODES = data_path("traces/openb/openb_node_list_gpu_node.csv")
-MODES = ("arrivals", "timeline")
+MODES = ("arrivals", "timeline", "multiregion")
+MULTIREGION = "multiregion"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -57,6 +63,10 @@ def _list_policies() -> None:
     table.add_column("description")
     for name, profile in POLICIES.items():
         table.add_row(name, profile.get("description", ""))
+    from suanli.scheduling.simulator.multiregion import REGION_POLICIES
+
+    for name, text in REGION_POLICIES.items():
+        table.add_row(name, f"--mode multiregion only: {text}")
     Console().print(table)
 
 
@@ -68,8 +78,13 @@ def simulate(
         DEFAULT_NODES
     ),
     policy: Annotated[
-        str, typer.Option("--policy", help="Comma-separated policies (--list-policies).")
-    ] = "fgd",
+        str | None,
+        typer.Option(
+            "--policy",
+            help="Comma-separated policies (--list-policies); default fgd, or in multiregion mode "
+            "region-blind,nearest-first,network-aware.",
+        ),
+    ] = None,
     seeds: Annotated[str, typer.Option("--seeds", help="Seeds: a range 42-51 and/or a list 42,43.")] = "42",
     tune: Annotated[
         float, typer.Option("--tune", help="Inflate arrivals to this multiple of GPU capacity.")
@@ -82,13 +97,50 @@ def simulate(
     ] = None,
     workers: Annotated[int, typer.Option("--workers", help="Parallel processes (0 = number of CPUs).")] = 0,
     mode: Annotated[
-        str, typer.Option("--mode", help="arrivals (paper experiment) or timeline (pods leave).")
+        str,
+        typer.Option(
+            "--mode",
+            help="arrivals (paper experiment), timeline (pods leave) or multiregion (the nodes over the 10 "
+            "measured regions, jobs with data regions and RTT bounds; placed %, unallocated GPU %, RTT to "
+            "the data region, cost per GPU-hour, gangs split across regions).",
+        ),
     ] = ("arrivals"),
+    region_weights: Annotated[
+        str,
+        typer.Option(
+            "--region-weights",
+            help="multiregion: node share per region, e.g. dallas=2,tokyo=0 (default even).",
+        ),
+    ] = "",
+    data_weights: Annotated[
+        str,
+        typer.Option(
+            "--data-weights",
+            help="multiregion: data-region draw weights over the default (hubs dallas, washington-dc, "
+            "frankfurt, tokyo 2, others 1).",
+        ),
+    ] = "",
+    bound_share: Annotated[
+        float,
+        typer.Option("--bound-share", help="multiregion: share of jobs with max_rtt_ms (40 or 150 ms)."),
+    ] = 0.5,
+    pricebook: Annotated[
+        Path | None,
+        typer.Option(
+            "--pricebook",
+            help="multiregion: price book YAML for costs (default the shipped one).",
+            dir_okay=False,
+        ),
+    ] = None,
     list_policies: Annotated[
         bool, typer.Option("--list-policies", help="List the policies and exit.")
     ] = False,
 ) -> None:
-    """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload."""
+    """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload.
+
+    `--mode multiregion` spreads the nodes over the 10 measured regions and compares region-blind,
+    nearest-first and network-aware placement (placed %, RTT to the data region, cost, split gangs).
+    """
     from suanli.scheduling.simulator import batch, output
     from suanli.scheduling.simulator.runner import RunResult
     from suanli.scheduling.simulator.timeline import TimelineResult
@@ -100,9 +152,15 @@ def simulate(
     pods, names = _checked(pods, nodes, policy, mode)
     seed_list = parse_seeds(seeds)
     workload = workload_name(pods)
-    jobs = [batch.Job(nodes.resolve(), pods.resolve(), p, s, tune, mode) for p in names for s in seed_list]
+    setup = _setup(region_weights, data_weights, bound_share, pricebook) if mode == MULTIREGION else None
+    jobs = [
+        batch.Job(nodes.resolve(), pods.resolve(), p, s, tune, mode, setup) for p in names for s in seed_list
+    ]
     results = _run(jobs, workers or os.cpu_count() or 1, f"[bold]{workload}[/] {mode}")
 
+    if setup is not None:
+        _write_multiregion(results, workload, names, setup, json_path, out)
+        return
     if mode == "timeline":
         timelines = _all_of(results, TimelineResult)
         summary = batch.summarise_timeline(workload, timelines, names)
@@ -125,9 +183,76 @@ def simulate(
     _print_summary(summary, mode)
 
 
-def _checked(pods: Path | None, nodes: Path, policy: str, mode: str) -> tuple[Path, list[str]]:
+def _setup(region_weights: str, data_weights: str, bound_share: float, pricebook: Path | None) -> Any:
+    """The multi-region setup from the flags, or the usage error naming the flag."""
+    from suanli.resources.network import measured_network
+    from suanli.scheduling.simulator.geography import even_weights, hub_weights, parse_weights
+    from suanli.scheduling.simulator.multiregion import MultiRegionSetup
+
+    regions = measured_network().regions
+    weights = {}
+    for flag, text, base in (
+        ("--region-weights", region_weights, even_weights(regions)),
+        ("--data-weights", data_weights, hub_weights(regions)),
+    ):
+        try:
+            weights[flag] = tuple(sorted(parse_weights(text, regions, base).items()))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=flag) from None
+    if not 0.0 <= bound_share <= 1.0:
+        raise typer.BadParameter("a share is 0..1", param_hint="--bound-share")
+    if pricebook is not None and not pricebook.is_file():
+        raise typer.BadParameter(f"{pricebook} does not exist", param_hint="--pricebook")
+    return MultiRegionSetup(weights["--region-weights"], weights["--data-weights"], bound_share, pricebook)
+
+
+def _write_multiregion(
+    results: list[Any], workload: str, names: list[str], setup: Any, json_path: Path | None, out: Path | None
+) -> None:
+    from suanli.scheduling.simulator import batch, output
+    from suanli.scheduling.simulator.multiregion import MultiRegionResult
+
+    runs = _all_of(results, MultiRegionResult)
+    summary = batch.summarise_multiregion(workload, runs, names, setup)
+    if json_path is not None:
+        output.write_json(json_path, summary)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        output.write_json(out / f"{workload}_multiregion_summary.json", summary)
+        output.write_multiregion_csv(out, workload, runs)
+        output.plot_multiregion(out, workload, runs, names)
+    _print_multiregion(summary)
+
+
+def _print_multiregion(summary: dict[str, Any]) -> None:
+    table = Table(title=f"{summary['workload']} (multiregion, {len(summary['setup']['regions'])} regions)")
+    for column in (
+        "policy",
+        "placed %",
+        "unalloc % @100",
+        "RTT mean ms",
+        "RTT p99 ms",
+        "cost/GPU-h",
+        "split",
+    ):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, r in summary["results"].items():
+        table.add_row(
+            name,
+            f"{r['placed_pct']['mean']:.2f}",
+            f"{r['unallocated_pct_at_100']['mean']:.2f} ± {r['unallocated_pct_at_100']['sd']:.2f}",
+            f"{r['rtt_mean_ms']['mean']:.1f}",
+            f"{r['rtt_p99_ms']['mean']:.1f}",
+            f"{r['cost_per_gpu_hour']['mean']:.3f} {r['currency']}",
+            f"{sum(r['split_gangs']['per_seed']):.0f}",
+        )
+    Console().print(table)
+
+
+def _checked(pods: Path | None, nodes: Path, policy: str | None, mode: str) -> tuple[Path, list[str]]:
     """The pod list and the policy names, or the usage error a person should see."""
     from suanli.scheduling.domain.plugins.policies import POLICIES
+    from suanli.scheduling.simulator.multiregion import REGION_POLICIES
 
     if pods is None:
         raise typer.BadParameter("--pods is required", param_hint="--pods")
@@ -136,11 +261,14 @@ def _checked(pods: Path | None, nodes: Path, policy: str, mode: str) -> tuple[Pa
             raise typer.BadParameter(f"{path} does not exist")
     if mode not in MODES:
         raise typer.BadParameter(f"mode must be one of {MODES}", param_hint="--mode")
+    known = list(REGION_POLICIES) if mode == MULTIREGION else list(POLICIES)
+    if policy is None:
+        policy = ",".join(REGION_POLICIES) if mode == MULTIREGION else "fgd"
     names = [p.strip() for p in policy.split(",") if p.strip()]
-    unknown = [p for p in names if p not in POLICIES]
+    unknown = [p for p in names if p not in known]
     if not names or unknown:
         raise typer.BadParameter(
-            f"unknown policy {unknown}; known: {', '.join(POLICIES)}", param_hint="--policy"
+            f"unknown policy {unknown} for mode {mode}; known: {', '.join(known)}", param_hint="--policy"
         )
     return pods, names
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from suanli.bus import topic_name
 from suanli.resources import default_catalogue
+from suanli.resources.network import measured_network
 from suanli.sensing.adapters.bus import ensure_agent_topics
-from suanli.sensing.adapters.network_data import measured_network
 from suanli.sensing.adapters.probes import Peer, TcpLinkProber, start_probe_listener
 from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet

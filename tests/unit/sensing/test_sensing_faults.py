@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from suanli.cli.main import app as root_app
 from suanli.resources import default_catalogue
+from suanli.resources.network import measured_network
 from suanli.sensing.adapters.faults_file import FaultsFile, load_faults
-from suanli.sensing.adapters.network_data import measured_network
 from suanli.sensing.adapters.randomness import SeededRandom
 from suanli.sensing.adapters.simulated import SimulatedLinkProber
 from suanli.sensing.domain.faults import (

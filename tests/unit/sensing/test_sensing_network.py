@@ -11,19 +11,12 @@ import pytest
 
 from suanli.data import data_path
 from suanli.resources import default_catalogue
+from suanli.resources.network import NetworkDataError, measured_network, parse_measured_network, region_id
 from suanli.sensing.adapters.fleet_file import load_fleet
-from suanli.sensing.adapters.network_data import measured_network
 from suanli.sensing.adapters.randomness import SeededRandom
 from suanli.sensing.domain.fleet import FleetError, parse_fleet
 from suanli.sensing.domain.links import LinkModel, LinkProfile, SiteRef
-from suanli.sensing.domain.network import (
-    BandwidthModel,
-    JitterModel,
-    LossModel,
-    NetworkDataError,
-    parse_measured_network,
-    region_id,
-)
+from suanli.sensing.domain.network import BandwidthModel, JitterModel, LossModel
 
 REGIONS = (
     "dallas",

@@ -16,6 +16,12 @@ from typing import Any
 import numpy as np
 
 from suanli.scheduling.simulator.metrics import MAX_ARRIVED_PCT, value_at
+from suanli.scheduling.simulator.multiregion import (
+    MultiRegionResult,
+    MultiRegionSetup,
+    describe_setup,
+    run_multiregion,
+)
 from suanli.scheduling.simulator.runner import RunResult, run_arrivals
 from suanli.scheduling.simulator.timeline import TimelineResult, run_timeline
 from suanli.scheduling.simulator.traces import load_nodes, load_pods
@@ -29,6 +35,7 @@ class Job:
     seed: int
     tune: float
     mode: str = "arrivals"
+    setup: MultiRegionSetup | None = None  # the multi-region mode's geography and prices
 
 
 @cache
@@ -36,8 +43,13 @@ def _traces(nodes: Path, pods: Path) -> tuple[list[Any], list[Any]]:
     return load_nodes(nodes), load_pods(pods)
 
 
-def run_job(job: Job) -> RunResult | TimelineResult:
+Result = RunResult | TimelineResult | MultiRegionResult
+
+
+def run_job(job: Job) -> Result:
     nodes, pods = _traces(job.nodes, job.pods)
+    if job.mode == "multiregion":
+        return run_multiregion(nodes, pods, job.policy, job.seed, job.tune, job.setup or MultiRegionSetup())
     if job.mode == "timeline":
         return run_timeline(nodes, pods, job.policy, job.seed)
     return run_arrivals(nodes, [p.request for p in pods], job.policy, job.seed, job.tune)
@@ -45,7 +57,7 @@ def run_job(job: Job) -> RunResult | TimelineResult:
 
 def run_jobs(
     jobs: Sequence[Job], workers: int, on_done: Callable[[], None] | None = None
-) -> Iterator[RunResult | TimelineResult]:
+) -> Iterator[Result]:
     """Results in completion order. One worker runs in-process (no pool), which keeps tests cheap."""
     if workers <= 1 or len(jobs) == 1:
         for job in jobs:
@@ -115,3 +127,54 @@ def summarise_timeline(
             "never_placed": [r.never_placed for r in runs],
         }
     return {"workload": workload, "mode": "timeline", "results": out}
+
+
+def _stat(values: Sequence[float]) -> dict[str, Any]:
+    mean, sd = _mean_sd(values)
+    return {"mean": mean, "sd": sd, "per_seed": [float(v) for v in values]}
+
+
+MULTIREGION_METRICS = (
+    "placed_pct",
+    "pods_placed_pct",
+    "unallocated_pct_at_100",
+    "rtt_mean_ms",
+    "rtt_p99_ms",
+    "cost_per_gpu_hour",
+    "split_gangs",
+    "gangs_placed",
+    "rtt_bound_violations",
+)
+
+
+def summarise_multiregion(
+    workload: str, results: Sequence[MultiRegionResult], policies: Sequence[str], setup: MultiRegionSetup
+) -> dict[str, Any]:
+    """The multi-region `--json` contract: per policy, each metric's mean, sd and per-seed values, the
+    median unallocated curve, GPU allocated per region (mean over seeds); the setup that produced them."""
+    out: dict[str, Any] = {}
+    for policy in policies:
+        runs = sorted((r for r in results if r.policy == policy), key=lambda r: r.seed)
+        if not runs:
+            continue
+        entry: dict[str, Any] = {name: _stat([r.metrics[name] for r in runs]) for name in MULTIREGION_METRICS}
+        entry["seeds"] = [r.seed for r in runs]
+        entry["jobs"] = [int(r.metrics["jobs"]) for r in runs]
+        entry["gangs"] = [int(r.metrics["gangs"]) for r in runs]
+        entry["currency"] = runs[0].currency
+        curves = np.vstack([r.unallocated_pct for r in runs])
+        xs = np.flatnonzero(~np.isnan(curves).any(axis=0))
+        entry["curve"] = {
+            "arrived_pct": [int(x) for x in xs],
+            "unallocated_pct_median": [float(v) for v in np.median(curves[:, xs], axis=0)],
+        }
+        entry["region_allocated_pct"] = {
+            region: float(np.mean([r.region_allocated_pct[region] for r in runs]))
+            for region in runs[0].region_allocated_pct
+        }
+        entry["seconds_per_run"] = float(np.mean([r.seconds for r in runs]))
+        out[policy] = entry
+    setup_doc = describe_setup(setup)
+    if results:
+        setup_doc["nodes_per_region"] = results[0].nodes_per_region
+    return {"workload": workload, "mode": "multiregion", "setup": setup_doc, "results": out}

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from suanli.scheduling.simulator.multiregion import MultiRegionResult
 from suanli.scheduling.simulator.runner import RunResult
 from suanli.scheduling.simulator.timeline import TimelineResult
 
@@ -114,5 +115,61 @@ def plot_timeline(out: Path, workload: str, results: Sequence[TimelineResult]) -
     fig.tight_layout()
     path = out / f"{workload}_timeline.png"
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_multiregion_csv(out: Path, workload: str, runs: Sequence[MultiRegionResult]) -> Path:
+    """One row per (policy, seed) with every metric of the run."""
+    path = out / f"{workload}_multiregion.csv"
+    names = sorted({k for r in runs for k in r.metrics})
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "seed", *names, "seconds"])
+        for r in sorted(runs, key=lambda r: (r.policy, r.seed)):
+            w.writerow([r.policy, r.seed, *(f"{r.metrics[k]:.4f}" for k in names), f"{r.seconds:.2f}"])
+    return path
+
+
+def plot_multiregion(
+    out: Path, workload: str, results: Sequence[MultiRegionResult], policies: Sequence[str]
+) -> Path:
+    """RTT to the data region of placed jobs (CDF, all seeds pooled) and unallocated GPU % against
+    arrived workload (median over seeds), one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_r, ax_u) = plt.subplots(1, 2, figsize=(11, 4))
+    for policy in policies:
+        runs = [r for r in results if r.policy == policy]
+        if not runs:
+            continue
+        rtts = np.sort(np.concatenate([r.rtt_ms for r in runs]))
+        if rtts.size:
+            ax_r.plot(rtts, np.arange(1, rtts.size + 1) / rtts.size * 100, label=policy)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            unalloc = np.nanmedian(np.vstack([r.unallocated_pct for r in runs]), axis=0)
+        ax_u.plot(np.arange(unalloc.size), unalloc, label=policy)
+    ax_r.set(
+        xlabel="RTT to the data region (ms)",
+        ylabel="placed jobs (%, cumulative)",
+        title=f"{workload}, 10 regions: RTT of placed jobs",
+    )
+    ax_u.set(
+        xlim=(75, 130),
+        ylim=(0, 25),
+        xlabel="arrived workload (% of GPU capacity)",
+        ylabel="unallocated GPU (%)",
+        title=f"{workload}, 10 regions: unallocated GPU (median)",
+    )
+    for ax in (ax_r, ax_u):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    path = out / f"{workload}_multiregion.png"
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path

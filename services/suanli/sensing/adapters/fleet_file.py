@@ -1,5 +1,5 @@
 """Reading a fleet YAML file (the parsing and expansion rules live in domain.fleet), seeded with the
-measured latency tables (adapters.network_data)."""
+measured latency tables (the kernel's suanli.resources.network)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from suanli.resources import DeviceCatalogue, default_catalogue
-from suanli.sensing.adapters.network_data import measured_network
+from suanli.resources.network import measured_network
 from suanli.sensing.domain.fleet import FleetError, FleetSpec, parse_fleet
 
 

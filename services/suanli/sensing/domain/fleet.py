@@ -2,9 +2,9 @@
 
 Expansion is deterministic: nodes come out in file order and are named ``<site>-<group>-<n>`` (n from 1,
 zero-padded to 3 digits), so the same file always yields the same ids. The network between the fleet's
-sites is the measured tables' (domain.network) where they know the regions and zones, with the file's
-``network`` section for the rest and for the jitter, loss and bandwidth models; ``faults`` scripts link
-faults (domain.faults). Format: docs/sensing.md.
+sites is the measured tables' (suanli.resources.network) where they know the regions and zones, with the
+file's ``network`` section for the rest and for the jitter, loss and bandwidth models; ``faults`` scripts
+link faults (domain.faults). Format: docs/sensing.md.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from suanli.resources import DeviceCatalogue
+from suanli.resources.network import MeasuredNetwork
 from suanli.sensing.domain.faults import Fault, FaultError, parse_faults
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.links import LinkModel, LinkProfile, SiteRef
-from suanli.sensing.domain.network import BandwidthModel, JitterModel, LossModel, MeasuredNetwork
+from suanli.sensing.domain.network import BandwidthModel, JitterModel, LossModel
 
 GROUP_LABEL = "suanli.io/node-group"
 

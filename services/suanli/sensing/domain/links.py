@@ -5,9 +5,9 @@ Jitter is the mean absolute difference of consecutive round-trip times (RFC 3550
 so a real probe round and the model report the same quantity.
 
 A path's expected behaviour (`LinkModel.profile`) comes, in this order, from an explicit region pair of the
-fleet file; the measured tables (domain.network) for a region pair or a zone pair they know, with jitter,
-loss and bandwidth modelled on the RTT; a small same-zone RTT for two sites in one zone; else the fleet
-file's scope profiles (``intra_region``, ``inter_region``), for regions the tables do not have.
+fleet file; the measured tables (suanli.resources.network) for a region pair or a zone pair they know,
+with jitter, loss and bandwidth modelled on the RTT; a small same-zone RTT for two sites in one zone; else
+the fleet file's scope profiles (``intra_region``, ``inter_region``), for regions the tables do not have.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from suanli.sensing.domain.network import BandwidthModel, JitterModel, LossModel, MeasuredNetwork
+from suanli.resources.network import MeasuredNetwork
+from suanli.sensing.domain.network import BandwidthModel, JitterModel, LossModel
 from suanli.sensing.domain.randomness import KeyedRandom
 
 

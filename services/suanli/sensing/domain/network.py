@@ -1,99 +1,15 @@
-"""The measured network between regions and zones (traces/network/), and the models built on its RTTs.
+"""The models simulated probes draw from, built on the measured RTTs.
 
-The tables are IBM Cloud's published VPC latency averages (traces/network/README.md). A region pair's RTT
-is the median of the five 30-day windows for that direction (directional, as published): every window
-counts, and one unusual month moves it less than it would move a mean or the latest value. A zone pair's
-RTT inside a region is the zones table's value (one window). Ids are the published names in lower case with
-spaces as hyphens (`Washington DC` -> `washington-dc`, zone `Dallas 1` -> `dallas-1`), so they can be
-written in YAML and on a command line; the published name stays as the region's display name.
-
-The tables give averages only; jitter, loss and bandwidth are modelled from the RTT (docs/sensing.md,
-"Network model"): jitter a share of the RTT with a floor, loss a small base probability rising with the
-RTT (a proxy for distance and hops), bandwidth by scope, inter-region paths limited by a window over the RTT.
+The measured tables themselves (traces/network/, median of the five windows per direction) are the
+kernel's `suanli.resources.network`, shared with the scheduler's simulator. The tables give averages
+only; jitter, loss and bandwidth are modelled from the RTT (docs/sensing.md, "Network model"): jitter a
+share of the RTT with a floor, loss a small base probability rising with the RTT (a proxy for distance and
+hops), bandwidth by scope, inter-region paths limited by a window over the RTT.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import statistics
-from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
-
-
-class NetworkDataError(ValueError):
-    """A latency table that cannot be read; the message names the row."""
-
-
-def region_id(name: str) -> str:
-    """The id form of a published region or zone name: ``Sao Paulo`` -> ``sao-paulo``."""
-    return "-".join(name.lower().split())
-
-
-@dataclass(frozen=True, slots=True)
-class MeasuredNetwork:
-    """Measured RTTs: directional region pairs and zone pairs inside each region, by id."""
-
-    display_names: Mapping[str, str]  # region id -> name as published
-    region_rtt_ms: Mapping[tuple[str, str], float]  # (source region, destination region)
-    zone_rtt_ms: Mapping[tuple[str, str], float]  # (source zone, destination zone), same region
-    zone_regions: Mapping[str, str]  # zone id -> region id
-
-    @property
-    def regions(self) -> tuple[str, ...]:
-        return tuple(sorted(self.display_names))
-
-    def region_rtt(self, src: str, dst: str) -> float | None:
-        return self.region_rtt_ms.get((src, dst))
-
-    def zone_rtt(self, src_zone: str, dst_zone: str) -> float | None:
-        return self.zone_rtt_ms.get((src_zone, dst_zone))
-
-
-def parse_measured_network(regions_csv: str, zones_csv: str) -> MeasuredNetwork:
-    """Both tables from their CSV text (columns as in traces/network/README.md)."""
-    by_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
-    names: dict[str, str] = {}
-    for line, row in _rows(regions_csv, ("src_region", "dst_region", "rtt_ms_avg")):
-        src, dst = row["src_region"], row["dst_region"]
-        names[region_id(src)] = src
-        names[region_id(dst)] = dst
-        by_pair[(region_id(src), region_id(dst))].append(_rtt(row, line))
-    zones: dict[tuple[str, str], float] = {}
-    zone_regions: dict[str, str] = {}
-    for line, row in _rows(zones_csv, ("region", "src_zone", "dst_zone", "rtt_ms_avg")):
-        region = region_id(row["region"])
-        src, dst = region_id(row["src_zone"]), region_id(row["dst_zone"])
-        zone_regions[src] = zone_regions[dst] = region
-        zones[(src, dst)] = _rtt(row, line)
-    return MeasuredNetwork(
-        display_names=names,
-        region_rtt_ms={pair: statistics.median(values) for pair, values in by_pair.items()},
-        zone_rtt_ms=zones,
-        zone_regions=zone_regions,
-    )
-
-
-def _rows(text: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in columns if c not in (reader.fieldnames or ())]
-    if missing:
-        raise NetworkDataError(f"latency table lacks columns {missing}")
-    rows = [(n, row) for n, row in enumerate(reader, start=2)]
-    if not rows:
-        raise NetworkDataError("latency table has no rows")
-    return rows
-
-
-def _rtt(row: Mapping[str, str], line: int) -> float:
-    try:
-        value = float(row["rtt_ms_avg"])
-    except (TypeError, ValueError):
-        raise NetworkDataError(f"line {line}: rtt_ms_avg {row['rtt_ms_avg']!r} is not a number") from None
-    if value < 0:
-        raise NetworkDataError(f"line {line}: rtt_ms_avg {value} is negative")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
