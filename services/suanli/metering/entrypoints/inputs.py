@@ -18,8 +18,8 @@ from suanli.metering.service_layer.batches import Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Batch
 
-Event = tuple[str, Mapping[str, Any]]
-Route = Callable[[str, Mapping[str, Any], Batch], None]
+Event = tuple[str, Mapping[str, Any], int | None]  # name, record, the record's timestamp (ms)
+Route = Callable[[str, Mapping[str, Any], Batch, int | None], None]
 Consumed = Any  # a faust event: faust has no types
 
 
@@ -34,13 +34,13 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
         name, record = decode(consumed.value)
         if name not in belongs:
             raise UnexpectedEventError(f"{name} does not belong on {topic}")
-        return name, record
+        return name, record, _record_ms(consumed)
 
     def apply(event: Event, batch: Batch) -> None:
-        name, record = event
+        name, record, record_ms = event
         route = routes.get(name)
         if route is not None:
-            route(name, record, batch)
+            route(name, record, batch, record_ms)
 
     return Intake(decode_event, apply)
 
@@ -48,24 +48,24 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
 def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
     """Per catalogue topic name, how its records are handled."""
 
-    def snapshot(name: str, record: Mapping[str, Any], batch: Batch) -> None:
-        metering.apply_snapshot(record, batch)
+    def snapshot(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
+        metering.apply_snapshot(record, batch, record_ms)
 
-    def placed(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def placed(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
         metering.apply_placement(records.allocation_of(record), batch)
 
-    def preempted(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def preempted(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
         metering.apply_preemption(record["node_id"], records.preempted_fact(record), batch)
 
-    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
         fact = records.lifecycle_fact(name, record)
         if fact is not None:
             metering.forward_facts([fact], batch)
 
-    def sampled(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def sampled(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
         metering.forward_facts([records.sample_fact(record)], batch)
 
-    def submitted(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def submitted(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
         metering.forward_facts(records.job_facts(record), batch)
 
     return {
@@ -83,6 +83,15 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
         # Other job events change nothing metering charges: tasks report their own ends.
         catalogue.JOBS_EVENTS: event_intake(catalogue.JOBS_EVENTS, {"JobSubmitted": submitted}),
     }
+
+
+def _record_ms(consumed: Consumed) -> int | None:
+    """The record's Kafka timestamp in ms (faust gives seconds), or None when the record has none."""
+    message = getattr(consumed, "message", None)
+    stamp = getattr(message, "timestamp", None)
+    if not isinstance(stamp, int | float) or stamp <= 0:
+        return None
+    return round(stamp * 1000)
 
 
 def fact_intake(metering: Metering) -> Intake[Consumed, TaskFact]:

@@ -19,6 +19,7 @@ from suanli.metering.domain import (
     NodeState,
     NodeStatus,
     StatusChange,
+    StreamClock,
     Summary,
     TaskFact,
     check,
@@ -48,16 +49,24 @@ class Metering:
         self.catalogue = catalogue
         self.policy = policy
         self.lost_after = lost_after
+        # Per worker and in memory: after a restart it starts on the wall clock until snapshots flow.
+        self.stream = StreamClock()
 
     # -- node side --------------------------------------------------------------------------------------
 
-    def apply_snapshot(self, snapshot: Mapping[str, Any], batch: Batch) -> None:
-        """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence."""
+    def apply_snapshot(self, snapshot: Mapping[str, Any], batch: Batch, record_ms: int | None = None) -> None:
+        """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence.
+
+        ``record_ms``: the record's Kafka timestamp; the node counts as heard then (capped at our clock,
+        so a producer clock running ahead cannot push the stream's time into the future)."""
         node_id = snapshot["node_id"]
+        now = self.clock()
+        heard = now if record_ms is None else min(record_ms, now)
+        self.stream = self.stream.advanced(heard, now)
         out = on_snapshot(
             batch.nodes.get(node_id),
             snapshot,
-            received_at_ms=self.clock(),
+            received_at_ms=heard,
             catalogue=self.catalogue,
             policy=self.policy,
         )
@@ -99,22 +108,22 @@ class Metering:
         Only nodes ``owns`` says this worker checks (their snapshot partitions are its own) can change,
         so with several workers each node is declared Lost once; the summary covers every node held.
         """
-        now = self.clock()
-        states: list[NodeState] = []
-        for node_id in list(batch.nodes.keys()):
-            state = batch.nodes.get(node_id)
-            if state is None:
-                continue
+        states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
+        longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
+        now = self.stream.now(self.clock(), self.lost_after * (longest or self.policy.default_interval_ms))
+        checked: list[NodeState] = []
+        for state in states:
+            node_id = state.node_id
             if state.liveness is not None and owns(node_id):
                 after, change = check(state.liveness, now, lost_after=self.lost_after)
                 if change is not None:
                     self._status_changed(change, batch)
                     state = with_liveness(state, after)
                     batch.nodes.put(node_id, state)
-            states.append(state)
+            checked.append(state)
         return summarise(
             (s.capacity, s.liveness.status if s.liveness else NodeStatus.UNKNOWN)
-            for s in states
+            for s in checked
             if s.capacity is not None
         )
 

@@ -8,6 +8,7 @@ time in their own turn of the write lock. A commit that may let a waiting job in
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -31,9 +32,11 @@ from suanli.scheduling.domain.jobs import (
     cancel,
     evolve,
     follow_ups,
+    lost_attempt_stops,
     lost_on,
     relevant_report,
 )
+from suanli.scheduling.service_layer.activity import Activity
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import (
     CancelJob,
@@ -54,6 +57,8 @@ from suanli.scheduling.service_layer.projection import PRIORITY_STREAM, Projecti
 from suanli.scheduling.service_layer.queues_config import queue_record
 from suanli.scheduling.service_layer.reconcile import Reconciler
 from suanli.scheduling.service_layer.write_lock import WriteLock
+
+log = logging.getLogger(__name__)
 
 _REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
 _OUTCOMES: Mapping[type[JobEvent], str] = {
@@ -98,6 +103,7 @@ class JobCommands:
         self._wake_cycle = wake_cycle
         self._reconciler = Reconciler(reconcile_grace)
         self._metrics = metrics or NoMetrics()
+        self.activity = Activity()
         self._submitted_in_batch = 0
         self._handlers: Mapping[type, Callable[[Any], Awaitable[Any]]] = {
             CancelJob: self._cancel,
@@ -221,6 +227,7 @@ class JobCommands:
 
         def recorded() -> bool:
             self._count_outcomes(events)
+            self.activity.count(f"{cmd.name} recorded")
             return True
 
         def refused(exc: Exception) -> bool:
@@ -267,6 +274,7 @@ class JobCommands:
         def recorded() -> int:
             self._reconciler.sent(actions)
             self._metrics.decision("reconciled", count)
+            self.activity.count("reconciliation orders", count)
             return count
 
         return Plan(appends, answer=recorded)
@@ -289,7 +297,7 @@ class JobCommands:
     async def _node_lost(self, cmd: MarkNodeLost) -> int:
         appends = []
         for job in list(self._projection.live.values()):
-            lost = lost_on(job, cmd.node_id, cmd.lost_at)
+            lost = lost_on(job, cmd.node_id, cmd.lost_at, confirmed=cmd.confirmed)
             if not lost:
                 continue
             facts: list[JobEvent] = [
@@ -298,12 +306,19 @@ class JobCommands:
                 )
                 for t in lost
             ]
+            facts += lost_attempt_stops(job, lost, cmd.node_id)
             appends.append(
                 Append(job_stream(job.id), job.version, self._envelopes.with_follow_ups(job, facts))
             )
         if appends:
             await self._commit(appends)
             self._count_outcomes([e for a in appends for e in a.events])
+            log.info(
+                "node %s lost%s: %d job(s) requeued, their lost attempts told to stop",
+                cmd.node_id,
+                "" if cmd.confirmed else " (suspected: non-preemptible jobs kept)",
+                len(appends),
+            )
         return len(appends)
 
     async def _configure(self, cmd: ConfigureQueues) -> int:
@@ -354,6 +369,9 @@ class JobCommands:
             outcome = _OUTCOME_NAMES.get(event.name)
             if outcome:
                 self._metrics.decision(outcome)
+            if event.name in ("JobRequeued", "JobFailed"):
+                record = event.record
+                log.info("job %s %s: %s", record.get("job_id"), outcome, record.get("reason") or "")
 
 
 _OUTCOME_NAMES = {t.__name__: outcome for t, outcome in _OUTCOMES.items()}
