@@ -12,7 +12,7 @@ previous wave has not started the job waits with the reason WAITING_FOR_WAVE.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from suanli.scheduling.domain.jobs import (
@@ -126,6 +126,11 @@ def run_cycle(
     for admission in result.admissions:
         job = projection.jobs[admission.job_id]
         decisions[job.id] = [placed(job, p, cycle, regions) for p in admission.placements]
+        wave = next_wave(job, wave_size)
+        if wave is not None:
+            left = sum(1 for t in job.tasks if t.state is TaskRunState.PENDING) - len(admission.placements)
+            if left > 0:  # the rest waits for this wave to start
+                held[job.id] = replace(wave, placed=wave.placed + len(admission.placements)).reason()
     victims = dict.fromkeys(v for p in result.preemptions for v in p.victims)
     preemptor = {v: p.preemptor for p in result.preemptions for v in p.victims}
     for victim in victims:

@@ -115,7 +115,11 @@ class CycleRunner:
             if projection.pending_reasons.get(job_id) != reason
         }
         changed.update(
-            {job_id: None for job_id in outcome.result.admitted if job_id in projection.pending_reasons}
+            {
+                job_id: None
+                for job_id in outcome.result.admitted
+                if job_id in projection.pending_reasons and job_id not in outcome.pending
+            }
         )
         if appends or changed:
             # A cycle's own placements give no room back: the commit wakes no further cycle.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -95,6 +96,10 @@ async def report_loop(
     A loop that falls behind reports the next slice at once and keeps going: no catch-up burst. A slice
     that fails (the broker is away) is retried at its next turn, one interval later, while the other
     slices keep their turns: every node is tried once per interval, as when the fleet reported at once.
+
+    A slice's snapshots are taken on its turn and their acknowledgements awaited in the background (at
+    most one interval's worth of slices in flight): a broker slow to acknowledge, under a burst of other
+    traffic, must not hold back the next slices' snapshots, or a live node reports late and looks lost.
     """
     now = monotonic or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
@@ -103,6 +108,15 @@ async def report_loop(
     register_tick = 0
     failures = 0
     tick = 0
+    in_flight: deque[asyncio.Task[None]] = deque()
+
+    def reaped(task: asyncio.Task[None]) -> None:
+        nonlocal failures
+        task.result()  # raises what the slice's report raised
+        if failures:
+            log.info("reporting again after %d failed attempt(s)", failures)
+            failures = 0
+
     while not stop.is_set():
         try:
             if not registered and tick >= register_tick:
@@ -113,10 +127,14 @@ async def report_loop(
                     "registered %d node(s), reporting in %d slice(s)", len(host.agents), len(schedule.slices)
                 )
             if registered:
-                await host.report(schedule.slice(tick))
-                if failures:
-                    log.info("reporting again after %d failed attempt(s)", failures)
-                    failures = 0
+                taken = host.take_snapshots(schedule.slice(tick))  # stamped on the slice's turn
+                in_flight.append(asyncio.create_task(host.publish_reports(taken), name=f"report-{tick}"))
+                # Earlier slices' acknowledgements: the finished ones, and the oldest while more than
+                # an interval's worth are in flight (a broker that takes that long holds the loop back).
+                while in_flight and (in_flight[0].done() or len(in_flight) > len(schedule.slices)):
+                    oldest = in_flight.popleft()
+                    await asyncio.wait({oldest})
+                    reaped(oldest)
                 if now() >= next_probe:
                     next_probe = now() + settings.probe_interval_s
                     await host.probe_links()
@@ -128,3 +146,6 @@ async def report_loop(
         tick += 1
         deadline = max(deadline + schedule.tick_s, now())
         await pause(stop, deadline - now())
+    for task in in_flight:  # the last acknowledgements: their failures are the next run's to retry
+        with contextlib.suppress(Exception):
+            await task

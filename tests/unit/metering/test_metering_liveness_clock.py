@@ -1,0 +1,59 @@
+"""Liveness on the stream's time: metering's own backlog never makes a live node look silent."""
+
+from __future__ import annotations
+
+from metering_harness import Harness, statuses
+
+from suanli.metering.domain import StreamClock
+from suanli.metering.testing import gpu, ms, node_snapshot
+
+T0 = ms("2025-01-01T10:00:00")
+INTERVAL = 1_000
+
+
+def snapshot(node: str, seq: int, at: int) -> dict:
+    return node_snapshot(node, at, sequence=seq, devices=[gpu(0)], task_ids=(), interval_ms=INTERVAL)
+
+
+def test_stream_time_is_the_newest_record_while_records_flow_then_the_wall_clock_less_the_lag() -> None:
+    clock = StreamClock()
+    assert clock.now(5_000, quiet_ms=3_000) == 5_000  # nothing read yet: the wall clock
+    clock = clock.advanced(1_000, 4_000)  # read 3 s after it was recorded: 3 s behind
+    assert clock.now(6_999, quiet_ms=3_000) == 1_000
+    # Nothing read for a whole timeout: the stream's time follows the wall clock, 3 s behind as last seen.
+    assert clock.now(7_000, quiet_ms=3_000) == 4_000
+    assert clock.advanced(500, 8_000).newest_ms == 1_000  # an older record does not move it back
+
+
+async def test_a_live_node_is_not_lost_while_metering_works_through_a_backlog() -> None:
+    h = Harness(T0)
+    for node in ("a", "b"):
+        await h.run(lambda b, n=node: h.metering.apply_snapshot(snapshot(n, 1, T0), b, T0))
+    # Metering falls 4 s behind: it reads b's next snapshot (recorded at T0 + 500) only at T0 + 4 s,
+    # and a's (recorded at T0 + 1 s) is still queued behind it. Both nodes are alive.
+    h.clock.now_ms = T0 + 4_000
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("b", 2, T0 + 500), b, T0 + 500))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY"]  # on metering's processing time it would be LOST
+    assert statuses(h.status, "b") == ["READY"]
+
+
+async def test_a_silent_node_is_lost_once_the_stream_has_moved_three_intervals_past_it() -> None:
+    h = Harness(T0)
+    for node in ("a", "b"):
+        await h.run(lambda b, n=node: h.metering.apply_snapshot(snapshot(n, 1, T0), b, T0))
+    for seq, at in enumerate((T0 + 1_000, T0 + 2_000, T0 + 3_000), start=2):
+        h.clock.now_ms = at + 2_000  # metering 2 s behind throughout
+        await h.run(lambda b, s=seq, t=at: h.metering.apply_snapshot(snapshot("b", s, t), b, t))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY", "LOST"]
+    assert statuses(h.status, "b") == ["READY"]
+
+
+async def test_a_record_stamped_in_the_future_is_capped_at_our_clock() -> None:
+    h = Harness(T0)
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0), b, T0))
+    # A producer whose clock runs 5 minutes ahead must not push the stream's time (and a's deadline).
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("skewed", 1, T0), b, T0 + 300_000))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY"]
