@@ -68,6 +68,11 @@ class _Ticket:
             self.future.set_exception(exc)
 
 
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 Planner = Callable[[Any], Plan]
 
 
@@ -95,6 +100,9 @@ class GroupCommitter:
 
     async def submit(self, command: Any) -> Any:
         ticket = _Ticket(command, asyncio.get_running_loop().create_future())
+        # A caller that gave up never reads its answer: an error there (NotLeader while leadership
+        # moves, under load for every queued report) is the caller's to know, not a traceback per ticket.
+        ticket.future.add_done_callback(_retrieved)
         self._queue.append(ticket)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="scheduling-group-commit")
