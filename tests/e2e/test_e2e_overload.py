@@ -104,11 +104,17 @@ async def test_a_thousand_task_job_neither_flaps_nodes_nor_stops_others_and_the_
         probe = await _submit(platform, job_spec("probe", gpu_task("w", duration_s=2.0)))
         submitted = time.monotonic()
 
+        seen: list[pb.Job] = []
+
         async def probe_started() -> bool:
             job = await platform.get_job(probe.id)
+            seen[:] = [job] if job is not None else seen
             return job is not None and any(t.state in ("RUNNING", "SUCCEEDED") for t in job.tasks)
 
-        await until(probe_started, 15, "a job submitted after the cancel to start")
+        try:
+            await until(probe_started, 15, "a job submitted after the cancel to start")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the probe as last seen: {seen}") from None
         assert time.monotonic() - submitted < 15
 
         done = await platform.wait_final([gang_job.id, probe.id, *(j.id for j in others)], timeout=90)

@@ -3,6 +3,7 @@ for non-preemptible work, and a stop order for every attempt requeued from a los
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -86,6 +87,10 @@ async def test_a_large_job_is_placed_in_waves_each_once_the_previous_one_started
     await h.scheduler.commands.handle(CancelJob(job.id, "too big"))
     assert h.projection.jobs[job.id].phase is Phase.CANCELLED
     assert await h.scheduler.cycles.run() == 0
+    # A job submitted after the cancel is placed at once, while the cancelled one's tasks still stop.
+    probe = await h.scheduler.commands.handle(SubmitJob(_cpu_job(1)))
+    assert await h.scheduler.cycles.run() == 1
+    assert _states(h, probe.id) == [TaskState.PLACED]
 
 
 async def test_a_gang_larger_than_a_wave_is_placed_whole() -> None:
@@ -140,3 +145,16 @@ async def test_a_preemptible_job_is_requeued_at_once_with_a_stop_order_for_its_l
     assert (stop["node_id"], stop["attempt"]) == (node, 1) and "lost" in stop["reason"]
     await h.scheduler.cycles.run()
     assert h.projection.jobs[job_id].tasks[0].attempt == 2
+
+
+async def test_the_reports_of_one_large_job_share_one_commit() -> None:
+    h = await _ready()
+    job = await h.scheduler.commands.handle(SubmitJob(_cpu_job(50, best_effort=True)))
+    await h.scheduler.cycles.run()
+    tasks = h.projection.jobs[job.id].tasks
+    before = len(h.store.commits)
+    answers = await asyncio.gather(*(h.scheduler.commands.handle(_started(t, job.id)) for t in tasks))
+    assert answers == [True] * 50
+    assert _states(h, job.id) == [TaskState.RUNNING] * 50
+    # One batch, one append to the job's stream: not one commit per report.
+    assert h.store.commits[before:] == [1]

@@ -105,6 +105,7 @@ class JobCommands:
         self._metrics = metrics or NoMetrics()
         self.activity = Activity()
         self._submitted_in_batch = 0
+        self._reported_in_batch: dict[str, JobView] = {}  # job id -> as this batch's reports leave it
         self._handlers: Mapping[type, Callable[[Any], Awaitable[Any]]] = {
             CancelJob: self._cancel,
             MarkNodeLost: self._node_lost,
@@ -143,6 +144,7 @@ class JobCommands:
 
     def _new_batch(self) -> None:
         self._submitted_in_batch = 0
+        self._reported_in_batch = {}
 
     async def _commit(
         self, appends: Sequence[Append], pending: Mapping[str, Mapping[str, Any] | None] | None = None
@@ -213,7 +215,9 @@ class JobCommands:
         return job
 
     def _plan_report(self, cmd: RecordTaskReport) -> Plan:
-        job = self._projection.jobs.get(str(cmd.record.get("job_id")))
+        # Decided on the job as this batch's earlier reports of it leave it (a chained plan).
+        job_id = str(cmd.record.get("job_id"))
+        job = self._reported_in_batch.get(job_id) or self._projection.jobs.get(job_id)
         if job is None:
             return Plan(answer=lambda: False)
         report = parse(cmd.name, cmd.record)
@@ -223,7 +227,9 @@ class JobCommands:
         # Recorded as received (its own event id and fields), so a redelivery is refused as a duplicate.
         fact = Outgoing(cmd.name, cmd.record, _event_uuid(cmd.event_id))
         after = evolve(job, report, job.version + 1, self._clock.now())
-        events = [fact, *self._envelopes.with_follow_ups(after, follow_ups(after))]
+        decided, final = self._envelopes.followed_through(after, follow_ups(after))
+        events = [fact, *decided]
+        reported = self._reported_in_batch
 
         def recorded() -> bool:
             self._count_outcomes(events)
@@ -240,6 +246,8 @@ class JobCommands:
             answer=recorded,
             on_refused=refused,
             wakes=any(e.name in _ROOM_NAMES for e in events),
+            chained=True,
+            staged=lambda: reported.__setitem__(job.id, final),
         )
 
     def _plan_reconcile(self, cmd: ReconcileNode) -> Plan:
@@ -292,6 +300,7 @@ class JobCommands:
         events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by))
         await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
         self._metrics.decision("cancelled")
+        log.info("job %s cancelled (%s): %d task(s) told to stop", job.id, cmd.reason, len(events) - 1)
         return self._projection.jobs[job.id]
 
     async def _node_lost(self, cmd: MarkNodeLost) -> int:
