@@ -73,6 +73,10 @@ async def serve(
         await bus.stop()
 
 
+# Intervals' worth of slice reports whose acknowledgements may be outstanding: longer than metering's
+# timeout (3 intervals), so acknowledgements alone never make a node report late.
+IN_FLIGHT_INTERVALS = 5
+
 # Seconds on a clock that never jumps (the event loop's): it paces reports; event times use the Clock.
 Monotonic = Callable[[], float]
 Pause = Callable[[asyncio.Event, float], Awaitable[None]]
@@ -98,8 +102,9 @@ async def report_loop(
     slices keep their turns: every node is tried once per interval, as when the fleet reported at once.
 
     A slice's snapshots are taken on its turn and their acknowledgements awaited in the background (at
-    most one interval's worth of slices in flight): a broker slow to acknowledge, under a burst of other
-    traffic, must not hold back the next slices' snapshots, or a live node reports late and looks lost.
+    most `IN_FLIGHT_INTERVALS` intervals' worth of slices in flight): a broker slow to acknowledge, under a
+    burst of other traffic, must not hold back the next slices' snapshots, or a live node reports late and
+    looks lost. Each record carries its send time as its timestamp, which is what metering judges by.
     """
     now = monotonic or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
@@ -109,6 +114,7 @@ async def report_loop(
     failures = 0
     tick = 0
     in_flight: deque[asyncio.Task[None]] = deque()
+    probing: asyncio.Task[int] | None = None
 
     def reaped(task: asyncio.Task[None]) -> None:
         nonlocal failures
@@ -130,14 +136,18 @@ async def report_loop(
                 taken = host.take_snapshots(schedule.slice(tick))  # stamped on the slice's turn
                 in_flight.append(asyncio.create_task(host.publish_reports(taken), name=f"report-{tick}"))
                 # Earlier slices' acknowledgements: the finished ones, and the oldest while more than
-                # an interval's worth are in flight (a broker that takes that long holds the loop back).
-                while in_flight and (in_flight[0].done() or len(in_flight) > len(schedule.slices)):
+                # the bound are in flight (a broker that takes that long holds the loop back).
+                bound = IN_FLIGHT_INTERVALS * len(schedule.slices)
+                while in_flight and (in_flight[0].done() or len(in_flight) > bound):
                     oldest = in_flight.popleft()
                     await asyncio.wait({oldest})
                     reaped(oldest)
-                if now() >= next_probe:
+                if now() >= next_probe and (probing is None or probing.done()):
                     next_probe = now() + settings.probe_interval_s
-                    await host.probe_links()
+                    if probing is not None:
+                        probing.result()  # the last round's failure, if any, counts here
+                    # In the background too: a round awaits its acknowledgements like a slice does.
+                    probing = asyncio.create_task(host.probe_links(), name="probe-links")
         except Exception:
             # While the broker is away every slice fails: one traceback per outage, not one per slice.
             if not failures:
@@ -146,6 +156,6 @@ async def report_loop(
         tick += 1
         deadline = max(deadline + schedule.tick_s, now())
         await pause(stop, deadline - now())
-    for task in in_flight:  # the last acknowledgements: their failures are the next run's to retry
-        with contextlib.suppress(Exception):
+    for task in [*in_flight, *([probing] if probing is not None else [])]:
+        with contextlib.suppress(Exception):  # the last acknowledgements: failures are the next run's
             await task
