@@ -57,3 +57,18 @@ async def test_a_record_stamped_in_the_future_is_capped_at_our_clock() -> None:
     await h.run(lambda b: h.metering.apply_snapshot(snapshot("skewed", 1, T0), b, T0 + 300_000))
     await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
     assert statuses(h.status, "a") == ["READY"]
+
+
+async def test_each_node_is_judged_on_how_far_its_own_partition_has_been_read() -> None:
+    h = Harness(T0)
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0), b, T0, 1))
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("b", 1, T0), b, T0, 0))
+    # Partition 0 is read on time; partition 1 (a's) 3 s behind: at T0 + 4 s it has reached T0 + 1 s
+    # (c's snapshot), and a's own next snapshot is still queued behind it.
+    for seq in range(2, 6):
+        at = T0 + (seq - 1) * INTERVAL
+        h.clock.now_ms = at
+        await h.run(lambda b, s=seq, t=at: h.metering.apply_snapshot(snapshot("b", s, t), b, t, 0))
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("c", 1, T0 + 1_000), b, T0 + 1_000, 1))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY"]  # on the newest record of any partition it would be LOST

@@ -8,6 +8,7 @@ topic that metering has no use for are skipped: they are not in the topic's rout
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from suanli.contracts import catalogue, decode, events_on
@@ -18,9 +19,16 @@ from suanli.metering.service_layer.batches import Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Batch
 
-Event = tuple[str, Mapping[str, Any], int | None]  # name, record, the record's timestamp (ms)
-Route = Callable[[str, Mapping[str, Any], Batch, int | None], None]
+# name, record, where it was read: the record's timestamp (ms) and partition (None when unknown)
+Event = tuple[str, Mapping[str, Any], "Read"]
+Route = Callable[[str, Mapping[str, Any], Batch, "Read"], None]
 Consumed = Any  # a faust event: faust has no types
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    record_ms: int | None
+    partition: int | None
 
 
 class UnexpectedEventError(ValueError):
@@ -34,13 +42,13 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
         name, record = decode(consumed.value)
         if name not in belongs:
             raise UnexpectedEventError(f"{name} does not belong on {topic}")
-        return name, record, _record_ms(consumed)
+        return name, record, _read(consumed)
 
     def apply(event: Event, batch: Batch) -> None:
-        name, record, record_ms = event
+        name, record, read = event
         route = routes.get(name)
         if route is not None:
-            route(name, record, batch, record_ms)
+            route(name, record, batch, read)
 
     return Intake(decode_event, apply)
 
@@ -48,24 +56,24 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
 def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
     """Per catalogue topic name, how its records are handled."""
 
-    def snapshot(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
-        metering.apply_snapshot(record, batch, record_ms)
+    def snapshot(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
+        metering.apply_snapshot(record, batch, read.record_ms, read.partition)
 
-    def placed(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
+    def placed(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.apply_placement(records.allocation_of(record), batch)
 
-    def preempted(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
+    def preempted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.apply_preemption(record["node_id"], records.preempted_fact(record), batch)
 
-    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
+    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         fact = records.lifecycle_fact(name, record)
         if fact is not None:
             metering.forward_facts([fact], batch)
 
-    def sampled(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
+    def sampled(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.forward_facts([records.sample_fact(record)], batch)
 
-    def submitted(name: str, record: Mapping[str, Any], batch: Batch, record_ms: int | None) -> None:
+    def submitted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.forward_facts(records.job_facts(record), batch)
 
     return {
@@ -85,13 +93,15 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
     }
 
 
-def _record_ms(consumed: Consumed) -> int | None:
-    """The record's Kafka timestamp in ms (faust gives seconds), or None when the record has none."""
+def _read(consumed: Consumed) -> Read:
+    """The record's Kafka timestamp in ms (faust gives seconds) and partition, each None when unknown."""
     message = getattr(consumed, "message", None)
     stamp = getattr(message, "timestamp", None)
-    if not isinstance(stamp, int | float) or stamp <= 0:
-        return None
-    return round(stamp * 1000)
+    partition = getattr(message, "partition", None)
+    return Read(
+        round(stamp * 1000) if isinstance(stamp, int | float) and stamp > 0 else None,
+        partition if isinstance(partition, int) else None,
+    )
 
 
 def fact_intake(metering: Metering) -> Intake[Consumed, TaskFact]:

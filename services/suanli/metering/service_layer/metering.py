@@ -49,20 +49,31 @@ class Metering:
         self.catalogue = catalogue
         self.policy = policy
         self.lost_after = lost_after
-        # Per worker and in memory: after a restart it starts on the wall clock until snapshots flow.
-        self.stream = StreamClock()
+        # Per snapshot partition, per worker, in memory: partitions are read at their own pace, so a node
+        # is judged on how far its own partition has been read. After a restart: the wall clock until
+        # snapshots flow.
+        self.streams: dict[int | None, StreamClock] = {}
+        self.partition_of: dict[str, int | None] = {}
 
     # -- node side --------------------------------------------------------------------------------------
 
-    def apply_snapshot(self, snapshot: Mapping[str, Any], batch: Batch, record_ms: int | None = None) -> None:
+    def apply_snapshot(
+        self,
+        snapshot: Mapping[str, Any],
+        batch: Batch,
+        record_ms: int | None = None,
+        partition: int | None = None,
+    ) -> None:
         """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence.
 
         ``record_ms``: the record's Kafka timestamp; the node counts as heard then (capped at our clock,
-        so a producer clock running ahead cannot push the stream's time into the future)."""
+        so a producer clock running ahead cannot push the stream's time into the future); ``partition``:
+        the snapshot partition it was read from, whose stream time the node's deadline runs on."""
         node_id = snapshot["node_id"]
         now = self.clock()
         heard = now if record_ms is None else min(record_ms, now)
-        self.stream = self.stream.advanced(heard, now)
+        self.streams[partition] = self.streams.get(partition, StreamClock()).advanced(heard, now)
+        self.partition_of[node_id] = partition
         out = on_snapshot(
             batch.nodes.get(node_id),
             snapshot,
@@ -110,11 +121,14 @@ class Metering:
         """
         states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
-        now = self.stream.now(self.clock(), self.lost_after * (longest or self.policy.default_interval_ms))
+        quiet = self.lost_after * (longest or self.policy.default_interval_ms)
+        wall = self.clock()
+        times = {p: clock.now(wall, quiet) for p, clock in self.streams.items()}
         checked: list[NodeState] = []
         for state in states:
             node_id = state.node_id
             if state.liveness is not None and owns(node_id):
+                now = times.get(self.partition_of.get(node_id), wall)
                 after, change = check(state.liveness, now, lost_after=self.lost_after)
                 if change is not None:
                     self._status_changed(change, batch)
