@@ -72,3 +72,18 @@ async def test_each_node_is_judged_on_how_far_its_own_partition_has_been_read() 
     await h.run(lambda b: h.metering.apply_snapshot(snapshot("c", 1, T0 + 1_000), b, T0 + 1_000, 1))
     await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
     assert statuses(h.status, "a") == ["READY"]  # on the newest record of any partition it would be LOST
+
+
+async def test_a_stall_of_metering_itself_declares_nothing_lost_but_lasting_silence_still_does() -> None:
+    h = Harness(T0)
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0), b, T0, 0))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    # Metering stalls 3.5 s (no check, no read): on coming back it cannot tell silence from its backlog.
+    h.clock.now_ms = T0 + 3_500
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY"]
+    # Running on time from then on, and still nothing from a: lost a timeout after the stall ended.
+    for at in range(T0 + 4_000, T0 + 7_000, 500):
+        h.clock.now_ms = at
+        await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY", "LOST"]

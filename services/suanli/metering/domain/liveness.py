@@ -5,8 +5,10 @@ the producer's send time under CreateTime, the broker's under LogAppendTime), ca
 clock; never at the moment metering got round to processing it. "Now" for the timeout is the stream's
 time (`StreamClock`): the newest record timestamp consumed, so while metering works through a backlog
 the deadline moves only as fast as the records it has read, and its own lag cannot make a live node
-look silent. Only when no snapshot at all has been consumed for a whole timeout (every node silent, or
-metering cut off) does the stream's time follow the wall clock, less the lag last seen.
+look silent. Only when no snapshot at all has been consumed for a whole timeout while metering itself
+kept running (every node on the partition silent, or metering cut off from them) does the stream's time
+follow the wall clock, less the lag last seen; a stall of metering's own (its checks late) restarts that
+timeout, since what it has not read meanwhile may be its own backlog.
 """
 
 from __future__ import annotations
@@ -65,12 +67,13 @@ class StreamClock:
     def advanced(self, record_ms: int, now_ms: int) -> StreamClock:
         return StreamClock(max(self.newest_ms, record_ms), now_ms)
 
-    def now(self, wall_ms: int, quiet_ms: int) -> int:
+    def now(self, wall_ms: int, quiet_ms: int, responsive_since_ms: int = -1) -> int:
         """The stream's time: the newest record timestamp while snapshots flow; after ``quiet_ms``
-        without any, the wall clock less the lag seen when the last one was read."""
+        without any, counted from the later of the last read and ``responsive_since_ms`` (when metering
+        last came out of a stall), the wall clock less the lag seen when the last one was read."""
         if self.newest_ms < 0:
             return wall_ms
-        if wall_ms - self.read_at_ms < quiet_ms:
+        if wall_ms - max(self.read_at_ms, responsive_since_ms) < quiet_ms:
             return self.newest_ms
         return wall_ms - max(0, self.read_at_ms - self.newest_ms)
 

@@ -54,6 +54,8 @@ class Metering:
         # snapshots flow.
         self.streams: dict[int | None, StreamClock] = {}
         self.partition_of: dict[str, int | None] = {}
+        self._last_check_ms: int | None = None
+        self._responsive_since_ms = -1  # when metering's checks last came out of a stall
 
     # -- node side --------------------------------------------------------------------------------------
 
@@ -123,7 +125,10 @@ class Metering:
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
         quiet = self.lost_after * (longest or self.policy.default_interval_ms)
         wall = self.clock()
-        times = {p: clock.now(wall, quiet) for p, clock in self.streams.items()}
+        if self._last_check_ms is not None and wall - self._last_check_ms > quiet // 2:
+            self._responsive_since_ms = wall  # stalled: what was not read meanwhile may be our backlog
+        self._last_check_ms = wall
+        times = {p: clock.now(wall, quiet, self._responsive_since_ms) for p, clock in self.streams.items()}
         checked: list[NodeState] = []
         for state in states:
             node_id = state.node_id
