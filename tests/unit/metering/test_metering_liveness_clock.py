@@ -87,3 +87,14 @@ async def test_a_stall_of_metering_itself_declares_nothing_lost_but_lasting_sile
         h.clock.now_ms = at
         await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
     assert statuses(h.status, "a") == ["READY", "LOST"]
+
+
+async def test_a_record_timestamp_older_than_the_agents_stamp_does_not_age_the_node() -> None:
+    h = Harness(T0)
+    # A broker that gives every record of a batch the batch's first timestamp (2 s earlier here).
+    h.clock.now_ms = T0 + 2_000
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0 + 2_000), b, T0, 0))
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("b", 1, T0 + 4_500), b, T0 + 4_500, 0))
+    h.clock.now_ms = T0 + 4_500
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "a") == ["READY"]  # heard at its stamp, T0 + 2 s: 2.5 s ago, not 4.5 s

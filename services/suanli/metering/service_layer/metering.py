@@ -68,13 +68,16 @@ class Metering:
     ) -> None:
         """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence.
 
-        ``record_ms``: the record's Kafka timestamp; the node counts as heard then (capped at our clock,
-        so a producer clock running ahead cannot push the stream's time into the future); ``partition``:
+        ``record_ms``: the record's Kafka timestamp, which advances the stream's time (capped at our clock,
+        so a producer clock running ahead cannot push it into the future); the node counts as heard at
+        the later of it and the agent's own stamp (capped likewise): a broker that reports a batch's
+        first timestamp for all its records must not make a node look older than it is. ``partition``:
         the snapshot partition it was read from, whose stream time the node's deadline runs on."""
         node_id = snapshot["node_id"]
         now = self.clock()
-        heard = now if record_ms is None else min(record_ms, now)
-        self.streams[partition] = self.streams.get(partition, StreamClock()).advanced(heard, now)
+        recorded = now if record_ms is None else min(record_ms, now)
+        heard = min(max(recorded, to_ms(snapshot["occurred_at"])), now)
+        self.streams[partition] = self.streams.get(partition, StreamClock()).advanced(recorded, now)
         self.partition_of[node_id] = partition
         out = on_snapshot(
             batch.nodes.get(node_id),
