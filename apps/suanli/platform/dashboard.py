@@ -17,7 +17,7 @@ from rich.text import Text
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_milli, state_name
 from suanli.platform.observe import Decision, Observation
-from suanli.platform.summary import READY, GpuFigures, gpu_figures
+from suanli.platform.summary import READY, GpuFigures, StartedUse, gpu_figures, started_use
 
 ROWS = 8  # per list panel: the whole view fits a 45-line terminal with the demo fleet
 
@@ -58,7 +58,8 @@ def _table(*columns: str, right: Iterable[str] = ()) -> Table:
     return table
 
 
-def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
+def capacity_panel(nodes: Sequence[pb.Node], started: StartedUse | None = None) -> Panel:
+    """Allocated and utilisation count started tasks when ``started`` is given (placed ones do no work)."""
     groups: dict[tuple[str, str], list[pb.Node]] = {}
     for node in nodes:
         model = node.devices[0].model if node.devices else "cpu only"
@@ -76,7 +77,7 @@ def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
     )
     for (region, model), members in sorted(groups.items()):
         ready = [n for n in members if n.status == READY]
-        figures = gpu_figures(ready)
+        figures = gpu_figures(ready, started)
         free_cpu = sum(n.free_cpu_milli for n in ready)
         total_cpu = sum(n.cpu_milli for n in ready)
         table.add_row(
@@ -89,7 +90,7 @@ def capacity_panel(nodes: Sequence[pb.Node]) -> Panel:
             gpus(figures.fragmented) if figures.fragmented else "-",
             f"{cores(free_cpu)}/{cores(total_cpu)}",
         )
-    overall = gpu_figures(nodes)
+    overall = gpu_figures(nodes, started)
     return Panel(table, title="Capacity (scheduler's view)", subtitle=_overall(overall), title_align="left")
 
 
@@ -190,7 +191,7 @@ def status_line(status: Status) -> Text:
 def progress_line(status: Status, observation: Observation) -> str:
     """The headless form: one plain line per report."""
     charges = " ".join(f"{t}={c.total:.4f}" for t, c in observation.charges.items())
-    figures = gpu_figures(observation.nodes)
+    figures = gpu_figures(observation.nodes, started_use(observation.jobs))
     return f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%" + (
         f"  charges {charges}" if charges else ""
     )
@@ -208,4 +209,10 @@ def dashboard(
     )
     footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")
     title = Text("suanli up", style="bold cyan") + Text(f"  1 GPU = {GPU_MILLI} milli", style="dim")
-    return Group(title, status_line(status), capacity_panel(observation.nodes), grid, footer)
+    return Group(
+        title,
+        status_line(status),
+        capacity_panel(observation.nodes, started_use(observation.jobs)),
+        grid,
+        footer,
+    )

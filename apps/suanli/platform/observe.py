@@ -50,6 +50,7 @@ class Observation:
     nodes: list[pb.Node] = field(default_factory=list)
     queues: list[pb.Queue] = field(default_factory=list)
     charges: dict[str, TenantCharges] = field(default_factory=dict)
+    jobs: list[pb.Job] = field(default_factory=list)  # the live jobs known at `at`
 
 
 class Observer:
@@ -148,4 +149,5 @@ class Observer:
             nodes=self.nodes(),
             queues=self.queues(),
             charges=self.charges() if with_charges else {},
+            jobs=[j for j in self.jobs.values() if j.state not in FINAL_STATES],
         )

@@ -40,13 +40,35 @@ class GpuFigures:
         return self.fragmented / self.total if self.total else 0.0
 
 
-def gpu_figures(nodes: Iterable[pb.Node]) -> GpuFigures:
+# node id -> device index -> milli-GPU held by tasks that have started there.
+StartedUse = Mapping[str, Mapping[int, int]]
+
+
+def started_use(jobs: Iterable[pb.Job]) -> dict[str, dict[int, int]]:
+    """GPU use of started (running) tasks only: a task placed but never started does no work, so it
+    must not count as utilisation, whatever room the scheduler holds for it."""
+    use: dict[str, dict[int, int]] = {}
+    for job in jobs:
+        for task in job.tasks:
+            if task.state != "RUNNING" or not task.node_id:
+                continue
+            devices = use.setdefault(task.node_id, {})
+            for index, milli in zip(task.gpu_indices, task.gpu_milli, strict=False):
+                devices[index] = devices.get(index, 0) + (milli or GPU_MILLI)
+    return use
+
+
+def gpu_figures(nodes: Iterable[pb.Node], started: StartedUse | None = None) -> GpuFigures:
+    """Totals of Ready nodes; allocated is what started tasks use when ``started`` is given, else what
+    the scheduler's view holds (placed tasks included)."""
     total = allocated = fragmented = 0
     for node in nodes:
         if node.status != READY:
             continue
+        on_node = started.get(node.id, {}) if started is not None else None
         for device in node.devices:
-            free = min(max(device.free_milli, 0), GPU_MILLI)
+            held = GPU_MILLI - device.free_milli if on_node is None else on_node.get(device.index, 0)
+            free = min(max(GPU_MILLI - held, 0), GPU_MILLI)
             total += GPU_MILLI
             allocated += GPU_MILLI - free
             if 0 < free < GPU_MILLI:

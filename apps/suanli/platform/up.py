@@ -40,6 +40,7 @@ from suanli.platform.summary import (
     gpu_figures,
     job_outcomes,
     render_summary,
+    started_use,
 )
 from suanli.platform.supervisor import group_members
 from suanli.platform.workload import Arrival, DemoWorkload, arrivals, load_workload
@@ -286,7 +287,7 @@ class Run:
                 self._problem(f"the platform's APIs did not answer for 30s: {exc.code().name}")
             return
         if self.submit_started and not self.drain_ended:
-            self.averages.add(self.last.at, gpu_figures(self.last.nodes))
+            self.averages.add(self.last.at, gpu_figures(self.last.nodes, started_use(self.last.jobs)))
         self.check_platform()
 
     def status(self, phase: str) -> Status:
@@ -485,7 +486,7 @@ def _summarise(run: Run, left: list[int]) -> Summary:
         exit_code = EXIT_INTERRUPTED if run.interrupted else EXIT_FAILED
     now = time.monotonic()
     submit_ended = run.submit_ended or now
-    figures = gpu_figures(run.last.nodes)
+    figures = gpu_figures(run.last.nodes, started_use(run.last.jobs))
     return Summary(
         submitted=len(jobs),
         succeeded=outcomes["succeeded"],

@@ -85,6 +85,8 @@ async def bootstrap(config: Any) -> Components:
         is_leader=lambda: leader.is_leader,
         eager_cycles=True,
         network=network.snapshot,
+        wave_size=config.wave_size,
+        lost_confirm=timedelta(seconds=config.lost_confirm_s),
     )
 
     def explain(nodes: Any, request: Any) -> Any:

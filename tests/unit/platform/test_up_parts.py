@@ -10,7 +10,7 @@ import pytest
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
-from suanli.platform.summary import GpuFigures, TimeAverage, gpu_figures
+from suanli.platform.summary import GpuFigures, TimeAverage, gpu_figures, started_use
 from suanli.platform.workload import DemoWorkloadError, load_workload, parse_workload, plan
 
 MIXED = data_path("deploy/workloads/mixed.yaml")
@@ -120,6 +120,22 @@ def _node(status: str, *free: int) -> pb.Node:
 
 def test_gpu_figures_count_ready_nodes_and_idle_room_on_partly_used_devices() -> None:
     figures = gpu_figures([_node("READY", 1000, 0, 700), _node("LOST", 0, 0)])
+    assert figures == GpuFigures(total=3000, allocated=1300, fragmented=700)
+    assert figures.utilisation == pytest.approx(1300 / 3000)
+
+
+def test_utilisation_counts_only_tasks_that_started() -> None:
+    node = pb.Node(id="n1", status="READY", devices=[pb.Device(index=i, free_milli=0) for i in range(3)])
+    job = pb.Job(
+        tasks=[
+            pb.TaskStatus(task_id="a", state="RUNNING", node_id="n1", gpu_indices=[0], gpu_milli=[1000]),
+            pb.TaskStatus(task_id="b", state="RUNNING", node_id="n1", gpu_indices=[1], gpu_milli=[300]),
+            # Placed and never started: the scheduler holds device 2 for it, but it does no work.
+            pb.TaskStatus(task_id="c", state="PLACED", node_id="n1", gpu_indices=[2], gpu_milli=[1000]),
+        ]
+    )
+    assert gpu_figures([node]).allocated == 3000  # the scheduler's view: everything held
+    figures = gpu_figures([node], started_use([job]))
     assert figures == GpuFigures(total=3000, allocated=1300, fragmented=700)
     assert figures.utilisation == pytest.approx(1300 / 3000)
 

@@ -15,6 +15,7 @@ from suanli.eventstore import InMemoryEventStore, StreamAppend, Transaction
 from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
 from suanli.scheduling.adapters.pending import InMemoryPendingReasons
 from suanli.scheduling.adapters.store import StoreWriter, Unfenced
+from suanli.scheduling.domain.jobs import DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.queueing import Placer, PriorityClass, QueueSpec, ResourceQuota
 from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
@@ -95,6 +96,7 @@ def harness(
     interval_s: float = 1.0,
     nodes: tuple[str, ...] = ("n1", "n2"),
     is_leader: Callable[[], bool] = lambda: True,
+    wave_size: int = DEFAULT_WAVE_SIZE,
 ) -> Harness:
     clock = ManualClock(T0)
     store = CountingStore(clock)
@@ -123,5 +125,6 @@ def harness(
         interval_s=interval_s,
         is_leader=is_leader,
         eager_cycles=eager_cycles,
+        wave_size=wave_size,
     )
     return Harness(scheduler, store, writer, projection, capacity, clock)

@@ -59,6 +59,10 @@ class FakeTime:
         return T0 + dt.timedelta(seconds=self.t)
 
     async def pause(self, stop: asyncio.Event, seconds: float) -> None:
+        # What is in flight (the slices' publishes run in the background) gets its turns before time moves
+        # on, as a real pause would give it.
+        for _ in range(5):
+            await asyncio.sleep(0)
         self.t += max(0.0, seconds)
         if self.t >= self.end_s - 1e-9:
             stop.set()

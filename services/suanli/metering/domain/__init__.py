@@ -11,7 +11,15 @@ from suanli.metering.domain.capacity import (
     class_name,
 )
 from suanli.metering.domain.ids import derived_id
-from suanli.metering.domain.liveness import Liveness, NodeStatus, StatusChange, check, observe, sweep
+from suanli.metering.domain.liveness import (
+    Liveness,
+    NodeStatus,
+    StatusChange,
+    StreamClock,
+    check,
+    observe,
+    sweep,
+)
 from suanli.metering.domain.nodes import (
     MeteringPolicy,
     NodeState,
@@ -78,6 +86,7 @@ __all__ = [
     "SnapshotOutcome",
     "Started",
     "StatusChange",
+    "StreamClock",
     "Summary",
     "TaskFact",
     "UsageWindow",

@@ -8,6 +8,7 @@ topic that metering has no use for are skipped: they are not in the topic's rout
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from suanli.contracts import catalogue, decode, events_on
@@ -18,9 +19,16 @@ from suanli.metering.service_layer.batches import Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Batch
 
-Event = tuple[str, Mapping[str, Any]]
-Route = Callable[[str, Mapping[str, Any], Batch], None]
+# name, record, where it was read: the record's timestamp (ms) and partition (None when unknown)
+Event = tuple[str, Mapping[str, Any], "Read"]
+Route = Callable[[str, Mapping[str, Any], Batch, "Read"], None]
 Consumed = Any  # a faust event: faust has no types
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    record_ms: int | None
+    partition: int | None
 
 
 class UnexpectedEventError(ValueError):
@@ -34,13 +42,13 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
         name, record = decode(consumed.value)
         if name not in belongs:
             raise UnexpectedEventError(f"{name} does not belong on {topic}")
-        return name, record
+        return name, record, _read(consumed)
 
     def apply(event: Event, batch: Batch) -> None:
-        name, record = event
+        name, record, read = event
         route = routes.get(name)
         if route is not None:
-            route(name, record, batch)
+            route(name, record, batch, read)
 
     return Intake(decode_event, apply)
 
@@ -48,24 +56,24 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
 def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
     """Per catalogue topic name, how its records are handled."""
 
-    def snapshot(name: str, record: Mapping[str, Any], batch: Batch) -> None:
-        metering.apply_snapshot(record, batch)
+    def snapshot(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
+        metering.apply_snapshot(record, batch, read.record_ms, read.partition)
 
-    def placed(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def placed(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.apply_placement(records.allocation_of(record), batch)
 
-    def preempted(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def preempted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.apply_preemption(record["node_id"], records.preempted_fact(record), batch)
 
-    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def lifecycle(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         fact = records.lifecycle_fact(name, record)
         if fact is not None:
             metering.forward_facts([fact], batch)
 
-    def sampled(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def sampled(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.forward_facts([records.sample_fact(record)], batch)
 
-    def submitted(name: str, record: Mapping[str, Any], batch: Batch) -> None:
+    def submitted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.forward_facts(records.job_facts(record), batch)
 
     return {
@@ -83,6 +91,17 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
         # Other job events change nothing metering charges: tasks report their own ends.
         catalogue.JOBS_EVENTS: event_intake(catalogue.JOBS_EVENTS, {"JobSubmitted": submitted}),
     }
+
+
+def _read(consumed: Consumed) -> Read:
+    """The record's Kafka timestamp in ms (faust gives seconds) and partition, each None when unknown."""
+    message = getattr(consumed, "message", None)
+    stamp = getattr(message, "timestamp", None)
+    partition = getattr(message, "partition", None)
+    return Read(
+        round(stamp * 1000) if isinstance(stamp, int | float) and stamp > 0 else None,
+        partition if isinstance(partition, int) else None,
+    )
 
 
 def fact_intake(metering: Metering) -> Intake[Consumed, TaskFact]:

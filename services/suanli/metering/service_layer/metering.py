@@ -19,6 +19,7 @@ from suanli.metering.domain import (
     NodeState,
     NodeStatus,
     StatusChange,
+    StreamClock,
     Summary,
     TaskFact,
     check,
@@ -48,16 +49,40 @@ class Metering:
         self.catalogue = catalogue
         self.policy = policy
         self.lost_after = lost_after
+        # Per snapshot partition, per worker, in memory: partitions are read at their own pace, so a node
+        # is judged on how far its own partition has been read. After a restart: the wall clock until
+        # snapshots flow.
+        self.streams: dict[int | None, StreamClock] = {}
+        self.partition_of: dict[str, int | None] = {}
+        self._last_check_ms: int | None = None
+        self._responsive_since_ms = -1  # when metering's checks last came out of a stall
 
     # -- node side --------------------------------------------------------------------------------------
 
-    def apply_snapshot(self, snapshot: Mapping[str, Any], batch: Batch) -> None:
-        """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence."""
+    def apply_snapshot(
+        self,
+        snapshot: Mapping[str, Any],
+        batch: Batch,
+        record_ms: int | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """A full-state NodeSnapshot: the capacity view (when changed or due), liveness, task evidence.
+
+        ``record_ms``: the record's Kafka timestamp, which advances the stream's time (capped at our clock,
+        so a producer clock running ahead cannot push it into the future); the node counts as heard at
+        the later of it and the agent's own stamp (capped likewise): a broker that reports a batch's
+        first timestamp for all its records must not make a node look older than it is. ``partition``:
+        the snapshot partition it was read from, whose stream time the node's deadline runs on."""
         node_id = snapshot["node_id"]
+        now = self.clock()
+        recorded = now if record_ms is None else min(record_ms, now)
+        heard = min(max(recorded, to_ms(snapshot["occurred_at"])), now)
+        self.streams[partition] = self.streams.get(partition, StreamClock()).advanced(recorded, now)
+        self.partition_of[node_id] = partition
         out = on_snapshot(
             batch.nodes.get(node_id),
             snapshot,
-            received_at_ms=self.clock(),
+            received_at_ms=heard,
             catalogue=self.catalogue,
             policy=self.policy,
         )
@@ -99,22 +124,28 @@ class Metering:
         Only nodes ``owns`` says this worker checks (their snapshot partitions are its own) can change,
         so with several workers each node is declared Lost once; the summary covers every node held.
         """
-        now = self.clock()
-        states: list[NodeState] = []
-        for node_id in list(batch.nodes.keys()):
-            state = batch.nodes.get(node_id)
-            if state is None:
-                continue
+        states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
+        longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
+        quiet = self.lost_after * (longest or self.policy.default_interval_ms)
+        wall = self.clock()
+        if self._last_check_ms is not None and wall - self._last_check_ms > quiet // 2:
+            self._responsive_since_ms = wall  # stalled: what was not read meanwhile may be our backlog
+        self._last_check_ms = wall
+        times = {p: clock.now(wall, quiet, self._responsive_since_ms) for p, clock in self.streams.items()}
+        checked: list[NodeState] = []
+        for state in states:
+            node_id = state.node_id
             if state.liveness is not None and owns(node_id):
+                now = times.get(self.partition_of.get(node_id), wall)
                 after, change = check(state.liveness, now, lost_after=self.lost_after)
                 if change is not None:
                     self._status_changed(change, batch)
                     state = with_liveness(state, after)
                     batch.nodes.put(node_id, state)
-            states.append(state)
+            checked.append(state)
         return summarise(
             (s.capacity, s.liveness.status if s.liveness else NodeStatus.UNKNOWN)
-            for s in states
+            for s in checked
             if s.capacity is not None
         )
 

@@ -75,10 +75,13 @@ class LeaderElection:
                     await asyncio.wait_for(conn.fetchval("SELECT 1"), self._ping_s * 3)
             except Exception as exc:
                 # The session is gone (connection lost or refused, server shutting down, ping timed
-                # out): campaign again. Anything else is a bug and propagates.
-                if not is_transient(exc):
-                    raise
-                log.warning("leader election session failed: %r", exc)
+                # out): campaign again. Anything else is unexpected, and is logged in full, but still
+                # ends in a new campaign: an election loop that died would leave the platform without
+                # a leader for good (seen under overload: every write refused as NotLeader).
+                if is_transient(exc):
+                    log.warning("leader election session failed: %r", exc)
+                else:
+                    log.exception("leader election session failed unexpectedly")
                 await asyncio.sleep(backoff)
             finally:
                 was_leader = self._pid is not None

@@ -237,6 +237,9 @@ class SchedulingApp:
 async def serve(config: SchedulingSettings) -> None:
     from suanli.telemetry import setup
 
+    # INFO: cycles that decide something, requeues, lost nodes, leadership (each aggregated where
+    # frequent, so the log never becomes the bottleneck); the supervisor sends it to scheduling.log.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     telemetry = setup("scheduling", metrics_port=config.metrics_port)
     tune_for_latency()
     app = SchedulingApp(config)

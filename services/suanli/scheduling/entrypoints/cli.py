@@ -33,6 +33,7 @@ def serve(
     reconcile_grace_s: float | None = _option("reconcile_grace_s", "--reconcile-grace"),
     disruption_threshold: float | None = _option("disruption_threshold", "--disruption-threshold"),
     overcommit_ratio: float | None = _option("overcommit_ratio", "--overcommit"),
+    wave_size: int | None = _option("wave_size", "--wave-size"),
     metrics_port: int | None = _option("metrics_port", "--metrics-port"),
 ) -> None:
     """Scheduling: jobs and queues (event-sourced in PostgreSQL), the scheduling cycle, gRPC API.
@@ -57,6 +58,7 @@ def serve(
         reconcile_grace_s=reconcile_grace_s,
         disruption_threshold=disruption_threshold,
         overcommit_ratio=overcommit_ratio,
+        wave_size=wave_size,
         metrics_port=metrics_port,
     )
     asyncio.run(run(settings))

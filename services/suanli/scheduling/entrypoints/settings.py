@@ -62,6 +62,18 @@ class SchedulingSettings(ServiceSettings):
         description="Hold evictions while this fraction of the fleet is Lost at once (a broker or "
         "network outage).",
     )
+    lost_confirm_s: float = Field(
+        60.0,
+        ge=0,
+        description="Seconds a node must stay Lost before its non-preemptible jobs are requeued "
+        "(preemptible ones are requeued at once).",
+    )
+    wave_size: int = Field(
+        100,
+        ge=0,
+        description="Most tasks of one job placed at once; a larger job is placed in waves, the next once "
+        "the previous one started (0: no waves).",
+    )
     standby_poll_s: float = Field(
         0.5, gt=0, description="Seconds between a standby's lock attempts and store catch-ups."
     )

@@ -9,12 +9,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from suanli.clock import Clock, IdFactory
+from suanli.scheduling.domain.jobs import DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.cycle_loop import CycleLoop
 from suanli.scheduling.service_layer.cycle_runner import CycleRunner, PlacerFactory
-from suanli.scheduling.service_layer.disruption import DEFAULT_THRESHOLD, LostNodeEvictions
+from suanli.scheduling.service_layer.disruption import (
+    DEFAULT_LOST_CONFIRM,
+    DEFAULT_THRESHOLD,
+    LostNodeEvictions,
+)
 from suanli.scheduling.service_layer.envelopes import Envelopes
 from suanli.scheduling.service_layer.job_commands import JobCommands
 from suanli.scheduling.service_layer.ports import Metrics, NoMetrics, Writer
@@ -50,6 +55,8 @@ def assemble(
     is_leader: Callable[[], bool] = lambda: True,
     eager_cycles: bool = False,
     network: Callable[[], NetworkSnapshot] = lambda: EMPTY_NETWORK,
+    wave_size: int = DEFAULT_WAVE_SIZE,
+    lost_confirm: timedelta = DEFAULT_LOST_CONFIRM,
 ) -> Scheduling:
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
@@ -67,6 +74,7 @@ def assemble(
         config=cycle_config,
         metrics=metrics,
         network=network,
+        wave_size=wave_size,
     )
     loop = CycleLoop(cycles, interval_s)
     commands = JobCommands(
@@ -84,6 +92,11 @@ def assemble(
         between_batches=loop.turn_if_woken if eager_cycles else None,
     )
     evictions = LostNodeEvictions(
-        capacity, projection, commands.handle, clock=clock, threshold=disruption_threshold
+        capacity,
+        projection,
+        commands.handle,
+        clock=clock,
+        threshold=disruption_threshold,
+        confirm_after=lost_confirm,
     )
     return Scheduling(write_lock, commands, cycles, loop, evictions)

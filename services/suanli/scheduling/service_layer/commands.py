@@ -36,6 +36,8 @@ class RecordTaskReport:
 class MarkNodeLost:
     node_id: str
     lost_at: datetime
+    # Lost long enough to be believed: only then are non-preemptible jobs requeued (`lost_on`).
+    confirmed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,15 +3,20 @@
 Pure: the projection (what PostgreSQL holds) and the capacity view go in; TaskPlaced / TaskPreempted
 decisions per job (typed events) and a pending reason per waiting job come out. Room in use is exactly
 what the jobs' active tasks hold, never what the capacity stream says is free.
+
+A job larger than the wave size is offered to the cycle a wave at a time (`domain.jobs.waves`): its
+started tasks hold room as running work, its next wave is pending work of its own, and while the
+previous wave has not started the job waits with the reason WAITING_FOR_WAVE.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from suanli.scheduling.domain.jobs import (
+    DEFAULT_WAVE_SIZE,
     DeviceShare,
     JobEvent,
     JobView,
@@ -19,6 +24,7 @@ from suanli.scheduling.domain.jobs import (
     TaskPlaced,
     TaskPreempted,
     TaskRunState,
+    next_wave,
     task_env,
 )
 from suanli.scheduling.domain.model import Node, TaskPlacement
@@ -42,6 +48,14 @@ class CycleOutcome:
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> reason (as_dict)
 
 
+def wants_room(job: JobView, wave_size: int = DEFAULT_WAVE_SIZE) -> bool:
+    """Whether the cycle has something to place for the job: it waits whole, or its next wave is ready."""
+    if job.waiting:
+        return True
+    wave = next_wave(job, wave_size)
+    return wave is not None and bool(wave.task_ids)
+
+
 # A job's view for the queueing core, per (job id, version, tasks it covers). A job's spec never changes and
 # its version moves with every event, so an entry never goes stale; entries of jobs no longer live are
 # dropped each cycle. It saves rebuilding every live job's domain view on every cycle.
@@ -53,7 +67,10 @@ def cluster_state(
     nodes: tuple[Node, ...],
     cache: WorkloadCache | None = None,
     network: NetworkSnapshot = EMPTY_NETWORK,
+    wave_size: int = DEFAULT_WAVE_SIZE,
+    held: dict[str, dict[str, Any]] | None = None,
 ) -> ClusterState:
+    """`held` (filled in when given): job id -> pending reason of each job waiting for its last wave."""
     known = {n.id: {d.index for d in n.gpus} for n in nodes}
     running: list[RunningWorkload] = []
     pending: list[Workload] = []
@@ -67,9 +84,14 @@ def cluster_state(
         return found
 
     for job in sorted(projection.live.values(), key=lambda j: j.seq):  # final jobs hold nothing
-        if job.waiting:
+        wave = next_wave(job, wave_size)
+        if wave is not None and wave.task_ids:
+            pending.append(workload(job, wave.task_ids))
+        elif wave is not None and held is not None:
+            held[job.id] = wave.reason()
+        elif job.waiting:
             pending.append(workload(job))
-        elif job.active:
+        if job.active:
             active = job.active
             placements = tuple(
                 t.placement() for t in active if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
@@ -95,16 +117,24 @@ def run_cycle(
     regions: Mapping[str, tuple[str, str]],
     cache: WorkloadCache | None = None,
     network: NetworkSnapshot = EMPTY_NETWORK,
+    wave_size: int = DEFAULT_WAVE_SIZE,
 ) -> CycleOutcome:
     """`regions`: node id -> (region, site), written into each placement for the agent and billing;
     `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place);
-    `network`: the network view the placer was given too (it decides which jobs no region can serve)."""
-    state = cluster_state(projection, nodes, cache, network)
+    `network`: the network view the placer was given too (it decides which jobs no region can serve);
+    `wave_size`: the most tasks of one job placed at once (0: no waves)."""
+    held: dict[str, dict[str, Any]] = {}
+    state = cluster_state(projection, nodes, cache, network, wave_size, held)
     result = schedule_cycle(state, placer, config)
     decisions: dict[str, list[JobEvent]] = {}
     for admission in result.admissions:
         job = projection.jobs[admission.job_id]
         decisions[job.id] = [placed(job, p, cycle, regions) for p in admission.placements]
+        wave = next_wave(job, wave_size)
+        if wave is not None:
+            left = sum(1 for t in job.tasks if t.state is TaskRunState.PENDING) - len(admission.placements)
+            if left > 0:  # the rest waits for this wave to start
+                held[job.id] = replace(wave, placed=wave.placed + len(admission.placements)).reason()
     victims = dict.fromkeys(v for p in result.preemptions for v in p.victims)
     preemptor = {v: p.preemptor for p in result.preemptions for v in p.victims}
     for victim in victims:
@@ -121,7 +151,7 @@ def run_cycle(
             for t in job.active
             if t.state in (TaskRunState.PLACED, TaskRunState.RUNNING)
         ]
-    pending = {p.job_id: p.reason.as_dict() for p in result.pending}
+    pending = {**held, **{p.job_id: p.reason.as_dict() for p in result.pending}}
     return CycleOutcome(result, {k: v for k, v in decisions.items() if v}, pending)
 
 

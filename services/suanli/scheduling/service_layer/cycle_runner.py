@@ -4,21 +4,25 @@ depth, placement latency) reported. Cycles are numbered; the placer of each is m
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from suanli.clock import Clock
+from suanli.scheduling.domain.jobs import DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig, CycleResult, Placer
 from suanli.scheduling.service_layer.capacity import CapacityView
-from suanli.scheduling.service_layer.cycle import WorkloadCache, run_cycle
+from suanli.scheduling.service_layer.cycle import WorkloadCache, run_cycle, wants_room
 from suanli.scheduling.service_layer.envelopes import Envelopes
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics
 from suanli.scheduling.service_layer.projection import Projection, job_stream
 from suanli.scheduling.service_layer.write_lock import WriteLock
+
+log = logging.getLogger(__name__)
 
 PlacerFactory = Callable[[Sequence[TaskRequest], int], Placer]  # (task requests seen, cycle number)
 
@@ -38,6 +42,7 @@ class CycleRunner:
         monotonic: Callable[[], float] = time.monotonic,
         perf_counter: Callable[[], float] = time.perf_counter,
         network: Callable[[], NetworkSnapshot] = lambda: EMPTY_NETWORK,
+        wave_size: int = DEFAULT_WAVE_SIZE,
     ) -> None:
         self._write_lock = write_lock
         self._projection = projection
@@ -54,6 +59,7 @@ class CycleRunner:
         self._idle_reported = False
         self._workloads: WorkloadCache = {}
         self._network = network
+        self._wave_size = wave_size
 
     @property
     def count(self) -> int:
@@ -77,7 +83,7 @@ class CycleRunner:
         started = self._perf_counter()
         self._last_started = self._monotonic()
         self._count += 1
-        if not any(job.waiting for job in projection.live.values()):
+        if not any(wants_room(job, self._wave_size) for job in projection.live.values()):
             # Nothing to admit means nothing to place, preempt or reserve for: most wakes under load
             # (task reports, capacity updates) find the queues empty, and the cycle would only rebuild
             # its snapshot to learn that. The gauges are zeroed once, as an empty cycle would.
@@ -101,6 +107,7 @@ class CycleRunner:
             self._capacity.regions(),
             self._workloads,
             self._network(),
+            self._wave_size,
         )
         appends = [
             Append(job_stream(job_id), projection.jobs[job_id].version, self._envelopes.events(decisions))
@@ -112,7 +119,11 @@ class CycleRunner:
             if projection.pending_reasons.get(job_id) != reason
         }
         changed.update(
-            {job_id: None for job_id in outcome.result.admitted if job_id in projection.pending_reasons}
+            {
+                job_id: None
+                for job_id in outcome.result.admitted
+                if job_id in projection.pending_reasons and job_id not in outcome.pending
+            }
         )
         if appends or changed:
             # A cycle's own placements give no room back: the commit wakes no further cycle.
@@ -143,3 +154,14 @@ class CycleRunner:
             if job.waiting:
                 depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
         self._metrics.cycle(seconds, len(result.admissions), preempted, pending_by, depth)
+        if result.admissions or result.preemptions:
+            placed = sum(len(a.placements) for a in result.admissions)
+            log.info(
+                "cycle %d: admitted %d job(s) with %d task(s), %d preemption(s), %d job(s) pending, %.1f ms",
+                self._count,
+                len(result.admissions),
+                placed,
+                len(result.preemptions),
+                len(result.pending),
+                seconds * 1000,
+            )

@@ -6,6 +6,11 @@ stopped, a network partition) rather than the nodes themselves, and their tasks 
 running. Evicting them then would start second copies of every task. Like Kubernetes' node lifecycle
 controller, which performs no evictions when every zone is unhealthy, the scheduler holds evictions while
 the lost fraction of the fleet is at or above a threshold, and resumes them as nodes report again.
+
+A Lost node is a suspicion until it has been Lost for `confirm_after`: before that only preemptible jobs
+are requeued from it (their lost attempts are told to stop, should the node be alive after all);
+non-preemptible ones keep their room and are requeued once the loss is confirmed. Should the node report
+again meanwhile, reconciliation decides from what it lists.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from suanli.clock import Clock
+from suanli.scheduling.domain.jobs import lost_on
 from suanli.scheduling.service_layer.capacity import CapacityView, NodeView
 from suanli.scheduling.service_layer.commands import MarkNodeLost
 from suanli.scheduling.service_layer.projection import Projection
@@ -23,6 +30,7 @@ from suanli.scheduling.service_layer.projection import Projection
 log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.75
+DEFAULT_LOST_CONFIRM = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +71,14 @@ class LostNodeEvictions:
         *,
         clock: Clock,
         threshold: float = DEFAULT_THRESHOLD,
+        confirm_after: timedelta = DEFAULT_LOST_CONFIRM,
     ) -> None:
         self._capacity = capacity
         self._projection = projection
         self._mark_lost = mark_lost
         self._clock = clock
         self._threshold = threshold
+        self._confirm_after = confirm_after
         self._held = False
 
     async def sweep(self) -> None:
@@ -84,6 +94,10 @@ class LostNodeEvictions:
                 )
             else:
                 log.info("evictions resumed: %d of %d nodes Lost", verdict.lost, verdict.known)
+        now = self._clock.now()
         for view in verdict.evict:
-            if any(t.node_id == view.id for j in self._projection.live.values() for t in j.active):
-                await self._mark_lost(MarkNodeLost(view.id, view.status_at or self._clock.now()))
+            lost_at = view.status_at or now
+            confirmed = now - lost_at >= self._confirm_after
+            jobs = self._projection.live.values()
+            if any(lost_on(j, view.id, lost_at, confirmed=confirmed) for j in jobs):
+                await self._mark_lost(MarkNodeLost(view.id, lost_at, confirmed))

@@ -34,6 +34,10 @@ class Envelopes:
 
     def with_follow_ups(self, job: JobView, decisions: Sequence[JobEvent]) -> list[Outgoing]:
         """The decisions, then whatever they make necessary (stop siblings, requeue, finish), in order."""
+        return self.followed_through(job, decisions)[0]
+
+    def followed_through(self, job: JobView, decisions: Sequence[JobEvent]) -> tuple[list[Outgoing], JobView]:
+        """`with_follow_ups`, and the job as those events leave it."""
         out: list[Outgoing] = []
         now = self._clock.now()
         batch = list(decisions)
@@ -44,7 +48,7 @@ class Envelopes:
             batch = follow_ups(job)
             if not batch:
                 break
-        return out
+        return out, job
 
     def _outgoing(
         self, name: str, record: Mapping[str, Any], subject: str, metadata: Mapping[str, Any] | None

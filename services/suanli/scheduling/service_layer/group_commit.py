@@ -6,7 +6,10 @@ Under load the lock is the bottleneck (every decision reads the projection the p
 and a PostgreSQL transaction costs the same few round trips whether it appends to one stream or fifty.
 Each command is *planned* against the projection as of the batch's catch-up; plans touching the same
 stream cannot share a batch (the second would be decided on a stale version), so the later one waits for
-the next batch and is planned again after the first is recorded. When the store refuses a batch as a
+the next batch and is planned again after the first is recorded. The exception is a *chained* plan (a
+task report): it is decided on the state its stream's earlier chained plans of the batch leave behind, so
+its events are appended after theirs in the same append: the reports of one large job share a batch
+instead of costing a commit each. When the store refuses a batch as a
 whole (a duplicate event id, a version moved under us), its plans are committed one by one, so one
 command's refusal is that command's answer alone.
 """
@@ -15,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
@@ -44,6 +47,10 @@ class Plan:
     # Whether what it records may let a waiting job in (a new job, room given back): only then does the
     # commit wake the scheduling cycle. A task that started changes nothing a cycle could use.
     wakes: bool = True
+    # Decided on the stream's state after this batch's earlier chained plans (see the module docstring);
+    # `staged` is called once the plan is accepted into the batch, so the next link plans on top of it.
+    chained: bool = False
+    staged: Callable[[], None] | None = None
 
     @property
     def streams(self) -> frozenset[str]:
@@ -66,6 +73,21 @@ class _Ticket:
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(exc)
+
+
+def _merged(appends: Iterable[Append]) -> list[Append]:
+    """One append per stream: a chained plan's events follow its stream's earlier ones, at the version
+    the first append expects."""
+    by_stream: dict[str, Append] = {}
+    for a in appends:
+        first = by_stream.get(a.stream)
+        by_stream[a.stream] = a if first is None else replace(first, events=[*first.events, *a.events])
+    return list(by_stream.values())
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 Planner = Callable[[Any], Plan]
@@ -95,6 +117,9 @@ class GroupCommitter:
 
     async def submit(self, command: Any) -> Any:
         ticket = _Ticket(command, asyncio.get_running_loop().create_future())
+        # A caller that gave up never reads its answer: an error there (NotLeader while leadership
+        # moves, under load for every queued report) is the caller's to know, not a traceback per ticket.
+        ticket.future.add_done_callback(_retrieved)
         self._queue.append(ticket)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="scheduling-group-commit")
@@ -141,7 +166,7 @@ class GroupCommitter:
             return []
         self.on_batch()
         staged, deferred = self._plan(tickets)
-        appends = [a for _, plan in staged for a in plan.appends]
+        appends = _merged(a for _, plan in staged for a in plan.appends)
         if not appends:
             for ticket, plan in staged:
                 ticket.resolve(plan.answer)
@@ -151,8 +176,7 @@ class GroupCommitter:
         except REFUSALS as exc:
             if len(staged) > 1:
                 log.debug("batch of %d refused (%r): committing one by one", len(staged), exc)
-                await self._one_by_one(staged)
-                return deferred
+                return [*await self._one_by_one(staged), *deferred]
             await self._refused(*staged[0], exc)
             return deferred
         except Exception as exc:
@@ -165,39 +189,56 @@ class GroupCommitter:
         return deferred
 
     def _plan(self, tickets: list[_Ticket]) -> tuple[list[tuple[_Ticket, Plan]], list[_Ticket]]:
-        """Plan each ticket; one that touches a stream already planned in this batch waits for the next."""
+        """The batch's accepted plans, and the tickets that wait for the next batch."""
         staged: list[tuple[_Ticket, Plan]] = []
         deferred: list[_Ticket] = []
         touched: set[str] = set()
+        chain: set[str] = set()  # streams only chained plans touched so far
         for ticket in tickets:
             try:
                 plan = self.planners[type(ticket.command)](ticket.command)
             except Exception as exc:
                 ticket.fail(exc)
                 continue
-            if plan.streams & touched:
+            clash = plan.streams & touched
+            if clash and not (plan.chained and clash <= chain):
                 deferred.append(ticket)
                 continue
+            if plan.chained:
+                chain |= plan.streams - touched
+            else:
+                chain -= plan.streams
             touched |= plan.streams
+            if plan.staged is not None:
+                plan.staged()
             staged.append((ticket, plan))
         return staged, deferred
 
-    async def _one_by_one(self, staged: list[tuple[_Ticket, Plan]]) -> None:
+    async def _one_by_one(self, staged: list[tuple[_Ticket, Plan]]) -> list[_Ticket]:
+        """Each plan on its own; returns the chained plans whose stream's earlier link was refused: they
+        were decided on a state that was not recorded, so they wait for the next batch."""
+        broken: set[str] = set()
+        again: list[_Ticket] = []
         for i, (ticket, plan) in enumerate(staged):
+            if plan.chained and plan.streams & broken:
+                again.append(ticket)
+                continue
             if not plan.appends:
                 ticket.resolve(plan.answer)
                 continue
             try:
                 await self.writer.commit(plan.appends)
             except REFUSALS as exc:
+                broken |= plan.streams
                 await self._refused(ticket, plan, exc)
                 continue
             except Exception as exc:
                 for later, _ in staged[i:]:
                     later.fail(exc)
-                return
+                return again
             await self._caught_up(plan.wakes)
             ticket.resolve(plan.answer)
+        return again
 
     async def _refused(self, ticket: _Ticket, plan: Plan, exc: Exception) -> None:
         if plan.on_refused is None:

@@ -8,6 +8,7 @@ time in their own turn of the write lock. A commit that may let a waiting job in
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -31,9 +32,11 @@ from suanli.scheduling.domain.jobs import (
     cancel,
     evolve,
     follow_ups,
+    lost_attempt_stops,
     lost_on,
     relevant_report,
 )
+from suanli.scheduling.service_layer.activity import Activity
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import (
     CancelJob,
@@ -54,6 +57,8 @@ from suanli.scheduling.service_layer.projection import PRIORITY_STREAM, Projecti
 from suanli.scheduling.service_layer.queues_config import queue_record
 from suanli.scheduling.service_layer.reconcile import Reconciler
 from suanli.scheduling.service_layer.write_lock import WriteLock
+
+log = logging.getLogger(__name__)
 
 _REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
 _OUTCOMES: Mapping[type[JobEvent], str] = {
@@ -98,7 +103,9 @@ class JobCommands:
         self._wake_cycle = wake_cycle
         self._reconciler = Reconciler(reconcile_grace)
         self._metrics = metrics or NoMetrics()
+        self.activity = Activity()
         self._submitted_in_batch = 0
+        self._reported_in_batch: dict[str, JobView] = {}  # job id -> as this batch's reports leave it
         self._handlers: Mapping[type, Callable[[Any], Awaitable[Any]]] = {
             CancelJob: self._cancel,
             MarkNodeLost: self._node_lost,
@@ -137,6 +144,7 @@ class JobCommands:
 
     def _new_batch(self) -> None:
         self._submitted_in_batch = 0
+        self._reported_in_batch = {}
 
     async def _commit(
         self, appends: Sequence[Append], pending: Mapping[str, Mapping[str, Any] | None] | None = None
@@ -207,7 +215,9 @@ class JobCommands:
         return job
 
     def _plan_report(self, cmd: RecordTaskReport) -> Plan:
-        job = self._projection.jobs.get(str(cmd.record.get("job_id")))
+        # Decided on the job as this batch's earlier reports of it leave it (a chained plan).
+        job_id = str(cmd.record.get("job_id"))
+        job = self._reported_in_batch.get(job_id) or self._projection.jobs.get(job_id)
         if job is None:
             return Plan(answer=lambda: False)
         report = parse(cmd.name, cmd.record)
@@ -217,10 +227,13 @@ class JobCommands:
         # Recorded as received (its own event id and fields), so a redelivery is refused as a duplicate.
         fact = Outgoing(cmd.name, cmd.record, _event_uuid(cmd.event_id))
         after = evolve(job, report, job.version + 1, self._clock.now())
-        events = [fact, *self._envelopes.with_follow_ups(after, follow_ups(after))]
+        decided, final = self._envelopes.followed_through(after, follow_ups(after))
+        events = [fact, *decided]
+        reported = self._reported_in_batch
 
         def recorded() -> bool:
             self._count_outcomes(events)
+            self.activity.count(f"{cmd.name} recorded")
             return True
 
         def refused(exc: Exception) -> bool:
@@ -233,6 +246,8 @@ class JobCommands:
             answer=recorded,
             on_refused=refused,
             wakes=any(e.name in _ROOM_NAMES for e in events),
+            chained=True,
+            staged=lambda: reported.__setitem__(job.id, final),
         )
 
     def _plan_reconcile(self, cmd: ReconcileNode) -> Plan:
@@ -267,6 +282,7 @@ class JobCommands:
         def recorded() -> int:
             self._reconciler.sent(actions)
             self._metrics.decision("reconciled", count)
+            self.activity.count("reconciliation orders", count)
             return count
 
         return Plan(appends, answer=recorded)
@@ -284,12 +300,13 @@ class JobCommands:
         events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by))
         await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
         self._metrics.decision("cancelled")
+        log.info("job %s cancelled (%s): %d task(s) told to stop", job.id, cmd.reason, len(events) - 1)
         return self._projection.jobs[job.id]
 
     async def _node_lost(self, cmd: MarkNodeLost) -> int:
         appends = []
         for job in list(self._projection.live.values()):
-            lost = lost_on(job, cmd.node_id, cmd.lost_at)
+            lost = lost_on(job, cmd.node_id, cmd.lost_at, confirmed=cmd.confirmed)
             if not lost:
                 continue
             facts: list[JobEvent] = [
@@ -298,12 +315,19 @@ class JobCommands:
                 )
                 for t in lost
             ]
+            facts += lost_attempt_stops(job, lost, cmd.node_id)
             appends.append(
                 Append(job_stream(job.id), job.version, self._envelopes.with_follow_ups(job, facts))
             )
         if appends:
             await self._commit(appends)
             self._count_outcomes([e for a in appends for e in a.events])
+            log.info(
+                "node %s lost%s: %d job(s) requeued, their lost attempts told to stop",
+                cmd.node_id,
+                "" if cmd.confirmed else " (suspected: non-preemptible jobs kept)",
+                len(appends),
+            )
         return len(appends)
 
     async def _configure(self, cmd: ConfigureQueues) -> int:
@@ -354,6 +378,9 @@ class JobCommands:
             outcome = _OUTCOME_NAMES.get(event.name)
             if outcome:
                 self._metrics.decision(outcome)
+            if event.name in ("JobRequeued", "JobFailed"):
+                record = event.record
+                log.info("job %s %s: %s", record.get("job_id"), outcome, record.get("reason") or "")
 
 
 _OUTCOME_NAMES = {t.__name__: outcome for t, outcome in _OUTCOMES.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -72,6 +73,10 @@ async def serve(
         await bus.stop()
 
 
+# Intervals' worth of slice reports whose acknowledgements may be outstanding: longer than metering's
+# timeout (3 intervals), so acknowledgements alone never make a node report late.
+IN_FLIGHT_INTERVALS = 5
+
 # Seconds on a clock that never jumps (the event loop's): it paces reports; event times use the Clock.
 Monotonic = Callable[[], float]
 Pause = Callable[[asyncio.Event, float], Awaitable[None]]
@@ -95,6 +100,11 @@ async def report_loop(
     A loop that falls behind reports the next slice at once and keeps going: no catch-up burst. A slice
     that fails (the broker is away) is retried at its next turn, one interval later, while the other
     slices keep their turns: every node is tried once per interval, as when the fleet reported at once.
+
+    A slice's snapshots are taken on its turn and their acknowledgements awaited in the background (at
+    most `IN_FLIGHT_INTERVALS` intervals' worth of slices in flight): a broker slow to acknowledge, under a
+    burst of other traffic, must not hold back the next slices' snapshots, or a live node reports late and
+    looks lost. Each record carries its send time as its timestamp, which is what metering judges by.
     """
     now = monotonic or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
@@ -103,6 +113,16 @@ async def report_loop(
     register_tick = 0
     failures = 0
     tick = 0
+    in_flight: deque[asyncio.Task[None]] = deque()
+    probing: asyncio.Task[int] | None = None
+
+    def reaped(task: asyncio.Task[None]) -> None:
+        nonlocal failures
+        task.result()  # raises what the slice's report raised
+        if failures:
+            log.info("reporting again after %d failed attempt(s)", failures)
+            failures = 0
+
     while not stop.is_set():
         try:
             if not registered and tick >= register_tick:
@@ -113,13 +133,21 @@ async def report_loop(
                     "registered %d node(s), reporting in %d slice(s)", len(host.agents), len(schedule.slices)
                 )
             if registered:
-                await host.report(schedule.slice(tick))
-                if failures:
-                    log.info("reporting again after %d failed attempt(s)", failures)
-                    failures = 0
-                if now() >= next_probe:
+                taken = host.take_snapshots(schedule.slice(tick))  # stamped on the slice's turn
+                in_flight.append(asyncio.create_task(host.publish_reports(taken), name=f"report-{tick}"))
+                # Earlier slices' acknowledgements: the finished ones, and the oldest while more than
+                # the bound are in flight (a broker that takes that long holds the loop back).
+                bound = IN_FLIGHT_INTERVALS * len(schedule.slices)
+                while in_flight and (in_flight[0].done() or len(in_flight) > bound):
+                    oldest = in_flight.popleft()
+                    await asyncio.wait({oldest})
+                    reaped(oldest)
+                if now() >= next_probe and (probing is None or probing.done()):
                     next_probe = now() + settings.probe_interval_s
-                    await host.probe_links()
+                    if probing is not None:
+                        probing.result()  # the last round's failure, if any, counts here
+                    # In the background too: a round awaits its acknowledgements like a slice does.
+                    probing = asyncio.create_task(host.probe_links(), name="probe-links")
         except Exception:
             # While the broker is away every slice fails: one traceback per outage, not one per slice.
             if not failures:
@@ -128,3 +156,6 @@ async def report_loop(
         tick += 1
         deadline = max(deadline + schedule.tick_s, now())
         await pause(stop, deadline - now())
+    for task in [*in_flight, *([probing] if probing is not None else [])]:
+        with contextlib.suppress(Exception):  # the last acknowledgements: failures are the next run's
+            await task

@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from suanli.clock import Clock, IdFactory
 from suanli.sensing.domain import records
@@ -94,6 +95,10 @@ class NodeAgent:
 
     async def report(self) -> NodeObservation:
         """Publish a NodeSnapshot of the whole node, then one UsageSampled per running task."""
+        return await self.publish_report(*self.take_snapshot())
+
+    def take_snapshot(self) -> tuple[NodeObservation, dict[str, Any]]:
+        """The node's NodeSnapshot, stamped now (`publish_report` sends it)."""
         observation = self._collector.collect()
         self.sequence += 1
         snapshot = records.node_snapshot(
@@ -105,6 +110,10 @@ class NodeAgent:
             task_ids=self.table.task_ids(),
             stamp=self._stamp(),
         )
+        return observation, snapshot
+
+    async def publish_report(self, observation: NodeObservation, snapshot: dict[str, Any]) -> NodeObservation:
+        """Publish a snapshot `take_snapshot` took, then one UsageSampled per running task."""
         await self._sink.publish("NodeSnapshot", snapshot)
         for run in list(self.table.running()):
             usage = self._usage.usage(run, observation)

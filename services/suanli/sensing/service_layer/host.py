@@ -14,9 +14,12 @@ from typing import Any
 
 from suanli.clock import Clock, IdFactory
 from suanli.sensing.domain import records
+from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import InvalidOrder, parse_placement, parse_stop, parse_stop_request
 from suanli.sensing.service_layer.agent import NodeAgent
 from suanli.sensing.service_layer.ports import EventSink, LinkProber
+
+Taken = tuple[NodeAgent, NodeObservation, dict[str, Any]]  # a node's snapshot, stamped, not yet sent
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +59,17 @@ class AgentHost:
 
     async def report(self, node_ids: Iterable[str]) -> None:
         """Report the given nodes now (each snapshot stamped when it is taken)."""
+        await self.publish_reports(self.take_snapshots(node_ids))
+
+    def take_snapshots(
+        self, node_ids: Iterable[str]
+    ) -> list[tuple[NodeAgent, NodeObservation, dict[str, Any]]]:
+        """The given nodes' snapshots, stamped now; `publish_reports` sends them."""
+        return [(agent, *agent.take_snapshot()) for agent in (self.agents[n] for n in node_ids)]
+
+    async def publish_reports(self, taken: list[Taken]) -> None:
         # Concurrently, so the publisher batches their snapshots instead of one ack at a time.
-        await asyncio.gather(*(self.agents[node_id].report() for node_id in node_ids))
+        await asyncio.gather(*(agent.publish_report(obs, snapshot) for agent, obs, snapshot in taken))
 
     async def probe_links(self) -> int:
         """One probe round; returns how many LinkMeasured were published."""

@@ -13,6 +13,7 @@ from suanli.scheduling.domain.jobs.aggregate import (
 from suanli.scheduling.domain.jobs.decide import (
     cancel,
     follow_ups,
+    lost_attempt_stops,
     lost_on,
     relevant_report,
     requeue,
@@ -40,10 +41,13 @@ from suanli.scheduling.domain.jobs.events import (
     event_name,
 )
 from suanli.scheduling.domain.jobs.spec import AcceptedSpec, AcceptedTask, task_env
+from suanli.scheduling.domain.jobs.waves import DEFAULT_WAVE_SIZE, WAITING_FOR_WAVE, Wave, in_waves, next_wave
 
 __all__ = [
+    "DEFAULT_WAVE_SIZE",
     "FOLD",
     "ROOM_GIVEN_BACK",
+    "WAITING_FOR_WAVE",
     "AcceptedSpec",
     "AcceptedTask",
     "Cause",
@@ -67,11 +71,15 @@ __all__ = [
     "TaskRunState",
     "TaskStarted",
     "TaskStopRequested",
+    "Wave",
     "cancel",
     "event_name",
     "evolve",
     "follow_ups",
+    "in_waves",
+    "lost_attempt_stops",
     "lost_on",
+    "next_wave",
     "relevant_report",
     "requeue",
     "stop_order",

@@ -84,6 +84,19 @@ def cancel(job: JobView, reason: str, requested_by: str) -> list[JobEvent]:
     return [*stops, JobCancelled(job.id, reason, requested_by)]
 
 
-def lost_on(job: JobView, node_id: str, since: datetime) -> list[TaskRun]:
-    """Active tasks on `node_id` placed before the node was declared lost at `since`."""
+def lost_on(job: JobView, node_id: str, since: datetime, *, confirmed: bool = True) -> list[TaskRun]:
+    """Active tasks on `node_id` placed before the node was declared lost at `since`.
+
+    A Lost node is only suspected gone (it may be alive but late: a starved agent, a slow path to us);
+    until the loss is `confirmed` (lost for long enough) a non-preemptible job is left alone: requeuing
+    it would stop it (a stop order to every sibling) and free its room for others while it may still run.
+    """
+    if not confirmed and not job.spec.preemptible:
+        return []
     return [t for t in job.active if t.node_id == node_id and t.since is not None and t.since <= since]
+
+
+def lost_attempt_stops(job: JobView, lost: list[TaskRun], node_id: str) -> list[TaskStopRequested]:
+    """Stop orders for attempts requeued from a lost node: should the node be alive after all, it stops
+    them at once, so the old attempt and the next one never run side by side."""
+    return [stop_order(job, t, f"node {node_id} was lost: attempt {t.attempt} is requeued") for t in lost]
