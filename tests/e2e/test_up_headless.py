@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,6 +118,8 @@ def test_up_headless_runs_the_workload_to_the_end_and_leaves_nothing(
             assert placed["rtt_ms"] is not None and placed["rtt_ms"] <= placed["max_rtt_ms"], placed
     assert {p["regions"][0] for p in network if p["job"].startswith("chat-tokyo")} == {"tokyo"}
     assert "Network-aware placements" in result.stdout
+    # The progress line carries routing's GetNetwork answer: the region pairs per status.
+    assert re.search(r"region links [1-9]\d* ok", result.stdout), tail
 
     recorded = json.loads((home / "pids.json").read_text())["processes"]
     names = {p["name"] for p in recorded}
