@@ -219,9 +219,13 @@ async def test_garbage_on_links_measured_is_dead_lettered(
 
 
 async def test_routing_killed_and_restarted_serves_a_rebuilt_view(platform: Platform) -> None:
+    """Killed, routing's last view keeps steering placement; restarted, it serves the view it rebuilt."""
     stack = platform.stack
     await asyncio.to_thread(platform.kill, platform.service("routing"))
     assert not grpc_serving(stack.routing_addr)
+    # Routing down: the scheduler keeps placing from its last network snapshot, still avoiding the link.
+    while_down = await run_near_data(platform, "routing-down", secrets.token_hex(3), jobs=1)
+    assert {c.record["region"] for c in while_down} == {FAR}
     # Ready (SERVING) only once network.links and capacity.nodes were read whole again.
     await asyncio.to_thread(platform.start, stack.routing_spec())
 
