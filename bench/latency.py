@@ -4,11 +4,18 @@
   occurred_at (the scheduler's decision, same machine clock) and (b) the moment this process consumed it
   from ``placements`` (delivered, after the outbox relay and the broker);
 - capacity-view freshness: a NodeCapacityChanged's arrival on ``capacity.nodes`` against the occurred_at of
-  the newest NodeSnapshot of that node at that moment (exact while metering keeps up within one interval).
+  the newest NodeSnapshot of that node at that moment (exact while metering keeps up within one interval);
+- with ``--network``, network-view freshness: a probe round's occurred_at (``last_probe_at`` of the
+  NetworkLinkChanged it caused) against (a) the view event's occurred_at (routing's fold) and (b) the moment
+  this process consumed it from ``network.links``. The fleet probes every ``--probe-interval`` s and a faults
+  file toggles degraded links every ``--fault-every`` s, so rounds keep changing the view; only records that
+  changed a link meaningfully (status, or RTT by >= 10 % and >= 1 ms) count, since an unchanged state is
+  republished on a timer (docs/routing.md) and its age says nothing about the fold.
 
     .venv/bin/python bench/latency.py                       # 50 jobs/s for 60 s, deploy/fleets/bench-200.yaml
     .venv/bin/python bench/latency.py --rate 20 --seconds 30
     .venv/bin/python bench/latency.py --duration 30 --duration-spread 0   # saturated: measures queueing
+    .venv/bin/python bench/latency.py --network             # + probe -> network view freshness
 
 The default load stays well below the fleet: 50 jobs/s x 2-4 s x (1 or 0.5 GPU) keeps ~125 of the 960 GPUs
 busy (T4, the smallest pool, ~35 %), and quota (bench/latency-queues.yaml) is far above the fleet, so the
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
 import os
 import platform
 import random
@@ -48,6 +56,13 @@ FLEET = data_path("deploy/fleets/bench-200.yaml")
 QUEUES = Path(__file__).with_name("latency-queues.yaml")
 MODELS = ["A100 80GB SXM", "L40S", "T4"]
 POOL_GPUS = {"A100 80GB SXM": 560, "L40S": 280, "T4": 120}  # deploy/fleets/bench-200.yaml
+# Links of bench-200's three regions degraded and healed in turn by --network: each flip moves the EWMA
+# RTT by far more than the view's publish threshold for several rounds.
+FAULTS = (
+    "faults:\n"
+    "  - {kind: degrade, link: [washington-dc, frankfurt], rtt_ms: 400}\n"
+    "  - {kind: degrade, link: [frankfurt, tokyo], rtt_ms: 600}\n"
+)
 
 
 def job_shape(i: int, duration_s: float, spread_s: float) -> tuple[str, int, float]:
@@ -168,9 +183,11 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     placements_t = topic_name(topics.PLACEMENTS.name)
     snapshots_t = topic_name(topics.NODE_SNAPSHOTS.name)
     capacity_t = topic_name(topics.CAPACITY_NODES.name)
+    links_t = topic_name(topics.NETWORK_LINKS.name)
     stop = asyncio.Event()
-    recorder = Recorder(stack.bootstrap, placements_t, snapshots_t, capacity_t)
+    recorder = Recorder(stack.bootstrap, placements_t, snapshots_t, capacity_t, links_t)
     reading = asyncio.create_task(recorder.run(stop))
+    flipping = asyncio.create_task(flip_faults(stack.config.faults, args.fault_every, stop))
     async with grpc.aio.insecure_channel(stack.scheduler_addr) as channel:
         api = pb_grpc.SchedulerStub(channel)
         deadline = time.monotonic() + 120
@@ -193,6 +210,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
             await asyncio.sleep(0.5)
     stop.set()
     await reading
+    await flipping
 
     decided: list[float] = []
     delivered: list[float] = []
@@ -241,6 +259,52 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
     print(summary("submit -> TaskPlaced delivered (consumed from placements)", delivered))
     print(summary("capacity view freshness (snapshot occurred_at -> capacity.nodes arrival)", fresh))
+    if args.network:
+        folded, received = network_freshness(recorder.seen, links_t, started)
+        print(
+            f"network: probe interval {args.probe_interval:g} s, "
+            f"degraded links flipped every {args.fault_every:g} s"
+        )
+        print(summary("network view fold (last_probe_at -> NetworkLinkChanged occurred_at)", folded))
+        print(summary("network view freshness (last_probe_at -> network.links arrival)", received))
+
+
+async def flip_faults(path: Path | None, every_s: float, stop: asyncio.Event) -> None:
+    """Degrade the FAULTS links, heal them, degrade them again ... until stopped (no faults file: idle)."""
+    degraded = False
+    while path is not None and not stop.is_set():
+        degraded = not degraded
+        path.write_text(FAULTS if degraded else "faults: []\n")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+
+
+def network_freshness(
+    seen: list[tuple[float, str, str, dict]], links_t: str, since: float
+) -> tuple[list[float], list[float]]:
+    """Ages of the view events a probe round caused: (fold, received), in seconds."""
+    previous: dict[str, dict] = {}
+    folded: list[float] = []
+    received: list[float] = []
+    for consumed_at, topic, name, record in seen:
+        if topic != links_t or name != "NetworkLinkChanged":
+            continue
+        before = previous.get(record["link_id"])
+        previous[record["link_id"]] = record
+        if before is None or consumed_at < since or not changed(before, record):
+            continue
+        probe = record["last_probe_at"].timestamp()
+        folded.append(record["occurred_at"].timestamp() - probe)
+        received.append(consumed_at - probe)
+    return folded, received
+
+
+def changed(before: dict, after: dict) -> bool:
+    """A change the view publishes at once (docs/routing.md, "Events out"), not a timed republish."""
+    if after["last_probe_at"] <= before["last_probe_at"]:
+        return False
+    step = abs(after["rtt_ms"] - before["rtt_ms"])
+    return after["status"] != before["status"] or (step >= 1.0 and step >= 0.1 * before["rtt_ms"])
 
 
 def main() -> None:
@@ -258,9 +322,19 @@ def main() -> None:
     parser.add_argument(
         "--interval", type=float, default=5.0, help="agent snapshot interval (s); 5 s is the agent's default"
     )
+    parser.add_argument("--network", action="store_true", help="also measure network-view freshness")
+    parser.add_argument(
+        "--probe-interval", type=float, default=5.0, help="fleet probe interval with --network (s)"
+    )
+    parser.add_argument(
+        "--fault-every", type=float, default=10.0, help="seconds between fault flips with --network"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="suanli-latency-") as tmp:
         home = Path(tmp)
+        network = (
+            {"probe_interval_s": args.probe_interval, "faults": home / "faults.yaml"} if args.network else {}
+        )
         config = StackConfig(
             home=home,
             fleet=args.fleet,
@@ -269,6 +343,7 @@ def main() -> None:
             database=f"suanli_bench_{secrets.token_hex(4)}",
             snapshot_interval_s=args.interval,
             scheduling_interval_s=0.2,
+            **network,
         )
         with Stack(config) as stack:
             asyncio.run(measure(stack, args))

@@ -1,5 +1,6 @@
 """`suanli up --headless --duration 60` on the small fleet, as a user (or CI) runs it: it must exit 0
-with every submitted job final and every tenant charged, and leave no process behind: not a service,
+with every submitted job final, every tenant charged and every network-aware job within its bounds, and
+leave no process behind: not a service,
 not the agent, not the broker, not the embedded PostgreSQL it started."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -101,6 +103,23 @@ def test_up_headless_runs_the_workload_to_the_end_and_leaves_nothing(
     for tenant in tenants:
         assert Decimal(summary["charges"][tenant]) > 0, (tenant, summary["charges"])
         assert summary["charge_counts"][tenant] > 0
+
+    # The workload's network-aware jobs (deploy/workloads/mixed.yaml): each ran within its RTT bound of
+    # its data region, the gangs in one region, Tokyo's chat in Tokyo (everywhere else is > 20 ms away).
+    network = summary["network_placements"]
+    assert {p["job"].rsplit("-", 1)[0] for p in network} == {
+        "finetune-near-data",
+        "chat-tokyo",
+        "report-near-data",
+    }
+    for placed in network:
+        assert placed["state"] == "succeeded" and len(placed["regions"]) == 1, placed
+        if placed["max_rtt_ms"] is not None:
+            assert placed["rtt_ms"] is not None and placed["rtt_ms"] <= placed["max_rtt_ms"], placed
+    assert {p["regions"][0] for p in network if p["job"].startswith("chat-tokyo")} == {"tokyo"}
+    assert "Network-aware placements" in result.stdout
+    # The progress line carries routing's GetNetwork answer: the region pairs per status.
+    assert re.search(r"region links [1-9]\d* ok", result.stdout), tail
 
     recorded = json.loads((home / "pids.json").read_text())["processes"]
     names = {p["name"] for p in recorded}

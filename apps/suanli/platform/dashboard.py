@@ -14,12 +14,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_milli, state_name
 from suanli.platform.observe import Decision, Observation
 from suanli.platform.summary import READY, GpuFigures, StartedUse, gpu_figures, started_use
 
-ROWS = 8  # per list panel: the whole view fits a 45-line terminal with the demo fleet
+ROWS = 8  # recent placements: with the shorter lists below, the view fits a 45-line terminal (demo fleet)
+LIST_ROWS = 6  # running and pending jobs, which share their column with the network matrix
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +129,7 @@ def pending_panel(jobs: Sequence[pb.Job]) -> Panel:
     table = _table("JOB")
     table.columns[0].min_width = 18  # which job matters more than the end of the reason
     table.add_column("WHY", no_wrap=True, overflow="ellipsis", ratio=1)
-    for job in pending[:ROWS]:
+    for job in pending[:LIST_ROWS]:
         reason = job.pending_reason
         table.add_row(job.spec.name, reason.message or reason.code or "waiting for the next scheduling cycle")
     return Panel(Group(head, table), title=f"Pending ({len(pending)})", title_align="left")
@@ -136,7 +138,7 @@ def pending_panel(jobs: Sequence[pb.Job]) -> Panel:
 def running_panel(jobs: Sequence[pb.Job]) -> Panel:
     running = [j for j in jobs if j.state == pb.JOB_STATE_RUNNING]
     table = _table("JOB", "QUEUE", "TASKS", "GPU", "NODE", right=("TASKS", "GPU"))
-    for job in running[-ROWS:]:
+    for job in running[-LIST_ROWS:]:
         nodes = sorted({t.node_id for t in job.tasks if t.node_id})
         started = sum(1 for t in job.tasks if t.state.lower() == "running")
         table.add_row(
@@ -149,12 +151,92 @@ def running_panel(jobs: Sequence[pb.Job]) -> Panel:
     return Panel(table, title=f"Running ({len(running)})", title_align="left")
 
 
-def decisions_panel(decisions: Iterable[Decision]) -> Panel:
-    table = _table("TASK", "", "NODE", "GPUS")
-    table.columns[-1].min_width = 6  # "0@0.25"
+def decisions_panel(decisions: Iterable[Decision], currency: str = "") -> Panel:
+    """Where each placement went and why: its region (short, as the network matrix heads it), the RTT
+    from there to the job's data region (the constraint it met) and the price per hour it was expected to
+    cost."""
+    price = f"{currency}/H" if currency else "PRICE/H"
+    table = _table("TASK", "NODE", "REG", "RTT", price, right=("RTT", price))
+    # Half of 120 columns: the task's name gives way first, then the node's; the figures never do.
+    table.columns[0].max_width = 23
+    table.columns[1].max_width = 13
+    table.columns[2].min_width = 3
     for d in list(decisions)[:ROWS]:
-        table.add_row(f"{d.job_name}/{_task(d)}", "→", d.node_id, d.gpus)
-    return Panel(table, title="Recent placements", title_align="left")
+        table.add_row(
+            f"{d.job_name}/{_task(d)}",
+            d.node_id,
+            short_region(d.region) if d.region else "-",
+            _rtt(d),
+            f"{d.price_per_hour:.2f}" if d.price_per_hour is not None else "-",
+        )
+    return Panel(
+        table,
+        title="Recent placements",
+        subtitle="RTT: ms to the job's data region (- none)",
+        subtitle_align="right",
+        title_align="left",
+    )
+
+
+def _rtt(decision: Decision) -> Text:
+    if not decision.data_region:
+        return Text("-", style="dim")
+    if decision.rtt_ms is None:
+        return Text("?", style="yellow")
+    return Text(f"{decision.rtt_ms:.0f}")
+
+
+_LINK_STYLES = {
+    rpb.LINK_STATUS_OK: "green",
+    rpb.LINK_STATUS_DEGRADED: "yellow",
+    rpb.LINK_STATUS_DOWN: "bold red",
+    rpb.LINK_STATUS_UNKNOWN: "dim",
+}
+
+
+def short_region(region: str) -> str:
+    """A region's column heading: `frankfurt` -> `fra`, `washington-dc` -> `wdc`, `sao-paulo` -> `spa`."""
+    *head, last = region.split("-")
+    return ("".join(p[:1] for p in head) + last[: 3 - len(head)]) if head else region[:3]
+
+
+def network_panel(links: Sequence[rpb.Link] | None) -> Panel:
+    """Routing's region matrix: rows from, columns to (headed by short names in the rows' order); each
+    cell the EWMA RTT in ms, coloured by the pair's status (yellow DEGRADED), `×` for a DOWN pair."""
+    title = "Network (routing's view, RTT ms)"
+    if links is None:
+        return Panel(Text("routing is not answering", style="yellow"), title=title, title_align="left")
+    regions = sorted({x.src_region for x in links} | {x.dst_region for x in links})
+    if not regions:
+        return Panel(Text("no probe round yet", style="dim"), title=title, title_align="left")
+    by_pair = {(x.src_region, x.dst_region): x for x in links}
+    # Cells 3 wide plus one space: ten regions (the world fleet) fit half of 120 columns.
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 0, 0, 1))
+    table.add_column("FROM \\ TO", no_wrap=True, overflow="ellipsis", min_width=13, max_width=13)
+    for region in regions:
+        table.add_column(short_region(region), justify="right", no_wrap=True, min_width=3)
+    for src in regions:
+        cells = []
+        for dst in regions:
+            link = by_pair.get((src, dst))
+            if src == dst and link is None:
+                cells.append(Text("·", style="dim"))
+            elif link is None:
+                cells.append(Text("-", style="dim"))
+            elif link.status == rpb.LINK_STATUS_DOWN:
+                cells.append(Text("×", style=_LINK_STYLES[link.status]))
+            else:
+                cells.append(Text(f"{link.rtt_ms:.0f}", style=_LINK_STYLES.get(link.status, "")))
+        table.add_row(src, *cells)
+    return Panel(table, title=title, subtitle=_link_counts(links), subtitle_align="right", title_align="left")
+
+
+def _link_counts(links: Sequence[rpb.Link]) -> str:
+    statuses = Counter(x.status for x in links)
+    return ", ".join(
+        f"{statuses[s]} {rpb.LinkStatus.Name(s).removeprefix('LINK_STATUS_').lower()}"
+        for s in (rpb.LINK_STATUS_OK, rpb.LINK_STATUS_DEGRADED, rpb.LINK_STATUS_DOWN)
+    )
 
 
 def _task(decision: Decision) -> str:
@@ -192,8 +274,10 @@ def progress_line(status: Status, observation: Observation) -> str:
     """The headless form: one plain line per report."""
     charges = " ".join(f"{t}={c.total:.4f}" for t, c in observation.charges.items())
     figures = gpu_figures(observation.nodes, started_use(observation.jobs))
-    return f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%" + (
-        f"  charges {charges}" if charges else ""
+    return (
+        f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%"
+        + (f"  region links {_link_counts(observation.network)}" if observation.network else "")
+        + (f"  charges {charges}" if charges else "")
     )
 
 
@@ -203,9 +287,14 @@ def dashboard(
     grid = Table.grid(expand=True, padding=(0, 1))
     grid.add_column(ratio=1)
     grid.add_column(ratio=1)
+    currency = next((c.currency for c in observation.charges.values() if c.currency), "")
     grid.add_row(
-        Group(running_panel(jobs), pending_panel(jobs)),
-        Group(decisions_panel(decisions), queues_panel(observation.queues), charges_panel(observation)),
+        Group(running_panel(jobs), pending_panel(jobs), network_panel(observation.network)),
+        Group(
+            decisions_panel(decisions, currency),
+            queues_panel(observation.queues),
+            charges_panel(observation),
+        ),
     )
     footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")
     title = Text("suanli up", style="bold cyan") + Text(f"  1 GPU = {GPU_MILLI} milli", style="dim")

@@ -2,7 +2,9 @@
 
 Jobs are followed cheaply: each poll lists only pending and running jobs, and a submitted job that has
 left both lists is fetched once to learn how it ended. Placements are noticed as task attempts gain a
-node, which gives the feed of scheduling decisions.
+node, which gives the feed of scheduling decisions, each with where it went and why: the region, the RTT
+from there to the job's data region and the expected price per hour, as the scheduler recorded them. The
+network matrix is the routing service's `GetNetwork`; routing being away blanks only that panel.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import grpc
 
 from suanli.api.billing.v1 import billing_pb2 as bpb
 from suanli.api.billing.v1 import billing_pb2_grpc
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.routing.v1 import routing_pb2_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import paging
@@ -35,6 +39,10 @@ class Decision:
     task_id: str
     node_id: str
     gpus: str  # device slots as in `suanli job get`: "0,1" or "2@0.3"
+    region: str = ""
+    data_region: str = ""  # the job's; "" when it named none
+    rtt_ms: float | None = None  # from the region to the data region, as placement knew it
+    price_per_hour: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +59,22 @@ class Observation:
     queues: list[pb.Queue] = field(default_factory=list)
     charges: dict[str, TenantCharges] = field(default_factory=dict)
     jobs: list[pb.Job] = field(default_factory=list)  # the live jobs known at `at`
+    # The region pairs of routing's view; None when routing did not answer this time.
+    network: list[rpb.Link] | None = None
 
 
 class Observer:
-    """Polls the scheduler and billing; keeps the last known state of every job it was told about."""
+    """Polls the scheduler, billing and routing; keeps the last known state of every job it was told about."""
 
-    def __init__(self, scheduler_addr: str, billing_addr: str, tenants: Iterable[str]) -> None:
+    def __init__(
+        self, scheduler_addr: str, billing_addr: str, tenants: Iterable[str], routing_addr: str = ""
+    ) -> None:
         self._scheduler_channel = grpc.insecure_channel(scheduler_addr)
         self._billing_channel = grpc.insecure_channel(billing_addr)
+        self._routing_channel = grpc.insecure_channel(routing_addr) if routing_addr else None
         self.scheduler = scheduler_pb2_grpc.SchedulerStub(self._scheduler_channel)
         self.billing = billing_pb2_grpc.BillingStub(self._billing_channel)
+        self.routing = routing_pb2_grpc.RoutingStub(self._routing_channel) if self._routing_channel else None
         self.tenants = tuple(tenants)
         self.jobs: dict[str, pb.Job] = {}
         self.decisions: deque[Decision] = deque(maxlen=RECENT_DECISIONS)
@@ -70,6 +84,8 @@ class Observer:
     def close(self) -> None:
         self._scheduler_channel.close()
         self._billing_channel.close()
+        if self._routing_channel is not None:
+            self._routing_channel.close()
 
     # --- jobs ---------------------------------------------------------------------------------------
 
@@ -106,7 +122,18 @@ class Observer:
             self._seen_attempts.add(key)
             self.placed_total += 1
             self.decisions.appendleft(
-                Decision(now, job.id, job.spec.name, task.task_id, task.node_id, gpu_slots(task))
+                Decision(
+                    now,
+                    job.id,
+                    job.spec.name,
+                    task.task_id,
+                    task.node_id,
+                    gpu_slots(task),
+                    region=task.region,
+                    data_region=job.spec.data_region,
+                    rtt_ms=task.rtt_ms if task.HasField("rtt_ms") else None,
+                    price_per_hour=task.price_per_hour if task.HasField("price_per_hour") else None,
+                )
             )
 
     def unfinished(self) -> list[pb.Job]:
@@ -141,6 +168,17 @@ class Observer:
             )
         return result
 
+    def network(self) -> list[rpb.Link] | None:
+        if self.routing is None:
+            return None
+        try:
+            matrix = self.routing.GetNetwork(rpb.GetNetworkRequest(), timeout=UNARY_TIMEOUT_S)
+        except grpc.RpcError:
+            # Routing restarting or away: the scheduler keeps placing from its last view, and so the
+            # run is not unhealthy for it; the panel says so.
+            return None
+        return list(matrix.region_links)
+
     def observe(self, *, with_charges: bool = True) -> Observation:
         now = time.monotonic()
         self.refresh_jobs(now)
@@ -150,4 +188,5 @@ class Observer:
             queues=self.queues(),
             charges=self.charges() if with_charges else {},
             jobs=[j for j in self.jobs.values() if j.state not in FINAL_STATES],
+            network=self.network(),
         )

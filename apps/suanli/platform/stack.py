@@ -38,6 +38,11 @@ class StackConfig:
     reconcile_grace_s: float = 15.0
     # Seconds a simulated task holds its resources when its spec gives no duration.
     sim_duration_s: float = 30.0
+    # Seconds between the fleet's probe rounds (None: sensing's default); routing is told the same, so
+    # a path's DOWN timing is right from its first round.
+    probe_interval_s: float | None = None
+    # The fleet's run-time faults file (docs/sensing.md, "Network faults"): read before every probe round.
+    faults: Path | None = None
     kafka_bootstrap: str | None = None  # an existing broker instead of starting Tansu
     # A database to create on the resolved server (and drop on stop) instead of its default one, so
     # several stacks (tests running side by side, other people's work on a shared :5432) never meet.
@@ -166,7 +171,15 @@ class Stack:
         address = self.routing_addr
         return ServiceSpec(
             name,
-            suanli_argv("serve", "routing", "--pricebook", str(self.config.pricebook), "--listen", address),
+            suanli_argv(
+                "serve",
+                "routing",
+                "--pricebook",
+                str(self.config.pricebook),
+                "--listen",
+                address,
+                *self._probe_interval_args(),
+            ),
             # Serving once its views are read whole (network.links, capacity.nodes).
             ready=lambda: grpc_serving(address),
             ready_timeout_s=90,
@@ -187,8 +200,14 @@ class Stack:
                 str(cfg.snapshot_interval_s),
                 "--sim-duration",
                 str(cfg.sim_duration_s),
+                *self._probe_interval_args(),
+                *(("--faults", str(cfg.faults)) if cfg.faults is not None else ()),
             ),
         )
+
+    def _probe_interval_args(self) -> tuple[str, ...]:
+        interval = self.config.probe_interval_s
+        return ("--probe-interval", str(interval)) if interval is not None else ()
 
     def start_fleet(self, name: str = "fleet") -> RunningService:
         return self.supervisor.start(self.fleet_spec(name))

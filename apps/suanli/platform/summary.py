@@ -20,6 +20,7 @@ from suanli.cli.render import GPU_MILLI, gpus, state_name
 from suanli.platform.observe import TenantCharges
 
 READY = "READY"
+NETWORK_ROWS = 12  # network-aware jobs listed in the printed summary (summary.json keeps them all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,39 @@ class TimeAverage:
         return self._fragmentation_s / self._span_s if self._span_s else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class NetworkPlacement:
+    """Where a job that named its data region went: the regions its tasks ran in (one for a gang kept
+    together) and the largest RTT from them to the data region, as the scheduler recorded it."""
+
+    job: str
+    state: str
+    data_region: str
+    max_rtt_ms: float | None
+    regions: list[str]
+    rtt_ms: float | None  # None: not placed, or nothing measured
+
+
+def network_placements(jobs: Iterable[pb.Job]) -> list[NetworkPlacement]:
+    out = []
+    for job in jobs:
+        if not job.spec.data_region:
+            continue
+        placed = [t for t in job.tasks if t.region]
+        rtts = [t.rtt_ms for t in placed if t.HasField("rtt_ms")]
+        out.append(
+            NetworkPlacement(
+                job=job.spec.name,
+                state=state_name(job.state).lower(),
+                data_region=job.spec.data_region,
+                max_rtt_ms=job.spec.max_rtt_ms if job.spec.HasField("max_rtt_ms") else None,
+                regions=sorted({t.region for t in placed}),
+                rtt_ms=max(rtts) if rtts else None,
+            )
+        )
+    return out
+
+
 @dataclass
 class Summary:
     submitted: int
@@ -134,6 +168,7 @@ class Summary:
     workload: str = ""
     policy: str = ""
     unfinished_jobs: list[str] = field(default_factory=list)
+    network_placements: list[NetworkPlacement] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=False)
@@ -205,4 +240,33 @@ def render_summary(summary: Summary) -> RenderableType:
     charges.add_column("LINES", justify="right")
     for tenant, total in summary.charges.items():
         charges.add_row(tenant, total, str(summary.charge_counts.get(tenant, 0)))
-    return Group(Text("Summary", style="bold underline"), jobs, Text(""), charges, Text(""), verdict)
+    return Group(
+        Text("Summary", style="bold underline"),
+        jobs,
+        Text(""),
+        charges,
+        Text(""),
+        *_network_section(summary.network_placements),
+        verdict,
+    )
+
+
+def _network_section(placements: Sequence[NetworkPlacement]) -> list[RenderableType]:
+    if not placements:
+        return []
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("JOB", "STATE", "DATA REGION", "MAX RTT", "RAN IN", "RTT"):
+        table.add_column(column, justify="right" if "RTT" in column else "left", no_wrap=True)
+    for p in placements[:NETWORK_ROWS]:
+        table.add_row(
+            p.job,
+            p.state,
+            p.data_region,
+            f"{p.max_rtt_ms:g} ms" if p.max_rtt_ms is not None else "-",
+            ", ".join(p.regions) or "-",
+            f"{p.rtt_ms:.0f} ms" if p.rtt_ms is not None else "-",
+        )
+    more = len(placements) - NETWORK_ROWS
+    title = Text(f"Network-aware placements ({len(placements)} jobs named a data region)", style="bold")
+    tail = [Text(f"… and {more} more in summary.json", style="dim")] if more > 0 else []
+    return [title, table, *tail, Text("")]

@@ -39,6 +39,7 @@ from suanli.platform.summary import (
     charge_totals,
     gpu_figures,
     job_outcomes,
+    network_placements,
     render_summary,
     started_use,
 )
@@ -329,7 +330,9 @@ def run_up(options: UpOptions, console: Console) -> int:
             finally:
                 processes = _stack_processes(stack)
                 write_pids(options.home, processes)
-            run.observer = Observer(stack.scheduler_addr, stack.billing_addr, workload.tenant_names)
+            run.observer = Observer(
+                stack.scheduler_addr, stack.billing_addr, workload.tenant_names, stack.routing_addr
+            )
             console.print(
                 f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}, "
                 f"routing {stack.routing_addr}; "
@@ -515,4 +518,5 @@ def _summarise(run: Run, left: list[int]) -> Summary:
         workload=str(options.workload),
         policy=run.stack.config.policy,
         unfinished_jobs=[j.id for j in jobs if j.state not in FINAL_STATES][:50],
+        network_placements=network_placements(jobs),
     )

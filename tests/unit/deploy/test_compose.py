@@ -141,7 +141,7 @@ def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
         for name, svc in _suanli_services(compose).items()
         if "SUANLI_METRICS_PORT" in svc["environment"]
     }
-    assert {"scheduling", "metering", "billing"} <= set(exporting)
+    assert {"scheduling", "metering", "routing", "billing"} <= set(exporting)
     assert {name: METRICS_PORTS[name] for name in exporting} == exporting
     targets = set(_targets(prometheus))
     assert {f"{name}:{port}" for name, port in exporting.items()} <= targets
@@ -153,7 +153,7 @@ def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
 # --- the Suanli services: image, environment, commands ----------------------------------------------
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-SUANLI_SERVICES = {"scheduling", "metering", "billing", "fleet"}
+SUANLI_SERVICES = {"scheduling", "metering", "routing", "billing", "fleet"}
 USES_POSTGRES = {"scheduling", "billing"}
 BOOTSTRAP = "kafka-1:9092,kafka-2:9092,kafka-3:9092"
 
@@ -174,9 +174,10 @@ def test_the_platform_services_are_built_from_the_dockerfile(compose: dict[str, 
     assert commands["scheduling"][:2] == ["serve", "scheduling"]
     assert commands["metering"][:2] == ["serve", "metering"]
     assert commands["billing"][:2] == ["serve", "billing"]
+    assert commands["routing"][:2] == ["serve", "routing"]
     assert commands["fleet"][:2] == ["agent", "--simulate"]
     # Another container can only reach a gRPC API that listens on every interface.
-    for name in ("scheduling", "billing"):
+    for name in ("scheduling", "routing", "billing"):
         listen = commands[name][commands[name].index("--listen") + 1]
         assert listen.startswith("0.0.0.0:"), name
         assert any(p.endswith(":" + listen.rpartition(":")[2]) for p in services[name]["ports"]), name
@@ -223,6 +224,15 @@ def test_suanli_services_have_the_environment_they_need(compose: dict[str, Any])
             assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://otel-collector:4318/v1/traces", name
             # Pushing metrics as well would count every series twice (docs/operations.md).
             assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env, name
+
+
+def test_grpc_services_are_health_checked_on_the_port_they_listen_on(compose: dict[str, Any]) -> None:
+    services = _suanli_services(compose)
+    for name in ("scheduling", "routing", "billing"):
+        command = services[name]["command"]
+        port = command[command.index("--listen") + 1].rpartition(":")[2]
+        check = " ".join(services[name]["healthcheck"]["test"])
+        assert f"localhost:{port}" in check and "HealthStub" in check, name
 
 
 def test_kafka_brokers_require_the_replication_the_services_use(compose: dict[str, Any]) -> None:

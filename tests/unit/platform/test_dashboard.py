@@ -1,0 +1,177 @@
+"""The network parts of `suanli up`'s view: routing's matrix, where each placement went and why, the
+network-aware jobs in the summary, and the whole view still inside 120 columns."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from rich.console import Console, RenderableType
+
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.data import data_path
+from suanli.platform.dashboard import Status, dashboard, decisions_panel, network_panel, short_region
+from suanli.platform.observe import Decision, Observation, TenantCharges
+from suanli.platform.summary import NetworkPlacement, Summary, network_placements, render_summary
+from suanli.sensing.adapters.fleet_file import load_fleet
+
+
+def text(renderable: RenderableType, width: int = 120) -> str:
+    console = Console(width=width, record=True, force_terminal=False)
+    console.print(renderable)
+    return console.export_text()
+
+
+def link(src: str, dst: str, rtt: float, status: rpb.LinkStatus = rpb.LINK_STATUS_OK) -> rpb.Link:
+    return rpb.Link(src_region=src, dst_region=dst, rtt_ms=rtt, status=status)
+
+
+@pytest.mark.parametrize(
+    ("region", "short"),
+    [("frankfurt", "fra"), ("washington-dc", "wdc"), ("sao-paulo", "spa"), ("tokyo", "tok")],
+)
+def test_short_region_names_head_the_matrix_columns(region: str, short: str) -> None:
+    assert short_region(region) == short
+
+
+def test_the_network_panel_is_routings_matrix_coloured_by_status() -> None:
+    links = [
+        link("frankfurt", "tokyo", 401.2, rpb.LINK_STATUS_DEGRADED),
+        link("tokyo", "frankfurt", 398.0, rpb.LINK_STATUS_DEGRADED),
+        link("frankfurt", "washington-dc", 97.6),
+        link("washington-dc", "frankfurt", 98.4),
+        link("tokyo", "washington-dc", 0.0, rpb.LINK_STATUS_DOWN),
+    ]
+    rows = {line.split()[1]: line.split()[2:5] for line in text(network_panel(links)).splitlines()[2:5]}
+    # Rows from, columns to (fra tok wdc); the diagonal is a dot, a missing pair a dash.
+    assert rows == {
+        "frankfurt": ["·", "401", "98"],
+        "tokyo": ["398", "·", "×"],
+        "washington-dc": ["98", "-", "·"],
+    }
+    assert "3 ok" not in text(network_panel(links)) and "2 ok, 2 degraded, 1 down" in text(
+        network_panel(links)
+    )
+
+
+def test_the_network_panel_says_when_routing_does_not_answer_or_has_heard_nothing() -> None:
+    assert "routing is not answering" in text(network_panel(None))
+    assert "no probe round yet" in text(network_panel([]))
+
+
+def test_each_placement_shows_its_region_rtt_to_the_data_region_and_price_inside_half_the_view() -> None:
+    decisions = [
+        Decision(
+            0, "j1", "chat-tokyo-012", "j1-server-1", "tok1-t4-005", "0@0.25", "tokyo", "tokyo", 0.4, 0.42
+        ),
+        Decision(
+            0, "j2", "resnet50-ddp-029", "j2-worker-3", "wdc1-h100-010", "3", "washington-dc", "", None, 3.1
+        ),
+        Decision(
+            0, "j3", "report-near-data-016", "j3-query-0", "fra1-cpu-001", "", "frankfurt", "washington-dc"
+        ),
+    ]
+    lines = text(decisions_panel(decisions, "CNY"), width=59).splitlines()
+    assert "CNY/H" in lines[1]
+    assert lines[2].split()[-4:-1] == ["tok", "0", "0.42"]
+    assert lines[3].split()[-4:-1] == ["wdc", "-", "3.10"]  # no data region: no RTT to show
+    assert lines[4].split()[-4:-1] == ["fra", "?", "-"]  # a data region, but nothing measured
+    assert max(len(line) for line in lines) <= 59
+
+
+@pytest.mark.parametrize("fleet", ["demo-3regions.yaml", "world-10regions.yaml"])
+def test_the_whole_view_fits_120_columns_with_the_matrix(fleet: str) -> None:
+    nodes = [
+        pb.Node(
+            id=n.identity.node_id,
+            region=n.identity.region,
+            status="READY",
+            cpu_milli=n.cpu_cores * 1000,
+            free_cpu_milli=n.cpu_cores * 1000,
+            devices=[pb.Device(index=i, model=n.gpu_model, free_milli=1000) for i in range(n.gpus)],
+        )
+        for n in load_fleet(data_path(f"deploy/fleets/{fleet}")).nodes
+    ]
+    regions = sorted({n.region for n in nodes})
+    links = [link(a, b, 235.0) for a in regions for b in regions if a != b]
+    observation = Observation(
+        at=0,
+        nodes=nodes,
+        queues=[pb.Queue(name="globex")],
+        charges={"globex": TenantCharges(Decimal("0.5"), 2, "CNY")},
+        network=links,
+    )
+    decision = Decision(
+        0,
+        "j",
+        "finetune-near-data-010",
+        "j-worker-1",
+        "fra1-a100-003",
+        "0,1",
+        "frankfurt",
+        "frankfurt",
+        0.9,
+        12.5,
+    )
+    status = Status("submitting", 38, 25, 25, {pb.JOB_STATE_RUNNING: 10}, 74, 0.04, logs=".suanli/up/logs")
+    view = text(dashboard(status, observation, [], [decision]))
+    assert max(len(line) for line in view.splitlines()) <= 120
+    assert "Network (routing's view, RTT ms)" in view and "CNY/H" in view
+    heads = next(line for line in view.splitlines() if "FROM \\ TO" in line)
+    assert [short_region(r) for r in regions] == heads.split("TO", 1)[1].split("│")[0].split()
+    assert "12.50" in view
+
+
+def _job(name: str, data_region: str, max_rtt: float | None, *tasks: tuple[str, float | None]) -> pb.Job:
+    spec = pb.JobSpec(name=name, data_region=data_region)
+    if max_rtt is not None:
+        spec.max_rtt_ms = max_rtt
+    job = pb.Job(spec=spec, state=pb.JOB_STATE_SUCCEEDED)
+    for region, rtt in tasks:
+        task = job.tasks.add(region=region, node_id=f"{region}-1")
+        if rtt is not None:
+            task.rtt_ms = rtt
+    return job
+
+
+def test_the_summary_lists_where_each_network_aware_job_ran_and_how_far_from_its_data() -> None:
+    jobs = [
+        _job("chat-tokyo-012", "tokyo", 20.0, ("tokyo", 0.5), ("tokyo", 0.7)),
+        _job("report-near-data-006", "washington-dc", None, ("washington-dc", None)),
+        _job("resnet50-ddp-001", "", None, ("frankfurt", None)),
+    ]
+    placed = network_placements(jobs)
+    assert placed == [
+        NetworkPlacement("chat-tokyo-012", "succeeded", "tokyo", 20.0, ["tokyo"], 0.7),
+        NetworkPlacement("report-near-data-006", "succeeded", "washington-dc", None, ["washington-dc"], None),
+    ]
+    summary = Summary(
+        submitted=3,
+        succeeded=3,
+        failed=0,
+        cancelled=0,
+        unfinished=0,
+        rejected=0,
+        all_final=True,
+        gpu_utilisation_avg=0.0,
+        gpu_utilisation_peak=0.0,
+        fragmentation_avg=0.0,
+        gpus_total=0.0,
+        placements=3,
+        charges={},
+        charge_counts={},
+        currency="CNY",
+        healthy=True,
+        problems=[],
+        leftover_processes=[],
+        wall_s=1.0,
+        submit_s=1.0,
+        drain_s=0.0,
+        network_placements=placed,
+    )
+    printed = text(render_summary(summary))
+    assert "Network-aware placements (2 jobs named a data region)" in printed
+    row = next(line for line in printed.splitlines() if line.startswith("chat-tokyo-012"))
+    assert row.split() == ["chat-tokyo-012", "succeeded", "tokyo", "20", "ms", "tokyo", "1", "ms"]
+    assert '"regions": [\n        "tokyo"\n      ]' in summary.to_json()
