@@ -17,7 +17,7 @@ Two measurements, on one core each:
   process CPU time per call (gRPC's own threads included): 1 / that is what one server core can answer;
   the clients report what they got answered per second.
 
-    .venv/bin/python bench/routing.py              # 10 s each, 2 clients (the recorded run)
+    .venv/bin/python bench/routing.py              # 10 s each (the recorded run)
     .venv/bin/python bench/routing.py --quick      # a smoke run: 1 s each, 1 client
 """
 
@@ -331,13 +331,17 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each measurement")
     parser.add_argument("--sites", type=int, default=1000, help="sites (one pool each) over the 10 regions")
-    parser.add_argument("--clients", type=int, default=2, help="gRPC client processes")
+    parser.add_argument(
+        "--clients", type=int, default=None, help="gRPC client processes (default: one per spare core, 1-2)"
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="gRPC calls in flight per client")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 s each, one client")
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.clients = 1.0, 1
+    if args.clients is None:
+        args.clients = max(1, min(2, (os.cpu_count() or 1) - 1))
     print(
         f"routing bench: {len(regions_rtt())} region pairs, {args.sites} sites, {args.seconds:g} s each; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
