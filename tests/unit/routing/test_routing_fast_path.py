@@ -129,3 +129,22 @@ def test_equal_scores_rank_in_pool_order_whatever_the_limit() -> None:
     for limit in (1, 5, 10, 199, 200, 1000):
         got = resolve(table, Request(WorkloadKind.TRAINING, "Tokyo", limit=limit), ScoringPolicy())
         assert [c.site for c in got.candidates] == [f"osa-{i}" for i in range(min(limit, 200))]
+
+
+def test_answers_stay_exact_while_the_caches_churn_past_their_bounds() -> None:
+    rng = random.Random(99)
+    pools, links = view(rng)
+    while len({p.region for p in pools}) < 2:
+        pools, links = view(rng)
+    fast, oracle = RoutingTable(pools, links), OracleTable(pools, links)
+    origin = fast.regions[0]
+    # Distinct network limits and CU asks: more verdicts and counted-line sets than the caches hold.
+    for i in range(600):
+        asked = Request(
+            WorkloadKind.TRAINING,
+            origin,
+            max_rtt_ms=50.0 + i * 0.5,
+            cu=float(i % 300),
+            models=frozenset(MODELS[: 1 + i % 3]),
+        )
+        assert resolve(fast, asked, POLICIES[0]) == oracle_resolve(oracle, asked, POLICIES[0]), asked

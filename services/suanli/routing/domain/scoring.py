@@ -191,8 +191,11 @@ _BIT_CODES = tuple(
 # bits -> tally column: 0 for the pools that pass every site check, 1.. for each site code in order.
 _COLUMNS = 1 + len(_SITE_CODES)
 _COLUMN_OF_BITS = tuple(0 if c is Exclusion.NONE else 1 + _SITE_CODES.index(c) for c in _BIT_CODES)
-# Caches keyed by what requests ask are dropped whole past this size (they refill from what is asked).
-_CACHE_LIMIT = 4096
+# Caches keyed by what requests ask are dropped whole past these sizes (they refill from what is
+# asked), which bounds a table's memory whatever the requests: verdicts per origin and GPU-model sets
+# (arrays each), counted lines (tuples of lines).
+_SMALL_CACHE = 256
+_GROUP_CACHE = 4096
 _BLOCK = 16
 
 
@@ -208,21 +211,6 @@ class _Verdict:
     # Pool key -> its tally bin: passing region p's pools at p x _COLUMNS + column (0: fits, 1..: the
     # site codes in order), every other pool in the last bin.
     tally_bins: Ints
-    # The counted lines per tally and the request fields their texts name.
-    groups: dict[tuple[object, ...], tuple[Excluded, ...]] = field(default_factory=dict)
-
-    def grouped(self, tally: list[int], request: Request) -> tuple[Excluded, ...]:
-        """One line per passing region and site code, with the number of pools behind it."""
-        key = (tuple(tally), request.models, request.cu, request.max_price_per_hour)
-        seen = self.groups.get(key)
-        if seen is None:
-            seen = _bounded(self.groups)[key] = tuple(
-                Excluded(region, "", "", code, _group_reason(request, code, n), n)
-                for p, region in enumerate(self.passing_names)
-                for code, n in zip(_SITE_CODES, tally[p * _COLUMNS + 1 : (p + 1) * _COLUMNS], strict=True)
-                if n
-            )
-        return seen
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +266,7 @@ class RoutingTable:
         self._key_base: Ints = self.region * _GROUPS + self.unpriced * _NO_PRICE_BIT
         self._model_keys: dict[frozenset[str], Ints] = {}
         self._origins: dict[int, _Origin] = {}
+        self._groups: dict[tuple[object, ...], tuple[Excluded, ...]] = {}
         n = len(self.regions)
         self.rtt: Floats = np.zeros((n, n))
         self.loss: Floats = np.zeros((n, n))
@@ -303,7 +292,7 @@ class RoutingTable:
                 wanted = [self._model_index[m] for m in models if m in self._model_index]
                 other = ~np.isin(self.model, np.array(wanted, dtype=np.int64))
                 keys = keys + other * _MODEL_BIT
-            _bounded(self._model_keys)[models] = keys
+            _bounded(self._model_keys, _SMALL_CACHE)[models] = keys
         return keys
 
     def origin(self, o: int, policy: ScoringPolicy) -> _Origin:
@@ -338,7 +327,7 @@ class RoutingTable:
         key = (request.max_rtt_ms, request.min_bandwidth_mbps)
         seen = origin.verdicts.get(key)
         if seen is None:
-            seen = _bounded(origin.verdicts)[key] = self._judge(o, origin, request)
+            seen = _bounded(origin.verdicts, _SMALL_CACHE)[key] = self._judge(o, origin, request)
         return seen
 
     def _judge(self, o: int, origin: _Origin, request: Request) -> _Verdict:
@@ -368,9 +357,22 @@ class RoutingTable:
             excluded, tuple(self.regions[r] for r in passing), fits, site_excluded.ravel(), bins.ravel()
         )
 
+    def grouped(self, verdict: _Verdict, tally: list[int], request: Request) -> tuple[Excluded, ...]:
+        """One line per passing region and site code, with the number of pools behind it."""
+        key = (verdict.passing_names, tuple(tally), request.models, request.cu, request.max_price_per_hour)
+        seen = self._groups.get(key)
+        if seen is None:
+            seen = _bounded(self._groups, _GROUP_CACHE)[key] = tuple(
+                Excluded(region, "", "", code, _group_reason(request, code, n), n)
+                for p, region in enumerate(verdict.passing_names)
+                for code, n in zip(_SITE_CODES, tally[p * _COLUMNS + 1 : (p + 1) * _COLUMNS], strict=True)
+                if n
+            )
+        return seen
 
-def _bounded(cache: dict[K, V]) -> dict[K, V]:
-    if len(cache) >= _CACHE_LIMIT:
+
+def _bounded(cache: dict[K, V], limit: int) -> dict[K, V]:
+    if len(cache) >= limit:
         cache.clear()
     return cache
 
@@ -412,7 +414,7 @@ def resolve(table: RoutingTable, request: Request, policy: ScoringPolicy) -> Res
     if request.explain > 0:
         excluded = verdict.excluded + _explained(table, request, verdict, keys, price)
     else:
-        groups = verdict.grouped(tally, request)
+        groups = table.grouped(verdict, tally, request)
         excluded = verdict.excluded + groups if groups else verdict.excluded
     return Resolution(candidates, excluded, len(table.pools) - fitting)
 

@@ -28,7 +28,7 @@ _WIRE = {
     FieldDescriptor.TYPE_INT32: _VARINT,
 }
 # Caches are dropped whole past this size (they refill from what is answered).
-_CACHE_LIMIT = 65_536
+_CACHE_LIMIT = 16_384
 
 STATUSES = {
     LinkStatus.UNKNOWN: pb.LINK_STATUS_UNKNOWN,
