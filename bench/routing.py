@@ -9,7 +9,8 @@ price limit), drawn once with a fixed seed.
 
 Two measurements, on one core each:
 - in-process: `Router.resolve` (validation, the cached `RoutingTable` and the vectorised scoring) in a loop
-  on core 0; resolves/s is calls over the loop's wall time, p50/p99 per call;
+  on core 0; resolves/s is calls over the loop's wall time, p50/p99 per call; and what the first resolve
+  after a view change pays to rebuild the table (one node's capacity changed);
 - through gRPC: a server process pinned to core 0 serving `suanli.routing.v1.Routing` (the production
   servicer, answer writer and metrics with an OpenTelemetry SDK meter), driven by ``--clients`` client
   processes on the next cores with ``--concurrency`` calls in flight each. The server times each Resolve
@@ -184,6 +185,24 @@ def in_process(sites: int, seconds: float, seed: int) -> Figures:
     return Figures("in-process Router.resolve", len(samples) / elapsed, p50, p99, len(samples))
 
 
+def rebuild_ms(sites: int, seed: int) -> tuple[float, float]:
+    """Median and max time of the first resolve's table rebuild after one node's capacity changed."""
+    from suanli.clock import to_ms
+    from suanli.routing.testing import node_capacity
+
+    router, regions = build_router(sites, seed)
+    at = to_ms(router.clock.now())
+    samples = []
+    for i in range(40):
+        region = regions[i % len(regions)]
+        record = node_capacity(f"n{i}", region, f"{region[:3].lower()}-{i}", at + 1 + i, used_gpus=i % 8)
+        router.capacity.apply(record, at + 1 + i)
+        t0 = time.perf_counter()
+        router.table()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples), max(samples)
+
+
 # -- through gRPC -------------------------------------------------------------------------------------------
 
 
@@ -349,6 +368,8 @@ def main() -> None:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     )
     print(in_process(args.sites, args.seconds, args.seed).line(), flush=True)
+    median, worst = rebuild_ms(args.sites, args.seed)
+    print(f"{'table rebuild (a view changed)':<28} {median:10.2f} ms median, {worst:.2f} ms max", flush=True)
     figures, cpu_per_call = through_grpc(args.sites, args.seconds, args.clients, args.concurrency, args.seed)
     print(figures.line())
     print(

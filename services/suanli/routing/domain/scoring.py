@@ -102,9 +102,10 @@ class ScoringPolicy:
         return self.training if kind is WorkloadKind.TRAINING else self.inference
 
 
-@dataclass(frozen=True, slots=True)
-class SitePool:
-    """One site's capacity of one device model (``model`` is the catalogue's canonical name)."""
+class SitePool(NamedTuple):
+    """One site's capacity of one device model (``model`` is the catalogue's canonical name).
+
+    A named tuple: the table is rebuilt from a thousand of these whenever a node reports."""
 
     region: str
     site: str
