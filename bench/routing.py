@@ -8,13 +8,18 @@ resolve asks from a random region with random constraints (max RTT, bandwidth fl
 price limit), drawn once with a fixed seed.
 
 Two measurements, on one core each:
-- in-process: `Router.resolve` (validation, the cached `RoutingTable` and the vectorised scoring) in a loop;
-- through gRPC: a server process pinned to one core serving `suanli.routing.v1.Routing`, driven by a client
-  process on another core with concurrent calls; the server times each Resolve from request to answer
-  (what `suanli_routing_resolve_seconds` records) and reports its p50/p99, the client reports resolves/s.
+- in-process: `Router.resolve` (validation, the cached `RoutingTable` and the vectorised scoring) in a loop
+  on core 0; resolves/s is calls over the loop's wall time, p50/p99 per call; and what the first resolve
+  after a view change pays to rebuild the table (one node's capacity changed);
+- through gRPC: a server process pinned to core 0 serving `suanli.routing.v1.Routing` (the production
+  servicer, answer writer and metrics with an OpenTelemetry SDK meter), driven by ``--clients`` client
+  processes on the next cores with ``--concurrency`` calls in flight each. The server times each Resolve
+  from request to answer (what `suanli_routing_resolve_seconds` records) and reports its p50/p99 and its
+  process CPU time per call (gRPC's own threads included): 1 / that is what one server core can answer;
+  the clients report what they got answered per second.
 
-    .venv/bin/python bench/routing.py                 # 10 s each (the recorded run)
-    .venv/bin/python bench/routing.py --seconds 2     # a smoke run
+    .venv/bin/python bench/routing.py              # 10 s each (the recorded run)
+    .venv/bin/python bench/routing.py --quick      # a smoke run: 1 s each, 1 client
 """
 
 from __future__ import annotations
@@ -162,9 +167,12 @@ def in_process(sites: int, seconds: float, seed: int) -> Figures:
     pin(0)
     router, regions = build_router(sites, seed)
     work = queries(regions, 4096, seed)
+    for q in work:
+        router.resolve(q)  # warm: the table's per-origin, per-limit and per-model caches
     samples: list[int] = []
     clock = time.perf_counter_ns
-    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    end = start + seconds
     i = 0
     while time.perf_counter() < end:
         for q in work[i % 4096 : i % 4096 + 256]:
@@ -172,27 +180,57 @@ def in_process(sites: int, seconds: float, seed: int) -> Figures:
             router.resolve(q)
             samples.append(clock() - t0)
         i += 256
+    elapsed = time.perf_counter() - start
     p50, p99 = percentiles(samples)
-    return Figures("in-process Router.resolve", len(samples) / (sum(samples) / 1e9), p50, p99, len(samples))
+    return Figures("in-process Router.resolve", len(samples) / elapsed, p50, p99, len(samples))
+
+
+def rebuild_ms(sites: int, seed: int) -> tuple[float, float]:
+    """Median and max time of the first resolve's table rebuild after one node's capacity changed."""
+    from suanli.clock import to_ms
+    from suanli.routing.testing import node_capacity
+
+    router, regions = build_router(sites, seed)
+    at = to_ms(router.clock.now())
+    samples = []
+    for i in range(40):
+        region = regions[i % len(regions)]
+        record = node_capacity(f"n{i}", region, f"{region[:3].lower()}-{i}", at + 1 + i, used_gpus=i % 8)
+        router.capacity.apply(record, at + 1 + i)
+        t0 = time.perf_counter()
+        router.table()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples), max(samples)
 
 
 # -- through gRPC -------------------------------------------------------------------------------------------
 
 
 class _Timings:
-    """Stands in for the servicer's metrics: keeps each Resolve's server-side time."""
+    """The servicer's metrics (the production instruments, on an SDK meter) that also keep each
+    Resolve's server-side time once measuring has begun."""
 
     def __init__(self) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        from suanli.routing.adapters.metrics import ResolveMetrics
+
+        meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("bench")
+        self.metrics = ResolveMetrics(meter)
         self.seconds: list[float] = []
+        self.measuring = False
 
     def resolved(self, kind: str, outcome: str, seconds: float) -> None:
-        self.seconds.append(seconds)
+        self.metrics.resolved(kind, outcome, seconds)
+        if self.measuring:
+            self.seconds.append(seconds)
 
 
-def _server(sites: int, seed: int, ports: Any, results: Any, stop: Any) -> None:
+def _server(sites: int, seed: int, ports: Any, results: Any, measure: Any, stop: Any) -> None:
     pin(0)
 
-    async def main() -> None:
+    async def serve() -> None:
         from suanli.routing.entrypoints.grpc_server import RoutingServicer, serving, start_server
 
         router, _ = build_router(sites, seed)
@@ -202,16 +240,28 @@ def _server(sites: int, seed: int, ports: Any, results: Any, stop: Any) -> None:
         )
         serving(health)
         ports.put(port)
+        while not measure.is_set():
+            await asyncio.sleep(0.01)
+        timings.measuring, cpu = True, time.process_time()
         while not stop.is_set():
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
+        timings.measuring, cpu = False, time.process_time() - cpu
         await server.stop(grace=None)
-        ns = [int(s * 1e9) for s in timings.seconds[len(timings.seconds) // 10 :]]  # warm-up dropped
-        results.put(ns)
+        calls = len(timings.seconds)
+        results.put(([int(s * 1e9) for s in timings.seconds], cpu / max(1, calls)))
 
-    asyncio.run(main())
+    asyncio.run(serve())
 
 
-async def _drive(port: int, regions: list[str], seconds: float, concurrency: int, seed: int) -> int:
+def _client(core: int, port: int, seconds: float, concurrency: int, seed: int, go: Any, done: Any) -> None:
+    pin(core)
+    regions = sorted({r for pair in regions_rtt() for r in pair})
+    done.put(asyncio.run(_drive(port, regions, seconds, concurrency, seed + core, go)))
+
+
+async def _drive(
+    port: int, regions: list[str], seconds: float, concurrency: int, seed: int, go: Any
+) -> tuple[int, float]:
     import grpc
 
     from suanli.api.routing.v1 import routing_pb2 as pb
@@ -234,7 +284,10 @@ async def _drive(port: int, regions: list[str], seconds: float, concurrency: int
     done = 0
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.RoutingStub(channel)
-        await stub.Resolve(requests[0])
+        for r in requests[:256]:
+            await stub.Resolve(r)  # warm: the connection and the server's caches
+        while not go.is_set():
+            await asyncio.sleep(0.001)
         end = time.perf_counter() + seconds
 
         async def worker(offset: int) -> None:
@@ -248,26 +301,47 @@ async def _drive(port: int, regions: list[str], seconds: float, concurrency: int
         start = time.perf_counter()
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
         elapsed = time.perf_counter() - start
-    return int(done / elapsed)
+    return done, elapsed
 
 
-def through_grpc(sites: int, seconds: float, concurrency: int, seed: int) -> Figures:
+def through_grpc(
+    sites: int, seconds: float, clients: int, concurrency: int, seed: int
+) -> tuple[Figures, float]:
+    """The clients' figures and the server's CPU seconds per call."""
     ctx = mp.get_context("spawn")
-    ports, results, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=_server, args=(sites, seed, ports, results, stop), daemon=True)
+    ports, results, done = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    measure, stop, go = ctx.Event(), ctx.Event(), ctx.Event()
+    server = ctx.Process(target=_server, args=(sites, seed, ports, results, measure, stop), daemon=True)
     server.start()
+    drivers = []
     try:
         port = ports.get(timeout=120)
-        pin(1)
-        regions = sorted({r for pair in regions_rtt() for r in pair})
-        rate = asyncio.run(_drive(port, regions, seconds, concurrency, seed))
+        cores = os.cpu_count() or 1
+        drivers = [
+            ctx.Process(
+                target=_client,
+                args=(1 + k % max(1, cores - 1), port, seconds, concurrency, seed, go, done),
+                daemon=True,
+            )
+            for k in range(clients)
+        ]
+        for d in drivers:
+            d.start()
+        time.sleep(2.0 + 0.5 * clients)  # the clients start, connect and warm up
+        measure.set()
+        go.set()
+        answered = [done.get(timeout=seconds + 120) for _ in drivers]
         stop.set()
-        ns = results.get(timeout=60)
+        ns, cpu_per_call = results.get(timeout=60)
     finally:
         stop.set()
+        for d in drivers:
+            d.join(timeout=30)
         server.join(timeout=30)
+    rate = sum(n for n, _ in answered) / max(elapsed for _, elapsed in answered)
     p50, p99 = percentiles(ns)
-    return Figures(f"gRPC Resolve (server p50/p99, {concurrency} in flight)", rate, p50, p99, len(ns))
+    name = f"gRPC Resolve (server p50/p99; {clients} client(s) x {concurrency} in flight)"
+    return Figures(name, rate, p50, p99, len(ns)), cpu_per_call
 
 
 def main() -> None:
@@ -276,17 +350,32 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each measurement")
     parser.add_argument("--sites", type=int, default=1000, help="sites (one pool each) over the 10 regions")
-    parser.add_argument("--concurrency", type=int, default=16, help="gRPC calls in flight")
+    parser.add_argument(
+        "--clients", type=int, default=None, help="gRPC client processes (default: one per spare core, 1-2)"
+    )
+    parser.add_argument("--concurrency", type=int, default=16, help="gRPC calls in flight per client")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 s each, one client")
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.clients = 1.0, 1
+    if args.clients is None:
+        args.clients = max(1, min(2, (os.cpu_count() or 1) - 1))
     print(
         f"routing bench: {len(regions_rtt())} region pairs, {args.sites} sites, {args.seconds:g} s each; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {sys.version.split()[0]}, "
+        f"Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}, "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     )
     print(in_process(args.sites, args.seconds, args.seed).line(), flush=True)
-    print(through_grpc(args.sites, args.seconds, args.concurrency, args.seed).line())
+    median, worst = rebuild_ms(args.sites, args.seed)
+    print(f"{'table rebuild (a view changed)':<28} {median:10.2f} ms median, {worst:.2f} ms max", flush=True)
+    figures, cpu_per_call = through_grpc(args.sites, args.seconds, args.clients, args.concurrency, args.seed)
+    print(figures.line())
+    print(
+        f"{'gRPC server CPU per Resolve':<28} {cpu_per_call * 1e6:10.1f} us  "
+        f"(one server core answers at most {1 / cpu_per_call:,.0f}/s)"
+    )
 
 
 if __name__ == "__main__":

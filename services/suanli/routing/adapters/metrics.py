@@ -26,12 +26,20 @@ def _text(name: str) -> str:
 
 
 class ResolveMetrics:
-    """Resolves by kind and outcome, and their server-side latency."""
+    """Resolves by kind and outcome, and their server-side latency.
+
+    The resolves are tallied here and observed when metrics are collected: a counter's ``add`` with
+    attributes costs several microseconds a call, more than writing the answer.
+    """
 
     def __init__(self, meter: metrics.Meter | None = None) -> None:
         meter = meter or metrics.get_meter("suanli.routing")
-        self._resolves = meter.create_counter(
-            ROUTING_RESOLVES, unit=_unit(ROUTING_RESOLVES), description=_text(ROUTING_RESOLVES)
+        self._tally: Counter[tuple[str, str]] = Counter()
+        meter.create_observable_counter(
+            ROUTING_RESOLVES,
+            callbacks=[self._observe],
+            unit=_unit(ROUTING_RESOLVES),
+            description=_text(ROUTING_RESOLVES),
         )
         self._latency = meter.create_histogram(
             ROUTING_RESOLVE_LATENCY,
@@ -40,8 +48,14 @@ class ResolveMetrics:
         )
 
     def resolved(self, kind: str, outcome: str, seconds: float) -> None:
-        self._resolves.add(1, {"kind": kind, "outcome": outcome})
+        self._tally[(kind, outcome)] += 1
         self._latency.record(seconds)
+
+    def _observe(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        return [
+            metrics.Observation(n, {"kind": kind, "outcome": outcome})
+            for (kind, outcome), n in list(self._tally.items())
+        ]
 
 
 class ViewMetrics:

@@ -14,13 +14,23 @@ A candidate is one site's pool of one device model: `RoutingTable` holds them as
 the region-pair network matrix, so one resolve is a handful of numpy operations over every candidate.
 Candidates that cannot take the request are excluded with the first reason that applies, network
 reasons (per region pair) before site reasons.
+
+Speed (a resolve is ~30 array operations and no per-pool Python): the table is built once per view
+version and caches what depends on the views and on request fields that repeat: per origin its matrix
+row, network scores and weights; per (origin, max RTT, min bandwidth) the regions excluded with their
+reasons; per GPU-model set each pool's key. A pool's key is region x 16 + one bit per failed site
+check, so one `bincount` gives every (region, reason) count; scores are computed for all pools at
+once; the top ``limit`` come from a bound on the blocks' minima instead of a sort, equal scores in pool
+order. `tests/unit/routing/routing_oracle.py` keeps the straightforward version the answers are
+compared with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +44,8 @@ Ints = npt.NDArray[np.int64]
 _STATUS_CODES: dict[LinkStatus, int] = {s: i for i, s in enumerate(LinkStatus)}
 _UNKNOWN, _OK, _DOWN = (_STATUS_CODES[s] for s in (LinkStatus.UNKNOWN, LinkStatus.OK, LinkStatus.DOWN))
 _STATUSES = tuple(LinkStatus)
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class WorkloadKind(StrEnum):
@@ -90,9 +102,10 @@ class ScoringPolicy:
         return self.training if kind is WorkloadKind.TRAINING else self.inference
 
 
-@dataclass(frozen=True, slots=True)
-class SitePool:
-    """One site's capacity of one device model (``model`` is the catalogue's canonical name)."""
+class SitePool(NamedTuple):
+    """One site's capacity of one device model (``model`` is the catalogue's canonical name).
+
+    A named tuple: the table is rebuilt from a thousand of these whenever a node reports."""
 
     region: str
     site: str
@@ -122,8 +135,9 @@ class Request:
         return self.cu if self.cu > 0 else 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class Scored:
+class Scored(NamedTuple):
+    # A named tuple rather than a dataclass: a resolve builds up to ``limit`` of them, and a tuple
+    # is the cheapest immutable record to build.
     region: str
     site: str
     device_class: str
@@ -141,10 +155,15 @@ class Scored:
     price_per_hour: float
 
 
+_scored = Scored._make  # from one tuple: half the cost of the keyword constructor
+
+
 @dataclass(frozen=True, slots=True)
 class Excluded:
     """Candidates excluded for one reason: a whole region (network reasons), the pools of a region that
-    fail a site check (``count`` of them), or, when the request asks to explain, one pool."""
+    fail a site check (``count`` of them), or, when the request asks to explain, one pool.
+
+    Resolves repeat these: the table caches them per network verdict and per tally."""
 
     region: str
     site: str
@@ -161,8 +180,64 @@ class Resolution:
     excluded_total: int  # candidate pools excluded, all reasons (``excluded`` may list fewer)
 
 
+# A pool's site checks as bits of its key (region x _GROUPS + bits); the highest bit set is the first
+# reason that applies, so one key per pool says both where it is and why it fails.
+_GROUPS = 16
+_PRICE_BIT, _NO_PRICE_BIT, _CAPACITY_BIT, _MODEL_BIT = 1, 2, 4, 8
+_SITE_CODES = (Exclusion.GPU_MODEL, Exclusion.CAPACITY, Exclusion.NO_PRICE, Exclusion.PRICE)
+_BIT_CODES = tuple(
+    Exclusion.NONE if bits == 0 else _SITE_CODES[0 if bits & 8 else 1 if bits & 4 else 2 if bits & 2 else 3]
+    for bits in range(_GROUPS)
+)
+# bits -> tally column: 0 for the pools that pass every site check, 1.. for each site code in order.
+_COLUMNS = 1 + len(_SITE_CODES)
+_COLUMN_OF_BITS = tuple(0 if c is Exclusion.NONE else 1 + _SITE_CODES.index(c) for c in _BIT_CODES)
+# Caches keyed by what requests ask are dropped whole past these sizes (they refill from what is
+# asked), which bounds a table's memory whatever the requests: verdicts per origin and GPU-model sets
+# (arrays each), counted lines (tuples of lines).
+_SMALL_CACHE = 256
+_GROUP_CACHE = 4096
+_BLOCK = 16
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """The network checks of one origin and constraint pair: the regions excluded (as answered), the
+    present regions that pass, and which pool keys fit (a region that passes, no site bit set)."""
+
+    excluded: tuple[Excluded, ...]
+    passing_names: tuple[str, ...]
+    fits: npt.NDArray[np.bool_]
+    site_excluded: npt.NDArray[np.bool_]
+    # Pool key -> its tally bin: passing region p's pools at p x _COLUMNS + column (0: fits, 1..: the
+    # site codes in order), every other pool in the last bin.
+    tally_bins: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    """What one origin region sees: its row of the matrix (its own region reachable), as lists for
+    per-candidate reads, and the network score per region and per pool."""
+
+    policy: ScoringPolicy
+    rtt: list[float]
+    loss: list[float]
+    bandwidth: list[float]
+    status: list[int]
+    network: list[float]
+    pool_network: Floats
+    # Per workload kind: the compute and price weights, and the network score weighted per pool.
+    weights: dict[WorkloadKind, tuple[float, float, Floats]]
+    # Its network checks per (max RTT, min bandwidth) asked.
+    verdicts: dict[tuple[float, float], _Verdict] = field(default_factory=dict)
+
+
 class RoutingTable:
-    """Candidate pools and the region-pair matrix as arrays over one region index."""
+    """Candidate pools and the region-pair matrix as arrays over one region index.
+
+    Built once per view version; everything a resolve needs that depends on the views alone (and on
+    request fields that repeat: origin, network limits, GPU models) is cached on it.
+    """
 
     def __init__(self, pools: Sequence[SitePool], region_links: Iterable[LinkState]) -> None:
         links = list(region_links)
@@ -177,21 +252,22 @@ class RoutingTable:
         rates = [np.nan if p.rate_per_cu_hour is None else p.rate_per_cu_hour for p in pools]
         self.rate: Floats = np.array(rates, dtype=np.float64)
         self.unpriced = np.isnan(self.rate)
-        # What scoring gathers for the fitting pools, as rows of one array (one gather instead of four):
-        # free CU, 1 / total CU (0 for an empty pool) and the CU-hour rate.
         with np.errstate(divide="ignore"):
-            inverse_total = np.where(self.total_cu > 0, 1.0 / self.total_cu, 0.0)
-        self.scoring_rows: Floats = np.vstack([self.free_cu, inverse_total, self.rate])
-        self.any_unpriced = bool(self.unpriced.any())
+            self.inverse_total: Floats = np.where(self.total_cu > 0, 1.0 / self.total_cu, 0.0)
+        # The compute score of a request for no particular amount (CU needed 0) does not depend on it.
+        self.headroom: Floats = np.clip(self.free_cu * self.inverse_total, 0.0, 1.0)
+        self.free_rates = bool((self.rate == 0).any())
+        # Where each block of _BLOCK pools starts (the top-k selection bounds its search with them).
+        self.blocks: Ints = np.arange(0, len(self.pools), _BLOCK, dtype=np.int64)
         self.model_names = tuple(sorted(self.models))
         self._model_index = {m: i for i, m in enumerate(self.model_names)}
         self.model: Ints = np.array([self._model_index[p.model] for p in pools], dtype=np.int64)
-        self._model_masks: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
         self.present = np.unique(self.region) if pools else np.zeros(0, dtype=np.int64)
         self.region_sizes: list[int] = np.bincount(self.region, minlength=len(names)).tolist()
-        # Exclusion texts by what they say; requests repeat their constraints, the texts are rebuilt with
-        # the table (which bounds these).
-        self.texts: dict[tuple[object, ...], str] = {}
+        self._key_base: Ints = self.region * _GROUPS + self.unpriced * _NO_PRICE_BIT
+        self._model_keys: dict[frozenset[str], Ints] = {}
+        self._origins: dict[int, _Origin] = {}
+        self._groups: dict[tuple[object, ...], tuple[Excluded, ...]] = {}
         n = len(self.regions)
         self.rtt: Floats = np.zeros((n, n))
         self.loss: Floats = np.zeros((n, n))
@@ -204,190 +280,257 @@ class RoutingTable:
             self.bandwidth[i, j] = np.nan if s.bandwidth_mbps is None else s.bandwidth_mbps
             self.status[i, j] = _STATUS_CODES[s.status]
             self.reasons[(i, j)] = s.reason
+        # Per-candidate reads from lists: cheaper than indexing arrays one element at a time.
+        self.rates: list[float] = self.rate.tolist()
+        self.regions_of: list[int] = self.region.tolist()
 
-    def other_models(self, models: frozenset[str]) -> npt.NDArray[np.bool_]:
-        """Pools whose model is not in ``models`` (cached per set: requests repeat their model lists)."""
-        mask = self._model_masks.get(models)
-        if mask is None:
-            wanted = [self._model_index[m] for m in models if m in self._model_index]
-            mask = ~np.isin(self.model, np.array(wanted, dtype=np.int64))
-            self._model_masks[models] = mask
-        return mask
+    def model_keys(self, models: frozenset[str]) -> Ints:
+        """Each pool's key with the GPU-model and price-book bits set (cached per model set)."""
+        keys = self._model_keys.get(models)
+        if keys is None:
+            keys = self._key_base
+            if models:
+                wanted = [self._model_index[m] for m in models if m in self._model_index]
+                other = ~np.isin(self.model, np.array(wanted, dtype=np.int64))
+                keys = keys + other * _MODEL_BIT
+            _bounded(self._model_keys, _SMALL_CACHE)[models] = keys
+        return keys
+
+    def origin(self, o: int, policy: ScoringPolicy) -> _Origin:
+        seen = self._origins.get(o)
+        if seen is not None and (seen.policy is policy or seen.policy == policy):
+            return seen
+        rtt, loss = self.rtt[o].copy(), self.loss[o].copy()
+        bandwidth, status = self.bandwidth[o].copy(), self.status[o].copy()
+        if status[o] == _UNKNOWN:
+            # Unmeasured inside the origin region: near by assumption, and no bandwidth limit applies.
+            rtt[o], loss[o], status[o], bandwidth[o] = policy.intra_region_rtt_ms, 0.0, _OK, np.inf
+        network = (1.0 - loss) / (1.0 + rtt / policy.rtt_ref_ms)
+        pool_network = network[self.region]
+        weights = {}
+        for kind in WorkloadKind:
+            wc, wn, wp = policy.weights(kind).normalised()
+            weights[kind] = (wc, wp, wn * pool_network)
+        seen = _Origin(
+            policy,
+            rtt.tolist(),
+            loss.tolist(),
+            bandwidth.tolist(),
+            status.tolist(),
+            network.tolist(),
+            pool_network,
+            weights,
+        )
+        self._origins[o] = seen
+        return seen
+
+    def verdict(self, o: int, origin: _Origin, request: Request) -> _Verdict:
+        key = (request.max_rtt_ms, request.min_bandwidth_mbps)
+        seen = origin.verdicts.get(key)
+        if seen is None:
+            seen = _bounded(origin.verdicts, _SMALL_CACHE)[key] = self._judge(o, origin, request)
+        return seen
+
+    def _judge(self, o: int, origin: _Origin, request: Request) -> _Verdict:
+        codes = [_region_code(origin, r, request) for r in range(len(self.regions))]
+        present = self.present.tolist()
+        excluded = tuple(
+            Excluded(
+                self.regions[r],
+                "",
+                "",
+                codes[r],
+                _region_reason(self, request, origin, o, r, codes[r]),
+                self.region_sizes[r],
+            )
+            for r in present
+            if codes[r] is not Exclusion.NONE
+        )
+        passing = [r for r in present if codes[r] is Exclusion.NONE]
+        fits = np.zeros(len(self.regions) * _GROUPS, dtype=np.bool_)
+        fits[np.array(passing, dtype=np.int64) * _GROUPS] = True
+        site_excluded = np.zeros((len(self.regions), _GROUPS), dtype=np.bool_)
+        site_excluded[passing, 1:] = True
+        bins = np.full((len(self.regions), _GROUPS), len(passing) * _COLUMNS, dtype=np.int64)
+        for p, r in enumerate(passing):
+            bins[r] = [p * _COLUMNS + _COLUMN_OF_BITS[bits] for bits in range(_GROUPS)]
+        return _Verdict(
+            excluded, tuple(self.regions[r] for r in passing), fits, site_excluded.ravel(), bins.ravel()
+        )
+
+    def grouped(self, verdict: _Verdict, tally: list[int], request: Request) -> tuple[Excluded, ...]:
+        """One line per passing region and site code, with the number of pools behind it."""
+        key = (verdict.passing_names, tuple(tally), request.models, request.cu, request.max_price_per_hour)
+        seen = self._groups.get(key)
+        if seen is None:
+            seen = _bounded(self._groups, _GROUP_CACHE)[key] = tuple(
+                Excluded(region, "", "", code, _group_reason(request, code, n), n)
+                for p, region in enumerate(verdict.passing_names)
+                for code, n in zip(_SITE_CODES, tally[p * _COLUMNS + 1 : (p + 1) * _COLUMNS], strict=True)
+                if n
+            )
+        return seen
 
 
-@dataclass(frozen=True, slots=True)
-class _Paths:
-    """The origin's row of the matrix, with its own region reachable."""
-
-    rtt: Floats
-    loss: Floats
-    bandwidth: Floats
-    status: Ints
+def _bounded(cache: dict[K, V], limit: int) -> dict[K, V]:
+    if len(cache) >= limit:
+        cache.clear()
+    return cache
 
 
-def _paths(table: RoutingTable, o: int, policy: ScoringPolicy) -> _Paths:
-    rtt, loss = table.rtt[o].copy(), table.loss[o].copy()
-    bandwidth, status = table.bandwidth[o].copy(), table.status[o].copy()
-    if status[o] == _UNKNOWN:
-        # Unmeasured inside the origin region: near by assumption, and no bandwidth limit applies.
-        rtt[o], loss[o], status[o], bandwidth[o] = policy.intra_region_rtt_ms, 0.0, _OK, np.inf
-    return _Paths(rtt, loss, bandwidth, status)
-
-
-def _region_codes(paths: _Paths, request: Request) -> Ints:
-    # Assigned from the last reason to the first, so the first that applies is what stays.
-    codes = np.zeros(paths.status.size, dtype=np.int64)
-    if request.min_bandwidth_mbps > 0:
-        # An unmeasured bandwidth cannot be promised.
-        codes[~(paths.bandwidth >= request.min_bandwidth_mbps)] = Exclusion.BANDWIDTH
-    if request.max_rtt_ms > 0:
-        codes[paths.rtt > request.max_rtt_ms] = Exclusion.RTT
-    codes[paths.status == _UNKNOWN] = Exclusion.NO_PATH
-    codes[paths.status == _DOWN] = Exclusion.LINK_DOWN
-    return codes
-
-
-def _pool_codes(table: RoutingTable, request: Request, region_codes: Ints) -> tuple[Ints, Floats]:
-    price = table.rate * request.priced_cu
-    codes = region_codes[table.region]
-    site = np.zeros(codes.size, dtype=np.int64)
-    if request.max_price_per_hour > 0:
-        site[price > request.max_price_per_hour] = Exclusion.PRICE
-    if table.any_unpriced:
-        site[table.unpriced] = Exclusion.NO_PRICE
-    if request.cu > 0:
-        site[table.free_cu < request.cu] = Exclusion.CAPACITY
-    if request.models:
-        site[table.other_models(request.models)] = Exclusion.GPU_MODEL
-    np.copyto(codes, site, where=codes == 0)
-    return codes, price
+def _region_code(origin: _Origin, r: int, request: Request) -> Exclusion:
+    status = origin.status[r]
+    if status == _DOWN:
+        return Exclusion.LINK_DOWN
+    if status == _UNKNOWN:
+        return Exclusion.NO_PATH
+    if request.max_rtt_ms > 0 and origin.rtt[r] > request.max_rtt_ms:
+        return Exclusion.RTT
+    # An unmeasured (NaN) bandwidth cannot be promised.
+    if request.min_bandwidth_mbps > 0 and not origin.bandwidth[r] >= request.min_bandwidth_mbps:
+        return Exclusion.BANDWIDTH
+    return Exclusion.NONE
 
 
 def resolve(table: RoutingTable, request: Request, policy: ScoringPolicy) -> Resolution:
-    """The best ``request.limit`` candidates, best first, and why the others were excluded."""
+    """The best ``request.limit`` candidates, best first (equal scores in pool order), and why the
+    others were excluded."""
     o = table.region_index.get(request.origin)
     if o is None:
         raise UnknownRegion("from_region", request.origin, table.regions)
-    paths = _paths(table, o, policy)
-    region_codes = _region_codes(paths, request)
-    codes, price = _pool_codes(table, request, region_codes)
-    fit = np.flatnonzero(codes == 0)
-    candidates = _ranked(table, request, policy, paths, fit)
-    excluded = _excluded(table, request, paths, region_codes, codes, price)
-    return Resolution(candidates, excluded, int(codes.size - fit.size))
+    origin = table.origin(o, policy)
+    verdict = table.verdict(o, origin, request)
+    keys = table.model_keys(request.models)
+    cu, max_price = request.cu, request.max_price_per_hour
+    price: Floats | None = None
+    if cu > 0:
+        keys = keys + (table.free_cu < cu) * _CAPACITY_BIT
+    if max_price > 0:
+        price = table.rate * request.priced_cu
+        keys = keys + (price > max_price) * _PRICE_BIT
+    dump = len(verdict.passing_names) * _COLUMNS
+    tally: list[int] = np.bincount(verdict.tally_bins[keys], minlength=dump + 1)[:dump].tolist()
+    fitting = sum(tally[::_COLUMNS])
+    candidates = _ranked(table, request, origin, verdict, keys, fitting)
+    if request.explain > 0:
+        excluded = verdict.excluded + _explained(table, request, verdict, keys, price)
+    else:
+        groups = table.grouped(verdict, tally, request)
+        excluded = verdict.excluded + groups if groups else verdict.excluded
+    return Resolution(candidates, excluded, len(table.pools) - fitting)
 
 
 def _ranked(
-    table: RoutingTable, request: Request, policy: ScoringPolicy, paths: _Paths, fit: Ints
+    table: RoutingTable, request: Request, origin: _Origin, verdict: _Verdict, keys: Ints, fitting: int
 ) -> tuple[Scored, ...]:
-    if fit.size == 0 or request.limit <= 0:
+    if fitting == 0 or request.limit <= 0:
         return ()
-    region = table.region[fit]
-    free, inverse_total, rate = table.scoring_rows[:, fit]
-    compute = np.clip((free - request.cu) * inverse_total, 0.0, 1.0)
-    network = ((1.0 - paths.loss) / (1.0 + paths.rtt / policy.rtt_ref_ms))[region]
-    cheapest = rate.min()
+    # Scored over every pool at once (cheaper than gathering the fitting ones first); the others get
+    # an infinite cost and never reach the top ``fitting``.
+    fit = verdict.fits[keys]
+    cu = request.cu
+    if cu != 0:
+        compute = table.free_cu - cu
+        compute *= table.inverse_total
+        if cu < 0:
+            np.maximum(compute, 0.0, out=compute)
+        # (With cu > 0 a fitting pool has free CU >= cu: no headroom below 0 to clip.)
+        np.minimum(compute, 1.0, out=compute)
+    else:
+        compute = table.headroom
+    rate = table.rate
+    cheapest = float(np.where(fit, rate, np.inf).min())
     # The CU needed multiplies every price alike: the ratio of rates is the ratio of prices.
-    price_score = cheapest / rate if cheapest > 0 else (rate == 0).astype(np.float64)
-    wc, wn, wp = policy.weights(request.kind).normalised()
-    score = wc * compute + wn * network + wp * price_score
-    k = min(request.limit, fit.size)
-    top = np.sort(np.argpartition(-score, k - 1)[:k]) if k < fit.size else np.arange(fit.size)
-    order = top[np.argsort(-score[top], kind="stable")]
-    fit_price = rate * request.priced_cu
-    rtt, loss, bandwidth = paths.rtt.tolist(), paths.loss.tolist(), paths.bandwidth.tolist()
-    status = paths.status.tolist()
+    if cheapest > 0:
+        if table.free_rates:
+            # Free pools (none of them fits here) are left at 0 rather than divided by.
+            price_score = np.divide(cheapest, rate, out=np.zeros(rate.size), where=rate != 0)
+        else:
+            price_score = cheapest / rate
+    else:
+        price_score = (rate == 0).astype(np.float64)
+    wc, wp, weighted_network = origin.weights[request.kind]
+    score = wc * compute
+    score += weighted_network
+    score += wp * price_score
+    cost = np.where(fit, np.negative(score, out=score), np.inf)
+    top = _top(table, cost, fit, min(request.limit, fitting), fitting)
+    pcu = request.priced_cu
+    rates, regions, pools = table.rates, table.regions_of, table.pools
+    rtt, loss, bandwidth, status, network = (
+        origin.rtt,
+        origin.loss,
+        origin.bandwidth,
+        origin.status,
+        origin.network,
+    )
     out = []
-    for i, r, total, c, n, p, per_hour in zip(
-        fit[order].tolist(),
-        region[order].tolist(),
-        score[order].tolist(),
-        compute[order].tolist(),
-        network[order].tolist(),
-        price_score[order].tolist(),
-        fit_price[order].tolist(),
-        strict=True,
-    ):
-        pool = table.pools[i]
+    for i, negated, c in zip(top.tolist(), cost[top].tolist(), compute[top].tolist(), strict=True):
+        pool, r, per_cu = pools[i], regions[i], rates[i]
         b = bandwidth[r]
         out.append(
-            Scored(
-                pool.region,
-                pool.site,
-                pool.device_class,
-                pool.model,
-                total,
-                c,
-                n,
-                p,
-                pool.free_cu,
-                pool.total_cu,
-                rtt[r],
-                loss[r],
-                b if b == b and b != np.inf else None,  # NaN or the origin's unlimited path: unknown
-                _STATUSES[status[r]],
-                per_hour,
+            _scored(
+                (
+                    pool.region,
+                    pool.site,
+                    pool.device_class,
+                    pool.model,
+                    -negated,
+                    c,
+                    network[r],
+                    # As the array has it (the same division), without gathering it.
+                    cheapest / per_cu if cheapest > 0 else float(per_cu == 0),
+                    pool.free_cu,
+                    pool.total_cu,
+                    rtt[r],
+                    loss[r],
+                    b if b == b and b != np.inf else None,  # NaN or the origin's unlimited path: unknown
+                    _STATUSES[status[r]],
+                    per_cu * pcu,
+                )
             )
         )
     return tuple(out)
 
 
-_EXCLUSIONS = tuple(Exclusion)
-_GROUPS = 16  # > the number of exclusion codes: region x 16 + code keys one group
+def _top(table: RoutingTable, cost: Floats, fit: npt.NDArray[np.bool_], k: int, fitting: int) -> Ints:
+    """The ``k`` lowest costs, lowest first, equal costs in pool order."""
+    if k >= fitting:
+        chosen = fit.nonzero()[0]
+    else:
+        blocks = table.blocks
+        if blocks.size >= 4 * k:
+            # The k-th lowest of the blocks' minima bounds the k-th lowest cost from above, and far
+            # fewer costs lie under it than there are pools: select those, then order them.
+            minima = np.minimum.reduceat(cost, blocks)
+            minima.partition(k - 1)
+            bound = minima[k - 1]
+        else:
+            bound = cost[np.argpartition(cost, k - 1)[:k]].max()
+        # An infinite bound: the fitting pools lie in too few blocks, and are few.
+        chosen = (cost <= bound).nonzero()[0] if bound < np.inf else fit.nonzero()[0]
+    return chosen[cost[chosen].argsort(kind="stable")[:k]]
 
 
-def _excluded(
-    table: RoutingTable,
-    request: Request,
-    paths: _Paths,
-    region_codes: Ints,
-    codes: Ints,
-    price: Floats,
+def _explained(
+    table: RoutingTable, request: Request, verdict: _Verdict, keys: Ints, price: Floats | None
 ) -> tuple[Excluded, ...]:
-    out: list[Excluded] = []
-    o = table.region_index[request.origin]
-    present = table.present
-    texts = table.texts
-    for r in present[region_codes[present] != 0].tolist():
-        code = _EXCLUSIONS[int(region_codes[r])]
-        key = (o, r, code, request.max_rtt_ms, request.min_bandwidth_mbps)
-        text = texts.get(key)
-        if text is None:
-            text = texts[key] = _region_reason(table, request, paths, o, r, code)
-        out.append(Excluded(table.regions[r], "", "", code, text, table.region_sizes[r]))
-    site_level = codes >= Exclusion.GPU_MODEL
-    if request.explain > 0:
-        for i in np.flatnonzero(site_level)[: request.explain].tolist():
-            pool = table.pools[i]
-            code = _EXCLUSIONS[int(codes[i])]
-            out.append(
-                Excluded(
-                    pool.region,
-                    pool.site,
-                    pool.device_class,
-                    code,
-                    _pool_reason(pool, request, code, price[i]),
-                )
+    """The first ``request.explain`` pools that fail a site check, one by one."""
+    out = []
+    for i in np.flatnonzero(verdict.site_excluded[keys])[: request.explain].tolist():
+        pool = table.pools[i]
+        code = _BIT_CODES[int(keys[i]) % _GROUPS]
+        per_hour = table.rates[i] * request.priced_cu if price is None else float(price[i])
+        out.append(
+            Excluded(
+                pool.region, pool.site, pool.device_class, code, _pool_reason(pool, request, code, per_hour)
             )
-        return tuple(out)
-    # One line per region and reason, with the number of pools behind it.
-    groups = np.bincount(
-        table.region * _GROUPS + codes, weights=site_level, minlength=len(table.regions) * _GROUPS
-    )
-    keys = np.flatnonzero(groups)
-    for group, count in zip(keys.tolist(), groups[keys].astype(np.int64).tolist(), strict=True):
-        r, c = divmod(group, _GROUPS)
-        exclusion = _EXCLUSIONS[c]
-        text_key = (exclusion, count, request.models, request.cu, request.max_price_per_hour)
-        text = texts.get(text_key)
-        if text is None:
-            text = texts[text_key] = _group_reason(request, exclusion, count)
-        out.append(Excluded(table.regions[r], "", "", exclusion, text, int(count)))
+        )
     return tuple(out)
 
 
 def _region_reason(
-    table: RoutingTable, request: Request, paths: _Paths, o: int, r: int, code: Exclusion
+    table: RoutingTable, request: Request, origin: _Origin, o: int, r: int, code: Exclusion
 ) -> str:
     path = f"{request.origin}->{table.regions[r]}"
     if code is Exclusion.LINK_DOWN:
@@ -395,9 +538,9 @@ def _region_reason(
     if code is Exclusion.NO_PATH:
         return f"no network measurement on {path}"
     if code is Exclusion.RTT:
-        return f"rtt {paths.rtt[r]:.1f} ms on {path} > max_rtt_ms {request.max_rtt_ms:g}"
-    bandwidth = paths.bandwidth[r]
-    measured = "not measured" if np.isnan(bandwidth) else f"{bandwidth / 1000:.2f} Gbps"
+        return f"rtt {origin.rtt[r]:.1f} ms on {path} > max_rtt_ms {request.max_rtt_ms:g}"
+    bandwidth = origin.bandwidth[r]
+    measured = "not measured" if bandwidth != bandwidth else f"{bandwidth / 1000:.2f} Gbps"
     return f"bandwidth on {path} {measured} < min_bandwidth_gbps {request.min_bandwidth_mbps / 1000:g}"
 
 

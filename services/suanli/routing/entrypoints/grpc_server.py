@@ -17,10 +17,10 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.routing.v1 import routing_pb2 as pb
 from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
-from suanli.errors import InvalidArgument, ResourceExhausted
+from suanli.errors import InvalidArgument, RequestError, ResourceExhausted
 from suanli.routing.adapters.metrics import ResolveMetrics
-from suanli.routing.domain.links import SITE, LinkState, LinkStatus
-from suanli.routing.domain.scoring import Excluded, Resolution, Scored
+from suanli.routing.domain.links import SITE, LinkState
+from suanli.routing.entrypoints.answers import STATUSES, AnswerWriter
 from suanli.routing.service_layer.network import NetworkState
 from suanli.routing.service_layer.router import ResolveQuery, Router
 from suanli.rpc import rpc_errors
@@ -30,12 +30,6 @@ KINDS = {
     pb.WORKLOAD_KIND_UNSPECIFIED: "training",
     pb.WORKLOAD_KIND_TRAINING: "training",
     pb.WORKLOAD_KIND_INFERENCE: "inference",
-}
-STATUSES = {
-    LinkStatus.UNKNOWN: pb.LINK_STATUS_UNKNOWN,
-    LinkStatus.OK: pb.LINK_STATUS_OK,
-    LinkStatus.DEGRADED: pb.LINK_STATUS_DEGRADED,
-    LinkStatus.DOWN: pb.LINK_STATUS_DOWN,
 }
 
 
@@ -61,43 +55,6 @@ def link_message(s: LinkState) -> pb.Link:
     )
 
 
-def _candidate(c: Scored, currency: str) -> pb.Candidate:
-    return pb.Candidate(
-        region=c.region,
-        site=c.site,
-        device_class=c.device_class,
-        gpu_model=c.model,
-        score=pb.Score(total=c.score, compute=c.compute, network=c.network, price=c.price),
-        free_cu=c.free_cu,
-        total_cu=c.total_cu,
-        rtt_ms=c.rtt_ms,
-        loss_ratio=c.loss_ratio,
-        bandwidth_mbps=c.bandwidth_mbps or 0.0,
-        link_status=STATUSES[c.link_status],
-        price_per_hour=c.price_per_hour,
-        currency=currency,
-    )
-
-
-def _exclusion(e: Excluded) -> pb.Exclusion:
-    return pb.Exclusion(
-        region=e.region,
-        site=e.site,
-        device_class=e.device_class,
-        code=pb.ExclusionCode.ValueType(int(e.code)),
-        reason=e.reason,
-        count=e.count,
-    )
-
-
-def resolve_response(resolution: Resolution, currency: str) -> pb.ResolveResponse:
-    return pb.ResolveResponse(
-        candidates=[_candidate(c, currency) for c in resolution.candidates],
-        excluded=[_exclusion(e) for e in resolution.excluded],
-        excluded_total=resolution.excluded_total,
-    )
-
-
 def query_of(request: pb.ResolveRequest) -> ResolveQuery:
     if request.kind not in KINDS:
         raise InvalidArgument(f"kind: unknown workload kind {request.kind}")
@@ -120,17 +77,21 @@ class RoutingServicer(pb_grpc.RoutingServicer):
         self.router = router
         self.network = network
         self.metrics = metrics
+        self.answers = AnswerWriter()
 
-    async def Resolve(
-        self, request: pb.ResolveRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ResolveResponse:
+    async def Resolve(self, request: pb.ResolveRequest, context: grpc.aio.ServicerContext) -> bytes:
+        """The answer as `ResolveResponse` wire bytes (the handler is registered without a serializer)."""
         started = time.perf_counter()
         kind, outcome = KINDS.get(request.kind, "unknown"), "invalid"
         try:
+            resolution = self.router.resolve(query_of(request))
+            outcome = "routed" if resolution.candidates else "none"
+            return self.answers.resolve_response(resolution, self.router.currency)
+        except RequestError:
+            # The mapping to a status on the error path only: the answered path stays lean.
             async with rpc_errors(context):
-                resolution = self.router.resolve(query_of(request))
-                outcome = "routed" if resolution.candidates else "none"
-                return resolve_response(resolution, self.router.currency)
+                raise
+            raise  # rpc_errors aborts the call; not reached
         finally:
             self.metrics.resolved(kind, outcome, time.perf_counter() - started)
 
@@ -164,12 +125,33 @@ class RoutingServicer(pb_grpc.RoutingServicer):
                         yield pb.LinkUpdate(link=link_message(change))
 
 
+def add_routing(servicer: RoutingServicer, server: grpc.aio.Server) -> None:
+    """The generated registration, except that Resolve's answer is already bytes (no serializer)."""
+    handlers = {
+        "Resolve": grpc.unary_unary_rpc_method_handler(
+            servicer.Resolve, request_deserializer=pb.ResolveRequest.FromString
+        ),
+        "GetNetwork": grpc.unary_unary_rpc_method_handler(
+            servicer.GetNetwork,
+            request_deserializer=pb.GetNetworkRequest.FromString,
+            response_serializer=pb.NetworkMatrix.SerializeToString,
+        ),
+        "WatchNetwork": grpc.unary_stream_rpc_method_handler(
+            servicer.WatchNetwork,
+            request_deserializer=pb.WatchNetworkRequest.FromString,
+            response_serializer=pb.LinkUpdate.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
 async def start_server(
     servicer: RoutingServicer, listen: str
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
     """Serve on `listen` (host:port; port 0 picks one); NOT_SERVING until `serving` is called."""
     server = grpc.aio.server()
-    pb_grpc.add_RoutingServicer_to_server(servicer, server)
+    add_routing(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in ("", SERVICE_NAME):

@@ -78,10 +78,13 @@ class CapacityState:
                 sums[1] += s.total_cu
         version = book.version_at(at)
         tier = book.tier_for(0)
+        # One price-book lookup per (device class, region), not per site: the table is rebuilt from
+        # here whenever a node reports.
+        rates: dict[tuple[str, str], float | None] = {}
         out = []
         for (region, site, cls, model), (free, total) in sorted(grouped.items()):
-            rate = version.rate_for(cls, region, tier) if version is not None else None
-            out.append(
-                SitePool(region, site, cls, model, free, total, None if rate is None else float(rate.cu_hour))
-            )
+            if (cls, region) not in rates:
+                rate = version.rate_for(cls, region, tier) if version is not None else None
+                rates[(cls, region)] = None if rate is None else float(rate.cu_hour)
+            out.append(SitePool(region, site, cls, model, free, total, rates[(cls, region)]))
         return out

@@ -50,6 +50,7 @@ class ResolveQuery:
 
 
 DEFAULT_LIMIT = 10
+_LIMITS = ("max_rtt_ms", "min_bandwidth_gbps", "cu", "max_price_per_hour")
 
 
 class Router:
@@ -95,10 +96,11 @@ class Router:
             raise InvalidRequest("from_region", "is required (the client's or the data's region)")
         if q.from_region not in table.region_index:
             raise UnknownRegion("from_region", q.from_region, table.regions)
-        for field in ("max_rtt_ms", "min_bandwidth_gbps", "cu", "max_price_per_hour"):
-            value = getattr(q, field)
-            if not math.isfinite(value) or value < 0:
-                raise InvalidRequest(field, f"must be a finite number >= 0 (0: no limit), got {value!r}")
+        limits = (q.max_rtt_ms, q.min_bandwidth_gbps, q.cu, q.max_price_per_hour)
+        if not all(0 <= value < math.inf for value in limits):  # NaN fails both comparisons
+            for field, value in zip(_LIMITS, limits, strict=True):
+                if not math.isfinite(value) or value < 0:
+                    raise InvalidRequest(field, f"must be a finite number >= 0 (0: no limit), got {value!r}")
         if not 0 <= q.limit <= MAX_LIMIT:
             raise InvalidRequest("limit", f"must be in 0..{MAX_LIMIT} (0: {DEFAULT_LIMIT}), got {q.limit}")
         if not 0 <= q.explain <= MAX_LIMIT:
