@@ -1,6 +1,7 @@
 """Routing benchmark (not a test): resolves per second on one core and the server-side p99.
 
-The scene: the 10 regions of bench/data/regions_rtt.csv (measured RTTs, last window) and 1,000 sites
+The scene: the 10 measured regions (traces/network, median of the five windows, via
+suanli.resources.network) and 1,000 sites
 spread over them (100 per region), one GPU node each, H100/A100/L40S in turn, with a seeded share of
 their GPUs in use. The network model on top of the measured RTTs: jitter 2 % of the RTT, loss 0.1 % between
 regions, 20-100 Gbps measured bandwidth (seeded), intra-region paths unmeasured (intra_region_rtt_ms). Each
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import multiprocessing as mp
 import os
 import platform
@@ -36,10 +36,8 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data" / "regions_rtt.csv"
 MODELS = (
     ("NVIDIA H100 80GB HBM3", "h100-80gb-sxm", 989.0),
     ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm", 312.0),
@@ -50,12 +48,9 @@ TARGET_P99_MS = 2.0
 
 
 def regions_rtt() -> dict[tuple[str, str], float]:
-    with DATA.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    last = max(r["window_end"] for r in rows)
-    return {
-        (r["src_region"], r["dst_region"]): float(r["rtt_ms_avg"]) for r in rows if r["window_end"] == last
-    }
+    from suanli.resources.network import measured_network
+
+    return dict(measured_network().region_rtt_ms)
 
 
 def build_router(sites: int, seed: int) -> Any:

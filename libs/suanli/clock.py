@@ -113,8 +113,3 @@ def duration_ms(delta: timedelta) -> int:
 def system_ms() -> int:
     """The wall clock in UTC milliseconds (a ``MillisClock``)."""
     return time.time_ns() // 1_000_000
-
-
-def as_millis(clock: Clock) -> MillisClock:
-    """A ``MillisClock`` reading ``clock``."""
-    return lambda: to_ms(clock.now())

@@ -492,3 +492,17 @@ async def test_orders_older_than_the_age_limit_by_the_injected_clock_are_skipped
     )
     assert host.agents["b-c-001"].table.task_ids() == ["fresh"]
     await host.shutdown()
+
+
+@pytest.mark.parametrize("task_id", ["../../etc/cron.d/x", "/tmp/x", "a/b", ".hidden", "..", "", "x\x00y"])
+def test_a_task_id_that_is_not_a_plain_name_is_refused(task_id: str) -> None:
+    # The task id names the task's log file in the agent's directory: nothing may point outside it.
+    _, record = order("n", "d1")
+    with pytest.raises(InvalidOrder, match="task_id"):
+        parse_placement(record | {"task_id": task_id})
+
+
+def test_scheduler_task_ids_are_plain_names() -> None:
+    _, record = order("n", "d1")
+    task_id = "3f2a9c1e-6b0d-4c55-9a0e-2d1f7b8e4c3a-worker-12"
+    assert parse_placement(record | {"task_id": task_id}).task_id == task_id

@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from suanli.errors import InvalidArgument
+
 SITE: str = "site"
 REGION: str = "region"
 
@@ -78,6 +80,16 @@ class ViewPolicy:
     loss_change: float = 0.01
     bandwidth_change_ratio: float = 0.10
     republish_ms: int = 30_000
+    # A round stamped further ahead of the view's clock than this is refused: folded, it would make every
+    # later real round look old and the link could never go DOWN (the view is seeded from its own output).
+    max_future_ms: int = 60_000
+
+    def refuse_future(self, at_ms: int, now_ms: int) -> None:
+        """Raise ``InvalidArgument`` for a round stamped more than ``max_future_ms`` after ``now_ms``."""
+        if at_ms > now_ms + self.max_future_ms:
+            raise InvalidArgument(
+                f"occurred_at {at_ms - now_ms} ms ahead of the view's clock (at most {self.max_future_ms} ms)"
+            )
 
     def stale_after_ms(self, state: LinkState) -> int:
         """Silence after which ``state`` is DOWN: down_after of its own probe intervals."""

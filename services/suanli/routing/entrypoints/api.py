@@ -76,10 +76,6 @@ class RoutingApi:
         serving(self._health)
         log.info("routing views rebuilt: %d links, serving", len(self.network.links))
 
-    async def wait_serving(self) -> None:
-        assert self._ready is not None
-        await self._ready
-
     async def stop(self) -> None:
         if self._ready is not None:
             self._ready.cancel()

@@ -127,6 +127,7 @@ class NetworkViewProcessor:
             if name != MEASURED:
                 raise NotAProbe(f"{name} on {self.names.measured}: only {MEASURED} belongs here")
             probe = probe_from_record(record, occurred_ms(record["occurred_at"]))
+            self.view.policy.refuse_future(probe.at_ms, to_ms(self.clock.now()))
         except EventDecodeError as exc:
             await self._dead_letter(event, exc, DECODE)
             return

@@ -56,7 +56,7 @@ class RoutingSettings(ServiceSettings):
         METRICS_PORT_ENV, METRICS_PORTS["routing"], description="Port of /metrics (0 picks a free one)."
     )
     role: Role = Field(Role.ALL, description="all (view processor and API), api or view.")
-    listen: str = Field("0.0.0.0:50053", description="gRPC address of the Routing API (port 0 picks one).")
+    listen: str = Field("127.0.0.1:50053", description="gRPC address of the Routing API (port 0 picks one).")
     pricebook: Path = Field(data_path("deploy/billing/pricebook.yaml"), description="Price book YAML.")
     app_id: str = Field("", description="faust app id = consumer group (default: <prefix>.suanli-routing).")
     fetch_wait_ms: int = Field(100, gt=0, description="Broker fetch wait of the view processor, ms.")

@@ -13,10 +13,6 @@ from suanli.routing.domain.links import REGION, SITE, LinkState
 WATCH_BACKLOG = 10_000
 
 
-class WatcherTooSlow(Exception):
-    """A `WatchNetwork` stream fell more than `WATCH_BACKLOG` changes behind."""
-
-
 class NetworkState:
     def __init__(self) -> None:
         self.links: dict[str, LinkState] = {}

@@ -25,6 +25,7 @@ from suanli.routing.service_layer.capacity import CapacityState
 from suanli.routing.service_layer.network import NetworkState
 
 MAX_LIMIT = 1000
+SPELLINGS_KEPT = 256
 
 
 class InvalidRequest(InvalidArgument):
@@ -136,5 +137,7 @@ class Router:
         found = self._spellings.get(name)
         if found is None:
             found = (self.capacity.canonical(name), self.capacity.known_model(name))
-            self._spellings[name] = found
+            # Only known models are kept, and only so many: callers choose the names they send.
+            if found[1] and len(self._spellings) < SPELLINGS_KEPT:
+                self._spellings[name] = found
         return found

@@ -12,6 +12,7 @@ import uuid
 
 from pydantic import Field, FilePath
 
+from suanli.scheduling.domain.jobs.waves import DEFAULT_WAVE_SIZE
 from suanli.settings import (
     KAFKA_BOOTSTRAP_ENV,
     METRICS_PORT_ENV,
@@ -69,7 +70,7 @@ class SchedulingSettings(ServiceSettings):
         "(preemptible ones are requeued at once).",
     )
     wave_size: int = Field(
-        100,
+        DEFAULT_WAVE_SIZE,
         ge=0,
         description="Most tasks of one job placed at once; a larger job is placed in waves, the next once "
         "the previous one started (0: no waves).",

@@ -7,6 +7,7 @@ dead-letters with the reason.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,9 +75,21 @@ class StopOrder:
         return self.attempt == ANY_ATTEMPT or self.attempt == attempt
 
 
+# What a task id may look like on a node: it names the task's log file in the agent's directory, so it
+# never holds a path separator and never starts with a dot (no "..", no hidden files).
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def _task_id(record: Mapping[str, Any]) -> str:
+    task_id = _text(record, "task_id")
+    if not _TASK_ID.fullmatch(task_id):
+        raise InvalidOrder(f"task_id {task_id!r}: letters, digits, '.', '_', '-' only, not starting with '.'")
+    return task_id
+
+
 def parse_placement(record: Mapping[str, Any]) -> Placement:
     """A `Placement` from a decoded `TaskPlaced` record."""
-    task_id = _text(record, "task_id")
+    task_id = _task_id(record)
     requests = record.get("requests") or {}
     devices = tuple(DeviceShare(int(d["index"]), int(d["milli"])) for d in record.get("devices") or ())
     for share in devices:
@@ -106,7 +119,7 @@ def parse_placement(record: Mapping[str, Any]) -> Placement:
 def parse_stop(record: Mapping[str, Any]) -> StopOrder:
     """A `StopOrder` from a decoded `TaskPreempted` record."""
     return StopOrder(
-        task_id=_text(record, "task_id"),
+        task_id=_task_id(record),
         job_id=_text(record, "job_id"),
         node_id=_text(record, "node_id"),
         attempt=_positive(record, "attempt"),
@@ -125,7 +138,7 @@ def parse_stop_request(record: Mapping[str, Any]) -> StopOrder:
         raise InvalidOrder(f"attempt must be an integer >= 0, got {attempt!r}")
     job_id = record.get("job_id")
     return StopOrder(
-        task_id=_text(record, "task_id"),
+        task_id=_task_id(record),
         job_id=job_id if isinstance(job_id, str) else "",
         node_id=_text(record, "node_id"),
         attempt=attempt,
