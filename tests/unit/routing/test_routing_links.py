@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from suanli.errors import InvalidArgument
 from suanli.routing.domain.links import LinkStatus, Probe, ViewPolicy, differs, expire, fold, p95, summarise
 
 POLICY = ViewPolicy(rtt_alpha=0.5, loss_alpha=0.5, jitter_window=4, probe_interval_ms=1000, down_after=3)
@@ -132,3 +133,12 @@ def test_the_down_limit_follows_the_paths_own_probe_interval() -> None:
     assert down is not None and down.reason == "no probe for 30.0 s (3.0 probe intervals)"
     quicker = fold(s, probe(22_000), POLICY)  # the gaps shrink: 0.5 x 2 s + 0.5 x 10 s
     assert quicker.interval_ms == 6_000
+
+
+def test_a_round_stamped_far_ahead_of_the_view_is_refused() -> None:
+    # Folded, a future stamp would make every later real round look old: the link could never go DOWN.
+    policy = ViewPolicy()
+    now = 1_700_000_000_000
+    policy.refuse_future(now + policy.max_future_ms, now)  # at the limit: accepted
+    with pytest.raises(InvalidArgument, match="ahead of the view's clock"):
+        policy.refuse_future(now + policy.max_future_ms + 1, now)
