@@ -117,7 +117,8 @@ def test_filter_rejects_regions_beyond_the_rtt_bound_and_passes_jobs_without_a_d
     plugin = NetworkFilter(PluginContext(network=NETWORK))
     assert plugin.filter(SNAP, near(WHOLE, max_rtt=20)).tolist() == [True, True, True, False]
     assert plugin.filter(SNAP, near(WHOLE)).tolist() == [True] * 4  # no bound: nothing too far
-    assert plugin.filter(SNAP, WHOLE).tolist() == [True] * 4
+    # Without a data region the filter has nothing to say: None, which the framework skips (no mask).
+    assert plugin.filter(SNAP, WHOLE) is None
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def test_score_prefers_lower_rtt_and_marks_down_degraded_paths() -> None:
     rows = np.arange(SNAP.size)
     scores = plugin.score(SNAP, near(WHOLE), rows, np.random.default_rng(0))
     assert scores[0] > scores[1] == scores[2] > scores[3] > 0  # tokyo, osaka, osaka, dallas
-    assert plugin.score(SNAP, WHOLE, rows, np.random.default_rng(0)).tolist() == [0.0] * 4
+    assert plugin.score(SNAP, WHOLE, rows, np.random.default_rng(0)) is None  # adds nothing: skipped
     penalised = NetworkScore(PluginContext(network=degraded), rtt_scale_ms=300.0, degraded_penalty=0.5)
     assert penalised.score(SNAP, near(WHOLE), rows, np.random.default_rng(0))[1] == pytest.approx(
         scores[1] / 2
@@ -361,3 +362,12 @@ def test_a_single_task_no_region_can_take_is_explained_by_the_filters() -> None:
     outcome = placer.place_gang(tuple(free(n) for n in NODES), gang("j", 1, request))
     assert isinstance(outcome, NoFit) and outcome.rejections == (("region", 3),)
     assert {v for _, v in outcome.regions} == {"not in the job's regions allow-list"}
+
+
+def test_an_inert_network_plugin_rejects_and_scores_nothing_in_the_framework() -> None:
+    # The framework skips a filter or score that answers None; the diagnosis still lists the filter.
+    context = PluginContext(network=NETWORK, typical_tasks=DEFAULT_TYPICAL)
+    scheduler = Scheduler(policy_profile("fgdb"), np.random.default_rng(0), context)
+    rows, diagnosis = scheduler.feasible(SNAP, WHOLE)
+    assert rows.tolist() == list(range(SNAP.size))
+    assert ("network", 0) in diagnosis.rejected_by

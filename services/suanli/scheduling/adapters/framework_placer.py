@@ -176,10 +176,9 @@ class FrameworkPlacer:
         parts: list[tuple[str, np.ndarray]] = []
         for ref in self.profile.scores:
             plugin = registry.build(ExtensionPoint.SCORE, ref.name, ref.args, self._context)
-            part = (
-                np.asarray(plugin.score(snapshot, request, rows, self._scheduler.rng), dtype=float)
-                * ref.weight
-            )
+            scored = plugin.score(snapshot, request, rows, self._scheduler.rng)
+            # None: this plugin scores every node alike for the task; it is listed with 0.
+            part = np.zeros(rows.size) if scored is None else np.asarray(scored, dtype=float) * ref.weight
             parts.append((ref.name, part))
             total += part
         order = np.argsort(-total, kind="stable")[:top]

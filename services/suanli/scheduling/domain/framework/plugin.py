@@ -42,8 +42,12 @@ class AdmissionPlugin(Protocol):
 class FilterPlugin(Protocol):
     name: str
 
-    def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray:
-        """Boolean mask over all nodes: True where this plugin allows the task."""
+    def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray | None:
+        """Boolean mask over all nodes: True where this plugin allows the task.
+
+        None: the plugin has nothing to say about this task (it allows every node), so the framework
+        skips the mask arithmetic; a constraint the task does not use costs nothing per decision.
+        """
 
 
 @runtime_checkable
@@ -52,8 +56,11 @@ class ScorePlugin(Protocol):
 
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
-    ) -> np.ndarray:
-        """Scores of the feasible nodes `rows` (higher is better), same length as `rows`."""
+    ) -> np.ndarray | None:
+        """Scores of the feasible nodes `rows` (higher is better), same length as `rows`.
+
+        None: the plugin scores every node alike for this task (it adds nothing to the total).
+        """
 
 
 @runtime_checkable

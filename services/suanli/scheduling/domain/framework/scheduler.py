@@ -126,6 +126,9 @@ class Scheduler:
             rejected.append((LOCALITY_FILTER, snapshot.size - int(alive.sum())))
         for plugin in self._filters:
             mask = plugin.filter(snapshot, request)
+            if mask is None:
+                rejected.append((plugin.name, 0))
+                continue
             before = int(alive.sum())
             alive &= mask
             rejected.append((plugin.name, before - int(alive.sum())))
@@ -257,7 +260,10 @@ class Scheduler:
             return 0
         total: np.ndarray | None = None
         for plugin, weight in self._scores:
-            part = plugin.score(snapshot, request, rows, self.rng) * weight
+            scored = plugin.score(snapshot, request, rows, self.rng)
+            if scored is None:
+                continue
+            part = scored * weight
             total = part if total is None else total + part
         if total is None:
             return int(self.rng.integers(rows.size))

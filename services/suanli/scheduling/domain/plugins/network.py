@@ -33,9 +33,9 @@ class NetworkFilter:
         # once per task against the same network and regions; the answer is the same every time.
         self._allowed: dict[tuple[NetworkSnapshot, tuple[str, ...], str, float | None], np.ndarray] = {}
 
-    def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray:
+    def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray | None:
         if not request.data_region:
-            return np.ones(snapshot.size, dtype=bool)
+            return None
         network = self._ctx.network
         key = (network, snapshot.regions, request.data_region, request.max_rtt_ms)
         allowed = self._allowed.get(key)
@@ -69,9 +69,9 @@ class NetworkScore:
 
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
-    ) -> np.ndarray:
+    ) -> np.ndarray | None:
         if not request.data_region:
-            return np.zeros(rows.size)
+            return None
         scores: np.ndarray = self.region_scores(request, snapshot.regions)[snapshot.region_code[rows]]
         return scores
 
