@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import aiokafka
+import faust
 from faust.transport.drivers import aiokafka as driver
 from faust.types import AppT
 
+from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.headers import Headers
 
 
@@ -75,3 +77,36 @@ def header_list(headers: Any) -> Headers:
     if isinstance(headers, Mapping):
         return list(headers.items())
     return [(k, v) for k, v in headers]
+
+
+def broker_urls(bootstrap: str) -> list[str]:
+    """Faust's broker URLs for a Kafka bootstrap list ``host:port[,host:port...]``."""
+    return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
+
+
+def processor_app(group_id: str, bootstrap: str, *, partitions: int, fetch_wait_ms: int) -> Any:
+    """A faust app set up the way the platform's stream processors need on any Kafka-protocol broker.
+
+    Tansu answers ListOffsets(latest) with the base offset of the last batch + 1, and faust's changelog
+    recovery (or a processor reading its own output back) trusts it: every record written is its own
+    batch. faust's 60 s group timeouts hold a fresh group's first join for half a minute on Tansu and
+    leave a crashed worker's partitions idle for a minute; the bus consumer uses 10 s as well. The fetch
+    wait is the processor's own (``ShortFetchTransport``), set before anything creates the consumer.
+    """
+    app: Any = faust.App(
+        group_id,
+        broker=broker_urls(bootstrap),
+        store="memory://",
+        web_enabled=False,
+        producer_max_batch_size=1,
+        consumer_auto_offset_reset="earliest",
+        # faust's own topics follow the deployment's replication, like ours.
+        topic_replication_factor=resolve_replication_factor(),
+        topic_partitions=partitions,
+        stream_wait_empty=False,
+        broker_session_timeout=10.0,
+        broker_rebalance_timeout=10.0,
+        broker_heartbeat_interval=1.0,
+    )
+    app.transport = ShortFetchTransport(app, fetch_max_wait_ms=fetch_wait_ms)
+    return app

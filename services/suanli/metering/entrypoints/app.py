@@ -26,12 +26,10 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import faust
 from aiokafka.partitioner import DefaultPartitioner
 
-from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.deadletter import dead_letter
-from suanli.bus.faust import ShortFetchTransport, delivered
+from suanli.bus.faust import delivered, processor_app
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -54,10 +52,6 @@ _RAW: dict[str, Any] = {
     "key_serializer": "raw",
     "value_serializer": "raw",
 }
-
-
-def broker_urls(bootstrap: str) -> list[str]:
-    return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
 
 
 def _where(event: FaustEvent) -> str:
@@ -83,27 +77,12 @@ class MeteringApp:
         self.retry = retry
         self.bus_metrics = bus_metrics
         self.names = MeteringTopics(settings.topic_prefix)
-        self.app: Any = faust.App(
+        self.app = processor_app(
             settings.group_id,
-            broker=broker_urls(settings.bootstrap),
-            store="memory://",
-            web_enabled=False,
-            # Tansu answers ListOffsets(latest) with the base offset of the last batch + 1; changelog
-            # recovery trusts it, so every changelog record must be its own batch (ARCHITECTURE §3).
-            producer_max_batch_size=1,
-            consumer_auto_offset_reset="earliest",
-            # faust's own topics (table changelogs) follow the deployment's replication, like ours.
-            topic_replication_factor=resolve_replication_factor(),
-            topic_partitions=self.names.partitions,
-            stream_wait_empty=False,
-            # faust's 60 s defaults hold a fresh group's first join for half a minute on Tansu and leave
-            # a crashed worker's partitions idle for a minute; the bus consumer uses 10 s as well.
-            broker_session_timeout=10.0,
-            broker_rebalance_timeout=10.0,
-            broker_heartbeat_interval=1.0,
+            settings.bootstrap,
+            partitions=self.names.partitions,
+            fetch_wait_ms=settings.fetch_wait_ms,
         )
-        # Set before anything asks the app for its consumer, which the transport creates.
-        self.app.transport = ShortFetchTransport(self.app, fetch_max_wait_ms=settings.fetch_wait_ms)
         self._dlq: dict[str, Any] = {}
         self._partitioner = DefaultPartitioner()
         n = self.names

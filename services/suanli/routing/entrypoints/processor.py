@@ -21,12 +21,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import faust
 from aiokafka.partitioner import DefaultPartitioner
 
-from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.deadletter import DECODE, HANDLER, Failed, dead_letter, retry_failed
-from suanli.bus.faust import ShortFetchTransport, delivered
+from suanli.bus.faust import delivered, processor_app
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -51,10 +49,6 @@ _RAW: dict[str, Any] = {
     "key_serializer": "raw",
     "value_serializer": "raw",
 }
-
-
-def broker_urls(bootstrap: str) -> list[str]:
-    return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
 
 
 class NotAProbe(InvalidArgument):
@@ -83,24 +77,14 @@ class NetworkViewProcessor:
         self.retry = retry
         self.bus_metrics = bus_metrics
         self.names = RoutingTopics(settings.topic_prefix)
-        self.app: Any = faust.App(
+        # network.links is read back to its end offset at start-up: processor_app writes one record per
+        # batch, which is what keeps that end offset right on Tansu.
+        self.app = processor_app(
             settings.group_id,
-            broker=broker_urls(settings.bootstrap),
-            store="memory://",
-            web_enabled=False,
-            # One record per batch on what we write: network.links is read back to its end offset at
-            # start-up, and Tansu's end offset is short whenever a batch holds several records.
-            producer_max_batch_size=1,
-            consumer_auto_offset_reset="earliest",
-            topic_replication_factor=resolve_replication_factor(),
-            topic_partitions=PROBES.partitions,
-            stream_wait_empty=False,
-            # As metering: faust's 60 s defaults hold a fresh group's first join for half a minute.
-            broker_session_timeout=10.0,
-            broker_rebalance_timeout=10.0,
-            broker_heartbeat_interval=1.0,
+            settings.bootstrap,
+            partitions=PROBES.partitions,
+            fetch_wait_ms=settings.fetch_wait_ms,
         )
-        self.app.transport = ShortFetchTransport(self.app, fetch_max_wait_ms=settings.fetch_wait_ms)
         self.measured = self.app.topic(self.names.measured, **_RAW)
         self.probes = self.app.topic(self.names.probes, **_RAW)
         self.links = self.app.topic(self.names.links, **_RAW)
