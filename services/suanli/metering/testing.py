@@ -81,6 +81,8 @@ def task_placed(
     devices: Sequence[tuple[int, int]] = ((0, 1000),),
     cpu_milli: int = 4000,
     attempt: int = 1,
+    tenant: str = "acme",
+    queue: str = "research",
 ) -> dict[str, Any]:
     milli = devices[0][1] if devices else 1000
     return {
@@ -103,6 +105,8 @@ def task_placed(
         "cycle": 1,
         "command": None,
         "env": None,
+        "tenant": tenant,
+        "queue": queue,
     }
 
 

@@ -7,6 +7,7 @@ worker takes several seconds to join its group; each test uses its own node and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -236,6 +237,29 @@ async def _topic_exists(bootstrap: str, topic: str) -> bool:
         await consumer.stop()
 
 
+async def _trail(stack: Stack, task: str) -> str:
+    """Every record naming ``task`` on the topics a task's charge passes through, to explain a stall."""
+    t = stack.topics
+    prefix = t.snapshots.removesuffix(".node.snapshots")
+    lines = []
+    for topic in (t.jobs, t.lifecycle, t.placements, t.facts, f"{prefix}.suanli-metering-tasks-changelog"):
+        reader = stack.reader(topic, raw=True)
+        await reader.start()
+        try:
+            with contextlib.suppress(AssertionError):  # read for a while: there is no end to wait for
+                await reader.until(lambda s: False, timeout_s=2.0)
+        finally:
+            await reader.stop()
+        found = [
+            r.record
+            for r in reader.seen
+            if task.encode() in (r.record["key"] or b"") + (r.record["value"] or b"")
+        ]
+        lines.append(f"{topic}: {len(found)} record(s) naming {task}")
+        lines.extend(f"  {record['value'][:160]!r}" for record in found)
+    return "\n".join(lines)
+
+
 def _latest_by_node(seen: list[Received]) -> dict[str, dict[str, Any]]:
     return {r.record["node_id"]: r.record for r in seen}
 
@@ -382,6 +406,35 @@ async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Sta
     assert ordered[0]["window_start"] == from_ms(start) and ordered[-1]["window_end"] == from_ms(end)
 
 
+async def test_a_task_whose_job_event_never_arrived_is_charged_to_its_placements_payer(stack: Stack) -> None:
+    node, task = "payer-node", f"task-{secrets.token_hex(3)}"
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0)]}
+    capacity = stack.reader(stack.topics.capacity)
+    await capacity.start()
+    try:
+        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
+    finally:
+        await capacity.stop()
+    start, end = ms("2025-01-01T12:00:00"), ms("2025-01-01T12:00:40")
+    p, t = stack.publisher, stack.topics
+    # No JobSubmitted: as when it was dead-lettered, or metering's task state was rebuilt without it.
+    placed = task_placed(task, node, start, job_id="job-p", tenant="beta", queue="beta.infer")
+    await p.publish(t.placements, node, "TaskPlaced", placed)
+    await p.publish(t.lifecycle, task, "TaskStarted", task_started(task, node, start, job_id="job-p"))
+    await p.publish(t.lifecycle, task, "TaskFinished", task_finished(task, node, end, job_id="job-p"))
+    reader = stack.reader(t.usage)
+    await reader.start()
+    try:
+        seen = await reader.until(
+            lambda s: any(r.record["task_id"] == task for r in s), what=f"{task} window"
+        )
+    finally:
+        await reader.stop()
+    (window,) = [r.record for r in seen if r.record["task_id"] == task]
+    assert (window["tenant"], window["queue"], window["job_id"]) == ("beta", "beta.infer", "job-p")
+    assert window["gpu_milli_seconds"] == 1000 * 40
+
+
 async def test_garbage_goes_to_the_dead_letter_topic_and_the_next_snapshot_is_processed(stack: Stack) -> None:
     node = "dlq-node"
     producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, enable_idempotence=False)
@@ -452,11 +505,14 @@ async def test_restarted_worker_recovers_its_tables_and_charges_nothing_twice(st
         await p.publish(
             t.lifecycle, task, "TaskFinished", task_finished(task, node, retry_end, job_id="job-r", attempt=2)
         )
-        seen = await usage.until(
-            lambda s: any(r.record["task_id"] == task and r.record["attempt"] == 2 for r in s),
-            timeout_s=RESTART_DEADLINE_S,
-            what="second attempt after restart",
-        )
+        try:
+            seen = await usage.until(
+                lambda s: any(r.record["task_id"] == task and r.record["attempt"] == 2 for r in s),
+                timeout_s=RESTART_DEADLINE_S,
+                what="second attempt after restart",
+            )
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\n{await _trail(stack, task)}") from None
     finally:
         await usage.stop()
     first = [r.record for r in seen if r.record["task_id"] == task and r.record["attempt"] == 1]

@@ -121,6 +121,10 @@ def test_input_records_map_to_facts() -> None:
         JobKnown("a", "j", "acme", "research"),
         JobKnown("b", "j", "acme", "research"),
     ]
+    assert records.payer_of(task_placed("t1", "n1", T0, job_id="j", tenant="beta", queue="beta.infer")) == [
+        JobKnown("t1", "j", "beta", "beta.infer")
+    ]
+    assert records.payer_of(task_placed("t1", "n1", T0, tenant="", queue="")) == []  # does not say
     alloc = records.allocation_of(task_placed("t1", "n1", T0, devices=[(2, 250)], cpu_milli=1500))
     assert (alloc.devices, alloc.cpu_milli, alloc.placed_at_ms) == ((DeviceShare(2, 250),), 1500, T0)
     assert records.lifecycle_fact("UsageSampled", {"occurred_at": from_ms(T0)}) is None

@@ -79,7 +79,8 @@ async def test_a_placement_that_cannot_be_on_its_node_is_dead_lettered_by_the_ha
     fine = encode("TaskPlaced", task_placed("t2", "n1", T0, devices=[(0, 500)]))
     await batches.handle([Consumed(impossible, 1), Consumed(fine, 2)], intakes[catalogue.PLACEMENTS])
     assert [(offset, attempts, reason) for offset, _, attempts, reason in dead.letters] == [(1, 1, HANDLER)]
-    assert [f.task_id for f in h.facts.facts()] == ["t2"]
+    # t2 is rated and its payer forwarded; nothing of t1 got out.
+    assert [(type(f).__name__, f.task_id) for f in h.facts.facts()] == [("Placed", "t2"), ("JobKnown", "t2")]
 
 
 async def test_a_broker_error_writes_nothing_of_the_batch_and_its_records_are_retried() -> None:

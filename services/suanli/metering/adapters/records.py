@@ -78,6 +78,14 @@ def job_facts(record: Record) -> list[JobKnown]:
     ]
 
 
+def payer_of(record: Record) -> list[JobKnown]:
+    """TaskPlaced -> who its task is charged to; none for a placement that does not say (older versions)."""
+    tenant, queue = record.get("tenant") or "", record.get("queue") or ""
+    if not (tenant and queue):
+        return []
+    return [JobKnown(record["task_id"], record["job_id"], tenant, queue)]
+
+
 def _resources(r: Resources) -> dict[str, int]:
     return {
         "cpu_milli": r.cpu_milli,

@@ -61,6 +61,9 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
 
     def placed(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.apply_placement(records.allocation_of(record), batch)
+        # Each placement names who pays, so a task stays chargeable when its JobSubmitted is not at hand
+        # (dead-lettered, or the worker's task state was rebuilt without it).
+        metering.forward_facts(records.payer_of(record), batch)
 
     def preempted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.apply_preemption(record["node_id"], records.preempted_fact(record), batch)
