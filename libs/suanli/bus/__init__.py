@@ -18,13 +18,14 @@ from suanli.bus.consumer import ConsumedEvent, ConsumerSettings, EventConsumer, 
 from suanli.bus.errors import BusClosedError, RetriableError, is_retriable
 from suanli.bus.headers import EVENT_ID, EVENT_NAME
 from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
-from suanli.bus.retry import RetryPolicy
+from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.bus.topics import CATALOGUE, TopicSpec, dlq_topic, topic_name
 
 __all__ = [
     "CATALOGUE",
     "EVENT_ID",
     "EVENT_NAME",
+    "SERVICE_RETRY",
     "TOPIC_REPLICATION_ENV",
     "AvroCodec",
     "BusClosedError",

@@ -29,7 +29,7 @@ from suanli.bus.errors import BusClosedError
 from suanli.bus.headers import EVENT_ID, header
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.publisher import EventPublisher, ProducerSettings
-from suanli.bus.retry import RetryPolicy
+from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.bus.topics import dlq_topic
 from suanli.telemetry.propagation import extract_context
 
@@ -129,8 +129,9 @@ class EventConsumer:
     """Consumes ``topics`` in group ``group_id`` and calls ``handler`` once per record, in offset order.
 
     A record that fails to decode, whose handler raises a non-retriable error, or that still fails after
-    ``retry.max_attempts`` tries is copied (original key, value and headers) to ``<topic>.dlq`` with
-    ``dlq-*`` headers saying why; then its offset is committed and consumption moves on.
+    its retries (``retry``: a few quick tries, then up to ``ride_out_s`` while a dependency is away) is
+    copied (original key, value and headers) to ``<topic>.dlq`` with ``dlq-*`` headers saying why; then
+    its offset is committed and consumption moves on.
 
     ``async with`` starts the consumer and runs it in a background task; services can instead call
     ``start()`` and ``await run()``. ``stop()`` lets the record in hand finish, commits and leaves the group.
@@ -156,7 +157,7 @@ class EventConsumer:
             raise ValueError("EventConsumer needs at least one topic")
         self._handler = handler
         self._codec = codec
-        self._retry = retry or RetryPolicy()
+        self._retry = retry or SERVICE_RETRY
         self._settings = settings or ConsumerSettings()
         self._dlq_publisher = dead_letter_publisher
         self._owns_dlq_publisher = dead_letter_publisher is None

@@ -76,10 +76,11 @@ async def retry_failed(
             return Failed(error, failures, RETRIES_EXHAUSTED if retriable else HANDLER)
         delay = retry.backoff_s(failures)
         log.warning(
-            "retriable error handling %s (attempt %d/%d), retrying in %.2fs: %r",
+            "retriable error handling %s (attempt %d, %.1fs of %.0fs waited), retrying in %.2fs: %r",
             where,
             failures,
-            retry.max_attempts,
+            retry.waited_s(failures),
+            retry.ride_out_s,
             delay,
             error,
         )

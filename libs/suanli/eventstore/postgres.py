@@ -24,6 +24,8 @@ from suanli.eventstore.validation import check_batch
 from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
 
 DEFAULT_SCHEMA = "eventstore"
+# Longest a statement may take: commits are small; migrations and rebuild reads are paged well below it.
+COMMAND_TIMEOUT_S = 30.0
 
 _EVENT_COLUMNS = "stream, version, position, event_id, event_name, payload, recorded_at, metadata"
 OUTBOX_COLUMNS = "id, topic, key, event_name, value, header_names, header_values, created_at"
@@ -224,9 +226,20 @@ class PostgresEventStore:
         clock: Clock | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        command_timeout_s: float = COMMAND_TIMEOUT_S,
     ) -> Self:
-        """Open a pool, apply pending migrations, and own the pool (closed by `close()`)."""
-        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, reset=_keep_session)
+        """Open a pool, apply pending migrations, and own the pool (closed by `close()`).
+
+        Every statement gets ``command_timeout_s``: a server that stops answering (a network partition, a
+        stopped host) fails the statement with a transient timeout instead of hanging its caller forever.
+        """
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            reset=_keep_session,
+            command_timeout=command_timeout_s,
+        )
         try:
             async with pool.acquire() as conn:
                 await migrate(conn, schema)

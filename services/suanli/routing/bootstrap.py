@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from suanli.bus.metrics import BusMetrics
-from suanli.bus.retry import RetryPolicy
+from suanli.bus.retry import SERVICE_RETRY
 from suanli.clock import Clock, IdFactory, SystemClock, to_ms, uuid4_factory
 from suanli.resources.pricebook_file import load_pricebook
 from suanli.routing.adapters.metrics import ResolveMetrics, ViewMetrics
@@ -47,6 +47,6 @@ def view_processor(
         ids=ids,
         metrics=ViewMetrics(),
         # The bus's own policy: routing retries and dead-letters as every EventConsumer does.
-        retry=RetryPolicy(),
+        retry=SERVICE_RETRY,
         bus_metrics=BusMetrics(settings.group_id),
     )

@@ -71,3 +71,15 @@ class BusTopics:
     prefix: str
     events: str
     dlq: str
+
+
+async def dlq_size(topics: BusTopics) -> int:
+    """Records in the DLQ of ``topics`` (its one partition)."""
+    # Every dead letter is its own batch (the DLQ producer does not linger), so Tansu's end offset is exact.
+    consumer = AIOKafkaConsumer(bootstrap_servers=topics.bootstrap)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topics.dlq, 0)
+        return (await consumer.end_offsets([tp]))[tp]
+    finally:
+        await consumer.stop()

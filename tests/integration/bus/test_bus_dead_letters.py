@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from bus_testkit import FAST_CONSUMER, FAST_RETRY, BusTopics, read_topic, sample_event, wait_until
+from bus_testkit import FAST_CONSUMER, FAST_RETRY, BusTopics, dlq_size, read_topic, sample_event, wait_until
 
 from suanli.bus import ConsumedEvent, EventConsumer, EventPublisher, RetriableError
 from suanli.bus.headers import (
@@ -120,7 +119,7 @@ async def test_retriable_error_succeeding_on_third_try_is_handled_once(
 
     assert attempts == ["flaky", "flaky", "flaky", "next"]
     assert done == ["flaky", "next"]
-    assert await _dlq_size(bus_topics) == 0
+    assert await dlq_size(bus_topics) == 0
 
 
 async def test_retriable_error_dead_letters_after_the_last_attempt(
@@ -147,14 +146,3 @@ async def test_retriable_error_dead_letters_after_the_last_attempt(
     assert header(dead.headers, DLQ_ATTEMPTS) == str(FAST_RETRY.max_attempts)
     # RetriableError is the kernel's one transient classification (suanli.bus re-exports it).
     assert header(dead.headers, DLQ_ERROR_CLASS) == "suanli.infra.transient.RetriableError"
-
-
-async def _dlq_size(topics: BusTopics) -> int:
-    # Every dead letter is its own batch (the DLQ producer does not linger), so Tansu's end offset is exact.
-    consumer = AIOKafkaConsumer(bootstrap_servers=topics.bootstrap)
-    await consumer.start()
-    try:
-        tp = TopicPartition(topics.dlq, 0)
-        return (await consumer.end_offsets([tp]))[tp]
-    finally:
-        await consumer.stop()

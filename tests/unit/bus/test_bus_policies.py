@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aiokafka.errors import KafkaTimeoutError, NotLeaderForPartitionError, RecordTooLargeError
 
-from suanli.bus import RetriableError, RetryPolicy, is_retriable
+from suanli.bus import SERVICE_RETRY, RetriableError, RetryPolicy, is_retriable
 from suanli.bus.headers import (
     DLQ_ATTEMPTS,
     DLQ_ERROR_CLASS,
@@ -34,7 +34,33 @@ def test_retries_stop_at_max_attempts_and_never_for_non_retriable_errors() -> No
     assert not RetryPolicy(max_attempts=1).should_retry(1, True)
 
 
-@pytest.mark.parametrize("kwargs", [{"max_attempts": 0}, {"initial_backoff_s": -1.0}, {"multiplier": 0.5}])
+def test_a_dependency_that_is_away_is_ridden_out_then_given_up_on() -> None:
+    policy = RetryPolicy(
+        max_attempts=3, initial_backoff_s=1.0, multiplier=2.0, max_backoff_s=4.0, ride_out_s=20.0
+    )
+    # waited before each failure: 0, 1, 3, 7, 11, 15, 19, 23 s
+    assert [policy.waited_s(n) for n in range(1, 9)] == [0, 1, 3, 7, 11, 15, 19, 23]
+    assert [policy.should_retry(n, True) for n in range(1, 9)] == [True] * 7 + [False]
+    assert not policy.should_retry(1, False)  # a bad record never waits for the dependency
+
+
+def test_services_ride_out_two_minutes_of_a_dependency_restarting() -> None:
+    tries = next(n for n in range(1, 1000) if not SERVICE_RETRY.should_retry(n, True))
+    assert SERVICE_RETRY.waited_s(tries) >= 120.0
+    assert SERVICE_RETRY.waited_s(tries) < 120.0 + SERVICE_RETRY.max_backoff_s + 1e-9
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_attempts": 0},
+        {"initial_backoff_s": -1.0},
+        {"multiplier": 0.5},
+        {"ride_out_s": -1.0},
+        {"ride_out_s": 5.0, "max_backoff_s": 0.0},
+        {"ride_out_s": 5.0, "initial_backoff_s": 0.0},
+    ],
+)
 def test_nonsense_policies_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]

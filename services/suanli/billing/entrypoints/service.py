@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 INPUTS = ("usage.metered", "jobs.events", "capacity.nodes")
 # Database outages are retried in place for about a minute before the bus gives up on a record.
-RETRY = RetryPolicy(max_attempts=10, initial_backoff_s=0.2, multiplier=2, max_backoff_s=10)
+RETRY = RetryPolicy(max_attempts=10, initial_backoff_s=0.2, multiplier=2, max_backoff_s=10, ride_out_s=120)
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
 # Capacity and status updates arrive in bursts (a fleet reports at once): they wake the cycle at most once
 # per this long, so a burst of hundreds runs one cycle, not hundreds. Submits and reports still wake at once.
 VIEW_WAKE_DEBOUNCE_S = 0.01
+NOT_LEADER_RECHECK_S = 0.5
 # Reports and snapshots wait on the service's commits: handled one at a time, the group commit would see
 # one at a time (~15 reports/s under the platform bench against 60/s produced). Partitions run
 # concurrently and a partition's fetched records are queued together, in offset order (the group commit
@@ -199,7 +200,10 @@ class SchedulingApp:
         elif name == "NodeSnapshot":
             c.capacity.on_snapshot(record)
             if c.leader.is_leader:
-                await self._write(ReconcileNode(record))
+                # Each instance reads snapshots in its own group and the next snapshot carries the same
+                # full state, so one that raced a deposition is simply the new leader's to reconcile.
+                with contextlib.suppress(NotLeader):
+                    await self._write(ReconcileNode(record))
         elif name == "NetworkLinkChanged" and c.network.on_link(record):
             # A job waiting on its network constraint may fit now; running tasks are never moved for it.
             self._wake_soon()
@@ -221,13 +225,22 @@ class SchedulingApp:
         for key in ("task_id", "job_id", "node_id", "attempt"):
             if key not in event.record:
                 raise ValueError(f"{event.event_name} without {key}")
-        await self._write(RecordTaskReport(event.event_name, event.record, event.event_id or ""))
+        try:
+            await self._write(RecordTaskReport(event.event_name, event.record, event.event_id or ""))
+        except NotLeader:
+            # Handled here, its offset would be committed and the next leader, starting from it, would
+            # never see the report: a finished task would look lost and run again. Hold it uncommitted
+            # until the deposition cancels this consumer (or leadership came back: then try it again).
+            while not self.c.leader.is_leader:
+                await asyncio.sleep(NOT_LEADER_RECHECK_S)
+            raise RetriableError("leadership came back while a report was held") from None
 
     async def _write(self, command: Any) -> None:
+        """Raises NotLeader when this instance no longer leads; the caller decides what that means."""
         try:
             await self.c.scheduler.commands.handle(command)
         except NotLeader:
-            return  # leadership moved; the new leader sees the same records
+            raise
         except Exception as exc:
             if not _retriable(exc):
                 raise
