@@ -121,4 +121,3 @@ def tasks_problem(groups: Iterable[tuple[int, Mapping[str, str]]]) -> str | None
             "each task's placement carries its group's environment"
         )
     return None
-

@@ -39,7 +39,6 @@ JobKindName = Literal["training", "inference", "batch"]
 LocalityName = Literal["zone", "region", "any"]
 
 
-
 def invalid(message: str) -> PydanticCustomError:
     """The error every rule raises; `message` is the whole text after the field path."""
     # The message travels as context, not as the template, so braces in user input cannot break it.

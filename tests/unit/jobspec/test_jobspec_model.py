@@ -287,7 +287,8 @@ def test_network_fields_are_accepted_on_a_gang() -> None:
         (doc(data_region="tokyo", max_rtt_ms="far"), "max_rtt_ms: must be a number (got 'far')"),
         (
             doc(data_region=" tokyo"),
-            "data_region: must be a region name of at most 63 characters without surrounding spaces (got ' tokyo')",
+            "data_region: must be a region name of at most 63 characters without surrounding spaces "
+            "(got ' tokyo')",
         ),
         (
             doc(locality="region"),
