@@ -170,8 +170,11 @@ def preexec(
     memory_bytes: int,
     cpu_seconds: int,
     cgroup: Path | None,
+    user: TaskUser | None,
 ) -> Callable[[], None]:
-    """What the child runs between fork and exec: join its cgroup, set its rlimits.
+    """What the child runs between fork and exec: join its cgroup, set its rlimits, then drop to the
+    task's user. In this order: the cgroup's files and raising limits need the agent's privileges, which
+    the child gives up last (so Popen's own ``user=``, applied before any preexec, is not used).
 
     Runs in the forked child, so it does only system calls (no logging, no locks).
     """
@@ -184,5 +187,9 @@ def preexec(
         if cpu_seconds:
             # The soft limit sends SIGXCPU, the hard one a second later SIGKILL.
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+        if user is not None:
+            os.setgroups([])
+            os.setgid(user.gid)
+            os.setuid(user.uid)
 
     return confine

@@ -22,6 +22,7 @@ from suanli.sensing.adapters.confinement import (
     CgroupV2,
     Confinement,
     ConfinementError,
+    TaskUser,
     base_environment,
     own_home,
     preexec,
@@ -126,10 +127,7 @@ class ProcessLauncher:
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT if output is not None else None,
                 start_new_session=True,
-                preexec_fn=self._preexec(placement, cgroup),
-                user=user.uid if user is not None else None,
-                group=user.gid if user is not None else None,
-                extra_groups=[] if user is not None else None,
+                preexec_fn=self._preexec(placement, cgroup, user),
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             if cgroup is not None and self._cgroup is not None:
@@ -152,15 +150,17 @@ class ProcessLauncher:
             return None
         return self._cgroup.create(name, placement.memory_mib, placement.cpu_milli)
 
-    def _preexec(self, placement: Placement, cgroup: Path | None) -> Callable[[], None] | None:
-        if not self._conf.limits:
+    def _preexec(
+        self, placement: Placement, cgroup: Path | None, user: TaskUser | None
+    ) -> Callable[[], None] | None:
+        memory = cpu_seconds = 0
+        if self._conf.limits:
+            cpu_seconds = self._conf.cpu_seconds
+            if cgroup is None and placement.memory_mib and self._conf.address_space_factor > 0:
+                memory = int(placement.memory_mib * MIB * self._conf.address_space_factor)
+        if not (memory or cpu_seconds or cgroup or user):
             return None
-        memory = 0
-        if cgroup is None and placement.memory_mib and self._conf.address_space_factor > 0:
-            memory = int(placement.memory_mib * MIB * self._conf.address_space_factor)
-        if not (memory or self._conf.cpu_seconds or cgroup):
-            return None
-        return preexec(memory_bytes=memory, cpu_seconds=self._conf.cpu_seconds, cgroup=cgroup)
+        return preexec(memory_bytes=memory, cpu_seconds=cpu_seconds, cgroup=cgroup, user=user)
 
 
 class ProcessUsageProbe:
