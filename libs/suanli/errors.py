@@ -41,4 +41,9 @@ class Unauthenticated(RequestError):
 
 
 class ResourceExhausted(RequestError):
-    """A limit (rate, size, count) was reached; the message says which and when to retry."""
+    """A limit (rate, size, count) was reached; the message says which and when to retry.
+
+    ``retry_after_s``, when a subclass sets it, is sent to the caller as trailing metadata too.
+    """
+
+    retry_after_s: float | None = None

@@ -34,10 +34,25 @@ def status_of(exc: errors.RequestError) -> grpc.StatusCode:
     return grpc.StatusCode.UNKNOWN
 
 
+# Trailing metadata of a RESOURCE_EXHAUSTED answer: milliseconds after which a retry may pass. The second
+# key is gRPC's own, which a client channel with a retry policy honours by itself.
+RETRY_AFTER_MS = "retry-after-ms"
+GRPC_RETRY_PUSHBACK_MS = "grpc-retry-pushback-ms"
+
+
+def retry_metadata(exc: errors.RequestError) -> tuple[tuple[str, str], ...]:
+    """The retry advice of an error as trailing metadata (none when it has no ``retry_after_s``)."""
+    retry_after_s = getattr(exc, "retry_after_s", None)
+    if retry_after_s is None:
+        return ()
+    ms = str(max(0, round(retry_after_s * 1000)))
+    return ((RETRY_AFTER_MS, ms), (GRPC_RETRY_PUSHBACK_MS, ms))
+
+
 @asynccontextmanager
 async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
     """Abort the call with the mapped status when the body raises a ``suanli.errors`` kind."""
     try:
         yield
     except errors.RequestError as exc:
-        await context.abort(status_of(exc), str(exc))
+        await context.abort(status_of(exc), str(exc), trailing_metadata=retry_metadata(exc))

@@ -8,7 +8,6 @@ Attributes hold canonical units (milli-cores, MiB, milli-GPU, seconds); YAML key
 from __future__ import annotations
 
 import math
-import re
 import shlex
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -24,12 +23,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from suanli.jobspec import limits
+from suanli.jobspec.limits import MAX_GPUS_PER_TASK, MAX_RETRIES, MAX_TASKS
 from suanli.jobspec.units import parse_cpu_milli, parse_duration_s, parse_memory_mib
 
 GPU_MILLI = 1000
-MAX_GPUS_PER_TASK = 64
-MAX_REPLICAS = 10_000
-MAX_RETRIES = 100
+# A task group's replicas are bounded by the job's task cap: one number, one place (limits.py).
+MAX_REPLICAS = MAX_TASKS
 DEFAULT_CPU_MILLI = 1000
 DEFAULT_MEMORY_MIB = 1024
 
@@ -37,13 +37,6 @@ _T = TypeVar("_T")
 
 JobKindName = Literal["training", "inference", "batch"]
 LocalityName = Literal["zone", "region", "any"]
-
-# DNS-label style, because task ids (`<job>-<task>-<i>`) end up in node-side process names and labels.
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUEUE_SEGMENT = re.compile(r"^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([-_./A-Za-z0-9]*[A-Za-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MAX_NAME = 63
 
 
 def invalid(message: str) -> PydanticCustomError:
@@ -58,12 +51,14 @@ def _bounded(value: int, low: int, high: int) -> int:
     return value
 
 
+def _ok(problem: str | None) -> None:
+    """Raise a limits rule's problem as this model's error."""
+    if problem is not None:
+        raise invalid(problem)
+
+
 def _name(value: str, what: str = "a name") -> str:
-    if len(value) > _MAX_NAME or not _NAME.match(value):
-        raise invalid(
-            f"must be {what} of lowercase letters, digits and '-', at most {_MAX_NAME} characters, "
-            f"starting and ending with a letter or digit (got {value!r})"
-        )
+    _ok(limits.name_problem(value, what))
     return value
 
 
@@ -78,9 +73,7 @@ def _stringify_scalars(value: Any) -> Any:
 
 
 def _label_keys(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
-        if len(key) > _MAX_NAME or not _LABEL_KEY.match(key):
-            raise invalid(f"{key!r} is not a valid label key")
+    _ok(limits.labels_problem(value))
     return value
 
 
@@ -252,9 +245,7 @@ class TaskSpec(_Spec):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not _ENV_NAME.match(key):
-                raise invalid(f"{key!r} is not a valid environment variable name")
+        _ok(limits.env_problem(value))
         return value
 
     @field_validator("duration_s", mode="before")
@@ -292,11 +283,7 @@ class JobSpec(_Spec):
     @field_validator("queue")
     @classmethod
     def _queue(cls, value: str) -> str:
-        if not all(_QUEUE_SEGMENT.match(s) for s in value.split("/")):
-            raise invalid(
-                "must be a queue path like 'tenant' or 'tenant/team': segments of lowercase letters, "
-                f"digits, '-' and '_' separated by '/' (got {value!r})"
-            )
+        _ok(limits.queue_problem(value))
         return value
 
     @field_validator("priority_class")
@@ -322,7 +309,12 @@ class JobSpec(_Spec):
     def _tasks(cls, value: list[TaskSpec]) -> list[TaskSpec]:
         if not value:
             raise invalid("must list at least one task")
+        if len(value) > limits.MAX_TASK_GROUPS:
+            raise invalid(f"at most {limits.MAX_TASK_GROUPS} task groups (got {len(value)})")
         _distinct([t.name for t in value], "task name")
+        _ok(limits.tasks_problem((t.replicas, t.env) for t in value))
+        for t in value:
+            _ok(limits.command_problem([t.command, *t.args]))
         return value
 
     @field_validator("min_available")
@@ -336,8 +328,7 @@ class JobSpec(_Spec):
     @field_validator("data_region")
     @classmethod
     def _data_region(cls, value: str) -> str:
-        if value != value.strip() or (value and not value.strip()):
-            raise invalid(f"must be a region name without surrounding spaces (got {value!r})")
+        _ok(limits.region_problem(value))
         return value
 
     @field_validator("max_rtt_ms")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler,
 from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
 from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics, order_consumer
+from suanli.sensing.adapters.confinement import Confinement, detect_cgroup
 from suanli.sensing.adapters.faults_file import FaultsFile
 from suanli.sensing.adapters.host import HostCollector, NodeCollector
 from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
@@ -38,6 +40,9 @@ MODE_LABEL = "suanli.io/agent-mode"
 GPU_COLLECTOR_LABEL = "suanli.io/gpu-collector"
 GPU_UNAVAILABLE_LABEL = "suanli.io/gpu-unavailable"
 DRIVER_LABEL = "suanli.io/nvidia-driver"
+LIMITS_LABEL = "suanli.io/task-limits"  # how tasks' memory and CPU are enforced: cgroup-v2, rlimit, none
+
+log = logging.getLogger(__name__)
 
 
 # Stateless: one instance serves every agent of the process.
@@ -56,7 +61,9 @@ class RealAgentConfig:
     bandwidth_every: int = 0  # measure bandwidth to each peer every Nth probe round; 0: never
     bandwidth_bytes: int = DEFAULT_BANDWIDTH_BYTES
     log_dir: Path | None = None
-    task_env: Mapping[str, str] | None = None  # None: the agent's own environment
+    # Read only for the confinement's pass-through names (None: the agent's own environment).
+    agent_env: Mapping[str, str] | None = None
+    confinement: Confinement = field(default_factory=Confinement)
 
 
 @dataclass(slots=True)
@@ -90,10 +97,25 @@ def build_real_agent(
             labels[DRIVER_LABEL] = str(driver)
         collector = NodeCollector(HostCollector(), gpu)
     identity = config.identity
+    detected = detect_cgroup(config.confinement)
+    cgroup = None if isinstance(detected, str) else detected
+    if isinstance(detected, str):
+        if config.confinement.limits:
+            log.info("task limits by rlimits (no cgroup v2: %s)", detected)
+        labels[LIMITS_LABEL] = "rlimit" if config.confinement.limits else "none"
+    else:
+        labels[LIMITS_LABEL] = "cgroup-v2"
+    launcher = ProcessLauncher(
+        identity.node_id,
+        agent_env=config.agent_env,
+        log_dir=config.log_dir,
+        confinement=config.confinement,
+        cgroup=cgroup,
+    )
     agent = NodeAgent(
         identity,
         collector,
-        ProcessLauncher(identity.node_id, base_env=config.task_env, log_dir=config.log_dir),
+        launcher,
         ProcessUsageProbe(),
         sink,
         clock=clock,

@@ -283,7 +283,8 @@ async def test_errors_name_the_field_and_set_the_exit_code(scheduler: Scheduler,
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: invalid job spec {invalid}: 2 problems"), result.stderr
     assert (
-        "  kind: must be one of" in result.stderr and "  tasks[0].replicas: must be 1..10000" in result.stderr
+        "  kind: must be one of" in result.stderr
+        and "  tasks[0].replicas: must be 1..1000 (got 0)" in result.stderr
     )
 
     # valid on the client, refused by the server: exit 3 naming the wire field

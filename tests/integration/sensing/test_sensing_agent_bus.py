@@ -11,13 +11,14 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from suanli import contracts
 from suanli.bus import ConsumerSettings, topic_name
-from suanli.bus.headers import DLQ_ORIGINAL_TOPIC, header
+from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_ORIGINAL_TOPIC, header
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.bus import ensure_agent_topics
 from suanli.sensing.adapters.nvml import NvmlUnavailable
@@ -256,3 +257,57 @@ async def test_real_agent_runs_a_placed_process_and_dead_letters_garbage(
             )
     finally:
         await producer.stop()
+
+
+async def test_forged_placements_are_dead_lettered_and_write_nothing_outside_the_agent(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    await ensure_agent_topics(kafka_bootstrap, topic_prefix)
+    agent_dir = tmp_path / "agent"
+    logs = agent_dir / "logs"
+    config = RealAgentConfig(
+        NodeIdentity("real-hard", "r", "z", "s"), interval_s=0.5, stop_grace_s=10.0, log_dir=logs
+    )
+
+    def build(sink: EventSink) -> AgentHost:
+        return build_real_agent(config, sink).host
+
+    settings = RunSettings(
+        kafka_bootstrap,
+        f"{topic_prefix}-hard",
+        topic_prefix,
+        interval_s=0.5,
+        probe_interval_s=30.0,
+        consumer=FAST,
+    )
+    placements = topic_name("placements", topic_prefix)
+    marker = tmp_path / "escaped"
+    touch = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    traversal = placed("real-hard", "../../etc/x", touch)
+    # Routed to this node (its key) but naming another: a forged order, refused rather than skipped.
+    misrouted = placed("other-node", "misrouted", touch)
+    good = placed("real-hard", "good-1", [sys.executable, "-c", "pass"])
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=False)
+    await producer.start()
+    try:
+        topics = [topic_name("tasks.lifecycle", topic_prefix), f"{placements}.dlq"]
+        async with tail(kafka_bootstrap, *topics) as seen, running(settings, build):
+            for record in (traversal, misrouted, good):
+                await producer.send_and_wait(
+                    placements, contracts.encode("TaskPlaced", record), key=b"real-hard"
+                )
+            await seen.until(lambda: bool(seen.named("TaskFinished")), "TaskFinished of the good placement")
+            await seen.until(
+                lambda: len([t for t, *_ in seen.events if t.endswith(".dlq")]) == 2, "two dead letters"
+            )
+            dead = [h for topic, _, _, h in seen.events if topic.endswith(".dlq")]
+            reasons = sorted(header(h, DLQ_ERROR_MESSAGE) or "" for h in dead)
+            assert "keyed for node 'real-hard' names node_id 'other-node'" in reasons[0]
+            assert "task_id '../../etc/x': must be 1..253 letters" in reasons[1]
+            assert [r["task_id"] for r in seen.named("TaskStarted")] == ["good-1"]
+    finally:
+        await producer.stop()
+    assert not marker.exists()
+    outside = [p for p in tmp_path.rglob("*") if agent_dir not in (p, *p.parents)]
+    assert outside == []
+    assert sorted(p.name for p in logs.iterdir()) == ["good-1.1.log"]

@@ -114,7 +114,7 @@ def test_full_spec() -> None:
         (
             doc(queue="acme//x"),
             "queue: must be a queue path like 'tenant' or 'tenant/team': segments of "
-            "lowercase letters, digits, '-' and '_' separated by '/' (got 'acme//x')",
+            "lowercase letters, digits, '-' and '_' separated by '/', at most 253 characters (got 'acme//x')",
         ),
         (doc(kind="serving"), "kind: must be one of 'training', 'inference', 'batch' (got 'serving')"),
         (
@@ -134,7 +134,7 @@ def test_full_spec() -> None:
         (doc(min_available=-1), "min_available: must be 0..1 (got -1)"),
         ({"name": "t", "queue": "q", "tasks": [{}]}, "tasks[0].name: required"),
         (doc({"name": "w_1"}), f"tasks[0].name: must be a name of {NAME_RULE} (got 'w_1')"),
-        (doc({"replicas": 0}), "tasks[0].replicas: must be 1..10000 (got 0)"),
+        (doc({"replicas": 0}), "tasks[0].replicas: must be 1..1000 (got 0)"),
         (
             doc({"resources": {"cpu": "4x"}}),
             'tasks[0].resources.cpu: must be cores ("4", 0.5) or milli-cores ("500m") (got \'4x\')',
@@ -206,7 +206,7 @@ def test_all_problems_are_reported_at_once() -> None:
     )
     assert found == [
         "kind: must be one of 'training', 'inference', 'batch' (got 'x')",
-        "tasks[0].replicas: must be 1..10000 (got 0)",
+        "tasks[0].replicas: must be 1..1000 (got 0)",
         "tasks[0].resources.gpu.milli: must be 1..1000 (got 1500)",
         "extra: unknown field",
     ]
@@ -287,7 +287,8 @@ def test_network_fields_are_accepted_on_a_gang() -> None:
         (doc(data_region="tokyo", max_rtt_ms="far"), "max_rtt_ms: must be a number (got 'far')"),
         (
             doc(data_region=" tokyo"),
-            "data_region: must be a region name without surrounding spaces (got ' tokyo')",
+            "data_region: must be a region name of at most 63 characters without surrounding spaces "
+            "(got ' tokyo')",
         ),
         (
             doc(locality="region"),

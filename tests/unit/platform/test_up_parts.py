@@ -104,7 +104,7 @@ def test_uniform_arrivals_are_evenly_spaced_and_named_by_sequence() -> None:
                     }
                 ]
             },
-            "tenants[0].mix[0].spec: tasks[0].replicas: must be 1..10000",
+            "tenants[0].mix[0].spec: tasks[0].replicas: must be 1..1000 (got 0)",
         ),
         ({"tenants": [{"name": "initech", "mix": [{"duration": ["9s", "3s"], "spec": {}}]}]}, "above max"),
     ],

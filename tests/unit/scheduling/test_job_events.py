@@ -190,8 +190,10 @@ def test_records_are_those_the_store_has_always_held() -> None:
     assert (submitted_record["data_region"], submitted_record["max_rtt_ms"]) == ("cn-north", 25.0)
     assert (submitted_record["locality"], submitted_record["min_bandwidth_gbps"]) == ("zone", None)
     assert submitted_record["tasks"][1]["requests"]["gpu_milli"] == 1000  # no GPU: a whole one, as before
+    # v4: the environment is stored once in `envs`; the task points at it (its own env stays empty).
     assert (
-        submitted_record["tasks"][0]["env"] == {"A": "1", "B": "2"}
+        submitted_record["envs"][submitted_record["tasks"][0]["env_ref"]] == {"A": "1", "B": "2"}
+        and submitted_record["tasks"][0]["env"] == {}
         and submitted_record["tasks"][0]["args"] == []
     )
 

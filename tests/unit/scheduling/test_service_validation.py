@@ -38,7 +38,7 @@ def _request(**task: object) -> pb.SubmitJobRequest:
         (_request(duration_s=-1.0), "spec.tasks[0].duration_s: must be a finite number >= 0"),
         (_request(replicas=-2), "spec.tasks[0].replicas: must be 0..1000 (0 means 1)"),
         (_request(command="python 'unclosed"), "spec.tasks[0].command: cannot be split into words"),
-        (_request(name="bad name"), "spec.tasks[0].name: must be 1..63 letters"),
+        (_request(name="bad name"), "spec.tasks[0].name: must be a name of lowercase letters"),
     ],
 )
 def test_bad_fields_are_named(request_: pb.SubmitJobRequest, message: str) -> None:

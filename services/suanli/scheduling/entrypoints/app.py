@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.bootstrap import Components, bootstrap
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
+from suanli.scheduling.service_layer.admission import Admission
 from suanli.scheduling.service_layer.commands import ConfigureQueues, ReconcileNode, RecordTaskReport
 from suanli.scheduling.service_layer.errors import NotLeader
 from suanli.scheduling.service_layer.queues_config import parse_queue_config
@@ -77,7 +79,8 @@ class SchedulingApp:
         self.components = await bootstrap(cfg)
         c = self.c
         self._queue_config = queue_config
-        servicer = SchedulerServicer(c.scheduler.commands, c.projection, c.capacity, c.explain)
+        admission = Admission(cfg.admission_limits(), time.monotonic)
+        servicer = SchedulerServicer(c.scheduler.commands, c.projection, c.capacity, c.explain, admission)
         self._server, self.port, _ = await start_server(servicer, cfg.listen)
         specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
         view = SupervisedConsumers(

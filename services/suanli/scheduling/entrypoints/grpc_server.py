@@ -4,11 +4,14 @@ Reads are served from the projection by every instance; writes (SubmitJob, Cance
 a standby answers UNAVAILABLE, so clients retry against the leader. The service's errors are kernel
 request kinds, answered through the platform's one table (`suanli.rpc`): InvalidSpec -> INVALID_ARGUMENT
 (message names the field), unknown job/queue -> NOT_FOUND, a reused request_id with another spec ->
-ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION, a write to a standby -> UNAVAILABLE.
+ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION, a write to a standby -> UNAVAILABLE,
+a tenant over its submit rate or pending jobs, or too many WatchJob streams -> RESOURCE_EXHAUSTED with
+retry advice (`service_layer.admission`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -24,6 +27,7 @@ from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert
 from suanli.scheduling.entrypoints.validation import validate_submit
+from suanli.scheduling.service_layer.admission import Admission, AdmissionLimits
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
@@ -37,12 +41,18 @@ Explainer = Callable[[tuple[NodeAvailability, ...], TaskRequest], Any]
 
 class SchedulerServicer(pb_grpc.SchedulerServicer):
     def __init__(
-        self, commands: JobCommands, projection: Projection, capacity: CapacityView, explainer: Explainer
+        self,
+        commands: JobCommands,
+        projection: Projection,
+        capacity: CapacityView,
+        explainer: Explainer,
+        admission: Admission | None = None,
     ) -> None:
         self.commands = commands
         self.projection = projection
         self.capacity = capacity
         self.explainer = explainer
+        self.admission = admission or Admission(AdmissionLimits(), time.monotonic)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -63,7 +73,11 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitJobResponse:
         async with rpc_errors(context):
-            job = await self.commands.handle(SubmitJob(validate_submit(request)))
+            spec = validate_submit(request)
+            # A retry of a recorded submit answers with its job: never refused by a limit it passed.
+            if not (spec.request_id and spec.request_id in self.projection.by_request):
+                self.admission.admit_submit(spec.tenant, self.projection.pending_jobs(spec.tenant))
+            job = await self.commands.handle(SubmitJob(spec))
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
@@ -106,6 +120,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     ) -> AsyncIterator[pb.JobEvent]:
         async with rpc_errors(context):
             job = self._job(request.job_id)
+            self.admission.open_watch()
         queue = self.projection.watch(job.id)
         try:
             job = self.projection.jobs[job.id]
@@ -119,6 +134,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 yield _event(change, change.job.message)
         finally:
             self.projection.unwatch(request.job_id, queue)
+            self.admission.close_watch()
 
     async def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.aio.ServicerContext

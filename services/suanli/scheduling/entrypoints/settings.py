@@ -13,6 +13,7 @@ import uuid
 from pydantic import Field, FilePath
 
 from suanli.scheduling.domain.jobs.waves import DEFAULT_WAVE_SIZE
+from suanli.scheduling.service_layer.admission import AdmissionLimits
 from suanli.settings import (
     KAFKA_BOOTSTRAP_ENV,
     METRICS_PORT_ENV,
@@ -82,9 +83,31 @@ class SchedulingSettings(ServiceSettings):
         5.0, gt=0, description="Seconds between checks that the topics exist (a broker that lost them)."
     )
     overcommit_ratio: float = Field(1.0, ge=1.0, description="Best-effort overcommit ratio of shared GPUs.")
+    max_pending_jobs: int = Field(
+        1000,
+        ge=0,
+        description="Most PENDING jobs per tenant; a submit past it is RESOURCE_EXHAUSTED (0: none).",
+    )
+    submit_rate: float = Field(
+        50.0, ge=0, description="Submits per second per tenant, sustained (0: no limit)."
+    )
+    submit_burst: int = Field(100, ge=1, description="Submits per tenant at once after a quiet spell.")
+    max_watch_streams: int = Field(
+        1000, ge=0, description="Most WatchJob streams open at once on one instance (0: no limit)."
+    )
     metrics_port: int | None = shared(
         METRICS_PORT_ENV, None, ge=0, description="Port of /metrics (0 picks one; none: no endpoint)."
     )
+
+    def admission_limits(self) -> AdmissionLimits:
+        """The API's per-tenant and per-instance limits."""
+        return AdmissionLimits(
+            max_pending_jobs=self.max_pending_jobs,
+            submit_rate=self.submit_rate,
+            submit_burst=self.submit_burst,
+            max_watch_streams=self.max_watch_streams,
+        )
+
     instance: str = Field(
         default_factory=_instance_name,
         description="Name of this instance in its view consumer group and event producer.",

@@ -6,19 +6,17 @@ are checked by the job commands against the configuration."""
 from __future__ import annotations
 
 import math
-import re
 import shlex
 from dataclasses import replace
 from typing import Any
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
-from suanli.jobspec.model import MAX_GPUS_PER_TASK, MAX_RETRIES
+from suanli.jobspec import limits
+from suanli.jobspec.limits import MAX_GPUS_PER_TASK, MAX_RETRIES, MAX_TASKS
 from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask
 from suanli.scheduling.domain.model import GPU_MILLI
 from suanli.scheduling.service_layer.errors import InvalidSpec
 
-MAX_TASKS = 1000  # per job, replicas included (the user-facing spec bounds replicas per task group)
-_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
 LOCALITY_NAMES = {
     pb.LOCALITY_UNSPECIFIED: "",
     pb.LOCALITY_ZONE: "zone",
@@ -38,18 +36,42 @@ def _check(ok: bool, field: str, message: str) -> None:
         raise InvalidSpec(field, message)
 
 
+def _limit(problem: str | None, field: str) -> None:
+    """A kernel limits rule (`suanli.jobspec.limits`) as this request's error."""
+    if problem is not None:
+        raise InvalidSpec(field, problem)
+
+
 def validate_submit(request: pb.SubmitJobRequest) -> AcceptedSpec:
-    _check(len(request.request_id) <= 128, "request_id", "must be at most 128 characters")
+    size = request.ByteSize()
+    _check(
+        size <= limits.MAX_REQUEST_BYTES,
+        "request",
+        f"at most {limits.MAX_REQUEST_BYTES} bytes encoded (got {size})",
+    )
+    _check(
+        len(request.request_id) <= limits.MAX_REQUEST_ID,
+        "request_id",
+        f"must be at most {limits.MAX_REQUEST_ID} characters",
+    )
     _check(request.HasField("spec"), "spec", "is required")
     s = request.spec
     _check(bool(s.queue), "spec.queue", "is required")
-    _check(len(s.name) <= 253, "spec.name", "must be at most 253 characters")
+    _limit(limits.queue_problem(s.queue), "spec.queue")
+    if s.name:
+        _limit(limits.name_problem(s.name), "spec.name")
     _check(s.kind in KIND_NAMES, "spec.kind", f"unknown kind {s.kind}")
     _check(len(s.tasks) > 0, "spec.tasks", "at least one task is required")
+    _check(
+        len(s.tasks) <= limits.MAX_TASK_GROUPS,
+        "spec.tasks",
+        f"at most {limits.MAX_TASK_GROUPS} task groups (got {len(s.tasks)})",
+    )
+    # Before expanding replicas: a request for a billion replicas is refused without building them.
+    _limit(limits.tasks_problem((max(t.replicas, 1), t.env) for t in s.tasks), "spec.tasks")
     tasks: list[AcceptedTask] = []
     for i, t in enumerate(s.tasks):
         tasks.extend(_tasks(t, f"spec.tasks[{i}]", i))
-    _check(len(tasks) <= MAX_TASKS, "spec.tasks", f"at most {MAX_TASKS} tasks (replicas included)")
     names = [t.name for t in tasks]
     for i, name in enumerate(names):
         _check(names.index(name) == i, "spec.tasks", f"task name {name!r} is used twice")
@@ -59,8 +81,7 @@ def validate_submit(request: pb.SubmitJobRequest) -> AcceptedSpec:
         f"must be 0..{len(tasks)} (the number of tasks); 0 means all",
     )
     _check(0 <= s.max_retries <= MAX_RETRIES, "spec.max_retries", f"must be 0..{MAX_RETRIES}")
-    for key in s.labels:
-        _check(bool(key), "spec.labels", "keys must be non-empty")
+    _limit(limits.labels_problem(s.labels), "spec.labels")
     preemptible = s.preemptible if s.HasField("preemptible") else True
     _check(
         not (s.best_effort and not preemptible), "spec.preemptible", "best-effort jobs are always preemptible"
@@ -88,11 +109,7 @@ def validate_submit(request: pb.SubmitJobRequest) -> AcceptedSpec:
 
 def _network(s: pb.JobSpec, gang: int) -> tuple[float | None, str, float | None]:
     """The network-aware placement fields: the RTT bound, the locality and the bandwidth floor."""
-    _check(
-        s.data_region == s.data_region.strip() and len(s.data_region) <= 63,
-        "spec.data_region",
-        "must be a region name of at most 63 characters without surrounding spaces",
-    )
+    _limit(limits.region_problem(s.data_region), "spec.data_region")
     max_rtt = s.max_rtt_ms if s.HasField("max_rtt_ms") else None
     if max_rtt is not None:
         _check(math.isfinite(max_rtt) and max_rtt >= 0, "spec.max_rtt_ms", "must be a finite number >= 0")
@@ -137,26 +154,21 @@ def _tasks(t: Any, path: str, position: int) -> list[AcceptedTask]:
         _check(bool(model.strip()), f"{rp}.gpu_models[{j}]", "must be non-empty")
     for j, region in enumerate(r.regions):
         _check(bool(region.strip()), f"{rp}.regions[{j}]", "must be non-empty")
-    for key in r.node_selector:
-        _check(bool(key), f"{rp}.node_selector", "keys must be non-empty")
+    _limit(limits.labels_problem(r.node_selector), f"{rp}.node_selector")
     _check(
         math.isfinite(t.duration_s) and t.duration_s >= 0,
         f"{path}.duration_s",
         "must be a finite number >= 0",
     )
     _check(0 <= t.replicas <= MAX_TASKS, f"{path}.replicas", f"must be 0..{MAX_TASKS} (0 means 1)")
-    for key in t.env:
-        _check(bool(key) and "=" not in key, f"{path}.env", f"bad variable name {key!r}")
+    _limit(limits.env_problem(t.env), f"{path}.env")
+    _limit(limits.command_problem([t.command, *t.args]), f"{path}.command")
     try:
         argv = tuple(shlex.split(t.command)) + tuple(t.args)
     except ValueError as exc:
         raise InvalidSpec(f"{path}.command", f"cannot be split into words: {exc}") from None
     name = t.name or f"task{position}"
-    _check(
-        bool(_NAME.match(name)),
-        f"{path}.name",
-        "must be 1..63 letters, digits, '.', '_' or '-', starting with a letter or digit",
-    )
+    _limit(limits.name_problem(name), f"{path}.name")
     base = AcceptedTask(
         task_id="",
         name=name,

@@ -17,6 +17,7 @@ from typing import Any
 
 from suanli.clock import Clock, IdFactory
 from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
+from suanli.jobspec.ids import id_problem
 from suanli.scheduling.domain.jobs import (
     ROOM_GIVEN_BACK,
     AcceptedSpec,
@@ -181,6 +182,11 @@ class JobCommands:
             priority = value
         job_id = job_id_for(spec.request_id, self._ids)
         tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
+        for i, task in enumerate(tasks):
+            # The agent refuses placements whose ids break this rule; never make one it would refuse.
+            problem = id_problem(task.task_id, "task id")
+            if problem is not None:
+                raise InvalidSpec(f"spec.tasks[{i}].name", problem)
         spec = replace(spec, tasks=tasks, priority=priority)
         # Submission order (the queues' FIFO) for the jobs of one batch follows their place in it.
         seq = projection.next_seq + self._submitted_in_batch

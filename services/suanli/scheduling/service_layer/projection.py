@@ -16,7 +16,7 @@ from typing import Any
 
 from suanli.contracts import decode
 from suanli.eventstore import StoredEvent
-from suanli.scheduling.domain.jobs import JobSubmitted, JobView, evolve, submitted
+from suanli.scheduling.domain.jobs import JobSubmitted, JobView, Phase, evolve, submitted
 from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
 from suanli.scheduling.service_layer.payloads import JOB_EVENTS, parse
 from suanli.scheduling.service_layer.queues_config import queue_from_record
@@ -67,6 +67,8 @@ class Projection:
         self.queues: dict[str, QueueSpec] = {}
         self.priority_classes: tuple[PriorityClass, ...] = ()
         self.pending_reasons: dict[str, dict[str, Any]] = {}
+        # Tenant -> its jobs in phase PENDING: the API's per-tenant pending limit reads it per submit.
+        self.pending_by_tenant: dict[str, set[str]] = {}
         self._seq = 0
         self._watchers: dict[str, set[asyncio.Queue[Change]]] = {}
 
@@ -114,6 +116,7 @@ class Projection:
                 return
             job = evolve(current, fact, event.version, at)
         self.jobs[job_id] = job
+        self._count_pending(job)
         if job.phase.final and not job.active:
             self.live.pop(job_id, None)
         else:
@@ -123,6 +126,21 @@ class Projection:
         change = Change(job, event.event_name, getattr(fact, "task_id", ""), getattr(fact, "attempt", 0), at)
         for queue in self._watchers.get(job_id, ()):
             queue.put_nowait(change)
+
+    def _count_pending(self, job: JobView) -> None:
+        tenant = job.spec.tenant
+        if job.phase is Phase.PENDING:
+            self.pending_by_tenant.setdefault(tenant, set()).add(job.id)
+            return
+        pending = self.pending_by_tenant.get(tenant)
+        if pending is not None:
+            pending.discard(job.id)
+            if not pending:
+                del self.pending_by_tenant[tenant]
+
+    def pending_jobs(self, tenant: str) -> int:
+        """How many of ``tenant``'s jobs are PENDING."""
+        return len(self.pending_by_tenant.get(tenant, ()))
 
     def watch(self, job_id: str) -> asyncio.Queue[Change]:
         queue: asyncio.Queue[Change] = asyncio.Queue()

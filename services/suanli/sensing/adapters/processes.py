@@ -11,12 +11,23 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from suanli.sensing.adapters.confinement import (
+    CgroupV2,
+    Confinement,
+    ConfinementError,
+    TaskUser,
+    base_environment,
+    own_home,
+    preexec,
+    resolve_user,
+)
 from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import Placement, task_environment
 from suanli.sensing.domain.records import TaskUsage
@@ -28,15 +39,20 @@ MIB = 1024 * 1024
 
 
 class ProcessTask:
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, cleanup: Callable[[], None] | None = None
+    ) -> None:
         self._process = process
         self.pid: int | None = process.pid
         self._escalation: asyncio.Task[None] | None = None
+        self._cleanup = cleanup
 
     async def wait(self) -> int:
         code = await self._process.wait()
         if self._escalation is not None:
             self._escalation.cancel()
+        if self._cleanup is not None:
+            self._cleanup()
         return code
 
     def terminate(self, grace_s: float) -> None:
@@ -59,27 +75,51 @@ class ProcessTask:
 
 
 class ProcessLauncher:
+    """Starts each placed task as a confined process (`confinement`): clean environment, limits, user."""
+
     def __init__(
         self,
         node_id: str,
         *,
-        base_env: Mapping[str, str] | None = None,
+        agent_env: Mapping[str, str] | None = None,
         log_dir: Path | None = None,
+        confinement: Confinement | None = None,
+        cgroup: CgroupV2 | None = None,
     ) -> None:
         self._node_id = node_id
-        self._base_env = dict(os.environ if base_env is None else base_env)
-        self._log_dir = log_dir
+        # Read only for the operator's pass-through names; never handed to a task as a whole.
+        self._agent_env = dict(os.environ if agent_env is None else agent_env)
+        self._log_dir = log_dir.resolve() if log_dir is not None else None
+        self._conf = confinement or Confinement()
+        if self._conf.run_as and os.geteuid() != 0:
+            raise ConfinementError("run-as users per tenant need the agent to run as root")
+        self._cgroup = cgroup
+        self._home = own_home()
+
+    def environment(self, placement: Placement, home: str | None = None) -> dict[str, str]:
+        """A task's whole environment: base variables, then the spec's env, then the task variables."""
+        base = base_environment(self._conf, self._agent_env, home or self._home)
+        return {**base, **placement.env, **task_environment(placement, self._node_id)}
 
     async def launch(self, placement: Placement) -> ProcessTask:
         if not placement.command:
             raise LaunchError("the placement carries no command")
-        env = {**self._base_env, **placement.env, **task_environment(placement, self._node_id)}
+        try:
+            user = resolve_user(self._conf, placement.tenant)
+        except ConfinementError as exc:
+            raise LaunchError(str(exc)) from None
+        env = self.environment(placement, user.home if user is not None else None)
+        name = f"{placement.task_id}.{placement.attempt}"
         output: Any = None
         if self._log_dir is not None:
             self._log_dir.mkdir(parents=True, exist_ok=True)
-            name = f"{placement.task_id}.{placement.attempt}.log"
-            output = (self._log_dir / name).open("ab")
+            path = (self._log_dir / f"{name}.log").resolve()
+            if path.parent != self._log_dir:  # ids are validated on parsing; this is the last line
+                raise LaunchError(f"task log {path} would fall outside {self._log_dir}")
+            output = path.open("ab")
+        cgroup = None
         try:
+            cgroup = self._task_cgroup(name, placement)
             process = await asyncio.create_subprocess_exec(
                 *placement.command,
                 env=env,
@@ -87,13 +127,40 @@ class ProcessLauncher:
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT if output is not None else None,
                 start_new_session=True,
+                preexec_fn=self._preexec(placement, cgroup, user),
             )
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            if cgroup is not None and self._cgroup is not None:
+                self._cgroup.remove(name)
             raise LaunchError(f"{placement.command[0]!r}: {exc}") from exc
         finally:
             if output is not None:
                 output.close()  # the child holds its own descriptor
-        return ProcessTask(process)
+        tasks_cgroup = self._cgroup
+        cleanup = None
+        if cgroup is not None and tasks_cgroup is not None:
+
+            def cleanup() -> None:
+                tasks_cgroup.remove(name)
+
+        return ProcessTask(process, cleanup)
+
+    def _task_cgroup(self, name: str, placement: Placement) -> Path | None:
+        if self._cgroup is None or not self._conf.limits:
+            return None
+        return self._cgroup.create(name, placement.memory_mib, placement.cpu_milli)
+
+    def _preexec(
+        self, placement: Placement, cgroup: Path | None, user: TaskUser | None
+    ) -> Callable[[], None] | None:
+        memory = cpu_seconds = 0
+        if self._conf.limits:
+            cpu_seconds = self._conf.cpu_seconds
+            if cgroup is None and placement.memory_mib and self._conf.address_space_factor > 0:
+                memory = int(placement.memory_mib * MIB * self._conf.address_space_factor)
+        if not (memory or cpu_seconds or cgroup or user):
+            return None
+        return preexec(memory_bytes=memory, cpu_seconds=cpu_seconds, cgroup=cgroup, user=user)
 
 
 class ProcessUsageProbe:

@@ -7,10 +7,12 @@ dead-letters with the reason.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from suanli.jobspec.ids import id_problem
+from suanli.jobspec.limits import ENV_NAME
 
 MILLI = 1000
 # TaskPlaced v1 had no duration field: a simulated agent then reads it from the task's environment.
@@ -42,6 +44,7 @@ class Placement:
     command: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     duration_s: float | None = None  # TaskPlaced v2's own field; wins over the environment
+    tenant: str = ""  # TaskPlaced v3: whose task it is (picks a run-as user, when configured)
 
     @property
     def device_indices(self) -> tuple[int, ...]:
@@ -75,16 +78,18 @@ class StopOrder:
         return self.attempt == ANY_ATTEMPT or self.attempt == attempt
 
 
-# What a task id may look like on a node: it names the task's log file in the agent's directory, so it
-# never holds a path separator and never starts with a dot (no "..", no hidden files).
-_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+def _safe_id(record: Mapping[str, Any], name: str) -> str:
+    """An id that becomes a name on this node (the task's log file, its environment): the kernel's id
+    rule, so it never holds a path separator, never starts with a dot (no "..") and is never too long."""
+    value = _text(record, name)
+    problem = id_problem(value, name)
+    if problem is not None:
+        raise InvalidOrder(problem)
+    return value
 
 
 def _task_id(record: Mapping[str, Any]) -> str:
-    task_id = _text(record, "task_id")
-    if not _TASK_ID.fullmatch(task_id):
-        raise InvalidOrder(f"task_id {task_id!r}: letters, digits, '.', '_', '-' only, not starting with '.'")
-    return task_id
+    return _safe_id(record, "task_id")
 
 
 def parse_placement(record: Mapping[str, Any]) -> Placement:
@@ -97,21 +102,27 @@ def parse_placement(record: Mapping[str, Any]) -> Placement:
             raise InvalidOrder(f"task {task_id}: device share {share} out of range")
     if len({d.index for d in devices}) != len(devices):
         raise InvalidOrder(f"task {task_id}: a device is listed twice")
-    env = record.get("env") or {}
+    env = {str(k): str(v) for k, v in (record.get("env") or {}).items()}
+    for key, value in env.items():
+        # A name with '=' or a NUL anywhere could not be passed to exec, or would smuggle a second name.
+        if not ENV_NAME.match(key) or "\x00" in value:
+            raise InvalidOrder(f"task {task_id}: bad environment variable {key[:80]!r}")
     duration = record.get("duration_s")
     if duration is not None and (not isinstance(duration, int | float) or not duration >= 0):
         raise InvalidOrder(f"task {task_id}: duration_s must be a number >= 0, got {duration!r}")
+    tenant = record.get("tenant")
     return Placement(
         task_id=task_id,
-        job_id=_text(record, "job_id"),
-        node_id=_text(record, "node_id"),
+        job_id=_safe_id(record, "job_id"),
+        node_id=_safe_id(record, "node_id"),
+        tenant=tenant if isinstance(tenant, str) else "",
         attempt=_positive(record, "attempt"),
         devices=devices,
         cpu_milli=max(0, int(requests.get("cpu_milli") or 0)),
         memory_mib=max(0, int(requests.get("memory_mib") or 0)),
         gpu_memory_mib=max(0, int(requests.get("gpu_memory_mib") or 0)),
         command=tuple(str(a) for a in record.get("command") or ()),
-        env={str(k): str(v) for k, v in env.items()},
+        env=env,
         duration_s=None if duration is None else float(duration),
     )
 
@@ -120,8 +131,8 @@ def parse_stop(record: Mapping[str, Any]) -> StopOrder:
     """A `StopOrder` from a decoded `TaskPreempted` record."""
     return StopOrder(
         task_id=_task_id(record),
-        job_id=_text(record, "job_id"),
-        node_id=_text(record, "node_id"),
+        job_id=_safe_id(record, "job_id"),
+        node_id=_safe_id(record, "node_id"),
         attempt=_positive(record, "attempt"),
         reason=str(record.get("reason") or "preempted"),
     )
@@ -140,7 +151,7 @@ def parse_stop_request(record: Mapping[str, Any]) -> StopOrder:
     return StopOrder(
         task_id=_task_id(record),
         job_id=job_id if isinstance(job_id, str) else "",
-        node_id=_text(record, "node_id"),
+        node_id=_safe_id(record, "node_id"),
         attempt=attempt,
         reason=str(record.get("reason") or "stop requested"),
         preempted=False,

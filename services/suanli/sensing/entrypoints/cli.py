@@ -76,6 +76,10 @@ def agent(
         typer.Option("--sim-duration", help=_help("sim_duration_s")),
     ] = None,
     task_log_dir: Annotated[Path | None, typer.Option("--task-log-dir", help=_help("task_log_dir"))] = None,
+    run_as: Annotated[list[str] | None, typer.Option("--run-as", help=_help("run_as"))] = None,
+    cgroup_parent: Annotated[
+        Path | None, typer.Option("--cgroup-parent", file_okay=False, help=_help("cgroup_parent"))
+    ] = None,
     bootstrap: Annotated[
         str | None,
         typer.Option("--bootstrap", help=_help("bootstrap")),
@@ -121,6 +125,8 @@ def agent(
             grace_s=grace_s,
             sim_duration_s=sim_duration_s,
             task_log_dir=task_log_dir,
+            run_as=run_as,
+            cgroup_parent=cgroup_parent,
         )
         fleet = load_fleet(simulate) if simulate else None
         faults_file = settings.faults_path
@@ -159,6 +165,7 @@ def agent(
             bandwidth_every=settings.bandwidth_every,
             bandwidth_bytes=round(settings.bandwidth_mib * 1024 * 1024),
             log_dir=settings.task_log_dir,
+            confinement=settings.confinement(),
         )
 
         def build(sink: EventSink) -> AgentHost:

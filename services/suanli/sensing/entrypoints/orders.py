@@ -35,7 +35,7 @@ class OrderHandler:
             # The scheduler reconciles against our snapshots, so an order it gave up on is safe to skip.
             log.info("skipping stale %s for %s", event.event_name, event.record.get("task_id"))
             return
-        await self._host.handle_order(event.event_name, event.record)
+        await self._host.handle_order(event.event_name, event.record, event.key_str)
 
     def _stale(self, occurred_at: Any) -> bool:
         if self._max_age_s is None or not isinstance(occurred_at, dt.datetime):

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
+from suanli.sensing.adapters.confinement import DEFAULT_TASK_PATH, Confinement
 from suanli.sensing.adapters.probes import Peer
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.settings import (
@@ -59,6 +60,21 @@ class SensingSettings(ServiceSettings):
         description="Simulated task length when the placement has no duration_s nor SUANLI_SIM_DURATION_S.",
     )
     task_log_dir: Path | None = Field(None, description="Write each task's output to a file here.")
+    task_path: str = Field(DEFAULT_TASK_PATH, min_length=1, description="PATH a task starts with.")
+    task_passthrough: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Agent environment variables handed to tasks by name (e.g. LD_LIBRARY_PATH)."
+    )
+    task_limits: bool = Field(True, description="Enforce tasks' memory and CPU (cgroup v2, else rlimits).")
+    task_address_space_factor: float = Field(
+        4.0, ge=0.0, description="Without cgroup v2: RLIMIT_AS = memory request x this (0: none)."
+    )
+    task_cpu_seconds: int = Field(0, ge=0, description="RLIMIT_CPU per task, CPU seconds (0: none).")
+    cgroup_parent: Path | None = Field(
+        None, description="Delegated cgroup v2 directory for task cgroups (default: detect)."
+    )
+    run_as: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, description="Run a tenant's tasks as a local user TENANT=USER (agent as root)."
+    )
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -66,6 +82,30 @@ class SensingSettings(ServiceSettings):
         if isinstance(value, str | list | tuple):
             return dict(_pair(text) for text in _items(value))
         return value
+
+    @field_validator("run_as", mode="before")
+    @classmethod
+    def _parse_run_as(cls, value: Any) -> Any:
+        if isinstance(value, str | list | tuple):
+            return dict(_pair(text, "run-as") for text in _items(value))
+        return value
+
+    @field_validator("task_passthrough", mode="before")
+    @classmethod
+    def _parse_passthrough(cls, value: Any) -> Any:
+        return tuple(_items(value)) if isinstance(value, str | list | tuple) else value
+
+    def confinement(self) -> Confinement:
+        """How this agent confines the tasks it runs."""
+        return Confinement(
+            path=self.task_path,
+            passthrough=self.task_passthrough,
+            limits=self.task_limits,
+            address_space_factor=self.task_address_space_factor,
+            cpu_seconds=self.task_cpu_seconds,
+            cgroup_parent=self.cgroup_parent,
+            run_as=self.run_as,
+        )
 
     @field_validator("peers", mode="before")
     @classmethod
@@ -91,8 +131,8 @@ def _items(value: str | Iterable[Any]) -> list[Any]:
     return list(value)
 
 
-def _pair(text: str) -> tuple[str, str]:
+def _pair(text: str, what: str = "label") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise ValueError(f"label {text!r}: expected KEY=VALUE")
+        raise ValueError(f"{what} {text!r}: expected KEY=VALUE")
     return key, value

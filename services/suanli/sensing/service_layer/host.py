@@ -90,14 +90,19 @@ class AgentHost:
         )
         return len(samples)
 
-    async def handle_order(self, event_name: str, record: Mapping[str, Any]) -> bool:
+    async def handle_order(self, event_name: str, record: Mapping[str, Any], key: str | None = None) -> bool:
         """Act on one record from ``placements``; False when it is not for a node hosted here.
 
-        Raises `InvalidOrder` for a record the agent cannot act on, so the consumer dead-letters it.
+        Raises `InvalidOrder` for a record the agent cannot act on, so the consumer dead-letters it:
+        one that fails validation, or one whose Kafka ``key`` (the node it was routed to) names another
+        node than its ``node_id`` (a forged or corrupt order aimed at one node with another's name).
+        Orders for other nodes are skipped, not refused: every agent reads the whole topic.
         """
         if event_name not in (PLACE, STOP, STOP_REQUEST):
             raise InvalidOrder(f"{event_name!r} does not belong on placements")
         node_id = record.get("node_id")
+        if key is not None and key != node_id and (key in self.agents or node_id in self.agents):
+            raise InvalidOrder(f"{event_name} keyed for node {key[:80]!r} names node_id {node_id!r}")
         agent = self.agents.get(node_id) if isinstance(node_id, str) else None
         if agent is None:
             if not isinstance(node_id, str) or not node_id:
