@@ -25,8 +25,8 @@ RECORDS_BEFORE, RECORDS_DURING = 10, 10
 
 
 @pytest.fixture
-def own_postgres(tmp_path: Path) -> Iterator[PostgresEndpoint]:
-    endpoint = start_embedded(tmp_path / "pg")
+def own_postgres(service_home: Path) -> Iterator[PostgresEndpoint]:
+    endpoint = start_embedded(service_home / "pg")
     try:
         yield endpoint
     finally:
