@@ -1,8 +1,9 @@
 """gRPC edges of every service: one table from error kinds to status codes, one way to abort with it.
 
 Servers wrap each handler's body in ``async with rpc_errors(context):``; a ``suanli.errors`` kind
-raised inside becomes its status with the error's message, anything else propagates (gRPC answers
-UNKNOWN and the server logs it, which is what an unexpected bug should look like).
+raised inside becomes its status with the error's message; a transient failure of a dependency (the
+database restarting, the broker away: ``suanli.infra.transient``) becomes UNAVAILABLE; anything else
+propagates (gRPC answers UNKNOWN and the server logs it, which is what an unexpected bug should look like).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from contextlib import asynccontextmanager
 import grpc
 
 from suanli import errors
+from suanli.infra.transient import is_transient
 
 STATUS: dict[type[errors.RequestError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -56,3 +58,12 @@ async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
         yield
     except errors.RequestError as exc:
         await context.abort(status_of(exc), str(exc), trailing_metadata=retry_metadata(exc))
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        # The database restarting or the broker away: the same call may pass in a moment, and a client
+        # (or its retry policy) must be able to tell that from a bug, which stays UNKNOWN.
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            f"a dependency of this service is unavailable, retry shortly ({type(exc).__name__}: {exc})",
+        )

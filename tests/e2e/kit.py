@@ -343,3 +343,15 @@ def placements_by_task_attempt(placements: Sequence[Consumed]) -> dict[tuple[str
 def where(record: dict[str, Any]) -> tuple[str, tuple[tuple[int, int], ...]]:
     """A placement's node and devices: two TaskPlaced of one (task, attempt) must agree on it."""
     return record["node_id"], tuple((d["index"], d["milli"]) for d in record["devices"])
+
+
+def assert_placed_once(placements: list[Consumed], task_ids: set[str]) -> None:
+    """Each task has one attempt, and every TaskPlaced of it names the same node and devices (a re-send
+    by reconciliation repeats the placement; it never moves or doubles it)."""
+    by_key = placements_by_task_attempt(placements)
+    attempts: dict[str, set[int]] = defaultdict(set)
+    for (task_id, attempt), records in by_key.items():
+        if task_id in task_ids:
+            attempts[task_id].add(attempt)
+            assert len({where(r) for r in records}) == 1, f"{task_id}#{attempt} placed twice: {records}"
+    assert {t: sorted(a) for t, a in attempts.items()} == {t: [1] for t in task_ids}

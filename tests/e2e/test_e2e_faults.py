@@ -31,6 +31,7 @@ from .kit import (
     Consumed,
     Platform,
     TopicReader,
+    assert_placed_once,
     gpu_task,
     job_spec,
     over_allocations,
@@ -75,18 +76,6 @@ def short_job(name: str, i: int, duration_s: float = 1.5) -> pb.JobSpec:
     # Whole and shared devices mixed, so the accounting check has sharing to look at.
     milli = 1000 if i % 2 else 400
     return job_spec(f"{name}-{i}", gpu_task("w", gpu_milli=milli, duration_s=duration_s))
-
-
-def assert_placed_once(placements: list[Consumed], task_ids: set[str]) -> None:
-    """Each task has one attempt, and every TaskPlaced of it names the same node and devices (a re-send
-    by reconciliation repeats the placement; it never moves or doubles it)."""
-    by_key = placements_by_task_attempt(placements)
-    attempts: dict[str, set[int]] = defaultdict(set)
-    for (task_id, attempt), records in by_key.items():
-        if task_id in task_ids:
-            attempts[task_id].add(attempt)
-            assert len({where(r) for r in records}) == 1, f"{task_id}#{attempt} placed twice: {records}"
-    assert {t: sorted(a) for t, a in attempts.items()} == {t: [1] for t in task_ids}
 
 
 async def test_scheduler_killed_mid_stream_rebuilds_and_places_nothing_twice(platform: Platform) -> None:
