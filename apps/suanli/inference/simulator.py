@@ -11,6 +11,7 @@ to the event's time (`ReplicaQueue.advance`, exact in its own model) before the 
   its `queue_timeout_s` for a batch slot.
 - A request meets the SLO when served with TTFT <= ttft target and end-to-end <= ttft target + (generated
   - 1) x tpot target. Dropped requests miss it.
+- The autoscaler is asked every tick; its decisions apply after `warmup_s` (60 s) of filling its windows.
 - A scale-up orders replicas that hold their GPU share from the order on and serve after `cold_start_s`;
   they go to the region furthest below its share of demand (`regions.apportion`). A scale-down cancels
   starting replicas first, then drains the least loaded ready ones of the regions most above their share
@@ -87,6 +88,10 @@ class SimSetup:
     initial_replicas: int
     spread: int = 1  # regions that keep at least one replica
     tick_s: float = 2.0
+    # The autoscaler decides from the first tick (its windows fill) but its decisions apply only after
+    # this: the service ran at its starting count before the trace began, and empty windows at t=0 would
+    # read the first seconds' ramp-up of in-flight requests as a collapse of the load.
+    warmup_s: float = 60.0
     queue_timeout_s: float = 30.0
     gateway_timeout_s: float = 30.0
 
@@ -276,7 +281,7 @@ class Simulation:
             mean_kv_product=self._kv_product(arrived),
         )
         decision = self.autoscaler.decide(seen)
-        if decision.desired != decision.current:
+        if decision.desired != decision.current and now_s >= self.setup.warmup_s:
             self.decisions.append(decision)
             self._scale(decision.desired, now_s)
         self.timeline.append((now_s, len(ready), len(active) - len(ready), len(arrived)))
