@@ -296,8 +296,10 @@ class Simulation:
         offsets = self.trace.offset_s
         n = len(offsets)
         i, next_tick, last_tick = 0, self.setup.tick_s, 0.0
-        while i < n:
-            arrival = float(offsets[i])
+        # After the last arrival the loop goes on only while requests wait at the gateway for a replica.
+        give_up = self.end_s + self.setup.gateway_timeout_s
+        while i < n or (self.gateway and next_tick <= give_up):
+            arrival = float(offsets[i]) if i < n else math.inf
             if self.gateway:
                 # Requests waiting at the gateway go out the moment a replica becomes ready.
                 ready_at = min((r.ready_s for r in self._active() if r.ready_s > last_tick), default=math.inf)

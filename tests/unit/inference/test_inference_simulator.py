@@ -10,9 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from suanli.cli.main import app
+from suanli.data import data_path
 from suanli.inference.runs import autoscaler_for, compare, run, scenario
 from suanli.inference.setup import CLIENT_WEIGHTS, load_service, load_trace
 from suanli.serving.domain.autoscaling import Fixed
+from suanli.serving.domain.trace import parse_trace
 
 # Minutes 26-29 hold the trace's busiest stretch (432-480 requests a minute).
 START, END = 26 * 60, 29 * 60
@@ -119,3 +121,25 @@ def test_the_cli_refuses_bad_options_with_the_reason(args: list[str], message: s
     result = CliRunner().invoke(app, ["simulate", "--mode", "inference", "--minutes", "27-28", *args])
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_scale_to_zero_buffers_requests_at_the_gateway_through_a_cold_start(tmp_path: Path) -> None:
+    spec = data_path("deploy/services/chat.yaml").read_text()
+    spec = spec.replace("min_replicas: 3", "min_replicas: 0").replace(
+        "scale_to_zero: false", "scale_to_zero: true"
+    )
+    spec = spec.replace("cold_start_s: 60 ", "cold_start_s: 10 ").replace("spread: regions", "spread: none")
+    (tmp_path / "zero.yaml").write_text(spec)
+    service = load_service(tmp_path / "zero.yaml")
+    # Ten requests, then 200 s of silence, then ten more: the service should go to zero and come back.
+    rows = [f"2023-11-16 18:00:{s:02d}.0,500,20" for s in range(10)]
+    rows += [f"2023-11-16 18:03:{30 + s:02d}.0,500,20" for s in range(10)]
+    trace = parse_trace("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    sc = scenario(service, trace, CLIENT_WEIGHTS, seed=1)
+    result = run(sc, autoscaler_for("kpa", sc), "network-aware", 1)
+    assert min(ready + starting for _, ready, starting, _ in result.timeline) == 0
+    assert result.cold_starts >= 1
+    assert result.dropped == 0 and result.served == 20
+    late = result.ttft_s[10:]
+    assert late.max() >= 10.0 - 1.0  # the first of them waited out the cold start at the gateway
+    assert any(d.desired == 0 for d in result.decisions)
