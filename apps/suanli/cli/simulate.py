@@ -200,6 +200,8 @@ def simulate(
 
     `--mode multiregion` spreads the nodes over the 10 measured regions and compares region-blind,
     nearest-first and network-aware placement (placed %, RTT to the data region, cost, split gangs).
+    `--mode inference` replays the Azure LLM inference trace instead (no `--pods`): load balancer x
+    autoscaler x regions against static and KPA-like baselines (docs/inference.md).
     """
     from suanli.scheduling.simulator import batch, output
     from suanli.scheduling.simulator.runner import RunResult

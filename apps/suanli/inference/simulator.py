@@ -44,6 +44,7 @@ from suanli.serving.domain.autoscaling import ScaleDecision, ScalerInputs
 from suanli.serving.domain.regions import apportion
 from suanli.serving.domain.replica import Outcome, ReplicaQueue, Request
 from suanli.serving.domain.service_time import ReplicaSpeed
+from suanli.serving.domain.spec import e2e_target_s
 from suanli.serving.domain.trace import Trace
 
 
@@ -323,7 +324,7 @@ class Simulation:
 
     def _result(self) -> SimResult:
         served = ~np.isnan(self.e2e)
-        targets = self.setup.ttft_s + np.maximum(0, self.trace.generated_tokens - 1) * self.setup.tpot_s
+        targets = e2e_target_s(self.setup.ttft_s, self.setup.tpot_s, self.trace.generated_tokens)
         with np.errstate(invalid="ignore"):
             met = served & (self.ttft <= self.setup.ttft_s) & (self.e2e <= targets)
         gpu_seconds = sum(

@@ -25,6 +25,8 @@ import re
 from collections.abc import Collection
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from suanli.errors import InvalidArgument
@@ -39,6 +41,13 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _MAX_NAME = 63
 MAX_BATCH = 1024
 SpreadName = Literal["regions", "zones", "none"]
+
+
+def e2e_target_s(
+    ttft_s: float, tpot_s: float, generated_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """The end-to-end target of each request: TTFT target + TPOT target x (generated tokens - 1)."""
+    return np.asarray(ttft_s + np.maximum(0, generated_tokens - 1) * tpot_s, dtype=np.float64)
 
 
 class ServiceSpecError(InvalidArgument):
@@ -80,7 +89,9 @@ class Target(_Spec):
         """End-to-end target of one request: TTFT target + one TPOT per generated token after the first."""
         if self.ttft_ms is None or self.tpot_ms is None:
             raise InvalidArgument("target has no latency SLO")
-        return (self.ttft_ms + max(0, generated_tokens - 1) * self.tpot_ms) / 1000
+        return float(
+            e2e_target_s(self.ttft_ms / 1000, self.tpot_ms / 1000, np.asarray([generated_tokens]))[0]
+        )
 
 
 class ServiceSpec(_Spec):
