@@ -18,7 +18,9 @@ from suanli.routing.domain.balancing import (
     RoundRobin,
     expected_latency_s,
     measured_rtt,
+    view_rtt,
 )
+from suanli.routing.domain.links import REGION, LinkState, LinkStatus
 
 RTT = {
     ("dallas", "dallas"): 1.0,
@@ -127,3 +129,40 @@ def test_the_measured_rtt_reads_the_tables() -> None:
         NetworkAware(rtt_ms, spill_margin_s=-1)
     with pytest.raises(InvalidArgument, match="no measured RTT from 'dallas' to 'atlantis'"):
         rtt_ms("dallas", "atlantis")
+
+
+def _pair(src: str, dst: str, rtt_ms: float, status: LinkStatus) -> LinkState:
+    return LinkState(
+        f"region:{src}->{dst}",
+        REGION,
+        src,
+        "",
+        dst,
+        "",
+        rtt_ms,
+        rtt_ms,
+        (1.0,),
+        0.0,
+        None,
+        1000,
+        status,
+        "",
+        10,
+    )
+
+
+def test_the_network_view_steers_around_a_down_region_pair() -> None:
+    view = {
+        ("dallas", "tokyo"): _pair("dallas", "tokyo", 150.0, LinkStatus.DEGRADED),
+        ("tokyo", "dallas"): _pair("tokyo", "dallas", 150.0, LinkStatus.DOWN),
+    }
+    rtt_ms = view_rtt(view, rtt)
+    assert rtt_ms("dallas", "tokyo") == 150.0  # the view's EWMA, not the table's 140
+    assert rtt_ms("dallas", "dallas") == 1.0  # not in the view: the fallback
+    policy = NetworkAware(rtt_ms)
+    # A Tokyo client whose path to Dallas is DOWN is served in Tokyo even when Tokyo is far busier.
+    request = InferenceRequest("tokyo", 1500, 101)
+    choice = policy.pick(request, [ep("d"), ep("t", region="tokyo", in_flight=16, backlog=5.0)])
+    assert choice.endpoint.endpoint_id == "t" and not choice.spilled
+    with pytest.raises(NoEndpoint, match="unreachable from tokyo"):
+        policy.pick(request, [ep("d")])

@@ -18,17 +18,21 @@ Four policies over the same `Endpoint` load reports:
   spilling to another region only when that endpoint's expected latency is lower than the home best by
   more than `spill_margin_s`: a spill costs an RTT for certain and saves queueing only by estimate.
 
-RTTs come from a function of two region ids (`measured_rtt` wraps the measured tables of
-`suanli.resources.network`; the live router uses its network view the same way).
+RTTs come from a function of two region ids: `measured_rtt` wraps the measured tables of
+`suanli.resources.network`; `view_rtt` reads the network view's region-pair states (`NetworkView.regions`),
+where a DOWN pair is infinitely far: the network-aware policy never sends a request over it, and answers
+`NoEndpoint` when every endpoint is behind one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from suanli.errors import FailedPrecondition, InvalidArgument
 from suanli.resources.network import MeasuredNetwork
+from suanli.routing.domain.links import LinkState, LinkStatus
 
 RttMs = Callable[[str, str], float]
 DEFAULT_INTRA_REGION_MS = 1.0  # when the zones table lacks a region: the order of its zone RTTs
@@ -94,6 +98,18 @@ def measured_rtt(network: MeasuredNetwork, intra_region_ms: float | None = None)
         if value is None:
             raise InvalidArgument(f"no measured RTT from {src!r} to {dst!r}")
         return value
+
+    return rtt
+
+
+def view_rtt(regions: Mapping[tuple[str, str], LinkState], fallback: RttMs) -> RttMs:
+    """RTT from the network view's region-pair summaries: inf when DOWN, `fallback` where it has none."""
+
+    def rtt(src: str, dst: str) -> float:
+        state = regions.get((src, dst))
+        if state is None or src == dst:
+            return fallback(src, dst)
+        return math.inf if state.status == LinkStatus.DOWN else state.rtt_ms
 
     return rtt
 
@@ -172,6 +188,8 @@ class NetworkAware:
         _require(endpoints)
         regions = sorted({e.region for e in endpoints})
         home = min(regions, key=lambda r: (self.rtt_ms(request.client_region, r), r))
+        if math.isinf(self.rtt_ms(request.client_region, home)):
+            raise NoEndpoint(f"every endpoint's region is unreachable from {request.client_region}")
         scored = [
             (expected_latency_s(request, e, self.rtt_ms), e.outstanding, i, e)
             for i, e in enumerate(endpoints)
