@@ -103,12 +103,25 @@ def size_static_peak(sc: Scenario, balancer: str) -> tuple[int, SimResult]:
         sc.setup.tpot_s,
         1.0,
     )
-    n = max(1, spec.min_replicas, math.floor(count / 60 / capacity) if capacity > 0 else 1)
-    while True:
-        result = run(sc, Fixed(n, "static-peak"), balancer, n)
-        if _peak_attainment(result, sc.trace, minute) >= PEAK_ATTAINMENT or n >= spec.max_replicas:
-            return n, result
+    low = max(1, spec.min_replicas)
+    n = max(low, min(spec.max_replicas, math.floor(count / 60 / capacity) if capacity > 0 else low))
+
+    def attempt(replicas: int) -> tuple[bool, SimResult]:
+        result = run(sc, Fixed(replicas, "static-peak"), balancer, replicas)
+        return _peak_attainment(result, sc.trace, minute) >= PEAK_ATTAINMENT, result
+
+    met, result = attempt(n)
+    if met:  # the estimate was enough: step down while fewer still meet it
+        while n > low:
+            fewer_met, fewer = attempt(n - 1)
+            if not fewer_met:
+                break
+            n, result = n - 1, fewer
+        return n, result
+    while not met and n < spec.max_replicas:
         n += 1
+        met, result = attempt(n)
+    return n, result
 
 
 def static_mean_count(sc: Scenario, peak_count: int) -> int:

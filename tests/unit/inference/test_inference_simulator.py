@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from suanli.cli.main import app
 from suanli.data import data_path
-from suanli.inference.runs import autoscaler_for, compare, run, scenario
+from suanli.inference.runs import autoscaler_for, compare, peak_minute, run, scenario
 from suanli.inference.setup import CLIENT_WEIGHTS, load_service, load_trace
 from suanli.serving.domain.autoscaling import Fixed
 from suanli.serving.domain.trace import parse_trace
@@ -72,6 +72,12 @@ def test_compare_sizes_static_peak_first_and_reports_every_run(sc) -> None:  # t
     assert comparison.mean_replicas <= comparison.peak_replicas
     peak = comparison.results["static-peak"]
     assert peak.gpu_seconds == pytest.approx(comparison.peak_replicas * 0.5 * float(sc.trace.offset_s[-1]))
+    # The smallest count: one fewer misses the target in the busiest minute.
+    minute, _ = peak_minute(sc.trace)
+    busiest = (sc.trace.offset_s >= minute * 60) & (sc.trace.offset_s < (minute + 1) * 60)
+    assert peak.met[busiest].mean() >= 0.99
+    fewer = run(sc, Fixed(comparison.peak_replicas - 1), "least-outstanding", comparison.peak_replicas - 1)
+    assert fewer.met[busiest].mean() < 0.99
 
 
 def test_the_cli_runs_the_inference_mode_and_writes_its_figures(tmp_path: Path) -> None:
