@@ -11,11 +11,12 @@ stable window has passed without panic; the change per tick bounded by max-scale
 max-scale-down-rate (2); scale to zero only after a stable window without traffic plus the 30 s grace.
 
 `SloAutoscaler` (ours) sizes for the latency SLO instead of a concurrency proxy: it forecasts the arrival
-rate one cold start ahead (a fast EWMA plus the trend of the last minute, plus Poisson headroom), divides
-by what one replica takes within the SLO (capacity.py, from the replica's speed and the sizes of recent
-requests), adds replicas to drain a backlog within one cold start, and scales up at once but down only to
-the largest count needed over the last `down_window_s` (several cold starts: a replica released now would
-take a cold start to come back).
+rate one cold start ahead (a fast EWMA plus the trend of the last minute; optional Poisson headroom),
+divides by what one replica takes within the SLO (capacity.py, from the replica's speed and the sizes of
+recent requests), corrects that with the concurrency it sees divided by the model's batch at capacity,
+adds replicas to drain a backlog within `drain_s`, and scales up at once but down only to the largest count
+needed over the last `down_window_s` (two cold starts: a replica released now would take a cold start to
+come back), judged on both a fast and a slow view of rate and sizes.
 """
 
 from __future__ import annotations
