@@ -6,10 +6,13 @@
     suanli simulate --mode multiregion --pods traces/openb/openb_pod_list_default.csv \\
         --seeds 42-51 --json out/multiregion.json --out out/multiregion
 
+    suanli simulate --mode inference --balancer network-aware,least-outstanding --out out/inference
+
 The workload name in the JSON is the pod file's stem with the `openb_pod_list_` prefix removed
 (`openb_pod_list_default.csv` -> `default`). The multi-region mode spreads the nodes over the 10 measured
 regions and compares region-blind, nearest-first and network-aware placement (docs/scheduling.md,
-"Multi-region simulation").
+"Multi-region simulation"). The inference mode replays the Azure LLM trace through balancing policy x
+autoscaler x regions (docs/inference.md).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ _R = TypeVar("_R")
 
 console = Console(stderr=True)
 DEFAULT_NODES = data_path("traces/openb/openb_node_list_gpu_node.csv")
-MODES = ("arrivals", "timeline", "multiregion")
+MODES = ("arrivals", "timeline", "multiregion", "inference")
 MULTIREGION = "multiregion"
+INFERENCE = "inference"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -100,9 +104,11 @@ def simulate(
         str,
         typer.Option(
             "--mode",
-            help="arrivals (paper experiment), timeline (pods leave) or multiregion (the nodes over the 10 "
+            help="arrivals (paper experiment), timeline (pods leave), multiregion (the nodes over the 10 "
             "measured regions, jobs with data regions and RTT bounds; placed %, unallocated GPU %, RTT to "
-            "the data region, cost per GPU-hour, gangs split across regions).",
+            "the data region, cost per GPU-hour, gangs split across regions) or inference (the Azure LLM "
+            "trace through balancer x autoscaler x regions; SLO attainment, latency, GPU-seconds; "
+            "docs/inference.md).",
         ),
     ] = ("arrivals"),
     region_weights: Annotated[
@@ -135,11 +141,67 @@ def simulate(
     list_policies: Annotated[
         bool, typer.Option("--list-policies", help="List the policies and exit.")
     ] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="inference: request trace CSV (default the Azure conversation trace).",
+            dir_okay=False,
+        ),
+    ] = None,
+    service: Annotated[
+        Path | None,
+        typer.Option(
+            "--service",
+            help="inference: service spec YAML (default deploy/services/chat.yaml).",
+            dir_okay=False,
+        ),
+    ] = None,
+    balancer: Annotated[
+        str,
+        typer.Option(
+            "--balancer",
+            help="inference: comma-separated balancers: round-robin, least-outstanding, power-of-two, "
+            "network-aware.",
+        ),
+    ] = "network-aware",
+    autoscaler: Annotated[
+        str,
+        typer.Option(
+            "--autoscaler",
+            help="inference: comma-separated runs: static-peak, static-mean, kpa, slo (static-peak always "
+            "runs).",
+        ),
+    ] = "static-peak,static-mean,kpa,slo",
+    kpa_targets: Annotated[
+        str,
+        typer.Option(
+            "--kpa-targets",
+            help="inference: KPA target concurrencies to sweep, e.g. 4,6,8,10 (default the spec's).",
+        ),
+    ] = "",
+    speed: Annotated[
+        float,
+        typer.Option("--speed", help="inference: time compression: inter-arrival times divided by this."),
+    ] = 1.0,
+    minutes: Annotated[
+        str,
+        typer.Option("--minutes", help="inference: replay only minutes START-END of the trace, e.g. 20-35."),
+    ] = "",
+    client_weights: Annotated[
+        str,
+        typer.Option(
+            "--client-weights",
+            help="inference: clients per region, e.g. dallas=2,tokyo=1 (default docs/inference.md).",
+        ),
+    ] = "",
 ) -> None:
     """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload.
 
     `--mode multiregion` spreads the nodes over the 10 measured regions and compares region-blind,
     nearest-first and network-aware placement (placed %, RTT to the data region, cost, split gangs).
+    `--mode inference` replays the Azure LLM inference trace instead (no `--pods`): load balancer x
+    autoscaler x regions against static and KPA-like baselines (docs/inference.md).
     """
     from suanli.scheduling.simulator import batch, output
     from suanli.scheduling.simulator.runner import RunResult
@@ -149,6 +211,23 @@ def simulate(
     if list_policies:
         _list_policies()
         raise typer.Exit()
+    if mode == INFERENCE:
+        from suanli.inference.cli import run_inference
+
+        run_inference(
+            trace_path=trace,
+            service_path=service,
+            balancers=balancer,
+            autoscalers=autoscaler,
+            kpa_targets=kpa_targets,
+            speed=speed,
+            minutes=minutes,
+            client_weights=client_weights,
+            seeds=parse_seeds(seeds),
+            json_path=json_path,
+            out=out,
+        )
+        return
     pods, names = _checked(pods, nodes, policy, mode)
     seed_list = parse_seeds(seeds)
     workload = workload_name(pods)

@@ -1,0 +1,1 @@
+"""The inference simulator: the Azure LLM trace through balancing policy x autoscaler x regions."""
