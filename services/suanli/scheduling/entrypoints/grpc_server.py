@@ -5,11 +5,13 @@ a standby answers UNAVAILABLE, so clients retry against the leader. The service'
 request kinds, answered through the platform's one table (`suanli.rpc`): InvalidSpec -> INVALID_ARGUMENT
 (message names the field), unknown job/queue -> NOT_FOUND, a reused request_id with another spec ->
 ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION, a write to a standby -> UNAVAILABLE.
+With authentication on, the kernel's interceptor checks roles first; here each read keeps to the caller's
+tenant (another tenant's job or queue answers NOT_FOUND, lists hold only the caller's; docs/security.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -18,6 +20,8 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.auth import context as auth_context
+from suanli.auth.principal import tenant_of_queue
 from suanli.rpc import rpc_errors
 from suanli.scheduling.domain.jobs import JobView, Phase
 from suanli.scheduling.domain.model import TaskRequest
@@ -50,7 +54,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         if not job_id:
             raise InvalidSpec("job_id", "is required")
         job = self.projection.jobs.get(job_id)
-        if job is None:
+        # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md).
+        if job is None or not auth_context.sees(job.spec.tenant):
             raise JobNotFound(job_id)
         return job
 
@@ -85,6 +90,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                     j
                     for j in self.projection.jobs.values()
                     if j.seq > after
+                    and auth_context.sees(j.spec.tenant)
                     and (not request.queue or j.spec.queue == request.queue)
                     and (phase is None or j.phase is phase)
                 ),
@@ -97,8 +103,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
         async with rpc_errors(context):
             self._job(request.job_id)
+            # Who asked: the token's principal when authentication is on, else the peer address.
             peer = context.peer() if hasattr(context, "peer") else ""
-            job = await self.commands.handle(CancelJob(request.job_id, request.reason, peer or ""))
+            who = auth_context.label() or peer or ""
+            job = await self.commands.handle(CancelJob(request.job_id, request.reason, who))
             return self._message(job)
 
     async def WatchJob(
@@ -150,6 +158,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             queues=[
                 convert.queue_message(q, self.projection, models)
                 for q in sorted(self.projection.queues.values(), key=lambda q: q.name)
+                if auth_context.sees(tenant_of_queue(q.name))
             ]
         )
 
@@ -158,7 +167,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if not request.name:
                 raise InvalidSpec("name", "is required")
             spec = self.projection.queues.get(request.name)
-            if spec is None:
+            if spec is None or not auth_context.sees(tenant_of_queue(spec.name)):
                 raise QueueNotFound(request.name)
             return convert.queue_message(spec, self.projection, self._models())
 
@@ -227,10 +236,13 @@ def _event(change: Change, message: str) -> pb.JobEvent:
 
 
 async def start_server(
-    servicer: SchedulerServicer, listen: str
+    servicer: SchedulerServicer, listen: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
-    """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port."""
-    server = grpc.aio.server()
+    """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port.
+
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    """
+    server = grpc.aio.server(interceptors=interceptors)
     pb_grpc.add_SchedulerServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -68,9 +68,12 @@ _OUTCOMES: Mapping[type[JobEvent], str] = {
 }
 
 
-def job_id_for(request_id: str, ids: IdFactory) -> str:
-    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store."""
-    raw = uuid.uuid5(_REQUEST_NS, request_id) if request_id else ids()
+def job_id_for(tenant: str, request_id: str, ids: IdFactory) -> str:
+    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store.
+
+    The key is per tenant: another tenant reusing a request_id gets its own job, never this one.
+    """
+    raw = uuid.uuid5(_REQUEST_NS, f"{tenant}/{request_id}") if request_id else ids()
     return f"job-{raw.hex[:12]}"
 
 
@@ -163,7 +166,7 @@ class JobCommands:
     def _plan_submit(self, cmd: SubmitJob) -> Plan:
         spec = cmd.spec
         projection = self._projection
-        known = projection.by_request.get(spec.request_id) if spec.request_id else None
+        known = projection.by_request.get((spec.tenant, spec.request_id)) if spec.request_id else None
         if known is not None:
             answer = self._same_or_conflict(known, spec)
             return Plan(answer=lambda: answer)
@@ -179,7 +182,7 @@ class JobCommands:
                     "spec.priority_class", f"unknown priority class {spec.priority_class!r} (known: {names})"
                 )
             priority = value
-        job_id = job_id_for(spec.request_id, self._ids)
+        job_id = job_id_for(spec.tenant, spec.request_id, self._ids)
         tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
         spec = replace(spec, tasks=tasks, priority=priority)
         # Submission order (the queues' FIFO) for the jobs of one batch follows their place in it.
