@@ -141,11 +141,15 @@ class _Details(grpc.ClientCallDetails):
     wait_for_ready: bool | None
 
 
+def bearer_channel(address: str, value: str) -> grpc.Channel:
+    """A channel to ``address`` that sends ``value`` as its bearer token (empty: a plain channel)."""
+    plain = grpc.insecure_channel(address)
+    return grpc.intercept_channel(plain, _Bearer(value)) if value else plain
+
+
 def channel(address: str) -> grpc.Channel:
     """A channel to ``address`` that sends the selected token (none: a plain channel)."""
-    plain = grpc.insecure_channel(address)
-    value = token()
-    return grpc.intercept_channel(plain, _Bearer(value)) if value else plain
+    return bearer_channel(address, token())
 
 
 def write_context(path: Path, context: Context) -> None:
@@ -164,3 +168,31 @@ def write_context(path: Path, context: Context) -> None:
     with os.fdopen(fd, "w") as out:
         yaml.safe_dump(data, out, sort_keys=False)
     path.chmod(0o600)
+
+
+class _AioBearer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+    """The asyncio twin of `_Bearer`, for grpc.aio channels."""
+
+    def __init__(self, value: str) -> None:
+        self._metadata = (("authorization", f"Bearer {value}"),)
+
+    def _details(self, details: Any) -> grpc.aio.ClientCallDetails:
+        metadata = (*(details.metadata or ()), *self._metadata)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return await continuation(self._details(details), request)
+
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return await continuation(self._details(details), request)
+
+
+def aio_bearer_channel(address: str, value: str) -> grpc.aio.Channel:
+    """A grpc.aio channel to ``address`` that sends ``value`` as its bearer token (empty: plain)."""
+    return grpc.aio.insecure_channel(address, interceptors=[_AioBearer(value)] if value else None)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-
 from suanli.auth.interceptor import Authenticator, AuthInterceptor
 from suanli.auth.ledger import DEFAULT_SCHEMA, RevocationView
 from suanli.auth.tokens import TokenVerifier, load_public_key
@@ -42,7 +41,7 @@ class AuthSettings(ServiceSettings):
     auth_dsn: str = shared(
         AUTH_DSN_ENV,
         "",
-        description="PostgreSQL holding the token ledger (revocations); default: the service's SUANLI_PG_DSN.",
+        description="PostgreSQL of the token ledger (revocations); default: the service's SUANLI_PG_DSN.",
     )
     auth_schema: str = shared("SUANLI_AUTH_SCHEMA", DEFAULT_SCHEMA, description="Schema of the token ledger.")
     auth_refresh_s: float = shared(

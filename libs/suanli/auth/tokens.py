@@ -145,15 +145,22 @@ class TokenVerifier:
                 audience=AUDIENCE,
                 issuer=ISSUER,
                 leeway=LEEWAY_S,
-                options={"require": ["exp", "iat", "sub", "jti"], "verify_exp": False},
+                # Times are checked below against the caller's clock (PyJWT would read the system time).
+                options={
+                    "require": ["exp", "iat", "sub", "jti"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
             )
         except jwt.InvalidSignatureError:
             raise Unauthenticated("token signature is not valid (signed by another key?)") from None
         except jwt.PyJWTError as exc:
             raise Unauthenticated(f"token is not valid: {exc}") from None
-        # Expiry against the caller's clock (PyJWT would read the system time).
         if int(claims["exp"]) + LEEWAY_S <= now_s:
             raise Unauthenticated("token has expired")
+        if int(claims["iat"]) - LEEWAY_S > now_s:
+            raise Unauthenticated("token is not valid yet (issued in the future)")
         try:
             roles = frozenset(Role(r) for r in claims.get("roles") or ())
             tenant = str(claims.get("tenant") or "")

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from scheduling.helpers import task_spec, until
 
@@ -31,19 +29,11 @@ from suanli.auth.policy import POLICY, TenantRule
 from suanli.auth.principal import PLATFORM_WIDE, Role
 from suanli.auth.tokens import Grant, load_private_key, sign
 
-from .authkit import OTHER, OWN, REGION, Platform, bearer, platform
+from .authkit import OTHER, OWN, REGION, Platform, bearer
 
 OK = grpc.StatusCode.OK
 PERIOD = "2025-01"  # ended long ago: ClosePeriod may close it
 STREAM_WAIT_S = 1.0
-
-
-@pytest.fixture(scope="module")
-async def plat(
-    pg_dsn: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Platform]:
-    async with platform(pg_dsn, kafka_bootstrap, tmp_path_factory.mktemp("auth")) as p:
-        yield p
 
 
 @dataclass
@@ -294,6 +284,3 @@ async def test_an_empty_billing_tenant_means_the_callers(plat: Platform) -> None
         bpb.GetUsageRequest(), metadata=bearer(plat.tokens[Role.TENANT_MEMBER]), timeout=10
     )
     assert answer.tenant == OWN
-
-
-_ = Path
