@@ -170,8 +170,8 @@ def write_context(path: Path, context: Context) -> None:
     path.chmod(0o600)
 
 
-class _AioBearer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
-    """The asyncio twin of `_Bearer`, for grpc.aio channels."""
+class _AioMetadata:
+    """Adds the bearer header to a grpc.aio call's details."""
 
     def __init__(self, value: str) -> None:
         self._metadata = (("authorization", f"Bearer {value}"),)
@@ -182,10 +182,18 @@ class _AioBearer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClien
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
         )
 
+
+class _AioBearerUnary(_AioMetadata, grpc.aio.UnaryUnaryClientInterceptor):
+    """The asyncio twin of `_Bearer` for unary calls (grpc.aio files an interceptor under one kind only)."""
+
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         return await continuation(self._details(details), request)
+
+
+class _AioBearerStream(_AioMetadata, grpc.aio.UnaryStreamClientInterceptor):
+    """The same for server-streaming calls (WatchJob, WatchNetwork)."""
 
     async def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: Any, request: Any
@@ -195,4 +203,5 @@ class _AioBearer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClien
 
 def aio_bearer_channel(address: str, value: str) -> grpc.aio.Channel:
     """A grpc.aio channel to ``address`` that sends ``value`` as its bearer token (empty: plain)."""
-    return grpc.aio.insecure_channel(address, interceptors=[_AioBearer(value)] if value else None)
+    interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
+    return grpc.aio.insecure_channel(address, interceptors=interceptors)

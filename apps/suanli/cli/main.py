@@ -53,7 +53,7 @@ def main(
 def _register() -> None:
     # Imported here so that `suanli --help` stays one module deep until a command is chosen.
     from suanli.billing.entrypoints import cli as billing
-    from suanli.cli import auth, bill, dev, job, network, nodes, queues, simulate, up
+    from suanli.cli import audit, auth, bill, dev, job, network, nodes, queues, simulate, up
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
@@ -80,6 +80,7 @@ def _register() -> None:
     app.command("simulate")(simulate.simulate)
     app.add_typer(dev.app, name="dev")
     app.add_typer(auth.app, name="auth")
+    app.command("audit")(audit.audit)
 
 
 _register()

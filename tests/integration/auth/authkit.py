@@ -47,6 +47,8 @@ class Platform:
     routing: str
     ledger: TokenLedger
     keys: KeyPaths
+    scheduling_schema: str
+    auth_schema: str
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -140,6 +142,8 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             f"127.0.0.1:{api.port}",
             ledger,
             keys,
+            cfg.store_schema,
+            schema,
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]

@@ -31,7 +31,7 @@ async def cli(*args: str, env: dict[str, str] | None = None) -> Result:
 
 async def test_init_create_list_revoke(plat: Platform, pg_dsn: str, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    schema = plat.ledger._store.schema  # type: ignore[attr-defined]
+    schema = plat.auth_schema
     ledger = ["--dsn", pg_dsn, "--schema", schema]
 
     made = await cli("auth", "init", "--home", str(home))

@@ -23,7 +23,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.principal import tenant_of_queue
 from suanli.rpc import rpc_errors
-from suanli.scheduling.domain.jobs import JobView, Phase
+from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert
@@ -68,7 +68,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitJobResponse:
         async with rpc_errors(context):
-            job = await self.commands.handle(SubmitJob(validate_submit(request)))
+            job = await self.commands.handle(SubmitJob(validate_submit(request), _actor()))
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
@@ -106,7 +106,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             # Who asked: the token's principal when authentication is on, else the peer address.
             peer = context.peer() if hasattr(context, "peer") else ""
             who = auth_context.label() or peer or ""
-            job = await self.commands.handle(CancelJob(request.job_id, request.reason, who))
+            job = await self.commands.handle(CancelJob(request.job_id, request.reason, who, _actor()))
             return self._message(job)
 
     async def WatchJob(
@@ -221,6 +221,12 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 )
             )
         return tuple(out)
+
+
+def _actor() -> Actor | None:
+    """The caller of the RPC being served, as command events record it (None without authentication)."""
+    principal = auth_context.current()
+    return None if principal is None else Actor(principal.subject, principal.tenant, principal.token_id)
 
 
 def _event(change: Change, message: str) -> pb.JobEvent:

@@ -188,7 +188,7 @@ class JobCommands:
         # Submission order (the queues' FIFO) for the jobs of one batch follows their place in it.
         seq = projection.next_seq + self._submitted_in_batch
         self._submitted_in_batch += 1
-        event = self._envelopes.event(JobSubmitted(job_id, spec), {"seq": seq})
+        event = self._envelopes.event(JobSubmitted(job_id, spec, cmd.by), {"seq": seq})
 
         def refused(exc: Exception) -> JobView:
             if not isinstance(exc, ConcurrencyConflict):
@@ -300,7 +300,7 @@ class JobCommands:
             raise Precondition(
                 f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled"
             )
-        events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by))
+        events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by, cmd.by))
         await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
         self._metrics.decision("cancelled")
         log.info("job %s cancelled (%s): %d task(s) told to stop", job.id, cmd.reason, len(events) - 1)
