@@ -8,6 +8,7 @@ tokens (`suanli auth init` writes it with mode 0600). Times come in as arguments
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from dataclasses import dataclass
@@ -129,14 +130,26 @@ class TokenVerifier:
     """Checks a token's signature, issuer, audience and expiry and returns its principal.
 
     Every refusal is ``Unauthenticated`` with a message that says why (expired, bad signature, ...),
-    never the token itself.
+    never the token itself. The signature check (the costly part: ~0.2-1 ms on a loaded 2-core machine,
+    docs/BENCHMARKS.md "Authentication") is remembered per exact token string for ``cache_size`` tokens:
+    a client sends the same token on every call, and only the identical, already verified bytes hit the
+    cache. Times are checked on every call.
     """
 
-    def __init__(self, key: Ed25519PublicKey) -> None:
+    def __init__(self, key: Ed25519PublicKey, cache_size: int = 4096) -> None:
         self._key = key
+        self._checked = functools.lru_cache(maxsize=cache_size)(self._signed_claims)
 
     def verify(self, token: str, now_s: float) -> Principal:
         """The principal ``token`` proves at ``now_s`` (seconds since the epoch)."""
+        principal, issued_at_s = self._checked(token)
+        if principal.expires_at_s + LEEWAY_S <= now_s:
+            raise Unauthenticated("token has expired")
+        if issued_at_s - LEEWAY_S > now_s:
+            raise Unauthenticated("token is not valid yet (issued in the future)")
+        return principal
+
+    def _signed_claims(self, token: str) -> tuple[Principal, int]:
         try:
             claims = jwt.decode(
                 token,
@@ -145,7 +158,7 @@ class TokenVerifier:
                 audience=AUDIENCE,
                 issuer=ISSUER,
                 leeway=LEEWAY_S,
-                # Times are checked below against the caller's clock (PyJWT would read the system time).
+                # Times are checked in `verify` against the caller's clock (PyJWT would read the system's).
                 options={
                     "require": ["exp", "iat", "sub", "jti"],
                     "verify_exp": False,
@@ -157,14 +170,11 @@ class TokenVerifier:
             raise Unauthenticated("token signature is not valid (signed by another key?)") from None
         except jwt.PyJWTError as exc:
             raise Unauthenticated(f"token is not valid: {exc}") from None
-        if int(claims["exp"]) + LEEWAY_S <= now_s:
-            raise Unauthenticated("token has expired")
-        if int(claims["iat"]) - LEEWAY_S > now_s:
-            raise Unauthenticated("token is not valid yet (issued in the future)")
         try:
             roles = frozenset(Role(r) for r in claims.get("roles") or ())
             tenant = str(claims.get("tenant") or "")
             check_grant(tenant, roles)
         except ValueError as exc:
             raise Unauthenticated(f"token grants nothing usable: {exc}") from None
-        return Principal(str(claims["sub"]), tenant, roles, str(claims["jti"]), int(claims["exp"]))
+        principal = Principal(str(claims["sub"]), tenant, roles, str(claims["jti"]), int(claims["exp"]))
+        return principal, int(claims["iat"])
