@@ -139,38 +139,27 @@ def _wrapped(handler: grpc.RpcMethodHandler, admit: Admit) -> grpc.RpcMethodHand
                 PRINCIPAL.reset(token)
 
         return grpc.unary_unary_rpc_method_handler(unary_unary, **codec)
-    if handler.unary_stream is not None:
-        inner_us = handler.unary_stream
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
 
-        async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            # Each call runs in its own task, so setting (not resetting) confines it to this call.
-            PRINCIPAL.set(await admit(request, context))
-            answer = inner_us(request, context)
-            if inspect.isasyncgen(answer):
-                async for item in answer:
-                    yield item
-            else:
-                await answer  # a handler that writes through context.write
+        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            PRINCIPAL.set(await admit(None, context))
+            return await inner_su(requests, context)
 
-        return grpc.unary_stream_rpc_method_handler(unary_stream, **codec)
-    # Client-streaming handlers (reflection): the token is checked, the request stream is not looked at.
-    kind = "stream_unary" if handler.stream_unary is not None else "stream_stream"
-    inner_s = getattr(handler, kind)
+        return grpc.stream_unary_rpc_method_handler(stream_unary, **codec)
+    # Server-streaming answers; a streamed request (reflection) is not looked at, only the token is.
+    unary = handler.unary_stream is not None
+    inner_s = handler.unary_stream if unary else handler.stream_stream
 
-    async def streaming(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        PRINCIPAL.set(await admit(None, context))
-        answer = inner_s(requests, context)
+    async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        # Each call runs in its own task, so setting (not resetting) confines it to this call.
+        PRINCIPAL.set(await admit(request if unary else None, context))
+        answer = inner_s(request, context)
         if inspect.isasyncgen(answer):
             async for item in answer:
                 yield item
         else:
-            yield await answer
+            await answer  # a handler that writes through context.write
 
-    if kind == "stream_unary":
-
-        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            PRINCIPAL.set(await admit(None, context))
-            return await inner_s(requests, context)
-
-        return grpc.stream_unary_rpc_method_handler(stream_unary, **codec)
-    return grpc.stream_stream_rpc_method_handler(streaming, **codec)
+    make = grpc.unary_stream_rpc_method_handler if unary else grpc.stream_stream_rpc_method_handler
+    return make(streaming, **codec)
