@@ -61,7 +61,7 @@ def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling")
         details = (error.details() or "").strip()
         return Failure(
             f"UNAUTHENTICATED: {details} (pass --token, set {config.TOKEN_ENV} or a context in "
-            f"{config.config_path()}; docs/security.md)",
+            f"{config.config_path()})",
             EXIT_REFUSED,
         )
     if code is grpc.StatusCode.UNAVAILABLE:

@@ -339,10 +339,14 @@ def run_up(options: UpOptions, console: Console) -> int:
                 stack.routing_addr,
                 token=stack.admin_token,
             )
-            if stack.client_config is not None:
+            if stack.client_config is not None and stack.pg is not None:
                 console.print(
                     f"auth is on; the CLI's context 'up' (platform-admin token): "
-                    f"export SUANLI_CONFIG={stack.client_config}   then e.g. `suanli job list`"
+                    f"export SUANLI_CONFIG={stack.client_config}   then e.g. `suanli job list`\n"
+                    f"more tokens: SUANLI_PG_DSN='{stack.pg.dsn}' suanli auth token create "
+                    f"--home {options.home} -s alice -t acme -r tenant-member",
+                    markup=False,
+                    soft_wrap=True,
                 )
             console.print(
                 f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}, "

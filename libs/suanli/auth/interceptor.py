@@ -72,10 +72,11 @@ def check_request_tenant(principal: Principal, rule: Rule, request: Any) -> None
         return
     tenant = tenant_of_queue(value.strip()) if rule.queue else value.strip()
     if not principal.sees(tenant):
-        raise PermissionDenied(
-            f"{rule.tenant_field} {value!r} belongs to tenant {tenant!r}; "
-            f"this token is for tenant {principal.tenant or '(none)'!r}"
+        mine = principal.tenant or "(none)"
+        named = (
+            f"queue {value.strip()!r} belongs to tenant {tenant!r}" if rule.queue else f"tenant {tenant!r}"
         )
+        raise PermissionDenied(f"{named}: this token is for tenant {mine!r}")
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):

@@ -284,3 +284,33 @@ async def test_an_empty_billing_tenant_means_the_callers(plat: Platform) -> None
         bpb.GetUsageRequest(), metadata=bearer(plat.tokens[Role.TENANT_MEMBER]), timeout=10
     )
     assert answer.tenant == OWN
+
+
+async def test_refusals_say_which_tenant_and_role(plat: Platform) -> None:
+    member = bearer(plat.tokens[Role.TENANT_MEMBER])
+    api = spb_grpc.SchedulerStub(plat.channel(plat.scheduler))
+    billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
+    spec = spb.JobSpec(name="elsewhere", queue=f"{OTHER}", tasks=[task_spec("w")])
+    code, details = await _status(api.SubmitJob(spb.SubmitJobRequest(spec=spec), metadata=member, timeout=10))
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"queue '{OTHER}' belongs to tenant '{OTHER}': this token is for tenant '{OWN}'",
+    )
+    code, details = await _status(
+        billing.GetUsage(bpb.GetUsageRequest(tenant=OTHER), metadata=member, timeout=10)
+    )
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"tenant '{OTHER}': this token is for tenant '{OWN}'",
+    )
+    code, details = await _status(
+        billing.ListCharges(bpb.ListChargesRequest(tenant=OWN), metadata=member, timeout=10)
+    )
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "role tenant-member may not call ListCharges",
+    )
+    code, details = await _status(
+        api.GetJob(spb.GetJobRequest(job_id="job-nothere"), metadata=member, timeout=10)
+    )
+    assert code is grpc.StatusCode.NOT_FOUND
