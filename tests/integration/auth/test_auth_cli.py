@@ -58,6 +58,9 @@ async def test_init_create_list_revoke(plat: Platform, pg_dsn: str, tmp_path: Pa
 
     revoked = await cli("auth", "token", "revoke", token_id, "--reason", "left", *ledger)
     assert revoked.exit_code == 0, revoked.output
+    after = await cli("auth", "token", "list", *ledger)
+    row = next(line for line in after.output.splitlines() if token_id in line)
+    assert " by os:" in row  # revoked, and by whom (the operator's OS user)
     twice = await cli("auth", "token", "revoke", token_id, *ledger)
     assert twice.exit_code == 2 and "already revoked" in twice.output
     unknown = await cli("auth", "token", "revoke", "tok-nope", *ledger)
