@@ -46,6 +46,7 @@ from aiokafka import AIOKafkaConsumer
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.bus import topic_name, topics
+from suanli.cli.config import aio_bearer_channel
 from suanli.contracts import decode
 from suanli.data import data_path
 from suanli.infra.postgres import PostgresMode
@@ -188,7 +189,8 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     recorder = Recorder(stack.bootstrap, placements_t, snapshots_t, capacity_t, links_t)
     reading = asyncio.create_task(recorder.run(stop))
     flipping = asyncio.create_task(flip_faults(stack.config.faults, args.fault_every, stop))
-    async with grpc.aio.insecure_channel(stack.scheduler_addr) as channel:
+    # The stack runs with tokens on: the bench submits as its platform admin.
+    async with aio_bearer_channel(stack.scheduler_addr, stack.admin_token) as channel:
         api = pb_grpc.SchedulerStub(channel)
         deadline = time.monotonic() + 120
         while True:  # the whole fleet READY in the scheduler's view before the clock starts

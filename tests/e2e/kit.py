@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.cli.config import aio_bearer_channel
 from suanli.contracts import decode
 from suanli.data import data_path
 from suanli.infra.polling import until
@@ -74,7 +75,7 @@ class Platform:
         address = address or self.scheduler_addr
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+            channel = self._channels[address] = aio_bearer_channel(address, self.stack.admin_token)
         return pb_grpc.SchedulerStub(channel)
 
     async def close(self) -> None:

@@ -19,6 +19,7 @@ from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import topic_name, topics
+from suanli.cli.config import aio_bearer_channel
 from suanli.infra.testing import outside_pytest_root
 from suanli.platform.health import grpc_serving
 from suanli.platform.stack import Stack
@@ -58,7 +59,7 @@ async def platform(stack: Stack) -> AsyncIterator[Platform]:
 
 @pytest.fixture
 async def routing(stack: Stack) -> AsyncIterator[rpb_grpc.RoutingStub]:
-    async with grpc.aio.insecure_channel(stack.routing_addr) as channel:
+    async with aio_bearer_channel(stack.routing_addr, stack.admin_token) as channel:
         yield rpb_grpc.RoutingStub(channel)
 
 
@@ -229,7 +230,7 @@ async def test_routing_killed_and_restarted_serves_a_rebuilt_view(platform: Plat
     # Ready (SERVING) only once network.links and capacity.nodes were read whole again.
     await asyncio.to_thread(platform.start, stack.routing_spec())
 
-    async with grpc.aio.insecure_channel(stack.routing_addr) as channel:
+    async with aio_bearer_channel(stack.routing_addr, stack.admin_token) as channel:
         routing = rpb_grpc.RoutingStub(channel)
         link = await region_link(routing, NEAR, DATA_REGION)
         # Rebuilt from network.links, not relearned: the baseline is what the path showed before the

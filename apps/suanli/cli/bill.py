@@ -11,18 +11,28 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from suanli.cli.client import fail, rpc_failure
+from suanli.cli import config
+from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
 
 if TYPE_CHECKING:
     from suanli.api.billing.v1 import billing_pb2_grpc
 
 ADDR_ENV = "SUANLI_BILLING_ADDR"
-DEFAULT_ADDR = "localhost:50055"
+BUILTIN_ADDR = "localhost:50055"
+DEFAULT_ADDR = ""  # not given: the config context's billing address, else BUILTIN_ADDR
 TIMEOUT_S = 30.0
 
 app = typer.Typer(help="Usage, charges and invoices from the billing service.", no_args_is_help=True)
 
-Addr = Annotated[str, typer.Option("--billing", envvar=ADDR_ENV, help="Billing gRPC address HOST:PORT.")]
+Addr = Annotated[
+    str,
+    typer.Option(
+        "--billing",
+        envvar=ADDR_ENV,
+        show_default=False,
+        help=f"Billing gRPC address HOST:PORT (default: the config context's, else {BUILTIN_ADDR}).",
+    ),
+]
 Tenant = Annotated[str, typer.Option("--tenant", "-t", help="Tenant.")]
 PeriodOpt = Annotated[
     str, typer.Option("--period", "-p", help="YYYY-MM or YYYY-MM-DD (the period containing it).")
@@ -33,18 +43,20 @@ CsvOpt = Annotated[
 
 
 def _stub(addr: str) -> tuple[Any, billing_pb2_grpc.BillingStub]:
-    import grpc
-
     from suanli.api.billing.v1 import billing_pb2_grpc
 
-    channel = grpc.insecure_channel(addr)
+    channel = config.channel(addr)
     return channel, billing_pb2_grpc.BillingStub(channel)
 
 
 def _call(addr: str, method: str, request: Any) -> Any:
     import grpc
 
-    channel, stub = _stub(addr)
+    try:
+        addr = config.server("billing", addr, BUILTIN_ADDR)
+        channel, stub = _stub(addr)
+    except config.ConfigError as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
     try:
         return getattr(stub, method)(request, timeout=TIMEOUT_S)
     except grpc.RpcError as exc:

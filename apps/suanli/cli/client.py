@@ -18,10 +18,13 @@ import typer
 from rich.console import Console
 
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
+from suanli.cli import config
 from suanli.jobspec import JobSpecError
 
 ADDRESS_ENV = "SUANLI_SCHEDULER_ADDR"
-DEFAULT_ADDRESS = "127.0.0.1:50051"
+BUILTIN_ADDRESS = "127.0.0.1:50051"
+# Not given: the config file's context decides, else BUILTIN_ADDRESS (suanli.cli.config).
+DEFAULT_ADDRESS = ""
 # Unary calls answer from the scheduler's state, so a slow answer means trouble, not work in progress.
 UNARY_TIMEOUT_S = 30.0
 
@@ -36,7 +39,9 @@ SchedulerOption = Annotated[
         "--scheduler",
         envvar=ADDRESS_ENV,
         metavar="HOST:PORT",
-        help=f"Scheduler gRPC address (env {ADDRESS_ENV}).",
+        help=f"Scheduler gRPC address (env {ADDRESS_ENV}; default: the config context's, else "
+        f"{BUILTIN_ADDRESS}).",
+        show_default=False,
     ),
 ]
 
@@ -52,6 +57,13 @@ class Failure:
 def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling") -> Failure:
     """A gRPC error as the line a person reads; UNAVAILABLE almost always means nothing is listening."""
     code: grpc.StatusCode = error.code()
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        details = (error.details() or "").strip()
+        return Failure(
+            f"UNAUTHENTICATED: {details} (pass --token, set {config.TOKEN_ENV} or a context in "
+            f"{config.config_path()})",
+            EXIT_REFUSED,
+        )
     if code is grpc.StatusCode.UNAVAILABLE:
         who = "the scheduler" if service == "scheduling" else f"the {service} service"
         return Failure(
@@ -81,13 +93,20 @@ def reported(address: str) -> Iterator[None]:
     try:
         yield
     except grpc.RpcError as exc:
-        raise fail(rpc_failure(exc, address)) from None
+        raise fail(rpc_failure(exc, scheduler_address(address))) from None
     except JobSpecError as exc:
         raise fail(spec_failure(exc)) from None
+    except config.ConfigError as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+
+
+def scheduler_address(given: str) -> str:
+    """The scheduler's address: the flag or its variable, else the config context's, else the default."""
+    return config.server("scheduler", given, BUILTIN_ADDRESS)
 
 
 @contextmanager
 def scheduler(address: str) -> Iterator[scheduler_pb2_grpc.SchedulerStub]:
     """A stub on a fresh channel, with errors reported; the channel closes when the command ends."""
-    with reported(address), grpc.insecure_channel(address) as channel:
+    with reported(address), config.channel(scheduler_address(address)) as channel:
         yield scheduler_pb2_grpc.SchedulerStub(channel)

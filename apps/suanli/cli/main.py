@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -12,10 +15,45 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def main(
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Access token for every call (over SUANLI_TOKEN and the config's).",
+            show_default=False,
+        ),
+    ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            envvar="SUANLI_CONTEXT",
+            help="Context of the config file to use.",
+            show_default=False,
+        ),
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            envvar="SUANLI_CONFIG",
+            help="Client config (default ~/.suanli/config.yaml).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Suanli (算力): compute-power scheduling for multi-region GPU clusters."""
+    from suanli.cli import config
+
+    config.SELECTED.token, config.SELECTED.context, config.SELECTED.config = token, context, config_file
+
+
 def _register() -> None:
     # Imported here so that `suanli --help` stays one module deep until a command is chosen.
     from suanli.billing.entrypoints import cli as billing
-    from suanli.cli import bill, dev, job, network, nodes, queues, simulate, up
+    from suanli.cli import audit, auth, bill, dev, job, network, nodes, queues, simulate, up
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
@@ -41,6 +79,8 @@ def _register() -> None:
     app.command("agent")(sensing.agent)
     app.command("simulate")(simulate.simulate)
     app.add_typer(dev.app, name="dev")
+    app.add_typer(auth.app, name="auth")
+    app.command("audit")(audit.audit)
 
 
 _register()

@@ -14,13 +14,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from suanli.cli.client import fail, rpc_failure
+from suanli.cli import config
+from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
 
 if TYPE_CHECKING:
     from suanli.api.routing.v1 import routing_pb2_grpc
 
 ADDR_ENV = "SUANLI_ROUTING_ADDR"
-DEFAULT_ADDR = "127.0.0.1:50053"
+BUILTIN_ADDR = "127.0.0.1:50053"
+DEFAULT_ADDR = ""  # not given: the config context's routing address, else BUILTIN_ADDR
 TIMEOUT_S = 30.0
 STATUS = {0: "UNKNOWN", 1: "OK", 2: "DEGRADED", 3: "DOWN"}
 EXCLUSION = {
@@ -37,7 +39,11 @@ EXCLUSION = {
 Addr = Annotated[
     str,
     typer.Option(
-        "--routing", envvar=ADDR_ENV, metavar="HOST:PORT", help=f"Routing gRPC address (env {ADDR_ENV})."
+        "--routing",
+        envvar=ADDR_ENV,
+        metavar="HOST:PORT",
+        show_default=False,
+        help=f"Routing gRPC address (env {ADDR_ENV}; default: the config context's, else {BUILTIN_ADDR}).",
     ),
 ]
 
@@ -50,7 +56,12 @@ def _routing(addr: str) -> Iterator[routing_pb2_grpc.RoutingStub]:
 
     from suanli.api.routing.v1 import routing_pb2_grpc
 
-    with grpc.insecure_channel(addr) as channel:
+    try:
+        addr = config.server("routing", addr, BUILTIN_ADDR)
+        channel = config.channel(addr)
+    except config.ConfigError as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    with channel:
         try:
             yield routing_pb2_grpc.RoutingStub(channel)
         except grpc.RpcError as exc:

@@ -48,6 +48,14 @@ def up(
     home: Annotated[
         Path, typer.Option(help="State and logs (<home>/logs/*.log); its database is replaced each run.")
     ] = Path(".suanli/up"),
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Tokens on every gRPC service; the CLI's context is written to <home>/config.yaml "
+            "(docs/security.md).",
+        ),
+    ] = True,
 ) -> None:
     """Start the whole platform locally, submit a mixed workload from three tenants, and show it live.
 
@@ -63,6 +71,7 @@ def up(
         duration_s=duration,
         grace_s=grace,
         headless=headless,
+        auth=auth,
     )
     try:
         # Headless output goes to logs and CI: long lines stay whole instead of wrapping at 80 columns.

@@ -25,6 +25,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import paging
 from suanli.cli.client import UNARY_TIMEOUT_S
+from suanli.cli.config import bearer_channel
 from suanli.cli.render import FINAL_STATES, gpu_slots
 
 PAGE_SIZE = 500
@@ -67,11 +68,17 @@ class Observer:
     """Polls the scheduler, billing and routing; keeps the last known state of every job it was told about."""
 
     def __init__(
-        self, scheduler_addr: str, billing_addr: str, tenants: Iterable[str], routing_addr: str = ""
+        self,
+        scheduler_addr: str,
+        billing_addr: str,
+        tenants: Iterable[str],
+        routing_addr: str = "",
+        token: str = "",
     ) -> None:
-        self._scheduler_channel = grpc.insecure_channel(scheduler_addr)
-        self._billing_channel = grpc.insecure_channel(billing_addr)
-        self._routing_channel = grpc.insecure_channel(routing_addr) if routing_addr else None
+        # `token`: the platform admin's, when the stack runs with authentication (docs/security.md).
+        self._scheduler_channel = bearer_channel(scheduler_addr, token)
+        self._billing_channel = bearer_channel(billing_addr, token)
+        self._routing_channel = bearer_channel(routing_addr, token) if routing_addr else None
         self.scheduler = scheduler_pb2_grpc.SchedulerStub(self._scheduler_channel)
         self.billing = billing_pb2_grpc.BillingStub(self._billing_channel)
         self.routing = routing_pb2_grpc.RoutingStub(self._routing_channel) if self._routing_channel else None

@@ -9,9 +9,16 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
+from suanli.auth.ledger import TokenLedger
+from suanli.auth.principal import Role
+from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
 from suanli.bus import ensure_topics
 from suanli.bus.topics import CATALOGUE
+from suanli.cli.config import Context, write_context
+from suanli.clock import SystemClock
 from suanli.data import data_path
+from suanli.eventstore import PostgresEventStore
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.dsn import with_database
 from suanli.infra.net import free_loopback_port
@@ -50,6 +57,10 @@ class StackConfig:
     # Start Tansu in its own session, so a Ctrl-C at the terminal reaches only the foreground process
     # (`suanli up`), which then stops the services before the broker instead of losing it under them.
     broker_own_session: bool = False
+    # Tokens on (docs/security.md): a fresh key pair in <home>/auth/, the services verify with its public
+    # key, a platform-admin token for `suanli up` itself and a CLI context in <home>/config.yaml.
+    auth: bool = True
+    admin_token_ttl_s: int = 7 * 24 * 3600
 
 
 @dataclass
@@ -64,6 +75,8 @@ class Stack:
     billing_addr: str = ""
     routing_addr: str = ""
     broker: BrokerProcess | None = None
+    admin_token: str = ""
+    client_config: Path | None = None
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(self.config.home / "logs")
@@ -87,6 +100,16 @@ class Stack:
             "SUANLI_ROUTING_ADDR": self.routing_addr,
             # Several services on one machine: each picks a free metrics port instead of its default.
             "SUANLI_METRICS_PORT": "0",
+            **self._auth_env(),
+        }
+
+    def _auth_env(self) -> dict[str, str]:
+        if not self.config.auth:
+            return {}
+        assert self.pg is not None
+        return {
+            "SUANLI_AUTH_PUBLIC_KEY": str(KeyPaths(self.config.home / "auth").public),
+            "SUANLI_AUTH_DSN": self.pg.dsn,
         }
 
     def start(self) -> None:
@@ -119,6 +142,36 @@ class Stack:
         self.scheduler_addr = f"127.0.0.1:{free_loopback_port()}"
         self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
         self.routing_addr = f"127.0.0.1:{free_loopback_port()}"
+        if cfg.auth:
+            self._start_auth()
+
+    def _start_auth(self) -> None:
+        """A fresh key pair (the database is fresh too), the admin token, and the CLI's context."""
+        assert self.pg is not None
+        dsn = self.pg.dsn
+        keys = KeyPaths(self.config.home / "auth")
+        create_keys(keys, replace=True)
+
+        async def mint() -> str:
+            async with await PostgresEventStore.connect(dsn, schema=AUTH_SCHEMA, max_size=1) as store:
+                _, token = await TokenLedger(store, SystemClock()).issue(
+                    load_private_key(keys.private),
+                    "suanli-up",
+                    "",
+                    frozenset({Role.PLATFORM_ADMIN}),
+                    self.config.admin_token_ttl_s,
+                    "suanli up",
+                )
+                return token
+
+        self.admin_token = asyncio.run(mint())
+        self.client_config = self.config.home / "config.yaml"
+        servers = {
+            "scheduler": self.scheduler_addr,
+            "billing": self.billing_addr,
+            "routing": self.routing_addr,
+        }
+        write_context(self.client_config, Context("up", servers, self.admin_token))
 
     def scheduling_spec(self, name: str = "scheduling", listen: str | None = None) -> ServiceSpec:
         cfg = self.config

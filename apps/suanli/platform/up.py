@@ -66,6 +66,7 @@ class UpOptions:
     duration_s: float | None = None  # None: submit until Ctrl-C
     grace_s: float = 120.0  # after --duration: how long in-flight jobs may take to finish
     headless: bool = False
+    auth: bool = True  # tokens on (docs/security.md)
     poll_s: float = 1.0
     report_s: float = 5.0  # headless: seconds between progress lines
     fleet_timeout_s: float = 120.0
@@ -316,6 +317,7 @@ def run_up(options: UpOptions, console: Console) -> int:
         queues=options.queues,
         pricebook=options.pricebook,
         broker_own_session=True,
+        auth=options.auth,
     )
     if options.policy:
         config = replace(config, policy=options.policy)
@@ -331,8 +333,21 @@ def run_up(options: UpOptions, console: Console) -> int:
                 processes = _stack_processes(stack)
                 write_pids(options.home, processes)
             run.observer = Observer(
-                stack.scheduler_addr, stack.billing_addr, workload.tenant_names, stack.routing_addr
+                stack.scheduler_addr,
+                stack.billing_addr,
+                workload.tenant_names,
+                stack.routing_addr,
+                token=stack.admin_token,
             )
+            if stack.client_config is not None and stack.pg is not None:
+                console.print(
+                    f"auth is on; the CLI's context 'up' (platform-admin token): "
+                    f"export SUANLI_CONFIG={stack.client_config}   then e.g. `suanli job list`\n"
+                    f"more tokens: SUANLI_PG_DSN='{stack.pg.dsn}' suanli auth token create "
+                    f"--home {options.home} -s alice -t acme -r tenant-member",
+                    markup=False,
+                    soft_wrap=True,
+                )
             console.print(
                 f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}, "
                 f"routing {stack.routing_addr}; "

@@ -27,6 +27,7 @@ from suanli.contracts.catalogue import TOPICS_BY_NAME as BY_NAME
 from suanli.contracts.catalogue import topic_spec as spec
 
 __all__ = [
+    "AUTH_EVENTS",
     "BILLING_EVENTS",
     "BY_NAME",
     "CAPACITY_NODES",
@@ -67,6 +68,7 @@ USAGE_METERED: Final = spec(catalogue.USAGE_METERED)
 JOBS_EVENTS: Final = spec(catalogue.JOBS_EVENTS)
 PLACEMENTS: Final = spec(catalogue.PLACEMENTS)
 BILLING_EVENTS: Final = spec(catalogue.BILLING_EVENTS)
+AUTH_EVENTS: Final = spec(catalogue.AUTH_EVENTS)
 
 
 def resolve_prefix(prefix: str | None = None) -> str:

@@ -92,6 +92,7 @@ USAGE_METERED: Final = "usage.metered"
 JOBS_EVENTS: Final = "jobs.events"
 PLACEMENTS: Final = "placements"
 BILLING_EVENTS: Final = "billing.events"
+AUTH_EVENTS: Final = "auth.events"
 
 TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
     TopicSpec(
@@ -151,6 +152,14 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
         doc="Tasks placed on / preempted from a node; keyed by node so each agent reads its node in order.",
     ),
     TopicSpec(BILLING_EVENTS, 4, "tenant id", doc="Charges recorded and invoices issued."),
+    # One partition: a handful of records a day, read in order by auditors.
+    TopicSpec(
+        AUTH_EVENTS,
+        1,
+        "token id",
+        retention_ms=365 * DAY_MS,
+        doc="Tokens issued and revoked (the audit feed of the auth event store's outbox).",
+    ),
 )
 TOPICS_BY_NAME: Final = MappingProxyType({t.name: t for t in TOPIC_SPECS})
 
@@ -163,7 +172,15 @@ def topic_spec(name: str) -> TopicSpec:
         raise KeyError(f"unknown topic {name!r}; known: {', '.join(sorted(TOPICS_BY_NAME))}") from None
 
 
-CONTEXTS: Final[tuple[str, ...]] = ("sensing", "execution", "metering", "routing", "scheduling", "billing")
+CONTEXTS: Final[tuple[str, ...]] = (
+    "sensing",
+    "execution",
+    "metering",
+    "routing",
+    "scheduling",
+    "billing",
+    "auth",
+)
 
 # The envelope every event starts with, in this order and with these Avro types (logical types kept).
 ENVELOPE_FIELDS: Final[tuple[tuple[str, object], ...]] = (
@@ -224,6 +241,9 @@ EVENTS: Final = MappingProxyType(
             # billing
             _spec("ChargeRecorded", "billing", BILLING_EVENTS, "tenant"),
             _spec("InvoiceIssued", "billing", BILLING_EVENTS, "tenant"),
+            # auth: the token ledger (suanli.auth.ledger)
+            _spec("TokenIssued", "auth", AUTH_EVENTS, "token_id"),
+            _spec("TokenRevoked", "auth", AUTH_EVENTS, "token_id"),
         ]
     )
 )

@@ -23,6 +23,7 @@ REQUIRED = {
     "jobs.events",
     "placements",
     "billing.events",
+    "auth.events",
 }
 COMPACTED = {"capacity.nodes", "network.links", "nodes.status"}
 

@@ -54,7 +54,7 @@ def test_every_version_starts_with_the_envelope(event: str) -> None:
 
 
 def test_topics_and_keys() -> None:
-    assert len(set(TOPICS)) == len(TOPICS) == 11
+    assert len(set(TOPICS)) == len(TOPICS) == 12  # 11 + auth.events (the token ledger)
     assert catalogue.events_on(catalogue.NETWORK_LINKS) == ("NetworkLinkChanged",)
     for spec in EVENTS.values():
         assert spec.topic in TOPICS
@@ -62,6 +62,7 @@ def test_topics_and_keys() -> None:
     assert catalogue.events_on(catalogue.PLACEMENTS) == ("TaskPlaced", "TaskPreempted", "TaskStopRequested")
     assert catalogue.topic_of("NodeSnapshot") == "node.snapshots"
     assert catalogue.context_of("ChargeRecorded") == "billing"
+    assert catalogue.events_on(catalogue.AUTH_EVENTS) == ("TokenIssued", "TokenRevoked")
     with pytest.raises(KeyError, match="NoSuchEvent"):
         catalogue.spec("NoSuchEvent")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
@@ -207,9 +207,14 @@ def _invoice(invoice: Invoice) -> pb.Invoice:
     )
 
 
-async def start_server(api: BillingApi, address: str) -> tuple[grpc.aio.Server, int]:
-    """Serve Billing, health and reflection on `address` (port 0 picks one); returns the bound port."""
-    server = grpc.aio.server()
+async def start_server(
+    api: BillingApi, address: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+) -> tuple[grpc.aio.Server, int]:
+    """Serve Billing, health and reflection on `address` (port 0 picks one); returns the bound port.
+
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    """
+    server = grpc.aio.server(interceptors=interceptors)
     register: Callable[[BillingApi, grpc.aio.Server], None] = pb_grpc.add_BillingServicer_to_server
     register(api, server)  # the generated function is untyped; this says what it takes
     health_servicer = health.aio.HealthServicer()

@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from suanli.auth.server import server_auth
 from suanli.billing import bootstrap
 from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.entrypoints.grpc_api import BillingApi, start_server
@@ -54,7 +55,8 @@ async def running(settings: BillingSettings, clock: Clock | None = None) -> Asyn
         api = BillingApi(
             billing.queries, billing.uow, billing.service, billing.calendar, book.currency, clock.now
         )
-        server, port = await start_server(api, settings.listen)
+        auth = await stack.enter_async_context(server_auth(settings))
+        server, port = await start_server(api, settings.listen, () if auth is None else (auth.interceptor,))
         stack.push_async_callback(server.stop, 5.0)
 
         closer = asyncio.create_task(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import AliasChoices, Field
 
+from suanli.auth.server import AuthSettings
 from suanli.billing.domain.periods import PeriodKind
 from suanli.bus import ConsumerSettings
 from suanli.data import data_path
@@ -15,16 +16,16 @@ from suanli.settings import (
     METRICS_PORT_ENV,
     PG_DSN_ENV,
     TOPIC_PREFIX_ENV,
-    ServiceSettings,
     SettingsConfigDict,
     shared,
 )
 
 
-class BillingSettings(ServiceSettings):
+class BillingSettings(AuthSettings):
     """What `suanli serve billing` runs with (docs/billing.md, "Settings")."""
 
     model_config = SettingsConfigDict(env_prefix="SUANLI_BILLING_")
+    LEDGER_DSN_FALLBACK = "pg_dsn"
 
     kafka_bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="broker list")
     pg_dsn: str = shared(PG_DSN_ENV, description="PostgreSQL")

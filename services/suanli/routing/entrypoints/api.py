@@ -7,12 +7,14 @@ restarted instance answers only once its view is rebuilt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health
 
+from suanli.auth.server import server_auth
 from suanli.bus import ensure_topics
 from suanli.clock import to_ms
 from suanli.routing.adapters.compacted import CompactedReader
@@ -52,6 +54,7 @@ class RoutingApi:
         self.port = 0
         self._health: health.HealthServicer | None = None
         self._ready: asyncio.Task[None] | None = None
+        self._auth = contextlib.AsyncExitStack()
 
     def _on_link(self, name: str, record: dict[str, Any]) -> None:
         if name == EVENT:
@@ -65,7 +68,11 @@ class RoutingApi:
         await ensure_topics(self.settings.bootstrap, RoutingTopics.specs(), prefix=self.settings.topic_prefix)
         for reader in self.readers:
             await reader.start()
-        self.server, self.port, self._health = await start_server(self.servicer, self.settings.listen)
+        auth = await self._auth.enter_async_context(server_auth(self.settings))
+        interceptors = () if auth is None else (auth.interceptor,)
+        self.server, self.port, self._health = await start_server(
+            self.servicer, self.settings.listen, interceptors
+        )
         self._ready = asyncio.create_task(self._serve_when_caught_up())
         log.info("routing API on port %d", self.port)
 
@@ -81,5 +88,6 @@ class RoutingApi:
             self._ready.cancel()
         if self.server is not None:
             await self.server.stop(grace=1.0)
+        await self._auth.aclose()
         for reader in self.readers:
             await reader.stop()

@@ -8,7 +8,7 @@ instance serves any call. Errors are kernel request kinds answered through `suan
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -147,10 +147,13 @@ def add_routing(servicer: RoutingServicer, server: grpc.aio.Server) -> None:
 
 
 async def start_server(
-    servicer: RoutingServicer, listen: str
+    servicer: RoutingServicer, listen: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
-    """Serve on `listen` (host:port; port 0 picks one); NOT_SERVING until `serving` is called."""
-    server = grpc.aio.server()
+    """Serve on `listen` (host:port; port 0 picks one); NOT_SERVING until `serving` is called.
+
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    """
+    server = grpc.aio.server(interceptors=interceptors)
     add_routing(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

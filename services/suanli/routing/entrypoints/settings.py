@@ -8,14 +8,15 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, StringConstraints, field_validator
 
+from suanli.auth.server import AuthSettings
 from suanli.data import data_path
 from suanli.routing.domain.links import ViewPolicy
 from suanli.routing.domain.scoring import ScoringPolicy, Weights
 from suanli.settings import (
     KAFKA_BOOTSTRAP_ENV,
     METRICS_PORT_ENV,
+    PG_DSN_ENV,
     TOPIC_PREFIX_ENV,
-    ServiceSettings,
     SettingsConfigDict,
     shared,
 )
@@ -43,15 +44,18 @@ def _triple(value: object) -> object:
 WeightTriple = Annotated[tuple[float, float, float], BeforeValidator(_triple)]
 
 
-class RoutingSettings(ServiceSettings):
+class RoutingSettings(AuthSettings):
     """What `suanli serve routing` runs with (docs/routing.md, "Settings")."""
 
     model_config = SettingsConfigDict(env_prefix="SUANLI_ROUTING_")
+    LEDGER_DSN_FALLBACK = "pg_dsn"
 
     bootstrap: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = shared(
         KAFKA_BOOTSTRAP_ENV, description="Kafka broker list."
     )
     topic_prefix: str = shared(TOPIC_PREFIX_ENV, "", description="Namespace for every topic.")
+    # Routing keeps no tables; with authentication on it reads the token ledger's revocations there.
+    pg_dsn: str = shared(PG_DSN_ENV, "", description="PostgreSQL of the token ledger (auth on only).")
     metrics_port: int | None = shared(
         METRICS_PORT_ENV, METRICS_PORTS["routing"], description="Port of /metrics (0 picks a free one)."
     )

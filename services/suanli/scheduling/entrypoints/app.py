@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from suanli.auth.server import server_auth
 from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, RetriableError
 from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
@@ -63,6 +64,7 @@ class SchedulingApp:
     _leader_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _server: Any = None
     _view_wake: asyncio.TimerHandle | None = None
+    _auth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     @property
     def c(self) -> Components:
@@ -81,7 +83,9 @@ class SchedulingApp:
         self._queue_config = queue_config
         admission = Admission(cfg.admission_limits(), time.monotonic)
         servicer = SchedulerServicer(c.scheduler.commands, c.projection, c.capacity, c.explain, admission)
-        self._server, self.port, _ = await start_server(servicer, cfg.listen)
+        auth = await self._auth.enter_async_context(server_auth(cfg))
+        interceptors = () if auth is None else (auth.interceptor,)
+        self._server, self.port, _ = await start_server(servicer, cfg.listen, interceptors)
         specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
         view = SupervisedConsumers(
             cfg.bootstrap,
@@ -112,6 +116,7 @@ class SchedulingApp:
         self._leader_tasks, self._tasks = [], []
         if self._server is not None:
             await self._server.stop(grace=1)
+        await self._auth.aclose()
         if self.components is not None:
             await self.components.store.close()
 

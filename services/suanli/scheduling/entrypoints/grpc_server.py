@@ -7,12 +7,14 @@ request kinds, answered through the platform's one table (`suanli.rpc`): Invalid
 ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION, a write to a standby -> UNAVAILABLE,
 a tenant over its submit rate or pending jobs, or too many WatchJob streams -> RESOURCE_EXHAUSTED with
 retry advice (`service_layer.admission`).
+With authentication on, the kernel's interceptor checks roles first; here each read keeps to the caller's
+tenant (another tenant's job or queue answers NOT_FOUND, lists hold only the caller's; docs/security.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -21,8 +23,10 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.auth import context as auth_context
+from suanli.auth.principal import tenant_of_queue
 from suanli.rpc import rpc_errors
-from suanli.scheduling.domain.jobs import JobView, Phase
+from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert
@@ -60,7 +64,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         if not job_id:
             raise InvalidSpec("job_id", "is required")
         job = self.projection.jobs.get(job_id)
-        if job is None:
+        # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md).
+        if job is None or not auth_context.sees(job.spec.tenant):
             raise JobNotFound(job_id)
         return job
 
@@ -75,9 +80,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         async with rpc_errors(context):
             spec = validate_submit(request)
             # A retry of a recorded submit answers with its job: never refused by a limit it passed.
-            if not (spec.request_id and spec.request_id in self.projection.by_request):
+            if not (spec.request_id and (spec.tenant, spec.request_id) in self.projection.by_request):
                 self.admission.admit_submit(spec.tenant, self.projection.pending_jobs(spec.tenant))
-            job = await self.commands.handle(SubmitJob(spec))
+            job = await self.commands.handle(SubmitJob(spec, _actor()))
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
@@ -99,6 +104,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                     j
                     for j in self.projection.jobs.values()
                     if j.seq > after
+                    and auth_context.sees(j.spec.tenant)
                     and (not request.queue or j.spec.queue == request.queue)
                     and (phase is None or j.phase is phase)
                 ),
@@ -111,8 +117,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
         async with rpc_errors(context):
             self._job(request.job_id)
+            # Who asked: the token's principal when authentication is on, else the peer address.
             peer = context.peer() if hasattr(context, "peer") else ""
-            job = await self.commands.handle(CancelJob(request.job_id, request.reason, peer or ""))
+            who = auth_context.label() or peer or ""
+            job = await self.commands.handle(CancelJob(request.job_id, request.reason, who, _actor()))
             return self._message(job)
 
     async def WatchJob(
@@ -166,6 +174,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             queues=[
                 convert.queue_message(q, self.projection, models)
                 for q in sorted(self.projection.queues.values(), key=lambda q: q.name)
+                if auth_context.sees(tenant_of_queue(q.name))
             ]
         )
 
@@ -174,7 +183,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if not request.name:
                 raise InvalidSpec("name", "is required")
             spec = self.projection.queues.get(request.name)
-            if spec is None:
+            if spec is None or not auth_context.sees(tenant_of_queue(spec.name)):
                 raise QueueNotFound(request.name)
             return convert.queue_message(spec, self.projection, self._models())
 
@@ -230,6 +239,12 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         return tuple(out)
 
 
+def _actor() -> Actor | None:
+    """The caller of the RPC being served, as command events record it (None without authentication)."""
+    principal = auth_context.current()
+    return None if principal is None else Actor(principal.subject, principal.tenant, principal.token_id)
+
+
 def _event(change: Change, message: str) -> pb.JobEvent:
     return pb.JobEvent(
         job_id=change.job.id,
@@ -243,10 +258,13 @@ def _event(change: Change, message: str) -> pb.JobEvent:
 
 
 async def start_server(
-    servicer: SchedulerServicer, listen: str
+    servicer: SchedulerServicer, listen: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
-    """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port."""
-    server = grpc.aio.server()
+    """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port.
+
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    """
+    server = grpc.aio.server(interceptors=interceptors)
     pb_grpc.add_SchedulerServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -12,6 +12,7 @@ import uuid
 
 from pydantic import Field, FilePath
 
+from suanli.auth.server import AuthSettings
 from suanli.scheduling.domain.jobs.waves import DEFAULT_WAVE_SIZE
 from suanli.scheduling.service_layer.admission import AdmissionLimits
 from suanli.settings import (
@@ -19,7 +20,6 @@ from suanli.settings import (
     METRICS_PORT_ENV,
     PG_DSN_ENV,
     TOPIC_PREFIX_ENV,
-    ServiceSettings,
     SettingsConfigDict,
     shared,
 )
@@ -29,8 +29,9 @@ def _instance_name() -> str:
     return uuid.uuid4().hex[:8]
 
 
-class SchedulingSettings(ServiceSettings):
+class SchedulingSettings(AuthSettings):
     model_config = SettingsConfigDict(env_prefix="SUANLI_SCHEDULING_")
+    LEDGER_DSN_FALLBACK = "dsn"
 
     dsn: str = shared(PG_DSN_ENV, description="PostgreSQL DSN of the event store.")
     bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="Kafka bootstrap servers HOST:PORT[,...].")

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from suanli.scheduling.domain.jobs import AcceptedSpec
+from suanli.scheduling.domain.jobs import AcceptedSpec, Actor
 from suanli.scheduling.service_layer.queues_config import QueueConfig
 
 
 @dataclass(frozen=True, slots=True)
 class SubmitJob:
     spec: AcceptedSpec  # validated; task ids are assigned from the job id
+    by: Actor | None = None  # the caller, recorded on JobSubmitted (None without authentication)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +22,7 @@ class CancelJob:
     job_id: str
     reason: str = ""
     requested_by: str = ""
+    by: Actor | None = None  # the caller, recorded on JobCancelled (None without authentication)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,9 +69,12 @@ _OUTCOMES: Mapping[type[JobEvent], str] = {
 }
 
 
-def job_id_for(request_id: str, ids: IdFactory) -> str:
-    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store."""
-    raw = uuid.uuid5(_REQUEST_NS, request_id) if request_id else ids()
+def job_id_for(tenant: str, request_id: str, ids: IdFactory) -> str:
+    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store.
+
+    The key is per tenant: another tenant reusing a request_id gets its own job, never this one.
+    """
+    raw = uuid.uuid5(_REQUEST_NS, f"{tenant}/{request_id}") if request_id else ids()
     return f"job-{raw.hex[:12]}"
 
 
@@ -164,7 +167,7 @@ class JobCommands:
     def _plan_submit(self, cmd: SubmitJob) -> Plan:
         spec = cmd.spec
         projection = self._projection
-        known = projection.by_request.get(spec.request_id) if spec.request_id else None
+        known = projection.by_request.get((spec.tenant, spec.request_id)) if spec.request_id else None
         if known is not None:
             answer = self._same_or_conflict(known, spec)
             return Plan(answer=lambda: answer)
@@ -180,7 +183,7 @@ class JobCommands:
                     "spec.priority_class", f"unknown priority class {spec.priority_class!r} (known: {names})"
                 )
             priority = value
-        job_id = job_id_for(spec.request_id, self._ids)
+        job_id = job_id_for(spec.tenant, spec.request_id, self._ids)
         tasks = tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in spec.tasks)
         for i, task in enumerate(tasks):
             # The agent refuses placements whose ids break this rule; never make one it would refuse.
@@ -191,7 +194,7 @@ class JobCommands:
         # Submission order (the queues' FIFO) for the jobs of one batch follows their place in it.
         seq = projection.next_seq + self._submitted_in_batch
         self._submitted_in_batch += 1
-        event = self._envelopes.event(JobSubmitted(job_id, spec), {"seq": seq})
+        event = self._envelopes.event(JobSubmitted(job_id, spec, cmd.by), {"seq": seq})
 
         def refused(exc: Exception) -> JobView:
             if not isinstance(exc, ConcurrencyConflict):
@@ -303,7 +306,7 @@ class JobCommands:
             raise Precondition(
                 f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled"
             )
-        events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by))
+        events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by, cmd.by))
         await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
         self._metrics.decision("cancelled")
         log.info("job %s cancelled (%s): %d task(s) told to stop", job.id, cmd.reason, len(events) - 1)

@@ -15,6 +15,7 @@ from typing import Any
 from suanli.scheduling.domain.jobs import (
     AcceptedSpec,
     AcceptedTask,
+    Actor,
     Cause,
     DeviceShare,
     JobCancelled,
@@ -264,17 +265,48 @@ def _flat_parser(cls: type[Any]) -> Callable[[Record], Any]:
 
 
 _requeued_fields = _flat_parser(JobRequeued)
-_FLAT = (TaskFinished, TaskFailed, TaskPreempted, TaskStopRequested, JobSucceeded, JobFailed, JobCancelled)
+_FLAT = (TaskFinished, TaskFailed, TaskPreempted, TaskStopRequested, JobSucceeded, JobFailed)
+
+# -- principals (JobSubmitted v5, JobCancelled v2) ----------------------------------------------------
+
+
+def actor_record(actor: Actor | None) -> Body | None:
+    """The `principal` field of a command event (null when the service runs without authentication)."""
+    if actor is None:
+        return None
+    return {"subject": actor.subject, "tenant": actor.tenant, "token_id": actor.token_id}
+
+
+def actor_from_record(record: Record) -> Actor | None:
+    """The principal of a command event; None for older versions and unauthenticated writers."""
+    value = record.get("principal")
+    return None if not value else Actor(value["subject"], value["tenant"], value["token_id"])
+
+
+def _cancelled(e: JobCancelled) -> Body:
+    return {
+        "job_id": e.job_id,
+        "reason": e.reason,
+        "requested_by": e.requested_by,
+        "principal": actor_record(e.by),
+    }
+
+
+def _parse_cancelled(r: Record) -> JobCancelled:
+    return JobCancelled(r["job_id"], r.get("reason", ""), r.get("requested_by", ""), actor_from_record(r))
+
 
 _BODIES: Mapping[type[JobEvent], Callable[[Any], Body]] = {
-    JobSubmitted: lambda e: spec_record(e.job_id, e.spec),
+    JobSubmitted: lambda e: {**spec_record(e.job_id, e.spec), "principal": actor_record(e.submitted_by)},
+    JobCancelled: _cancelled,
     TaskPlaced: _placed,
     TaskStarted: _started,
     JobRequeued: _requeued,
     **{t: _flat for t in _FLAT},
 }
 _PARSERS: Mapping[str, Callable[[Record], JobEvent]] = {
-    "JobSubmitted": lambda r: JobSubmitted(r["job_id"], spec_from_record(r)),
+    "JobSubmitted": lambda r: JobSubmitted(r["job_id"], spec_from_record(r), actor_from_record(r)),
+    "JobCancelled": _parse_cancelled,
     "TaskPlaced": _parse_placed,
     "TaskStarted": _parse_started,
     "JobRequeued": _parse_requeued,

@@ -63,7 +63,8 @@ class Projection:
         # job's stopping tasks). Kept so that per-cycle and per-snapshot work does not grow with history.
         self.live: dict[str, JobView] = {}
         self.task_owner: dict[str, str] = {}  # task id -> job id
-        self.by_request: dict[str, str] = {}
+        # (tenant, request_id) -> job id: idempotency keys are per tenant.
+        self.by_request: dict[tuple[str, str], str] = {}
         self.queues: dict[str, QueueSpec] = {}
         self.priority_classes: tuple[PriorityClass, ...] = ()
         self.pending_reasons: dict[str, dict[str, Any]] = {}
@@ -107,7 +108,7 @@ class Projection:
             self._seq = max(self._seq, seq)
             job = submitted(fact, seq, at)
             if job.spec.request_id:
-                self.by_request[job.spec.request_id] = job_id
+                self.by_request[(job.spec.tenant, job.spec.request_id)] = job_id
             for task in job.tasks:
                 self.task_owner[task.task_id] = job_id
         else:

@@ -21,6 +21,7 @@ from suanli.scheduling.domain.jobs.decide import (
 )
 from suanli.scheduling.domain.jobs.events import (
     ROOM_GIVEN_BACK,
+    Actor,
     Cause,
     DeviceShare,
     JobCancelled,
@@ -50,6 +51,7 @@ __all__ = [
     "WAITING_FOR_WAVE",
     "AcceptedSpec",
     "AcceptedTask",
+    "Actor",
     "Cause",
     "DeviceShare",
     "JobCancelled",

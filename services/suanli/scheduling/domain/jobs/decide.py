@@ -11,6 +11,7 @@ from datetime import datetime
 
 from suanli.scheduling.domain.jobs.aggregate import JobView, TaskRun, TaskRunState
 from suanli.scheduling.domain.jobs.events import (
+    Actor,
     Cause,
     JobCancelled,
     JobEvent,
@@ -75,13 +76,13 @@ def requeue(job: JobView, cause: Cause, reason: str, task_id: str | None) -> Job
     )
 
 
-def cancel(job: JobView, reason: str, requested_by: str) -> list[JobEvent]:
+def cancel(job: JobView, reason: str, requested_by: str, by: Actor | None = None) -> list[JobEvent]:
     stops: list[JobEvent] = [
         stop_order(job, t, f"job cancelled: {reason}")
         for t in job.tasks
         if t.state in (TaskRunState.PLACED, TaskRunState.RUNNING)
     ]
-    return [*stops, JobCancelled(job.id, reason, requested_by)]
+    return [*stops, JobCancelled(job.id, reason, requested_by, by)]
 
 
 def lost_on(job: JobView, node_id: str, since: datetime, *, confirmed: bool = True) -> list[TaskRun]:

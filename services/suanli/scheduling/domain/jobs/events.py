@@ -27,9 +27,19 @@ class Cause(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Actor:
+    """Who asked for a command, as their verified token names them (the `principal` of an event)."""
+
+    subject: str
+    tenant: str
+    token_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobSubmitted:
     job_id: str
     spec: AcceptedSpec
+    submitted_by: Actor | None = None  # None: the service runs without authentication
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +165,7 @@ class JobCancelled:
     job_id: str
     reason: str = ""
     requested_by: str = ""
+    by: Actor | None = None  # None: the service runs without authentication
 
 
 TaskReport = TaskStarted | TaskFinished | TaskFailed

@@ -1,0 +1,88 @@
+"""`suanli audit`: who did what — jobs submitted and cancelled, tokens issued and revoked.
+
+Reads the systems of record in PostgreSQL (the scheduler's event store and the token ledger), not a
+service: the trail is there even when the services are down (docs/security.md, "Audit").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from suanli.auth.audit import AuditEntry, read_entries, select
+from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
+from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
+from suanli.eventstore import PostgresEventStore
+
+stdout = Console(highlight=False, soft_wrap=True)
+
+
+def _time(text: str | None, option: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{option} {text!r}: an ISO time like 2026-12-01 or 2026-12-01T10:00"
+        ) from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+async def _entries(dsn: str, schemas: tuple[str, ...]) -> list[AuditEntry]:
+    found: list[AuditEntry] = []
+    for schema in schemas:
+        async with await PostgresEventStore.connect(dsn, schema=schema, max_size=1) as store:
+            found += await read_entries(store)
+    return found
+
+
+def audit(
+    tenant: Annotated[
+        str, typer.Option("--tenant", "-t", help="Only this tenant (the caller's or the target's).")
+    ] = "",
+    subject: Annotated[str, typer.Option("--subject", "-s", help="Only this subject.")] = "",
+    since: Annotated[
+        str | None, typer.Option("--since", help="From this ISO time (UTC unless given).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Before this ISO time.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="The newest N entries.")] = 200,
+    dsn: Annotated[
+        str, typer.Option("--dsn", envvar="SUANLI_PG_DSN", help="The platform's PostgreSQL.")
+    ] = "",
+    scheduling_schema: Annotated[
+        str, typer.Option("--scheduling-schema", help="The scheduler's event store schema.")
+    ] = "scheduling",
+    auth_schema: Annotated[
+        str, typer.Option("--auth-schema", help="The token ledger's schema.")
+    ] = AUTH_SCHEMA,
+) -> None:
+    """Who did what: jobs submitted and cancelled, tokens issued and revoked, oldest first."""
+    if not dsn:
+        raise fail(Failure("no database: pass --dsn or set SUANLI_PG_DSN", EXIT_USAGE))
+    window = _time(since, "--since"), _time(until, "--until")
+    try:
+        found = asyncio.run(_entries(dsn, (scheduling_schema, auth_schema)))
+    except OSError as exc:
+        raise fail(Failure(f"cannot reach PostgreSQL: {exc}", EXIT_UNREACHABLE)) from None
+    rows = select(found, tenant=tenant, subject=subject, since=window[0], until=window[1])[-limit:]
+    table = Table(title=f"audit: {len(rows)} entries")
+    for name in ("time (UTC)", "subject", "tenant", "token", "action", "target", "target tenant", "detail"):
+        table.add_column(name)
+    for e in rows:
+        table.add_row(
+            f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
+            e.subject,
+            e.tenant or "-",
+            e.token_id or "-",
+            e.action,
+            e.target,
+            e.target_tenant or "-",
+            e.detail,
+        )
+    stdout.print(table)

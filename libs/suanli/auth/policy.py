@@ -1,0 +1,115 @@
+"""The one policy table: every RPC of every service -> the roles that may call it and its tenant rule.
+
+The interceptor (`suanli.auth.interceptor`) enforces the roles and the REQUEST rule before a servicer
+runs; servicers enforce RESOURCE and LIST through `suanli.auth.context`, because only they know which
+tenant a job or queue belongs to. The isolation matrix test is generated from this table, and
+docs/security.md copies it (`python -m suanli.auth.policy` prints the Markdown).
+
+Tenant rules, and why each answers what it does:
+- NONE: the answer holds no tenant's data (network, nodes' free capacity).
+- REQUEST: the request names the tenant (a field, or a queue whose first segment is the tenant). Another
+  tenant -> PERMISSION_DENIED: the caller wrote the name, so refusing it leaks nothing. An empty tenant
+  field is filled with the caller's tenant.
+- RESOURCE: the request names a job or queue by id. Another tenant's -> NOT_FOUND, the same answer as
+  for an id that does not exist, so a caller cannot probe which ids exist elsewhere.
+- LIST: the answer is filtered to the caller's tenant (nothing is refused).
+Platform-wide roles (platform-admin, service) pass every tenant rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from suanli.auth.principal import Role
+
+SCHEDULER: Final = "suanli.scheduler.v1.Scheduler"
+BILLING: Final = "suanli.billing.v1.Billing"
+ROUTING: Final = "suanli.routing.v1.Routing"
+# Served without a token when the open-health setting is on (the default): probes and tooling.
+OPEN_SERVICES: Final = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
+
+
+class TenantRule(StrEnum):
+    """How a call is confined to the caller's tenant (module docstring: what each answers)."""
+
+    NONE = "none"
+    REQUEST = "request"
+    RESOURCE = "resource"
+    LIST = "list"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Who may call one RPC and how it is confined to the caller's tenant.
+
+    ``tenant_field`` (REQUEST only) is the request field naming the tenant, dotted for nested messages;
+    ``queue`` says the field is a queue path whose first segment is the tenant.
+    """
+
+    roles: frozenset[Role]
+    tenant: TenantRule
+    tenant_field: str = ""
+    queue: bool = False
+
+
+_P, _S = Role.PLATFORM_ADMIN, Role.SERVICE
+_TA, _TM, _V = Role.TENANT_ADMIN, Role.TENANT_MEMBER, Role.VIEWER
+# Everyone but agents: agents speak Kafka only, so an agent's token can never read or submit jobs.
+READERS: Final = frozenset({_P, _S, _TA, _TM, _V})
+# Who may change a tenant's jobs: its admins and members, and the platform's admins.
+WRITERS: Final = frozenset({_P, _TA, _TM})
+# Charges and invoices: the tenant's admins and viewers (finance), not every member.
+BILL_READERS: Final = frozenset({_P, _S, _TA, _V})
+ADMINS: Final = frozenset({_P})
+
+
+def _m(service: str, method: str) -> str:
+    return f"/{service}/{method}"
+
+
+POLICY: Final = MappingProxyType(
+    {
+        _m(SCHEDULER, "SubmitJob"): Rule(WRITERS, TenantRule.REQUEST, "spec.queue", queue=True),
+        _m(SCHEDULER, "GetJob"): Rule(READERS, TenantRule.RESOURCE),
+        _m(SCHEDULER, "ListJobs"): Rule(READERS, TenantRule.LIST),
+        _m(SCHEDULER, "CancelJob"): Rule(WRITERS, TenantRule.RESOURCE),
+        _m(SCHEDULER, "WatchJob"): Rule(READERS, TenantRule.RESOURCE),
+        _m(SCHEDULER, "ListNodes"): Rule(READERS, TenantRule.NONE),
+        _m(SCHEDULER, "ListQueues"): Rule(READERS, TenantRule.LIST),
+        _m(SCHEDULER, "GetQueue"): Rule(READERS, TenantRule.RESOURCE),
+        _m(SCHEDULER, "ExplainJob"): Rule(READERS, TenantRule.RESOURCE),
+        _m(BILLING, "GetUsage"): Rule(READERS, TenantRule.REQUEST, "tenant"),
+        _m(BILLING, "ListCharges"): Rule(BILL_READERS, TenantRule.REQUEST, "tenant"),
+        _m(BILLING, "GetInvoice"): Rule(BILL_READERS, TenantRule.REQUEST, "tenant"),
+        _m(BILLING, "ClosePeriod"): Rule(ADMINS, TenantRule.REQUEST, "tenant"),
+        _m(ROUTING, "Resolve"): Rule(READERS, TenantRule.NONE),
+        _m(ROUTING, "GetNetwork"): Rule(READERS, TenantRule.NONE),
+        _m(ROUTING, "WatchNetwork"): Rule(READERS, TenantRule.NONE),
+    }
+)
+
+
+def is_open(method: str) -> bool:
+    """Whether ``method`` belongs to a service that may be served without a token (health, reflection)."""
+    return method.split("/")[1] in OPEN_SERVICES if method.count("/") == 2 else False
+
+
+def markdown() -> str:
+    """The policy as the Markdown table docs/security.md carries (a test keeps the two equal)."""
+    roles = list(Role)
+    head = "| RPC | tenant rule | " + " | ".join(r.value for r in roles) + " |"
+    rule = "|---|---|" + "---|" * len(roles)
+    rows = [
+        f"| `{method.strip('/')}` | {r.tenant.value} | "
+        + " | ".join("yes" if role in r.roles else "-" for role in roles)
+        + " |"
+        for method, r in POLICY.items()
+    ]
+    return "\n".join([head, rule, *rows])
+
+
+if __name__ == "__main__":
+    print(markdown())

@@ -1,0 +1,155 @@
+"""Kit of the auth integration tests: the three gRPC services with authentication on, over one key
+pair and one token ledger, and a token per role for the tenant ``acme``."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from scheduling.helpers import config, envelope, publish, started, until
+
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
+from suanli.auth.ledger import TokenLedger
+from suanli.auth.principal import Role
+from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
+from suanli.billing.entrypoints.service import running
+from suanli.billing.entrypoints.settings import BillingSettings
+from suanli.clock import SystemClock
+from suanli.contracts import default_registry, sample_records
+from suanli.eventstore import PostgresEventStore
+from suanli.routing.bootstrap import routing_api
+from suanli.routing.entrypoints.settings import RoutingSettings
+
+OWN, OTHER = "acme", "globex"
+REGION = "cn-east"
+QUEUES = """
+queues:
+  - {name: acme, quotas: {gpu:A100: 8000}}
+  - {name: acme/team, quotas: {gpu:A100: 8000}}
+  - {name: globex, quotas: {gpu:A100: 8000}}
+"""
+# A refresh this short lets the revocation test wait on it without slowing anything else.
+REFRESH_S = 0.2
+
+
+@dataclass
+class Platform:
+    """Addresses of the three services, the ledger and signing key, and a token per role (tenant acme)."""
+
+    scheduler: str
+    billing: str
+    routing: str
+    ledger: TokenLedger
+    keys: KeyPaths
+    scheduling_schema: str
+    auth_schema: str
+    tokens: dict[Role, str] = field(default_factory=dict)
+    channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        if address not in self.channels:
+            self.channels[address] = grpc.aio.insecure_channel(address)
+        return self.channels[address]
+
+    async def issue(self, role: Role, tenant: str = OWN, ttl_s: int = 3600) -> tuple[str, str]:
+        """A new token for ``role`` in ``tenant``: (token id, token)."""
+        grant, token = await self.ledger.issue(
+            load_private_key(self.keys.private),
+            f"{role.value}-user",
+            tenant,
+            frozenset({role}),
+            ttl_s,
+            "test",
+        )
+        return grant.token_id, token
+
+
+async def _known_region(p: Platform, bootstrap: str, prefix: str) -> None:
+    """One path on network.links, so routing knows the region Resolve is asked from."""
+    link = {
+        **sample_records(default_registry().current("NetworkLinkChanged"))[0],
+        **envelope("cn-east/cn-west"),
+        "link_id": "cn-east/cn-west",
+        "scope": "region",
+        "src_region": REGION,
+        "dst_region": "cn-west",
+    }
+    await publish(bootstrap, prefix, "network.links", link["link_id"], "NetworkLinkChanged", link)
+    api = rpb_grpc.RoutingStub(p.channel(p.routing))
+    admin = bearer(p.tokens[Role.PLATFORM_ADMIN])
+
+    async def known() -> bool:
+        try:
+            await api.Resolve(rpb.ResolveRequest(from_region=REGION), metadata=admin, timeout=5)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
+                return False
+            raise
+        return True
+
+    await until(known, what="routing knows the region")
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+@contextlib.asynccontextmanager
+async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterator[Platform]:
+    keys = KeyPaths(tmp / "auth")
+    create_keys(keys)
+    schema = f"auth_{secrets.token_hex(4)}"
+    prefix = f"t-auth-{secrets.token_hex(3)}"
+    auth: dict[str, Any] = {
+        "auth_public_key": keys.public,
+        "auth_dsn": pg_dsn,
+        "auth_schema": schema,
+        "auth_refresh_s": REFRESH_S,
+    }
+    queues = tmp / "auth-queues.yaml"
+    queues.write_text(QUEUES)
+    cfg = config(pg_dsn, kafka_bootstrap, prefix, tmp, **auth).model_copy(update={"queues_path": queues})
+    billing_cfg = BillingSettings.load(
+        {},
+        kafka_bootstrap=kafka_bootstrap,
+        pg_dsn=pg_dsn,
+        topic_prefix=prefix,
+        db_schema=f"bil_{secrets.token_hex(4)}",
+        listen="127.0.0.1:0",
+        **auth,
+    )
+    routing_cfg = RoutingSettings.load(
+        {}, bootstrap=kafka_bootstrap, topic_prefix=prefix, listen="127.0.0.1:0", **auth
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(await PostgresEventStore.connect(pg_dsn, schema=schema))
+        ledger = TokenLedger(store, SystemClock())
+        scheduling = await started(cfg)
+        stack.push_async_callback(scheduling.stop)
+        billing = await stack.enter_async_context(running(billing_cfg))
+        api = routing_api(routing_cfg)
+        await api.start()
+        stack.push_async_callback(api.stop)
+        p = Platform(
+            f"127.0.0.1:{scheduling.port}",
+            f"127.0.0.1:{billing.grpc_port}",
+            f"127.0.0.1:{api.port}",
+            ledger,
+            keys,
+            cfg.store_schema,
+            schema,
+        )
+        for role in Role:
+            p.tokens[role] = (await p.issue(role))[1]
+        await _known_region(p, kafka_bootstrap, prefix)
+        try:
+            yield p
+        finally:
+            for channel in p.channels.values():
+                await channel.close()

@@ -1,0 +1,123 @@
+"""`suanli auth init | token create | list | revoke` and the CLI's config contexts, against the real
+services of the package fixture (authentication on) and the real token ledger in PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+from click.testing import Result
+from typer.testing import CliRunner
+
+from suanli.api.scheduler.v1 import scheduler_pb2 as spb
+from suanli.api.scheduler.v1 import scheduler_pb2_grpc as spb_grpc
+from suanli.cli.main import app
+
+from .authkit import Platform, bearer
+
+RUNNER = CliRunner(
+    env={"COLUMNS": "240", "SUANLI_TOKEN": None, "SUANLI_CONFIG": None, "SUANLI_CONTEXT": None}
+)
+
+
+async def cli(*args: str, env: dict[str, str] | None = None) -> Result:
+    """Run `suanli ARGS` off the event loop (the services under test run on it)."""
+    return await asyncio.to_thread(RUNNER.invoke, app, list(args), env=env)
+
+
+async def test_init_create_list_revoke(plat: Platform, pg_dsn: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    schema = plat.auth_schema
+    ledger = ["--dsn", pg_dsn, "--schema", schema]
+
+    made = await cli("auth", "init", "--home", str(home))
+    assert made.exit_code == 0, made.output
+    assert stat.S_IMODE((home / "auth" / "signing-key.pem").stat().st_mode) == 0o600
+    again = await cli("auth", "init", "--home", str(home))
+    assert again.exit_code == 2 and "--rotate" in again.output
+
+    # The services verify with the package's key: sign with that one (its home is tmp/auth's parent).
+    key_home = str(plat.keys.directory.parent)
+    created = await cli(
+        "auth", "token", "create", "-s", "carol", "-t", "acme", "-r", "viewer", "--ttl", "1h",
+        "--home", key_home, *ledger,
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    token = created.stdout.strip().splitlines()[-1]
+    api = spb_grpc.SchedulerStub(plat.channel(plat.scheduler))
+    queues = await api.ListQueues(spb.ListQueuesRequest(), metadata=bearer(token), timeout=10)
+    assert {q.name for q in queues.queues} == {"acme", "acme/team"}
+
+    listed = await cli("auth", "token", "list", *ledger)
+    assert listed.exit_code == 0 and "carol" in listed.output and "viewer" in listed.output
+    token_id = next(line.split()[1] for line in listed.output.splitlines() if "carol" in line)
+
+    revoked = await cli("auth", "token", "revoke", token_id, "--reason", "left", *ledger)
+    assert revoked.exit_code == 0, revoked.output
+    after = await cli("auth", "token", "list", *ledger)
+    row = next(line for line in after.output.splitlines() if token_id in line)
+    assert " by os:" in row  # revoked, and by whom (the operator's OS user)
+    twice = await cli("auth", "token", "revoke", token_id, *ledger)
+    assert twice.exit_code == 2 and "already revoked" in twice.output
+    unknown = await cli("auth", "token", "revoke", "tok-nope", *ledger)
+    assert unknown.exit_code == 2 and "no token 'tok-nope'" in unknown.output
+
+    bad_role = await cli("auth", "token", "create", "-s", "x", "-r", "root", "--home", key_home, *ledger)
+    assert bad_role.exit_code == 2
+    no_tenant = await cli("auth", "token", "create", "-s", "x", "-r", "viewer", "--home", key_home, *ledger)
+    assert no_tenant.exit_code == 2 and "needs a tenant" in no_tenant.output
+
+
+async def test_the_cli_reads_server_and_token_from_its_context(plat: Platform, tmp_path: Path) -> None:
+    from suanli.auth.principal import Role
+
+    config = tmp_path / "config.yaml"
+    member = plat.tokens[Role.TENANT_MEMBER]
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "lab",
+                "contexts": [
+                    {"name": "lab", "scheduler": plat.scheduler, "token": member},
+                    {"name": "anon", "scheduler": plat.scheduler},
+                ],
+            }
+        )
+    )
+    env = {"SUANLI_CONFIG": str(config)}
+    listed = await cli("queues", env=env)
+    assert listed.exit_code == 0, listed.output
+    assert "acme/team" in listed.output and "globex" not in listed.output
+
+    anonymous = await cli("--context", "anon", "queues", env=env)
+    assert (
+        anonymous.exit_code == 3 and "UNAUTHENTICATED" in anonymous.output and "--token" in anonymous.output
+    )
+
+    # --token beats the context's token; SUANLI_TOKEN too.
+    admin = plat.tokens[Role.PLATFORM_ADMIN]
+    flagged = await cli("--context", "anon", "--token", admin, "queues", env=env)
+    assert flagged.exit_code == 0 and "globex" in flagged.output
+    by_env = await cli("--context", "anon", "queues", env={**env, "SUANLI_TOKEN": admin})
+    assert by_env.exit_code == 0 and "globex" in by_env.output
+
+    missing = await cli("--context", "nope", "queues", env=env)
+    assert missing.exit_code == 2 and "no context 'nope'" in missing.output
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.PERMISSION_DENIED])
+async def test_a_denied_call_says_why(plat: Platform, tmp_path: Path, code: grpc.StatusCode) -> None:
+    from suanli.auth.principal import Role
+
+    viewer = plat.tokens[Role.VIEWER]
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: try\nqueue: acme\ntasks:\n  - name: w\n    command: sleep\n    args: ['1']\n"
+        "    resources: {cpu: 1, memory: 1Gi}\n"
+    )
+    denied = await cli("--token", viewer, "job", "submit", str(spec), "--scheduler", plat.scheduler)
+    assert denied.exit_code == 3 and f"{code.name}: role viewer may not call SubmitJob" in denied.output

@@ -1,0 +1,316 @@
+"""The isolation matrix: every RPC of every service x every role x own/other tenant -> the expected status.
+
+The expectation of each cell is computed from the one policy table (`suanli.auth.policy.POLICY`), and
+each call goes to the real scheduling, billing and routing gRPC servers (real broker and PostgreSQL).
+So a change to the table changes the expectations and the servers must follow; a change to a server's
+behaviour alone fails its cells. Also: the tables cover every RPC the protos define, and expired,
+forged and revoked tokens are refused with UNAUTHENTICATED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from scheduling.helpers import task_spec, until
+
+from suanli.api.billing.v1 import billing_pb2 as bpb
+from suanli.api.billing.v1 import billing_pb2_grpc as bpb_grpc
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
+from suanli.api.scheduler.v1 import scheduler_pb2 as spb
+from suanli.api.scheduler.v1 import scheduler_pb2_grpc as spb_grpc
+from suanli.auth.policy import POLICY, TenantRule
+from suanli.auth.principal import PLATFORM_WIDE, Role
+from suanli.auth.tokens import Grant, load_private_key, sign
+
+from .authkit import OTHER, OWN, REGION, Platform, bearer
+
+OK = grpc.StatusCode.OK
+PERIOD = "2025-01"  # ended long ago: ClosePeriod may close it
+STREAM_WAIT_S = 1.0
+
+
+@dataclass
+class Target:
+    """What a call is aimed at: a tenant, and one of its jobs."""
+
+    tenant: str
+    job_id: str
+
+
+def expected(method: str, role: Role, own: bool) -> grpc.StatusCode:
+    """The status a caller with ``role`` in tenant acme gets for ``method`` on its own or the other tenant."""
+    rule = POLICY[method]
+    if role not in rule.roles:
+        return grpc.StatusCode.PERMISSION_DENIED
+    if own or role in PLATFORM_WIDE or rule.tenant in (TenantRule.NONE, TenantRule.LIST):
+        return OK
+    return (
+        grpc.StatusCode.PERMISSION_DENIED if rule.tenant is TenantRule.REQUEST else grpc.StatusCode.NOT_FOUND
+    )
+
+
+async def _submit(p: Platform, tenant: str, name: str) -> str:
+    api = spb_grpc.SchedulerStub(p.channel(p.scheduler))
+    request = spb.SubmitJobRequest(spec=spb.JobSpec(name=name, queue=tenant, tasks=[task_spec("w")]))
+    answer = await api.SubmitJob(request, metadata=bearer(p.tokens[Role.PLATFORM_ADMIN]), timeout=10)
+    return str(answer.job.id)
+
+
+async def _first(call: Any) -> Any:
+    """The first message of a stream, or None when the server accepted it but had nothing to say yet."""
+    try:
+        return await asyncio.wait_for(call.read(), STREAM_WAIT_S)
+    except TimeoutError:
+        return None
+    finally:
+        call.cancel()
+
+
+Call = Callable[[Platform, Target, tuple[tuple[str, str], ...]], Awaitable[Any]]
+
+
+def _calls() -> dict[str, Call]:
+    S = "/suanli.scheduler.v1.Scheduler/"
+    B = "/suanli.billing.v1.Billing/"
+    R = "/suanli.routing.v1.Routing/"
+
+    def s(p: Platform) -> spb_grpc.SchedulerStub:
+        return spb_grpc.SchedulerStub(p.channel(p.scheduler))
+
+    def b(p: Platform) -> bpb_grpc.BillingStub:
+        return bpb_grpc.BillingStub(p.channel(p.billing))
+
+    def r(p: Platform) -> rpb_grpc.RoutingStub:
+        return rpb_grpc.RoutingStub(p.channel(p.routing))
+
+    async def cancel(p: Platform, t: Target, md: Any) -> Any:
+        # Each cell cancels a fresh job, so an earlier cell's cancel does not answer FAILED_PRECONDITION.
+        job = await _submit(p, t.tenant, "to-cancel")
+        return await s(p).CancelJob(
+            spb.CancelJobRequest(job_id=job, reason="matrix"), metadata=md, timeout=10
+        )
+
+    def submit(p: Platform, t: Target, md: Any) -> Any:
+        spec = spb.JobSpec(name="matrix", queue=f"{t.tenant}", tasks=[task_spec("w")])
+        return s(p).SubmitJob(spb.SubmitJobRequest(spec=spec), metadata=md, timeout=10)
+
+    return {
+        S + "SubmitJob": submit,
+        S + "GetJob": lambda p, t, md: s(p).GetJob(
+            spb.GetJobRequest(job_id=t.job_id), metadata=md, timeout=10
+        ),
+        S + "ListJobs": lambda p, t, md: s(p).ListJobs(
+            spb.ListJobsRequest(queue=t.tenant), metadata=md, timeout=10
+        ),
+        S + "CancelJob": cancel,
+        S + "WatchJob": lambda p, t, md: _first(
+            s(p).WatchJob(spb.WatchJobRequest(job_id=t.job_id), metadata=md)
+        ),
+        S + "ListNodes": lambda p, t, md: s(p).ListNodes(spb.ListNodesRequest(), metadata=md, timeout=10),
+        S + "ListQueues": lambda p, t, md: s(p).ListQueues(spb.ListQueuesRequest(), metadata=md, timeout=10),
+        S + "GetQueue": lambda p, t, md: s(p).GetQueue(
+            spb.GetQueueRequest(name=t.tenant), metadata=md, timeout=10
+        ),
+        S + "ExplainJob": lambda p, t, md: s(p).ExplainJob(
+            spb.ExplainJobRequest(job_id=t.job_id), metadata=md, timeout=10
+        ),
+        B + "GetUsage": lambda p, t, md: b(p).GetUsage(
+            bpb.GetUsageRequest(tenant=t.tenant), metadata=md, timeout=10
+        ),
+        B + "ListCharges": lambda p, t, md: b(p).ListCharges(
+            bpb.ListChargesRequest(tenant=t.tenant), metadata=md, timeout=10
+        ),
+        B + "GetInvoice": lambda p, t, md: b(p).GetInvoice(
+            bpb.GetInvoiceRequest(tenant=t.tenant, period=PERIOD), metadata=md, timeout=10
+        ),
+        B + "ClosePeriod": lambda p, t, md: b(p).ClosePeriod(
+            bpb.ClosePeriodRequest(tenant=t.tenant, period=PERIOD), metadata=md, timeout=10
+        ),
+        R + "Resolve": lambda p, t, md: r(p).Resolve(
+            rpb.ResolveRequest(from_region=REGION), metadata=md, timeout=10
+        ),
+        R + "GetNetwork": lambda p, t, md: r(p).GetNetwork(rpb.GetNetworkRequest(), metadata=md, timeout=10),
+        R + "WatchNetwork": lambda p, t, md: _first(
+            r(p).WatchNetwork(rpb.WatchNetworkRequest(), metadata=md)
+        ),
+    }
+
+
+CALLS = _calls()
+
+
+async def _status(call: Awaitable[Any]) -> tuple[grpc.StatusCode, Any]:
+    try:
+        return OK, await call
+    except grpc.aio.AioRpcError as exc:
+        return exc.code(), exc.details()
+
+
+def _visible_tenants(method: str, answer: Any) -> set[str]:
+    """For LIST rules: the tenants whose items the answer holds."""
+    if method.endswith("ListJobs"):
+        return {j.spec.queue.split("/")[0] for j in answer.jobs}
+    return {q.name.split("/")[0] for q in answer.queues}
+
+
+def test_the_tables_cover_every_rpc_the_protos_define() -> None:
+    defined = {
+        f"/{service.full_name}/{m.name}"
+        for module in (spb, bpb, rpb)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for m in service.methods
+    }
+    assert set(POLICY) == defined == set(CALLS)
+
+
+async def test_isolation_matrix(plat: Platform) -> None:
+    # Setup as platform admin: one job and one closed period in each tenant.
+    admin = bearer(plat.tokens[Role.PLATFORM_ADMIN])
+    targets = {}
+    for tenant in (OWN, OTHER):
+        targets[tenant] = Target(tenant, await _submit(plat, tenant, f"{tenant}-job"))
+        billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
+        await billing.ClosePeriod(
+            bpb.ClosePeriodRequest(tenant=tenant, period=PERIOD), metadata=admin, timeout=10
+        )
+
+    mismatches = []
+    cells = 0
+    for method, call in CALLS.items():
+        for role in Role:
+            for own in (True, False):
+                target = targets[OWN if own else OTHER]
+                want = expected(method, role, own)
+                got, answer = await _status(call(plat, target, bearer(plat.tokens[role])))
+                cells += 1
+                if got is not want:
+                    mismatches.append(
+                        f"{method} {role.value} {'own' if own else 'other'}: {got.name} ({answer})"
+                    )
+                elif got is OK and POLICY[method].tenant is TenantRule.LIST:
+                    # Scoped lists: a tenant-bound caller sees only its tenant's items, platform roles all.
+                    seen = _visible_tenants(method, answer)
+                    allowed = {OWN, OTHER} if role in PLATFORM_WIDE else {OWN}
+                    if not seen <= allowed or (own and OWN not in seen):
+                        mismatches.append(f"{method} {role.value} {'own' if own else 'other'}: saw {seen}")
+    assert cells == len(POLICY) * len(Role) * 2
+    assert not mismatches, "\n".join(mismatches)
+
+
+async def test_no_token_and_a_garbled_header_are_unauthenticated(plat: Platform) -> None:
+    target = Target(OWN, "job-missing")
+    for method, call in CALLS.items():
+        for metadata in ((), (("authorization", "Basic abc"),), bearer("not-a-jwt")):
+            got, details = await _status(call(plat, target, metadata))
+            assert got is grpc.StatusCode.UNAUTHENTICATED, (method, metadata, details)
+
+
+async def test_expired_forged_and_revoked_tokens_are_refused(plat: Platform) -> None:
+    api = spb_grpc.SchedulerStub(plat.channel(plat.scheduler))
+    billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
+    routing = rpb_grpc.RoutingStub(plat.channel(plat.routing))
+
+    async def answers(token: str) -> list[tuple[grpc.StatusCode, Any]]:
+        """What each of the three services answers ``token``."""
+        md = bearer(token)
+        return [
+            await _status(api.ListQueues(spb.ListQueuesRequest(), metadata=md, timeout=10)),
+            await _status(billing.GetUsage(bpb.GetUsageRequest(), metadata=md, timeout=10)),
+            await _status(routing.GetNetwork(rpb.GetNetworkRequest(), metadata=md, timeout=10)),
+        ]
+
+    def codes(got: list[tuple[grpc.StatusCode, Any]]) -> set[grpc.StatusCode]:
+        return {code for code, _ in got}
+
+    now = int(time.time())
+    key = load_private_key(plat.keys.private)
+    # Expired: a well-signed token whose exp is an hour ago.
+    expired = sign(Grant("old", OWN, frozenset({Role.VIEWER}), "tok-expired", now - 7200, now - 3600), key)
+    assert await answers(expired) == [(grpc.StatusCode.UNAUTHENTICATED, "token has expired")] * 3
+
+    # Forged: platform-admin claims signed by a key the platform never saw.
+    stranger = Ed25519PrivateKey.generate()
+    forged = sign(Grant("mallory", "", frozenset({Role.PLATFORM_ADMIN}), "tok-f", now, now + 3600), stranger)
+    got = await answers(forged)
+    assert codes(got) == {grpc.StatusCode.UNAUTHENTICATED} and all("signature" in str(d) for _, d in got)
+
+    # Revoked: accepted, revoked through the ledger, then refused by every service after its refresh.
+    token_id, token = await plat.issue(Role.TENANT_MEMBER)
+    assert codes(await answers(token)) == {OK}
+    await plat.ledger.revoke(token_id, "test", "leaked")
+
+    async def refused_everywhere() -> bool:
+        return codes(await answers(token)) == {grpc.StatusCode.UNAUTHENTICATED}
+
+    await until(refused_everywhere, what="the revocation reached every service")
+    assert {str(d) for _, d in await answers(token)} == {f"token {token_id} has been revoked"}
+
+
+async def test_health_stays_open_without_a_token(plat: Platform) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    for address in (plat.scheduler, plat.billing):
+        answer = await health_pb2_grpc.HealthStub(plat.channel(address)).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=5
+        )
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_request_ids_are_deduplicated_per_tenant(plat: Platform) -> None:
+    api = spb_grpc.SchedulerStub(plat.channel(plat.scheduler))
+    admin = bearer(plat.tokens[Role.PLATFORM_ADMIN])
+
+    def request(queue: str) -> spb.SubmitJobRequest:
+        spec = spb.JobSpec(name="same", queue=queue, tasks=[task_spec("w")])
+        return spb.SubmitJobRequest(spec=spec, request_id="shared-request-id")
+
+    first = (await api.SubmitJob(request(OWN), metadata=admin, timeout=10)).job
+    again = (await api.SubmitJob(request(OWN), metadata=admin, timeout=10)).job
+    other = (await api.SubmitJob(request(OTHER), metadata=admin, timeout=10)).job
+    assert again.id == first.id
+    assert other.id != first.id and other.spec.queue == OTHER
+
+
+async def test_an_empty_billing_tenant_means_the_callers(plat: Platform) -> None:
+    billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
+    answer = await billing.GetUsage(
+        bpb.GetUsageRequest(), metadata=bearer(plat.tokens[Role.TENANT_MEMBER]), timeout=10
+    )
+    assert answer.tenant == OWN
+
+
+async def test_refusals_say_which_tenant_and_role(plat: Platform) -> None:
+    member = bearer(plat.tokens[Role.TENANT_MEMBER])
+    api = spb_grpc.SchedulerStub(plat.channel(plat.scheduler))
+    billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
+    spec = spb.JobSpec(name="elsewhere", queue=f"{OTHER}", tasks=[task_spec("w")])
+    code, details = await _status(api.SubmitJob(spb.SubmitJobRequest(spec=spec), metadata=member, timeout=10))
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"queue '{OTHER}' belongs to tenant '{OTHER}': this token is for tenant '{OWN}'",
+    )
+    code, details = await _status(
+        billing.GetUsage(bpb.GetUsageRequest(tenant=OTHER), metadata=member, timeout=10)
+    )
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"tenant '{OTHER}': this token is for tenant '{OWN}'",
+    )
+    code, details = await _status(
+        billing.ListCharges(bpb.ListChargesRequest(tenant=OWN), metadata=member, timeout=10)
+    )
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "role tenant-member may not call ListCharges",
+    )
+    code, details = await _status(
+        api.GetJob(spb.GetJobRequest(job_id="job-nothere"), metadata=member, timeout=10)
+    )
+    assert code is grpc.StatusCode.NOT_FOUND
