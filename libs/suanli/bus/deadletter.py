@@ -138,6 +138,7 @@ async def dead_letter(
         partition=record.partition,
         offset=record.offset,
         attempts=attempts,
+        reason=reason,
     )
     log.error(
         "dead-lettering %s[%d]@%d to %s (%s): %r",

@@ -1,0 +1,178 @@
+"""Dead-letter topics on the broker: read them past their purge marks, replay records, move the marks.
+
+The decisions (what a record says, which ones a command takes, what a replay sends, where a mark goes)
+are `suanli.bus.dlq`; this module only moves records and offsets with aiokafka, in standard Kafka
+terms: metadata for the topic list, fetches from explicit offsets, and the committed offsets of the
+group `PURGE_GROUP` (fetched and committed for explicit partitions, which Tansu answers correctly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from suanli.bus.dlq import (
+    PURGE_GROUP,
+    DeadLetter,
+    PurgeMarks,
+    TopicSummary,
+    dlq_topics,
+    marks_after,
+    replay_of,
+    summarise,
+)
+from suanli.bus.errors import BusClosedError
+from suanli.bus.publisher import EventPublisher, OutgoingRecord
+
+# Tansu fails fetch_max_wait_ms=0 (ARCHITECTURE §3); a short wait keeps a read to the end quick.
+_FETCH_WAIT_MS = 100
+
+
+class UnknownDeadLetterTopic(LookupError):
+    """The broker has no such dead-letter topic."""
+
+
+class DeadLetterTopics:
+    """Reads, replays and purges the dead-letter topics of one cluster (``async with`` or start/stop)."""
+
+    def __init__(
+        self, bootstrap: str, *, read_timeout_s: float = 30.0, client_id: str = "suanli-dlq"
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._read_timeout_s = read_timeout_s
+        self._client_id = client_id
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        """Connect; a second call does nothing."""
+        if self._consumer is not None:
+            return
+        # Never subscribes, so it never joins the group: the group id only scopes the committed offsets
+        # that are the purge marks.
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=PURGE_GROUP,
+            client_id=self._client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=_FETCH_WAIT_MS,
+        )
+        await consumer.start()
+        self._consumer = consumer
+
+    async def stop(self) -> None:
+        """Disconnect; a second call does nothing."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await consumer.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def _running(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise BusClosedError("DeadLetterTopics is not started")
+        return self._consumer
+
+    async def topics(self, prefix: str = "") -> list[str]:
+        """Every dead-letter topic of the deployment ``prefix`` (all of them for ``""``), sorted."""
+        return dlq_topics(await self._running().topics(), prefix)
+
+    def _partitions(self, topic: str) -> list[TopicPartition]:
+        found = self._running().partitions_for_topic(topic)
+        if not found:
+            raise UnknownDeadLetterTopic(f"no dead-letter topic {topic!r} on the broker")
+        return [TopicPartition(topic, p) for p in sorted(found)]
+
+    async def _known_partitions(self, topic: str) -> list[TopicPartition]:
+        # partitions_for_topic answers from cached metadata: refresh it for a topic not seen yet.
+        if topic not in await self._running().topics():
+            raise UnknownDeadLetterTopic(f"no dead-letter topic {topic!r} on the broker")
+        return self._partitions(topic)
+
+    async def marks(self, topic: str) -> dict[int, int]:
+        """The purge mark of each partition of ``topic`` that has one."""
+        consumer = self._running()
+        marks: dict[int, int] = {}
+        for tp in await self._known_partitions(topic):
+            committed = await consumer.committed(tp)
+            if committed is not None:
+                marks[tp.partition] = committed
+        return marks
+
+    async def read(self, topic: str, *, marks: PurgeMarks | None = None) -> list[DeadLetter]:
+        """The records of ``topic`` from each partition's purge mark to its end, in partition order.
+
+        The end is the partition's end offset when the read starts; on Tansu that may fall inside the
+        last stored batch, but a fetch returns whole batches, so the read still reaches its last record.
+        """
+        consumer = self._running()
+        partitions = await self._known_partitions(topic)
+        marks = await self.marks(topic) if marks is None else marks
+        ends = await consumer.end_offsets(partitions)
+        starts = await consumer.beginning_offsets(partitions)
+        consumer.assign(partitions)
+        position: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            position[tp] = max(marks.get(tp.partition, 0), starts[tp])
+            consumer.seek(tp, position[tp])
+        letters: dict[TopicPartition, list[DeadLetter]] = {tp: [] for tp in partitions}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._read_timeout_s
+        while any(position[tp] < ends[tp] for tp in partitions):
+            if loop.time() > deadline:
+                missing = sum(max(0, ends[tp] - position[tp]) for tp in partitions)
+                raise TimeoutError(f"{topic}: {missing} record(s) not read within {self._read_timeout_s}s")
+            wanted = [tp for tp in partitions if position[tp] < ends[tp]]
+            batches = await consumer.getmany(*wanted, timeout_ms=_FETCH_WAIT_MS * 5)
+            for tp, records in batches.items():
+                for record in records:
+                    letters[tp].append(DeadLetter.from_record(record))
+                    position[tp] = record.offset + 1
+        return [letter for tp in partitions for letter in letters[tp]]
+
+    async def summary(self, topic: str) -> TopicSummary:
+        """Counts of ``topic``'s records past the purge marks, by reason, and how many are purged."""
+        consumer = self._running()
+        marks = await self.marks(topic)
+        partitions = self._partitions(topic)
+        starts = await consumer.beginning_offsets(partitions)
+        # Dead-letter topics are neither compacted nor transactional, so offsets are dense: the records
+        # behind a mark are the mark minus the first offset still stored.
+        purged = sum(max(0, marks.get(tp.partition, 0) - starts[tp]) for tp in partitions)
+        return summarise(topic, await self.read(topic, marks=marks), purged)
+
+    async def purge(self, topic: str, letters: Sequence[DeadLetter]) -> dict[int, int]:
+        """Move ``topic``'s marks past ``letters`` (never back); the marks as they now stand."""
+        consumer = self._running()
+        current = await self.marks(topic)
+        wanted = {
+            TopicPartition(topic, partition): offset
+            for partition, offset in marks_after(letters).items()
+            if offset > current.get(partition, 0)
+        }
+        if wanted:
+            consumer.assign(list(wanted))
+            await consumer.commit(wanted)
+        return {**current, **{tp.partition: offset for tp, offset in wanted.items()}}
+
+
+async def replay(letters: Sequence[DeadLetter], publisher: EventPublisher) -> int:
+    """Republish ``letters`` to their source topics, in order; return once every one is acknowledged.
+
+    Every record is checked before any is sent, so one without a source topic (`NotReplayable`) leaves
+    nothing half replayed.
+    """
+    records = [replay_of(letter) for letter in letters]
+    await publisher.publish_many(OutgoingRecord(r.topic, r.key, r.value, r.headers) for r in records)
+    return len(records)
