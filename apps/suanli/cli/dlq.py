@@ -173,6 +173,19 @@ def list_topics(
     emit(output, {"topics": [_summary_data(s) for s in summaries]}, summaries_table(summaries, by_reason))
 
 
+def _scalar(value: Any) -> Any:
+    """Avro values JSON and YAML cannot hold (timestamps, bytes, decimals, uuids) as text."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _plain(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if record is None else json.loads(json.dumps(record, default=_scalar))
+
+
 def _letter_data(letter: DeadLetter) -> dict[str, Any]:
     from suanli.bus.codec import default_codec
 
@@ -195,7 +208,7 @@ def _letter_data(letter: DeadLetter) -> dict[str, Any]:
         "replayed_from": letter.replayed_from,
         "headers": {name: value.decode("utf-8", errors="replace") for name, value in letter.headers},
         "event_name": decoded.event_name,
-        "record": decoded.record,
+        "record": _plain(decoded.record),
         "decode_error": decoded.error,
         "value": decoded.summary,
     }
@@ -222,7 +235,7 @@ def _letter_panel(data: dict[str, Any]) -> Panel:
     body: list[RenderableType] = [facts]
     if data["record"] is not None:
         body.append(Text(f"{data['event_name']}:", style="bold"))
-        body.append(Text(json.dumps(data["record"], indent=2, default=str, ensure_ascii=False)))
+        body.append(Text(json.dumps(data["record"], indent=2, ensure_ascii=False)))
     else:
         body.append(Text(f"does not decode ({data['decode_error']}): {data['value']}", style="yellow"))
     return Panel(Group(*body), title=data["address"], title_align="left")

@@ -4,6 +4,8 @@ The decisions (what a record says, which ones a command takes, what a replay sen
 are `suanli.bus.dlq`; this module only moves records and offsets with aiokafka, in standard Kafka
 terms: metadata for the topic list, fetches from explicit offsets, and the committed offsets of the
 group `PURGE_GROUP` (fetched and committed for explicit partitions, which Tansu answers correctly).
+A topic is described only once the full topic list shows it exists: a metadata request naming a topic
+that does not exist creates it on brokers that auto-create topics (Tansu does).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from types import TracebackType
 from typing import Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from suanli.bus.dlq import (
     PURGE_GROUP,
@@ -32,6 +35,10 @@ from suanli.bus.publisher import EventPublisher, OutgoingRecord
 _FETCH_WAIT_MS = 100
 
 
+def _number(partition: dict[str, int]) -> int:
+    return partition["partition"]
+
+
 class UnknownDeadLetterTopic(LookupError):
     """The broker has no such dead-letter topic."""
 
@@ -46,6 +53,7 @@ class DeadLetterTopics:
         self._read_timeout_s = read_timeout_s
         self._client_id = client_id
         self._consumer: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
 
     async def start(self) -> None:
         """Connect; a second call does nothing."""
@@ -61,14 +69,25 @@ class DeadLetterTopics:
             auto_offset_reset="earliest",
             fetch_max_wait_ms=_FETCH_WAIT_MS,
         )
-        await consumer.start()
-        self._consumer = consumer
+        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, client_id=self._client_id)
+        await admin.start()
+        try:
+            await consumer.start()
+        except BaseException:
+            await admin.close()
+            raise
+        self._consumer, self._admin = consumer, admin
 
     async def stop(self) -> None:
         """Disconnect; a second call does nothing."""
         consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            await consumer.stop()
+        admin, self._admin = self._admin, None
+        try:
+            if consumer is not None:
+                await consumer.stop()
+        finally:
+            if admin is not None:
+                await admin.close()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -84,21 +103,21 @@ class DeadLetterTopics:
             raise BusClosedError("DeadLetterTopics is not started")
         return self._consumer
 
+    def _admin_client(self) -> AIOKafkaAdminClient:
+        if self._admin is None:
+            raise BusClosedError("DeadLetterTopics is not started")
+        return self._admin
+
     async def topics(self, prefix: str = "") -> list[str]:
         """Every dead-letter topic of the deployment ``prefix`` (all of them for ``""``), sorted."""
-        return dlq_topics(await self._running().topics(), prefix)
-
-    def _partitions(self, topic: str) -> list[TopicPartition]:
-        found = self._running().partitions_for_topic(topic)
-        if not found:
-            raise UnknownDeadLetterTopic(f"no dead-letter topic {topic!r} on the broker")
-        return [TopicPartition(topic, p) for p in sorted(found)]
+        return dlq_topics(await self._admin_client().list_topics(), prefix)
 
     async def _known_partitions(self, topic: str) -> list[TopicPartition]:
-        # partitions_for_topic answers from cached metadata: refresh it for a topic not seen yet.
-        if topic not in await self._running().topics():
+        admin = self._admin_client()
+        if topic not in await admin.list_topics():
             raise UnknownDeadLetterTopic(f"no dead-letter topic {topic!r} on the broker")
-        return self._partitions(topic)
+        (described,) = await admin.describe_topics([topic])
+        return [TopicPartition(topic, p["partition"]) for p in sorted(described["partitions"], key=_number)]
 
     async def marks(self, topic: str) -> dict[int, int]:
         """The purge mark of each partition of ``topic`` that has one."""
@@ -145,7 +164,7 @@ class DeadLetterTopics:
         """Counts of ``topic``'s records past the purge marks, by reason, and how many are purged."""
         consumer = self._running()
         marks = await self.marks(topic)
-        partitions = self._partitions(topic)
+        partitions = await self._known_partitions(topic)
         starts = await consumer.beginning_offsets(partitions)
         # Dead-letter topics are neither compacted nor transactional, so offsets are dense: the records
         # behind a mark are the mark minus the first offset still stored.

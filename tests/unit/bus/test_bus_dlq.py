@@ -1,4 +1,4 @@
-"""The pure part of the dead-letter tooling: reading headers, selecting, summarising, replay records, marks."""
+"""The pure part of the dead-letter tooling: headers read out, selection, summaries, replays, marks."""
 
 from __future__ import annotations
 
