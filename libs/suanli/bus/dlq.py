@@ -16,7 +16,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from suanli.bus.codec import Codec
 from suanli.bus.headers import (
@@ -36,6 +36,7 @@ from suanli.bus.headers import (
     header,
     set_headers,
 )
+from suanli.bus.records import StoredRecord
 from suanli.bus.topics import DLQ_SUFFIX
 
 PURGE_GROUP: Final = "suanli-dlq-purged"
@@ -47,25 +48,6 @@ PurgeMarks = Mapping[int, int]
 
 class NotReplayable(ValueError):
     """A dead-letter record that names no source topic (it was not written by the bus)."""
-
-
-class StoredRecord(Protocol):
-    """A record as read from the broker (aiokafka's ``ConsumerRecord`` has this shape)."""
-
-    @property
-    def topic(self) -> str: ...  # noqa: D102
-    @property
-    def partition(self) -> int: ...  # noqa: D102
-    @property
-    def offset(self) -> int: ...  # noqa: D102
-    @property
-    def timestamp(self) -> int: ...  # noqa: D102
-    @property
-    def key(self) -> bytes | None: ...  # noqa: D102
-    @property
-    def value(self) -> bytes | None: ...  # noqa: D102
-    @property
-    def headers(self) -> Iterable[tuple[str, bytes]] | None: ...  # noqa: D102
 
 
 def _int_or_none(text: str | None) -> int | None:
