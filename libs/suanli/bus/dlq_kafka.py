@@ -132,8 +132,10 @@ class DeadLetterTopics:
     async def read(self, topic: str, *, marks: PurgeMarks | None = None) -> list[DeadLetter]:
         """The records of ``topic`` from each partition's purge mark to its end, in partition order.
 
-        The end is the partition's end offset when the read starts; on Tansu that may fall inside the
-        last stored batch, but a fetch returns whole batches, so the read still reaches its last record.
+        A partition is read until the record before its end offset has been fetched. On Tansu the end
+        offset is the last stored batch's base + 1 (ARCHITECTURE §3), but a fetch returns whole batches,
+        so the records after that base arrive with it; and when the mark lies at or past the end offset
+        (inside that batch), the read starts at the batch's base and keeps what lies past the mark.
         """
         consumer = self._running()
         partitions = await self._known_partitions(topic)
@@ -141,23 +143,28 @@ class DeadLetterTopics:
         ends = await consumer.end_offsets(partitions)
         starts = await consumer.beginning_offsets(partitions)
         consumer.assign(partitions)
+        first: dict[TopicPartition, int] = {}
         position: dict[TopicPartition, int] = {}
         for tp in partitions:
-            position[tp] = max(marks.get(tp.partition, 0), starts[tp])
+            first[tp] = max(marks.get(tp.partition, 0), starts[tp])
+            position[tp] = min(first[tp], ends[tp] - 1) if ends[tp] > starts[tp] else first[tp]
             consumer.seek(tp, position[tp])
         letters: dict[TopicPartition, list[DeadLetter]] = {tp: [] for tp in partitions}
+        pending = {tp for tp in partitions if position[tp] < ends[tp]}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._read_timeout_s
-        while any(position[tp] < ends[tp] for tp in partitions):
+        while pending:
             if loop.time() > deadline:
-                missing = sum(max(0, ends[tp] - position[tp]) for tp in partitions)
+                missing = sum(ends[tp] - position[tp] for tp in pending)
                 raise TimeoutError(f"{topic}: {missing} record(s) not read within {self._read_timeout_s}s")
-            wanted = [tp for tp in partitions if position[tp] < ends[tp]]
-            batches = await consumer.getmany(*wanted, timeout_ms=_FETCH_WAIT_MS * 5)
+            batches = await consumer.getmany(*pending, timeout_ms=_FETCH_WAIT_MS * 5)
             for tp, records in batches.items():
                 for record in records:
-                    letters[tp].append(DeadLetter.from_record(record))
+                    if record.offset >= first[tp]:
+                        letters[tp].append(DeadLetter.from_record(record))
                     position[tp] = record.offset + 1
+                if position[tp] >= ends[tp]:
+                    pending.discard(tp)
         return [letter for tp in partitions for letter in letters[tp]]
 
     async def summary(self, topic: str) -> TopicSummary:

@@ -15,9 +15,24 @@ from bus_testkit import FAST_CONSUMER, FAST_RETRY, BusTopics, read_topic, sample
 from click.testing import Result
 from typer.testing import CliRunner
 
-from suanli.bus import ConsumedEvent, EventConsumer, EventPublisher, RetriableError
+from suanli.bus import (
+    ConsumedEvent,
+    EventConsumer,
+    EventPublisher,
+    OutgoingRecord,
+    ProducerSettings,
+    RetriableError,
+)
 from suanli.bus.dlq import PURGE_GROUP
-from suanli.bus.headers import DLQ_HEADERS, DLQ_REPLAYED_FROM, DLQ_REPLAYS, EVENT_ID, header
+from suanli.bus.dlq_kafka import DeadLetterTopics
+from suanli.bus.headers import (
+    DLQ_HEADERS,
+    DLQ_REPLAYED_FROM,
+    DLQ_REPLAYS,
+    EVENT_ID,
+    dead_letter_headers,
+    header,
+)
 from suanli.cli.main import app
 
 
@@ -105,7 +120,7 @@ async def test_dead_letters_are_listed_shown_replayed_and_purged(
         assert undecodable["record"] is None and undecodable["decode_error"]
         assert undecodable["value"].startswith("64 bytes, sha256 ")
         assert undecodable["headers"]["origin"] == "fuzzer"
-        panels = await dlq(bus_topics, "show", bus_topics.dlq, "--limit", "2")
+        panels = await dlq(bus_topics, "show", bus_topics.dlq, "--limit", "5")
         assert (
             panels.exit_code == 0 and "JobCancelled" in panels.stdout and "does not decode" in panels.stdout
         )
@@ -148,3 +163,35 @@ async def test_dead_letters_are_listed_shown_replayed_and_purged(
     assert (await dlq_json(bus_topics, "list", "--nonempty"))["topics"] == []
     nothing = await dlq(bus_topics, "replay", "events", "--yes")
     assert nothing.exit_code == 0 and "replayed 0 record(s)" in nothing.stdout
+
+
+async def test_records_past_a_short_end_offset_are_read(bus_topics: BusTopics) -> None:
+    """Five dead letters stored as one batch: Tansu's end offset stops at the batch's base + 1, and a
+    purge mark inside the batch must hide only the records before it."""
+    records = [
+        OutgoingRecord(
+            bus_topics.dlq,
+            b"k",
+            b"v%d" % i,
+            dead_letter_headers(
+                [],
+                error=ValueError(i),
+                topic=bus_topics.events,
+                partition=0,
+                offset=i,
+                attempts=1,
+                reason="handler",
+            ),
+        )
+        for i in range(5)
+    ]
+    async with EventPublisher(bus_topics.bootstrap, settings=ProducerSettings(linger_ms=50)) as batching:
+        await batching.publish_many(records)
+    async with DeadLetterTopics(bus_topics.bootstrap) as dlqs:
+        assert [d.value for d in await dlqs.read(bus_topics.dlq)] == [b"v0", b"v1", b"v2", b"v3", b"v4"]
+        assert await dlqs.purge(bus_topics.dlq, (await dlqs.read(bus_topics.dlq))[:2]) == {0: 2}
+        assert [d.value for d in await dlqs.read(bus_topics.dlq)] == [b"v2", b"v3", b"v4"]
+        summary = await dlqs.summary(bus_topics.dlq)
+        assert (summary.count, summary.purged) == (3, 2)
+        # A mark never moves back.
+        assert await dlqs.purge(bus_topics.dlq, (await dlqs.read(bus_topics.dlq, marks={}))[:1]) == {0: 2}
