@@ -40,11 +40,11 @@ class QuotaRejected(Exception):
     """A business error: retrying the same record cannot help."""
 
 
-async def dlq(topics: BusTopics, *args: str) -> Result:
+async def dlq(topics: BusTopics, *args: str, answer: str | None = None) -> Result:
     """Run ``suanli dlq ARGS`` the way a person would (off the event loop, a loop of its own)."""
     argv = ["dlq", *args, "--bootstrap", topics.bootstrap, "--prefix", topics.prefix]
     # A wide terminal: the test topics' names are long, and a narrow table would wrap the cells.
-    return await asyncio.to_thread(CliRunner().invoke, app, argv, env={"COLUMNS": "300"})
+    return await asyncio.to_thread(CliRunner().invoke, app, argv, input=answer, env={"COLUMNS": "300"})
 
 
 async def dlq_json(topics: BusTopics, *args: str) -> Any:
@@ -140,6 +140,12 @@ async def test_dead_letters_are_listed_shown_replayed_and_purged(
         assert (header(event.headers, DLQ_REPLAYED_FROM) or "").startswith(f"{bus_topics.dlq}/0/")
         assert not {name for name, _ in event.headers} & set(DLQ_HEADERS)
         assert header(event.headers, EVENT_ID) == event.record["event_id"]
+
+    recent = (await dlq_json(bus_topics, "show", "events", "--since", "1h"))["records"]
+    assert len(recent) == 5
+    assert (await dlq_json(bus_topics, "show", "events", "--since", "2999-01-01T00:00Z"))["records"] == []
+    declined = await dlq(bus_topics, "purge", "events", answer="n\n")
+    assert declined.exit_code == 1 and await committed_mark(bus_topics.bootstrap, bus_topics.dlq) is None
 
     # Purge the two oldest: a durable mark (the purge group's committed offset) that readers respect.
     purged = await dlq(bus_topics, "purge", "events", "--limit", "2", "--yes")
