@@ -167,7 +167,7 @@ def list_topics(
     """Every dead-letter topic: records past the purge mark, purged ones, replays that failed again."""
 
     async def work(topics: DeadLetterTopics) -> list[TopicSummary]:
-        return [await topics.summary(name) for name in await topics.topics(prefix)]
+        return await topics.summaries(await topics.topics(prefix))
 
     summaries = [s for s in _run(bootstrap, work) if s.count or not nonempty]
     emit(output, {"topics": [_summary_data(s) for s in summaries]}, summaries_table(summaries, by_reason))

@@ -11,7 +11,7 @@ that does not exist creates it on brokers that auto-create topics (Tansu does).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -112,51 +112,105 @@ class DeadLetterTopics:
         """Every dead-letter topic of the deployment ``prefix`` (all of them for ``""``), sorted."""
         return dlq_topics(await self._admin_client().list_topics(), prefix)
 
-    async def _known_partitions(self, topic: str) -> list[TopicPartition]:
+    async def _layout(self, names: Sequence[str]) -> dict[str, list[TopicPartition]]:
+        """The partitions of each of ``names``, from one topic list and one description of them all."""
         admin = self._admin_client()
-        if topic not in await admin.list_topics():
-            raise UnknownDeadLetterTopic(f"no dead-letter topic {topic!r} on the broker")
-        (described,) = await admin.describe_topics([topic])
-        return [TopicPartition(topic, p["partition"]) for p in sorted(described["partitions"], key=_number)]
+        known = set(await admin.list_topics())
+        for name in names:
+            if name not in known:
+                raise UnknownDeadLetterTopic(f"no dead-letter topic {name!r} on the broker")
+        if not names:
+            return {}
+        return {
+            d["topic"]: [
+                TopicPartition(d["topic"], p["partition"]) for p in sorted(d["partitions"], key=_number)
+            ]
+            for d in await admin.describe_topics(list(names))
+        }
+
+    async def _marks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        consumer = self._running()
+        marks: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            committed = await consumer.committed(tp)
+            if committed is not None:
+                marks[tp] = committed
+        return marks
 
     async def marks(self, topic: str) -> dict[int, int]:
         """The purge mark of each partition of ``topic`` that has one."""
-        consumer = self._running()
-        marks: dict[int, int] = {}
-        for tp in await self._known_partitions(topic):
-            committed = await consumer.committed(tp)
-            if committed is not None:
-                marks[tp.partition] = committed
-        return marks
+        partitions = (await self._layout([topic]))[topic]
+        return {tp.partition: offset for tp, offset in (await self._marks(partitions)).items()}
 
     async def read(self, topic: str, *, marks: PurgeMarks | None = None) -> list[DeadLetter]:
-        """The records of ``topic`` from each partition's purge mark to its end, in partition order.
+        """The records of ``topic`` past each partition's purge mark, to its end, in partition order.
+
+        ``marks`` replaces the stored marks (``{}``: read everything still stored).
+        """
+        partitions = (await self._layout([topic]))[topic]
+        if marks is None:
+            by_partition = await self._marks(partitions)
+        else:
+            by_partition = {tp: marks[tp.partition] for tp in partitions if tp.partition in marks}
+        letters, _ = await self._read(partitions, by_partition)
+        return [letter for tp in partitions for letter in letters[tp]]
+
+    async def summaries(self, names: Sequence[str]) -> list[TopicSummary]:
+        """Per topic: its records past the purge marks, by reason, and how many are purged.
+
+        All topics are read at once: one assignment and one offsets lookup, where a lookup per topic
+        would wait for a metadata refresh each time.
+        """
+        layout = await self._layout(names)
+        partitions = [tp for name in names for tp in layout[name]]
+        marks = await self._marks(partitions)
+        letters, starts = await self._read(partitions, marks)
+        # Dead-letter topics are neither compacted nor transactional, so offsets are dense: the records
+        # behind a mark are the mark minus the first offset still stored.
+        return [
+            summarise(
+                name,
+                [letter for tp in layout[name] for letter in letters[tp]],
+                sum(max(0, marks.get(tp, 0) - starts[tp]) for tp in layout[name]),
+            )
+            for name in names
+        ]
+
+    async def summary(self, topic: str) -> TopicSummary:
+        """`summaries` of one topic."""
+        (found,) = await self.summaries([topic])
+        return found
+
+    async def _read(
+        self, partitions: list[TopicPartition], marks: Mapping[TopicPartition, int]
+    ) -> tuple[dict[TopicPartition, list[DeadLetter]], dict[TopicPartition, int]]:
+        """The records of ``partitions`` from their marks to their ends, and each one's first offset.
 
         A partition is read until the record before its end offset has been fetched. On Tansu the end
         offset is the last stored batch's base + 1 (ARCHITECTURE §3), but a fetch returns whole batches,
         so the records after that base arrive with it; and when the mark lies at or past the end offset
         (inside that batch), the read starts at the batch's base and keeps what lies past the mark.
         """
+        letters: dict[TopicPartition, list[DeadLetter]] = {tp: [] for tp in partitions}
+        if not partitions:
+            return letters, {}
         consumer = self._running()
-        partitions = await self._known_partitions(topic)
-        marks = await self.marks(topic) if marks is None else marks
         ends = await consumer.end_offsets(partitions)
         starts = await consumer.beginning_offsets(partitions)
         consumer.assign(partitions)
         first: dict[TopicPartition, int] = {}
         position: dict[TopicPartition, int] = {}
         for tp in partitions:
-            first[tp] = max(marks.get(tp.partition, 0), starts[tp])
+            first[tp] = max(marks.get(tp, 0), starts[tp])
             position[tp] = min(first[tp], ends[tp] - 1) if ends[tp] > starts[tp] else first[tp]
             consumer.seek(tp, position[tp])
-        letters: dict[TopicPartition, list[DeadLetter]] = {tp: [] for tp in partitions}
         pending = {tp for tp in partitions if position[tp] < ends[tp]}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._read_timeout_s
         while pending:
             if loop.time() > deadline:
                 missing = sum(ends[tp] - position[tp] for tp in pending)
-                raise TimeoutError(f"{topic}: {missing} record(s) not read within {self._read_timeout_s}s")
+                raise TimeoutError(f"{missing} dead-letter record(s) not read within {self._read_timeout_s}s")
             batches = await consumer.getmany(*pending, timeout_ms=_FETCH_WAIT_MS * 5)
             for tp, records in batches.items():
                 for record in records:
@@ -165,18 +219,7 @@ class DeadLetterTopics:
                     position[tp] = record.offset + 1
                 if position[tp] >= ends[tp]:
                     pending.discard(tp)
-        return [letter for tp in partitions for letter in letters[tp]]
-
-    async def summary(self, topic: str) -> TopicSummary:
-        """Counts of ``topic``'s records past the purge marks, by reason, and how many are purged."""
-        consumer = self._running()
-        marks = await self.marks(topic)
-        partitions = await self._known_partitions(topic)
-        starts = await consumer.beginning_offsets(partitions)
-        # Dead-letter topics are neither compacted nor transactional, so offsets are dense: the records
-        # behind a mark are the mark minus the first offset still stored.
-        purged = sum(max(0, marks.get(tp.partition, 0) - starts[tp]) for tp in partitions)
-        return summarise(topic, await self.read(topic, marks=marks), purged)
+        return letters, starts
 
     async def purge(self, topic: str, letters: Sequence[DeadLetter]) -> dict[int, int]:
         """Move ``topic``'s marks past ``letters`` (never back); the marks as they now stand."""
