@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 import uuid
+from dataclasses import replace
+from pathlib import Path
 
-from conftest import PARTITIONS
+from conftest import PARTITIONS, RELAY_TOPIC
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from relay_testkit import eventually, read_topic
 from typer.testing import CliRunner
 
+from suanli.bus.admin import ensure_topics
 from suanli.bus.publisher import EventPublisher
 from suanli.cli.main import app
 from suanli.eventstore import NewEvent, OutboxMessage, OutboxRelay, PostgresEventStore, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
+from suanli.eventstore.parking import ParkingPolicy
 from suanli.eventstore.relay import OutboxMetrics
+from suanli.infra.broker import BrokerProcess
 from suanli.telemetry.names import OUTBOX_PARKED
 
 # Later rows must flow within seconds of the relay meeting the poison row, not after retries.
@@ -120,3 +127,56 @@ async def test_an_oversize_row_is_parked_and_later_rows_flow_in_order(
         CliRunner().invoke, app, ["outbox", "unpark", "999999", "--dsn", pg_dsn, "--schema", pg_store.schema]
     )
     assert refused.exit_code == 2 and "not parked: 999999" in refused.output
+
+
+async def test_a_broker_outage_is_waited_out_and_nothing_is_parked(
+    pg_dsn: str, pg_store: PostgresEventStore, service_home: Path
+) -> None:
+    """The errors a real outage produces are transient: with parking after a single non-transient
+    failure, a broker frozen (SIGSTOP) under the relay parks nothing and counts no attempt, and every
+    row arrives in order once it answers again."""
+    broker = BrokerProcess(log_path=service_home / "tansu.log")
+    bootstrap = broker.start()
+    assert broker.pid is not None
+    try:
+        await ensure_topics(bootstrap, [RELAY_TOPIC], prefix="outage", with_dlq=False)
+        topic = RELAY_TOPIC.prefixed("outage").name
+        ids = await append(pg_store, topic, "s", [b"before"])
+        settings = replace(RELAY_PRODUCER, request_timeout_ms=1_000)
+        pending = f"SELECT count(*) FROM {pg_store.schema}.outbox WHERE published_at IS NULL"
+
+        async def drained() -> bool:
+            return await pg_store.pool.fetchval(pending) == 0
+
+        async with (
+            EventPublisher(bootstrap, settings=settings) as publisher,
+            OutboxRelay(
+                PostgresOutboxFeed(pg_dsn, schema=pg_store.schema),
+                KafkaOutboxSink(publisher),
+                poll_interval=0.1,
+                min_backoff=0.05,
+                max_backoff=0.2,
+                parking=ParkingPolicy(max_attempts=1),
+            ) as relay,
+        ):
+            await eventually(drained, "the first row published")
+            os.kill(broker.pid, signal.SIGSTOP)
+            try:
+                ids += await append(pg_store, topic, "s", [f"during-{i}".encode() for i in range(10)])
+
+                async def failing() -> bool:
+                    return relay.failures >= 2
+
+                await eventually(failing, "the relay failing against the frozen broker")
+            finally:
+                os.kill(broker.pid, signal.SIGCONT)
+            await eventually(drained, "every row published after the outage")
+        assert relay.parked == 0
+        assert await pg_store.parked_outbox() == []
+        assert await pg_store.pool.fetchval(f"SELECT max(attempts) FROM {pg_store.schema}.outbox") == 0
+        contents = await read_topic(bootstrap, topic, PARTITIONS, set(ids))
+        assert contents.first_seen_by_key() == {
+            b"s": [b"before", *(f"during-{i}".encode() for i in range(10))]
+        }
+    finally:
+        broker.stop()
