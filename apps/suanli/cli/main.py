@@ -53,7 +53,7 @@ def main(
 def _register() -> None:
     # Imported here so that `suanli --help` stays one module deep until a command is chosen.
     from suanli.billing.entrypoints import cli as billing
-    from suanli.cli import audit, auth, bill, dev, job, network, nodes, queues, simulate, up
+    from suanli.cli import audit, auth, bill, dev, dlq, job, network, nodes, outbox, queues, simulate, up
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
@@ -78,6 +78,8 @@ def _register() -> None:
     app.add_typer(serve, name="serve")
     app.command("agent")(sensing.agent)
     app.command("simulate")(simulate.simulate)
+    app.add_typer(dlq.app, name="dlq")
+    app.add_typer(outbox.app, name="outbox")
     app.add_typer(dev.app, name="dev")
     app.add_typer(auth.app, name="auth")
     app.command("audit")(audit.audit)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from aiokafka.errors import KafkaError
 
 from suanli.bus.errors import is_retriable
 from suanli.bus.headers import Headers, dead_letter_headers
 from suanli.bus.metrics import BusMetrics
+from suanli.bus.records import ConsumedRecord
 from suanli.bus.retry import RetryPolicy
 from suanli.bus.topics import dlq_topic
 
@@ -94,23 +95,6 @@ async def retry_failed(
             error = exc
 
 
-class ConsumedRecord(Protocol):
-    """Where a record came from and what it held (aiokafka's ``ConsumerRecord`` has this shape)."""
-
-    @property
-    def topic(self) -> str: ...  # noqa: D102
-    @property
-    def partition(self) -> int: ...  # noqa: D102
-    @property
-    def offset(self) -> int: ...  # noqa: D102
-    @property
-    def key(self) -> bytes | None: ...  # noqa: D102
-    @property
-    def value(self) -> bytes | None: ...  # noqa: D102
-    @property
-    def headers(self) -> Iterable[tuple[str, bytes]] | None: ...  # noqa: D102
-
-
 SendRaw = Callable[[str, bytes | None, bytes, Headers], Awaitable[object]]
 """Sends encoded bytes to a topic (topic, key, value, headers) and returns once acknowledged."""
 
@@ -139,6 +123,7 @@ async def dead_letter(
         partition=record.partition,
         offset=record.offset,
         attempts=attempts,
+        reason=reason,
     )
     log.error(
         "dead-lettering %s[%d]@%d to %s (%s): %r",

@@ -13,6 +13,8 @@ DLQ_ORIGINAL_TOPIC = "dlq-original-topic"
 DLQ_ORIGINAL_PARTITION = "dlq-original-partition"
 DLQ_ORIGINAL_OFFSET = "dlq-original-offset"
 DLQ_ATTEMPTS = "dlq-attempts"
+# The ``reason`` label of suanli_dead_lettered_total (decode, handler, retries-exhausted).
+DLQ_REASON = "dlq-reason"
 DLQ_HEADERS = (
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,
@@ -20,7 +22,13 @@ DLQ_HEADERS = (
     DLQ_ORIGINAL_PARTITION,
     DLQ_ORIGINAL_OFFSET,
     DLQ_ATTEMPTS,
+    DLQ_REASON,
 )
+
+# Written by `suanli dlq replay` on the records it republishes, and kept when such a record is
+# dead-lettered again, so a replay that failed once more is told apart from a first failure.
+DLQ_REPLAYED_FROM = "dlq-replayed-from"
+DLQ_REPLAYS = "dlq-replays"
 
 # Kafka has no header size limit of its own, but a stack-trace-sized message bloats every DLQ record.
 MAX_ERROR_MESSAGE_BYTES = 2048
@@ -51,6 +59,7 @@ def dead_letter_headers(
     partition: int,
     offset: int,
     attempts: int,
+    reason: str,
 ) -> Headers:
     """The original headers (trace context, event id) plus why and where the record failed."""
     message = str(error).encode("utf-8", errors="replace")[:MAX_ERROR_MESSAGE_BYTES]
@@ -61,5 +70,6 @@ def dead_letter_headers(
         DLQ_ORIGINAL_PARTITION: str(partition).encode(),
         DLQ_ORIGINAL_OFFSET: str(offset).encode(),
         DLQ_ATTEMPTS: str(attempts).encode(),
+        DLQ_REASON: reason.encode(),
     }
     return set_headers(original, values)

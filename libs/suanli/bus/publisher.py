@@ -165,12 +165,38 @@ class EventPublisher:
         partition, so they are stored in input order. If any send fails this raises after all others have
         settled, so the caller knows nothing is still in flight when it retries the lot.
         """
-        futures = [await self._send(record) for record in records]
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        results = await self.publish_each(records)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-        return list(results)
+        return [r for r in results if not isinstance(r, BaseException)]
+
+    async def publish_each(self, records: Iterable[OutgoingRecord]) -> list[RecordMetadata | Exception]:
+        """Like `publish_many`, but each record's outcome in input order: its metadata or its error.
+
+        A record the producer refuses before sending (larger than ``max_request_size``) fails alone,
+        with the others still sent; returns only once nothing is in flight.
+        """
+        pending: list[asyncio.Future[RecordMetadata] | Exception] = []
+        for record in records:
+            try:
+                pending.append(await self._send(record))
+            except BusClosedError:
+                raise
+            except Exception as exc:
+                pending.append(exc)
+        futures = [p for p in pending if not isinstance(p, Exception)]
+        settled = iter(await asyncio.gather(*futures, return_exceptions=True))
+        outcomes: list[RecordMetadata | Exception] = []
+        for entry in pending:
+            if isinstance(entry, Exception):
+                outcomes.append(entry)
+                continue
+            result = next(settled)
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # cancellation and the like are not a record's outcome
+            outcomes.append(result)
+        return outcomes
 
     async def flush(self) -> None:
         """Return once every record sent so far is acknowledged (or failed)."""

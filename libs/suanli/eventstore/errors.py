@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 
@@ -37,3 +37,22 @@ class AlreadyProcessed(EventStoreError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+
+
+class PublishFailed(EventStoreError):
+    """Some rows of a batch were not acknowledged, the others were (an `OutboxSink` raises it).
+
+    ``failures`` maps each failed row id to its error.
+    """
+
+    def __init__(self, failures: Mapping[int, BaseException]) -> None:
+        first = min(failures)
+        super().__init__(f"{len(failures)} outbox row(s) not published, first {first}: {failures[first]!r}")
+        self.failures = dict(failures)
+
+
+class RecordRefused(EventStoreError):
+    """The broker (or the producer, against the same limits) refused a row as a record.
+
+    Too large, malformed, an invalid topic name: no retry can deliver it, so the relay parks it at once.
+    """

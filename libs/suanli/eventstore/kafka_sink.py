@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aiokafka.errors import (
+    CorruptRecordException,
+    InvalidTopicError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+)
+
 from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
+from suanli.eventstore.errors import PublishFailed, RecordRefused
 from suanli.eventstore.values import OutboxRecord
 
 # The relay hands the producer a whole batch of rows at once (appended in one go, so they still share
 # Kafka batches per partition): lingering for more records only delays the placements it carries.
 RELAY_PRODUCER = ProducerSettings(linger_ms=0, client_id="suanli-outbox-relay")
+
+# Answers about the record itself, from the producer (over max_request_size) or the broker (over its
+# message.max.bytes, malformed, a topic name it rejects): the same record gets the same answer however
+# often it is sent.
+REFUSED_RECORD_ERRORS: tuple[type[Exception], ...] = (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    CorruptRecordException,
+    InvalidTopicError,
+    TopicAuthorizationFailedError,
+)
 
 
 class KafkaOutboxSink:
@@ -19,9 +41,21 @@ class KafkaOutboxSink:
         self._publisher = publisher
 
     async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
-        """Publish ``records`` in order per key; return once every one is acknowledged."""
-        # publish_many keeps input order per key and returns only after every record is acknowledged,
-        # and raises only once nothing is still in flight, so the relay may retry the whole batch.
-        await self._publisher.publish_many(
+        """Publish ``records`` in order per key; return once every one is acknowledged.
+
+        Otherwise raise `PublishFailed` naming the rows that were not, once nothing is in flight (so the
+        relay may retry them); a row refused as a record fails with `RecordRefused`.
+        """
+        outcomes = await self._publisher.publish_each(
             OutgoingRecord(r.topic, r.key, r.value, r.headers) for r in records
         )
+        failures: dict[int, BaseException] = {}
+        for record, outcome in zip(records, outcomes, strict=True):
+            if isinstance(outcome, REFUSED_RECORD_ERRORS):
+                refused = RecordRefused(f"{record.topic}: {outcome}")
+                refused.__cause__ = outcome
+                failures[record.id] = refused
+            elif isinstance(outcome, Exception):
+                failures[record.id] = outcome
+        if failures:
+            raise PublishFailed(failures)

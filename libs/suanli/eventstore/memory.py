@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from suanli.clock import Clock, SystemClock
-from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
+from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId, PublishFailed
 from suanli.eventstore.validation import check_batch
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
+from suanli.eventstore.values import (
+    NewEvent,
+    OutboxMessage,
+    OutboxRecord,
+    ParkedRow,
+    RowFailure,
+    StoredEvent,
+    StreamAppend,
+)
 
 
 @dataclass
@@ -21,6 +29,7 @@ class _State:
     event_ids: set[Any] = field(default_factory=set)
     outbox: dict[int, OutboxRecord] = field(default_factory=dict)  # unpublished, insertion (= id) order
     published: dict[int, OutboxRecord] = field(default_factory=dict)
+    parked: dict[int, tuple[OutboxRecord, ParkedRow]] = field(default_factory=dict)
     tracking: dict[tuple[str, str, int], int] = field(default_factory=dict)
     processed: set[tuple[str, str]] = field(default_factory=set)  # (group, event id)
     next_position: int = 1
@@ -184,6 +193,20 @@ class InMemoryEventStore:
         """Like `EventStore.pending_outbox`: unpublished rows, oldest first."""
         return list(self._state.outbox.values())[:limit]
 
+    async def parked_outbox(self, limit: int = 100) -> list[ParkedRow]:
+        """Like `EventStore.parked_outbox`: parked rows, oldest first."""
+        return [row for _, row in sorted(self._state.parked.values(), key=lambda p: p[1].id)][:limit]
+
+    async def unpark_outbox(self, ids: Sequence[int]) -> list[int]:
+        """Like `EventStore.unpark_outbox`: back in line (in id order), attempts reset."""
+        state = self._state
+        back = [state.parked.pop(i)[0] for i in sorted(set(ids)) if i in state.parked]
+        if back:
+            rows = [*state.outbox.values(), *(replace(r, attempts=0) for r in back)]
+            state.outbox = {r.id: r for r in sorted(rows, key=lambda r: r.id)}
+            self._outbox_added.set()
+        return [r.id for r in back]
+
     # -- TrackingStore -----------------------------------------------------------------------------
 
     async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
@@ -236,6 +259,32 @@ class _MemoryLease:
             if record is not None:
                 state.published[record_id] = record
 
+    async def record_failures(self, failures: Sequence[RowFailure]) -> None:
+        state = self._store._state
+        for failure in failures:
+            record = state.outbox.get(failure.id)
+            if record is None:
+                continue
+            record = replace(record, attempts=record.attempts + 1)
+            if not failure.park:
+                state.outbox[failure.id] = record  # an update keeps the row's place in id order
+                continue
+            del state.outbox[failure.id]
+            state.parked[failure.id] = (
+                record,
+                ParkedRow(
+                    id=record.id,
+                    topic=record.topic,
+                    key=record.key,
+                    event_name=record.event_name,
+                    size=len(record.value),
+                    attempts=record.attempts,
+                    reason=failure.error,
+                    created_at=record.created_at,
+                    parked_at=self._store._clock.now(),
+                ),
+            )
+
     async def wait_for_new(self, timeout: float) -> None:
         with suppress(TimeoutError):
             await asyncio.wait_for(self._store._outbox_added.wait(), timeout)
@@ -255,15 +304,28 @@ class InMemoryOutboxFeed:
 
 
 class RecordingOutboxSink:
-    """An OutboxSink that keeps what it was given: for relay tests that do not need a broker."""
+    """An OutboxSink that keeps what it was given: for relay tests that do not need a broker.
 
-    def __init__(self) -> None:
+    ``fail_next`` fails the next batch as a whole, once; ``reject(record)`` returning an error fails that
+    record alone (with `PublishFailed`, as a broker's answer per record would) on every attempt.
+    """
+
+    def __init__(self, reject: Callable[[OutboxRecord], BaseException | None] | None = None) -> None:
         self.records: list[OutboxRecord] = []
         self.fail_next: BaseException | None = None
+        self.reject = reject
 
     async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
-        """Keep ``records``, or raise the error set in ``fail_next`` once."""
+        """Keep ``records``, or raise the error set in ``fail_next`` once, or those ``reject`` gives."""
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
-        self.records.extend(records)
+        failures: dict[int, BaseException] = {}
+        for record in records:
+            rejected = self.reject(record) if self.reject is not None else None
+            if rejected is None:
+                self.records.append(record)
+            else:
+                failures[record.id] = rejected
+        if failures:
+            raise PublishFailed(failures)

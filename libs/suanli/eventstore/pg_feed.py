@@ -21,7 +21,7 @@ import asyncpg
 from suanli.clock import Clock, SystemClock
 from suanli.eventstore.migrator import check_schema
 from suanli.eventstore.postgres import DEFAULT_SCHEMA, Statements, outbox_record
-from suanli.eventstore.values import OutboxRecord
+from suanli.eventstore.values import OutboxRecord, RowFailure
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,16 @@ class PostgresOutboxLease:
     async def mark_published(self, ids: Sequence[int]) -> None:
         """Record ``ids`` as published, stamped with the clock's time."""
         await self._conn.execute(self._sql.mark_published, self._clock.now(), list(ids))
+
+    async def record_failures(self, failures: Sequence[RowFailure]) -> None:
+        """Like `OutboxLease.record_failures`: one statement for the batch's failures."""
+        await self._conn.execute(
+            self._sql.record_failures,
+            [f.id for f in failures],
+            [f.error for f in failures],
+            [f.park for f in failures],
+            self._clock.now(),
+        )
 
     async def wait_for_new(self, timeout: float) -> None:
         """Like `OutboxLease.wait_for_new`: woken by the outbox's NOTIFY, or after ``timeout`` seconds."""

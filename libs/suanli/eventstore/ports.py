@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
+from suanli.eventstore.values import (
+    NewEvent,
+    OutboxMessage,
+    OutboxRecord,
+    ParkedRow,
+    RowFailure,
+    StoredEvent,
+    StreamAppend,
+)
 
 NO_STREAM = 0
 
@@ -90,7 +98,15 @@ class EventStore(Protocol):
         ...
 
     async def pending_outbox(self, limit: int = 500) -> list[OutboxRecord]:
-        """Unpublished outbox rows, oldest first."""
+        """Unpublished outbox rows, oldest first (parked rows are not pending)."""
+        ...
+
+    async def parked_outbox(self, limit: int = 100) -> list[ParkedRow]:
+        """Rows the relay parked (the broker refused them), oldest first."""
+        ...
+
+    async def unpark_outbox(self, ids: Sequence[int]) -> list[int]:
+        """Put parked rows ``ids`` back in line (attempts reset); return those that were parked."""
         ...
 
 
@@ -129,6 +145,9 @@ class OutboxLease(Protocol):
     async def mark_published(self, ids: Sequence[int]) -> None:
         """Record the rows ``ids`` as published, so they are not handed out again."""
 
+    async def record_failures(self, failures: Sequence[RowFailure]) -> None:
+        """Count a failed attempt on each row, with its error; park those marked so (no longer pending)."""
+
     async def wait_for_new(self, timeout: float) -> None:
         """Return when rows may have been added since the last `pending`, or after `timeout` seconds."""
         ...
@@ -146,5 +165,9 @@ class OutboxSink(Protocol):
     """Where a relay publishes outbox rows (Kafka in production)."""
 
     async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
-        """Publish `records`, keeping their order per key; return only once every one is acknowledged."""
+        """Publish `records`, keeping their order per key; return only once every one is acknowledged.
+
+        When some are not acknowledged, raise `PublishFailed` naming them (once none is in flight any
+        more), with `RecordRefused` as the error of a row the broker refused as a record.
+        """
         ...

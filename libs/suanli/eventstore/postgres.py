@@ -21,14 +21,24 @@ from suanli.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId
 from suanli.eventstore.migrator import check_schema, migrate
 from suanli.eventstore.validation import check_batch
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
+from suanli.eventstore.values import (
+    NewEvent,
+    OutboxMessage,
+    OutboxRecord,
+    ParkedRow,
+    StoredEvent,
+    StreamAppend,
+)
 
 DEFAULT_SCHEMA = "eventstore"
 # Longest a statement may take: commits are small; migrations and rebuild reads are paged well below it.
 COMMAND_TIMEOUT_S = 30.0
 
 _EVENT_COLUMNS = "stream, version, position, event_id, event_name, payload, recorded_at, metadata"
-OUTBOX_COLUMNS = "id, topic, key, event_name, value, header_names, header_values, created_at"
+OUTBOX_COLUMNS = "id, topic, key, event_name, value, header_names, header_values, created_at, attempts"
+_PARKED_COLUMNS = (
+    "id, topic, key, event_name, octet_length(value) AS size, attempts, last_error, created_at, parked_at"
+)
 
 
 def _stored_event(row: asyncpg.Record) -> StoredEvent:
@@ -55,6 +65,23 @@ def outbox_record(row: asyncpg.Record) -> OutboxRecord:
         value=bytes(row["value"]),
         headers=tuple(zip(row["header_names"], map(bytes, row["header_values"]), strict=True)),
         created_at=row["created_at"],
+        attempts=row["attempts"],
+    )
+
+
+def parked_row(row: asyncpg.Record) -> ParkedRow:
+    """A parked outbox row as operators list it (the value's size, not the value)."""
+    key = row["key"]
+    return ParkedRow(
+        id=row["id"],
+        topic=row["topic"],
+        key=None if key is None else bytes(key),
+        event_name=row["event_name"],
+        size=row["size"],
+        attempts=row["attempts"],
+        reason=row["last_error"] or "",
+        created_at=row["created_at"],
+        parked_at=row["parked_at"],
     )
 
 
@@ -88,9 +115,22 @@ class Statements:
         self.read = f"{select} WHERE stream = $1 AND version > $2 ORDER BY version"
         self.read_all = f"{select} WHERE position > $1 ORDER BY position LIMIT $2"
         self.pending = (
-            f"SELECT {OUTBOX_COLUMNS} FROM {s}.outbox WHERE published_at IS NULL ORDER BY id LIMIT $1"
+            f"SELECT {OUTBOX_COLUMNS} FROM {s}.outbox"
+            " WHERE published_at IS NULL AND parked_at IS NULL ORDER BY id LIMIT $1"
         )
         self.mark_published = f"UPDATE {s}.outbox SET published_at = $1 WHERE id = ANY($2::bigint[])"
+        self.record_failures = (
+            f"UPDATE {s}.outbox AS o SET attempts = o.attempts + 1, last_error = f.error,"
+            " parked_at = CASE WHEN f.park THEN $4 ELSE o.parked_at END"
+            " FROM unnest($1::bigint[], $2::text[], $3::bool[]) AS f(id, error, park) WHERE o.id = f.id"
+        )
+        self.parked = (
+            f"SELECT {_PARKED_COLUMNS} FROM {s}.outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT $1"
+        )
+        self.unpark = (
+            f"UPDATE {s}.outbox SET parked_at = NULL, attempts = 0"
+            " WHERE id = ANY($1::bigint[]) AND parked_at IS NOT NULL RETURNING id"
+        )
         # Claims the offset in the effect's transaction. The row lock taken by ON CONFLICT makes a concurrent
         # claim of the same partition wait, then see the committed offset and find nothing to update.
         self.claim = (
@@ -322,6 +362,16 @@ class PostgresEventStore:
         rows = await self._pool.fetch(self._sql.pending, limit)
         return [outbox_record(r) for r in rows]
 
+    async def parked_outbox(self, limit: int = 100) -> list[ParkedRow]:
+        """Like `EventStore.parked_outbox`: parked rows, oldest first."""
+        async with self._pool.acquire() as conn:
+            return await parked_outbox_rows(conn, self._schema, limit)
+
+    async def unpark_outbox(self, ids: Sequence[int]) -> list[int]:
+        """Like `EventStore.unpark_outbox`: back in line, attempts reset."""
+        async with self._pool.acquire() as conn:
+            return await unpark_outbox_rows(conn, self._schema, ids)
+
     # -- TrackingStore -----------------------------------------------------------------------------
 
     async def applied(self, group: str, topic: str, partition: int, offset: int) -> bool:
@@ -346,3 +396,28 @@ class PostgresEventStore:
             if claimed is None:
                 raise AlreadyProcessed(group, topic, partition, offset)
             yield PostgresTransaction(conn, self._sql, self._clock)
+
+
+# For operators' tools (``suanli outbox``), which look at a service's schema without opening its store
+# (opening one migrates it).
+
+
+async def outbox_parking_ready(conn: asyncpg.Connection, schema: str) -> bool:
+    """Whether ``schema`` has an outbox with the parking columns (migration 0005 applied)."""
+    found = await conn.fetchval(
+        "SELECT 1 FROM information_schema.columns"
+        " WHERE table_schema = $1 AND table_name = 'outbox' AND column_name = 'parked_at'",
+        check_schema(schema),
+    )
+    return found is not None
+
+
+async def parked_outbox_rows(conn: asyncpg.Connection, schema: str, limit: int = 100) -> list[ParkedRow]:
+    """The parked rows of ``schema``'s outbox, oldest first."""
+    return [parked_row(r) for r in await conn.fetch(Statements(schema).parked, limit)]
+
+
+async def unpark_outbox_rows(conn: asyncpg.Connection, schema: str, ids: Sequence[int]) -> list[int]:
+    """Put parked rows ``ids`` of ``schema``'s outbox back in line; the ids that were parked."""
+    rows = await conn.fetch(Statements(schema).unpark, list(ids))
+    return sorted(r["id"] for r in rows)

@@ -5,6 +5,10 @@ publish them all and wait for every acknowledgement, then mark them published in
 anywhere before the mark leaves the rows unpublished and they are sent again: duplicates are possible,
 losses are not; consumers de-duplicate by event id. When a batch comes back short the relay sleeps until
 the outbox trigger's NOTIFY or `poll_interval`, whichever comes first (the poll covers a lost notification).
+
+A row the broker refuses for good is parked (`suanli.eventstore.parking`): set aside with its reason and
+attempts, counted in ``suanli_outbox_parked_total``, and the rows after it flow on; without that, one
+oversize row would be retried forever in front of every later row.
 """
 
 from __future__ import annotations
@@ -15,9 +19,32 @@ import logging
 from types import TracebackType
 from typing import Self
 
+from opentelemetry import metrics as otel_metrics
+from opentelemetry.metrics import Meter
+
+from suanli.eventstore.errors import PublishFailed
+from suanli.eventstore.parking import ParkingPolicy
 from suanli.eventstore.ports import OutboxFeed, OutboxLease, OutboxSink
+from suanli.eventstore.values import OutboxRecord
+from suanli.telemetry.names import OUTBOX_PARKED
 
 log = logging.getLogger(__name__)
+
+
+class OutboxMetrics:
+    """The relay's metric: rows parked, by topic."""
+
+    def __init__(self, meter: Meter | None = None) -> None:
+        meter = meter or otel_metrics.get_meter("suanli.eventstore")
+        self._parked = meter.create_counter(
+            OUTBOX_PARKED,
+            unit="1",
+            description="Outbox rows the relay parked because the broker refused them.",
+        )
+
+    def parked(self, topic: str) -> None:
+        """Count one parked row of ``topic``."""
+        self._parked.add(1, {"topic": topic})
 
 
 class OutboxRelay:
@@ -32,6 +59,8 @@ class OutboxRelay:
         poll_interval: float = 1.0,
         min_backoff: float = 0.1,
         max_backoff: float = 5.0,
+        parking: ParkingPolicy | None = None,
+        metrics: OutboxMetrics | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -41,6 +70,8 @@ class OutboxRelay:
         self._poll_interval = poll_interval
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
+        self._parking = parking or ParkingPolicy()
+        self._metrics = metrics or OutboxMetrics()
         self._stopping = False
         # True while a batch is between "read" and "marked": stop() must not cancel then, or the batch
         # would be published without being marked (harmless, but a needless duplicate on restart).
@@ -50,6 +81,7 @@ class OutboxRelay:
         self.published = 0
         self.batches = 0
         self.failures = 0
+        self.parked = 0
 
     async def start(self) -> None:
         """Run the relay in a background task; a second call does nothing."""
@@ -105,12 +137,38 @@ class OutboxRelay:
                 rows = await lease.pending(self._batch_size)
                 self.polls += 1
                 if rows:
-                    await self._sink.publish_batch(rows)
-                    await lease.mark_published([r.id for r in rows])
-                    self.published += len(rows)
+                    try:
+                        await self._sink.publish_batch(rows)
+                        delivered = [r.id for r in rows]
+                    except PublishFailed as failed:
+                        delivered = await self._set_aside(lease, rows, failed)
+                    await lease.mark_published(delivered)
+                    self.published += len(delivered)
                     self.batches += 1
             finally:
                 self._busy = False
             if len(rows) == self._batch_size or self._stopping:
                 continue
             await lease.wait_for_new(self._poll_interval)
+
+    async def _set_aside(
+        self, lease: OutboxLease, rows: list[OutboxRecord], failed: PublishFailed
+    ) -> list[int]:
+        """Record the batch's failures and park the rows that cannot be delivered.
+
+        Returns the rows to mark published when every failure was parked (all others were acknowledged);
+        re-raises otherwise, so the batch is retried after the backoff, like any failed batch.
+        """
+        verdicts = self._parking.judge(failed, rows)
+        if verdicts:
+            await lease.record_failures(verdicts)
+        topics = {r.id: r.topic for r in rows}
+        parked = {v.id for v in verdicts if v.park}
+        for verdict in verdicts:
+            if verdict.park:
+                log.error("outbox row %d to %s parked: %s", verdict.id, topics[verdict.id], verdict.error)
+                self._metrics.parked(topics[verdict.id])
+        self.parked += len(parked)
+        if parked != set(failed.failures):
+            raise failed
+        return [r.id for r in rows if r.id not in parked]

@@ -90,6 +90,32 @@ class OutboxRecord:
     value: bytes
     headers: Headers
     created_at: datetime
+    # Failed publishing attempts counted so far (see `suanli.eventstore.parking`).
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RowFailure:
+    """A failed attempt to publish one outbox row: counted, and with ``park`` the row is set aside."""
+
+    id: int
+    error: str
+    park: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedRow:
+    """An outbox row the relay set aside because the broker refused it for good."""
+
+    id: int
+    topic: str
+    key: bytes | None
+    event_name: str
+    size: int
+    attempts: int
+    reason: str
+    created_at: datetime
+    parked_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

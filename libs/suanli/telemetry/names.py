@@ -43,6 +43,7 @@ ROUTING_VIEW_FRESHNESS = "suanli_routing_view_freshness_seconds"
 ROUTING_LINKS = "suanli_routing_links"
 CONSUMER_LAG = "suanli_consumer_lag"
 DEAD_LETTERED = "suanli_dead_lettered_total"
+OUTBOX_PARKED = "suanli_outbox_parked_total"
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -165,6 +166,14 @@ METRICS: tuple[MetricSpec, ...] = (
         ("topic", "reason"),
         "every consumer (bus)",
         "Records sent to a topic's dead-letter topic.",
+    ),
+    MetricSpec(
+        OUTBOX_PARKED,
+        "counter",
+        "1",
+        ("topic",),
+        "every outbox relay (event store)",
+        "Outbox rows the relay parked because the broker refused them (see `suanli outbox parked`).",
     ),
 )
 

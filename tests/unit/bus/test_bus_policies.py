@@ -14,6 +14,7 @@ from suanli.bus.headers import (
     DLQ_ORIGINAL_OFFSET,
     DLQ_ORIGINAL_PARTITION,
     DLQ_ORIGINAL_TOPIC,
+    DLQ_REASON,
     MAX_ERROR_MESSAGE_BYTES,
     dead_letter_headers,
     header,
@@ -79,7 +80,13 @@ def test_retriable_classification() -> None:
 def test_dead_letter_headers_keep_originals_and_say_why() -> None:
     original = [("traceparent", b"00-abc-def-01"), ("event-id", b"e-1"), (DLQ_ATTEMPTS, b"stale")]
     headers = dead_letter_headers(
-        original, error=ValueError("bad gpu count"), topic="jobs.events", partition=3, offset=42, attempts=2
+        original,
+        error=ValueError("bad gpu count"),
+        topic="jobs.events",
+        partition=3,
+        offset=42,
+        attempts=2,
+        reason="handler",
     )
     assert [name for name, _ in headers][:2] == ["traceparent", "event-id"]
     assert {name for name, _ in headers} >= set(DLQ_HEADERS)
@@ -88,13 +95,14 @@ def test_dead_letter_headers_keep_originals_and_say_why() -> None:
     assert header(headers, DLQ_ORIGINAL_TOPIC) == "jobs.events"
     assert header(headers, DLQ_ORIGINAL_PARTITION) == "3"
     assert header(headers, DLQ_ORIGINAL_OFFSET) == "42"
+    assert header(headers, DLQ_REASON) == "handler"
     # A record dead-lettered twice (replayed, failed again) must not carry two attempt counts.
     assert [v for n, v in headers if n == DLQ_ATTEMPTS] == [b"2"]
 
 
 def test_dead_letter_error_message_is_bounded() -> None:
     headers = dead_letter_headers(
-        None, error=RuntimeError("x" * 10_000), topic="t", partition=0, offset=0, attempts=1
+        None, error=RuntimeError("x" * 10_000), topic="t", partition=0, offset=0, attempts=1, reason="handler"
     )
     assert len(dict(headers)[DLQ_ERROR_MESSAGE]) == MAX_ERROR_MESSAGE_BYTES
 

@@ -1,0 +1,133 @@
+"""`suanli outbox parked|unpark`: outbox rows the relay set aside because the broker refused them.
+
+Reads the services' event-store schemas directly (PostgreSQL is the system of record); it never
+migrates a schema, so a schema a service has not created yet is reported, not made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.table import Table
+
+from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
+from suanli.cli.output import OutputOption, emit, stdout
+from suanli.cli.render import OutputFormat
+from suanli.eventstore.postgres import outbox_parking_ready, parked_outbox_rows, unpark_outbox_rows
+from suanli.eventstore.values import ParkedRow
+from suanli.settings import PG_DSN_ENV
+
+T = TypeVar("T")
+
+# The schemas of the services that write an outbox (scheduling's store, billing's ledger).
+SERVICE_SCHEMAS = ("scheduling", "billing")
+
+app = typer.Typer(
+    help="Outbox rows the relay parked (refused by the broker) and putting them back.", no_args_is_help=True
+)
+
+Dsn = Annotated[str, typer.Option("--dsn", envvar=PG_DSN_ENV, help=f"PostgreSQL DSN (env {PG_DSN_ENV}).")]
+Schemas = Annotated[
+    list[str] | None,
+    typer.Option("--schema", help="Event-store schema (repeatable); default: scheduling and billing."),
+]
+
+
+def _run(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    import asyncpg
+
+    async def main() -> T:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await work(conn)
+        finally:
+            await conn.close()
+
+    try:
+        return asyncio.run(main())
+    except ValueError as exc:  # a schema name that is not a plain identifier
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise fail(Failure(f"PostgreSQL: {exc!r}", EXIT_UNREACHABLE)) from None
+
+
+def _row_data(schema: str, row: ParkedRow) -> dict[str, Any]:
+    return {
+        "schema": schema,
+        "id": row.id,
+        "topic": row.topic,
+        "key": None if row.key is None else row.key.decode("utf-8", errors="replace"),
+        "event_name": row.event_name,
+        "size": row.size,
+        "attempts": row.attempts,
+        "reason": row.reason,
+        "created_at": row.created_at.isoformat(),
+        "parked_at": row.parked_at.isoformat(),
+    }
+
+
+@app.command()
+def parked(
+    schema: Schemas = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many per schema.")] = 100,
+    output: OutputOption = OutputFormat.TABLE,
+    dsn: Dsn = "",
+) -> None:
+    """Rows parked in each schema's outbox: topic, size, attempts and the broker's reason."""
+    schemas = schema or list(SERVICE_SCHEMAS)
+
+    async def work(conn: Any) -> tuple[list[dict[str, Any]], list[str]]:
+        rows: list[dict[str, Any]] = []
+        missing: list[str] = []
+        for name in schemas:
+            if not await outbox_parking_ready(conn, name):
+                missing.append(name)
+                continue
+            rows += [_row_data(name, r) for r in await parked_outbox_rows(conn, name, limit)]
+        return rows, missing
+
+    rows, missing = _run(dsn, work)
+    table = Table(title="parked outbox rows")
+    for column in ("schema", "id", "topic", "event", "size", "attempts", "parked at", "reason"):
+        table.add_column(column, justify="right" if column in {"id", "size", "attempts"} else "left")
+    for r in rows:
+        table.add_row(
+            r["schema"],
+            str(r["id"]),
+            r["topic"],
+            r["event_name"],
+            str(r["size"]),
+            str(r["attempts"]),
+            r["parked_at"],
+            r["reason"],
+        )
+    emit(output, {"parked": rows, "schemas_without_outbox": missing}, table)
+    for name in missing:
+        typer.echo(
+            f"schema {name}: no outbox with parking here (service not started or not migrated)", err=True
+        )
+
+
+@app.command()
+def unpark(
+    ids: Annotated[list[int], typer.Argument(help="Ids of parked rows (from `suanli outbox parked`).")],
+    schema: Annotated[str, typer.Option("--schema", help="The schema the rows are in.")] = "scheduling",
+    dsn: Dsn = "",
+) -> None:
+    """Put parked rows back in line (after raising the broker's limit, say); the relay sends them next.
+
+    They are sent after the rows that went on meanwhile, so a consumer may see them out of order.
+    """
+
+    async def work(conn: Any) -> list[int]:
+        return await unpark_outbox_rows(conn, schema, ids)
+
+    back = _run(dsn, work)
+    stdout.print(f"{len(back)} row(s) back in line in {schema}: {', '.join(map(str, back)) or '-'}")
+    if len(back) != len(set(ids)):
+        raise fail(
+            Failure(f"not parked: {', '.join(str(i) for i in sorted(set(ids) - set(back)))}", EXIT_USAGE)
+        )
