@@ -190,7 +190,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     reading = asyncio.create_task(recorder.run(stop))
     flipping = asyncio.create_task(flip_faults(stack.config.faults, args.fault_every, stop))
     # The stack runs with tokens on: the bench submits as its platform admin.
-    async with aio_bearer_channel(stack.scheduler_addr, stack.admin_token) as channel:
+    async with aio_bearer_channel(stack.scheduler_addr, stack.admin_token, stack.ca) as channel:
         api = pb_grpc.SchedulerStub(channel)
         deadline = time.monotonic() + 120
         while True:  # the whole fleet READY in the scheduler's view before the clock starts

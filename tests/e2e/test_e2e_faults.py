@@ -264,7 +264,7 @@ async def test_broker_restarted_empty_every_job_still_finishes(platform: Platfor
     assert over_allocations(placements, lifecycle, [c for c in records if c.topic == STATUS]) == []
     assert [c.record for c in lifecycle if c.name == "TaskFailed" and c.record["kind"] == "ERROR"] == []
     assert_no_overlapping_attempts(lifecycle, [c for c in records if c.topic == SNAPSHOTS])
-    assert grpc_serving(platform.scheduler_addr)
+    assert grpc_serving(platform.scheduler_addr, ca_pem=platform.stack.ca)
 
 
 def assert_no_overlapping_attempts(lifecycle: list[Consumed], snapshots: list[Consumed]) -> None:

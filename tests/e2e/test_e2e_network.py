@@ -59,7 +59,7 @@ async def platform(stack: Stack) -> AsyncIterator[Platform]:
 
 @pytest.fixture
 async def routing(stack: Stack) -> AsyncIterator[rpb_grpc.RoutingStub]:
-    async with aio_bearer_channel(stack.routing_addr, stack.admin_token) as channel:
+    async with aio_bearer_channel(stack.routing_addr, stack.admin_token, stack.ca) as channel:
         yield rpb_grpc.RoutingStub(channel)
 
 
@@ -223,14 +223,14 @@ async def test_routing_killed_and_restarted_serves_a_rebuilt_view(platform: Plat
     """Killed, routing's last view keeps steering placement; restarted, it serves the view it rebuilt."""
     stack = platform.stack
     await asyncio.to_thread(platform.kill, platform.service("routing"))
-    assert not grpc_serving(stack.routing_addr)
+    assert not grpc_serving(stack.routing_addr, ca_pem=stack.ca)
     # Routing down: the scheduler keeps placing from its last network snapshot, still avoiding the link.
     while_down = await run_near_data(platform, "routing-down", secrets.token_hex(3), jobs=1)
     assert {c.record["region"] for c in while_down} == {FAR}
     # Ready (SERVING) only once network.links and capacity.nodes were read whole again.
     await asyncio.to_thread(platform.start, stack.routing_spec())
 
-    async with aio_bearer_channel(stack.routing_addr, stack.admin_token) as channel:
+    async with aio_bearer_channel(stack.routing_addr, stack.admin_token, stack.ca) as channel:
         routing = rpb_grpc.RoutingStub(channel)
         link = await region_link(routing, NEAR, DATA_REGION)
         # Rebuilt from network.links, not relearned: the baseline is what the path showed before the

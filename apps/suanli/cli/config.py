@@ -9,11 +9,14 @@ The file (``SUANLI_CONFIG``, default ``~/.suanli/config.yaml``; `suanli up` writ
         billing: 127.0.0.1:50055
         routing: 127.0.0.1:50053
         token: eyJhbGciOi...        # or token-file: /path/to/token
+        ca: /path/to/ca.pem         # optional: talk TLS, trusting this CA
 
 Precedence, for the token: ``--token`` (root option) > ``SUANLI_TOKEN`` > the context's token; for an
 address: the command's flag or its variable (``--scheduler`` / ``SUANLI_SCHEDULER_ADDR``, ...) > the
 context's entry > the built-in default. ``--context`` / ``SUANLI_CONTEXT`` picks a context other than
-``current-context``. Every channel the CLI opens sends the token as ``authorization: Bearer <token>``.
+``current-context``. Every channel the CLI opens sends the token as ``authorization: Bearer <token>``;
+with a CA (``--ca`` / ``SUANLI_CA`` > the context's ``ca``) the channel is TLS and verifies the server
+against it, else it is plaintext.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 
 import grpc
 import yaml
+
+from suanli.auth.tls import channel_credentials
 
 CONFIG_ENV = "SUANLI_CONFIG"
 TOKEN_ENV = "SUANLI_TOKEN"
@@ -45,6 +50,7 @@ class Context:
     name: str
     servers: dict[str, str] = field(default_factory=dict)
     token: str = ""
+    ca: str = ""  # path of the CA certificate to trust (TLS); empty: plaintext
 
 
 @dataclass
@@ -54,6 +60,7 @@ class Selection:
     token: str | None = None
     context: str | None = None
     config: Path | None = None
+    ca: Path | None = None
 
 
 SELECTED = Selection()
@@ -72,7 +79,7 @@ def _context(path: Path, raw: Any) -> Context:
     if not token and raw.get("token-file"):
         token = Path(str(raw["token-file"])).expanduser().read_text().strip()
     servers = {k: str(raw[k]) for k in SERVERS if raw.get(k)}
-    return Context(str(raw["name"]), servers, token)
+    return Context(str(raw["name"]), servers, token, str(raw.get("ca") or ""))
 
 
 def active_context() -> Context | None:
@@ -103,6 +110,20 @@ def token() -> str:
         return os.environ[TOKEN_ENV]
     context = active_context()
     return context.token if context else ""
+
+
+def ca() -> bytes | None:
+    """The CA certificate to trust: ``--ca`` / ``SUANLI_CA`` > the context's ``ca``; None: plaintext."""
+    path: Path | None = SELECTED.ca
+    if path is None:
+        context = active_context()
+        path = Path(context.ca).expanduser() if context and context.ca else None
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"CA certificate {path}: {exc.strerror or exc}") from None
 
 
 def server(kind: str, given: str, builtin: str) -> str:
@@ -141,15 +162,20 @@ class _Details(grpc.ClientCallDetails):
     wait_for_ready: bool | None
 
 
-def bearer_channel(address: str, value: str) -> grpc.Channel:
-    """A channel to ``address`` that sends ``value`` as its bearer token (empty: a plain channel)."""
-    plain = grpc.insecure_channel(address)
-    return grpc.intercept_channel(plain, _Bearer(value)) if value else plain
+def bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grpc.Channel:
+    """A channel to ``address`` that sends ``value`` as its bearer token (empty: none); TLS trusting
+    ``ca_pem`` when given, else plaintext."""
+    base = (
+        grpc.insecure_channel(address)
+        if ca_pem is None
+        else grpc.secure_channel(address, channel_credentials(ca_pem))
+    )
+    return grpc.intercept_channel(base, _Bearer(value)) if value else base
 
 
 def channel(address: str) -> grpc.Channel:
-    """A channel to ``address`` that sends the selected token (none: a plain channel)."""
-    return bearer_channel(address, token())
+    """A channel to ``address`` with the selected token and CA (none: no token, plaintext)."""
+    return bearer_channel(address, token(), ca())
 
 
 def write_context(path: Path, context: Context) -> None:
@@ -160,6 +186,8 @@ def write_context(path: Path, context: Context) -> None:
     entry: dict[str, Any] = {"name": context.name, **context.servers}
     if context.token:
         entry["token"] = context.token
+    if context.ca:
+        entry["ca"] = context.ca
     others = [c for c in data.get("contexts") or [] if isinstance(c, dict) and c.get("name") != context.name]
     data["contexts"] = [*others, entry]
     data["current-context"] = context.name
@@ -201,7 +229,10 @@ class _AioBearerStream(_AioMetadata, grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(self._details(details), request)
 
 
-def aio_bearer_channel(address: str, value: str) -> grpc.aio.Channel:
-    """A grpc.aio channel to ``address`` that sends ``value`` as its bearer token (empty: plain)."""
+def aio_bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grpc.aio.Channel:
+    """A grpc.aio channel to ``address`` that sends ``value`` as its bearer token (empty: none); TLS
+    trusting ``ca_pem`` when given, else plaintext."""
     interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
-    return grpc.aio.insecure_channel(address, interceptors=interceptors)
+    if ca_pem is None:
+        return grpc.aio.insecure_channel(address, interceptors=interceptors)
+    return grpc.aio.secure_channel(address, channel_credentials(ca_pem), interceptors=interceptors)

@@ -11,7 +11,10 @@ from rich.table import Table
 from suanli.infra import devstack
 from suanli.infra.postgres import PostgresMode
 
-app = typer.Typer(help="Start, inspect and stop the local broker and PostgreSQL.", no_args_is_help=True)
+app = typer.Typer(
+    help="Start, inspect and stop the local broker and PostgreSQL; create development TLS certificates.",
+    no_args_is_help=True,
+)
 console = Console()
 
 HomeOption = typer.Option(Path(".suanli"), "--home", help="Where state, logs and the embedded database live.")
@@ -58,3 +61,30 @@ def down(home: Path = HomeOption) -> None:
 
 def _word(ok: bool) -> str:
     return "[green]running[/]" if ok else "[red]down[/]"
+
+
+@app.command()
+def certs(
+    directory: Path = typer.Option(
+        Path(".suanli/tls"), "--dir", help="Where to write the CA and certificates."
+    ),
+    host: list[str] = typer.Option(
+        ["localhost", "127.0.0.1", "::1"],
+        "--host",
+        help="Names the server certificate is valid for (repeat).",
+    ),
+    days: int = typer.Option(30, min=1, help="Validity in days."),
+) -> None:
+    """Create a development CA, a server certificate and a client certificate (mTLS) signed by it."""
+    from suanli.auth.tls import TLS_CERT_ENV, TLS_KEY_ENV, create_dev_certificates
+
+    made = create_dev_certificates(directory.resolve(), hosts=host, days=days)
+    console.print(f"[green]written[/] to {directory.resolve()} (valid {days} days for {', '.join(host)})")
+    console.print("servers:  ", end="")
+    console.print(f"export {TLS_CERT_ENV}={made.server_cert} {TLS_KEY_ENV}={made.server_key}", soft_wrap=True)
+    console.print(f"clients:   export SUANLI_CA={made.ca}   (or `ca:` in the CLI's context)", soft_wrap=True)
+    console.print(
+        f"mTLS:      servers also SUANLI_TLS_CLIENT_CA={made.ca}; clients present "
+        f"{made.client_cert} / {made.client_key}",
+        soft_wrap=True,
+    )

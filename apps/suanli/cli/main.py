@@ -34,6 +34,15 @@ def main(
             show_default=False,
         ),
     ] = None,
+    ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca",
+            envvar="SUANLI_CA",
+            help="CA certificate (PEM) to trust: talk TLS to the servers (over the config's `ca`).",
+            show_default=False,
+        ),
+    ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -48,6 +57,7 @@ def main(
     from suanli.cli import config
 
     config.SELECTED.token, config.SELECTED.context, config.SELECTED.config = token, context, config_file
+    config.SELECTED.ca = ca
 
 
 def _register() -> None:

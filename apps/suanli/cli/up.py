@@ -56,6 +56,14 @@ def up(
             "(docs/security.md).",
         ),
     ] = True,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls/--no-tls",
+            help="TLS on every gRPC service with a development CA in <home>/tls/ (the CLI's context "
+            "trusts it; docs/security.md).",
+        ),
+    ] = True,
 ) -> None:
     """Start the whole platform locally, submit a mixed workload from three tenants, and show it live.
 
@@ -72,6 +80,7 @@ def up(
         grace_s=grace,
         headless=headless,
         auth=auth,
+        tls=tls,
     )
     try:
         # Headless output goes to logs and CI: long lines stay whole instead of wrapping at 80 columns.

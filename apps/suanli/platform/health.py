@@ -5,11 +5,14 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from suanli.cli.config import bearer_channel
 
-def grpc_serving(address: str, timeout_s: float = 1.0) -> bool:
-    """True when the gRPC health service at `address` answers SERVING for the whole server."""
+
+def grpc_serving(address: str, timeout_s: float = 1.0, ca_pem: bytes | None = None) -> bool:
+    """True when the gRPC health service at `address` answers SERVING for the whole server (over TLS
+    trusting ``ca_pem`` when given)."""
     try:
-        with grpc.insecure_channel(address) as channel:
+        with bearer_channel(address, "", ca_pem) as channel:
             answer = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
             )

@@ -74,11 +74,13 @@ class Observer:
         tenants: Iterable[str],
         routing_addr: str = "",
         token: str = "",
+        ca_pem: bytes | None = None,
     ) -> None:
-        # `token`: the platform admin's, when the stack runs with authentication (docs/security.md).
-        self._scheduler_channel = bearer_channel(scheduler_addr, token)
-        self._billing_channel = bearer_channel(billing_addr, token)
-        self._routing_channel = bearer_channel(routing_addr, token) if routing_addr else None
+        # `token`: the platform admin's, when the stack runs with authentication; `ca_pem`: the CA of the
+        # servers' certificates when they serve TLS (docs/security.md).
+        self._scheduler_channel = bearer_channel(scheduler_addr, token, ca_pem)
+        self._billing_channel = bearer_channel(billing_addr, token, ca_pem)
+        self._routing_channel = bearer_channel(routing_addr, token, ca_pem) if routing_addr else None
         self.scheduler = scheduler_pb2_grpc.SchedulerStub(self._scheduler_channel)
         self.billing = billing_pb2_grpc.BillingStub(self._billing_channel)
         self.routing = routing_pb2_grpc.RoutingStub(self._routing_channel) if self._routing_channel else None

@@ -12,6 +12,7 @@ from pathlib import Path
 from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
 from suanli.auth.ledger import TokenLedger
 from suanli.auth.principal import Role
+from suanli.auth.tls import DevCertificates, create_dev_certificates
 from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
 from suanli.bus import ensure_topics
 from suanli.bus.topics import CATALOGUE
@@ -61,6 +62,9 @@ class StackConfig:
     # key, a platform-admin token for `suanli up` itself and a CLI context in <home>/config.yaml.
     auth: bool = True
     admin_token_ttl_s: int = 7 * 24 * 3600
+    # TLS on every gRPC server (docs/security.md): a development CA and certificates in <home>/tls/; the
+    # CLI context trusts that CA.
+    tls: bool = True
 
 
 @dataclass
@@ -77,6 +81,7 @@ class Stack:
     broker: BrokerProcess | None = None
     admin_token: str = ""
     client_config: Path | None = None
+    ca: bytes | None = None  # the CA the servers' certificates chain to; None: plaintext
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(self.config.home / "logs")
@@ -101,7 +106,14 @@ class Stack:
             # Several services on one machine: each picks a free metrics port instead of its default.
             "SUANLI_METRICS_PORT": "0",
             **self._auth_env(),
+            **self._tls_env(),
         }
+
+    def _tls_env(self) -> dict[str, str]:
+        if not self.config.tls:
+            return {}
+        certs = DevCertificates.under(self.config.home / "tls")
+        return {"SUANLI_TLS_CERT": str(certs.server_cert), "SUANLI_TLS_KEY": str(certs.server_key)}
 
     def _auth_env(self) -> dict[str, str]:
         if not self.config.auth:
@@ -142,6 +154,8 @@ class Stack:
         self.scheduler_addr = f"127.0.0.1:{free_loopback_port()}"
         self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
         self.routing_addr = f"127.0.0.1:{free_loopback_port()}"
+        if cfg.tls:
+            self.ca = create_dev_certificates(cfg.home / "tls").ca.read_bytes()
         if cfg.auth:
             self._start_auth()
 
@@ -171,7 +185,8 @@ class Stack:
             "billing": self.billing_addr,
             "routing": self.routing_addr,
         }
-        write_context(self.client_config, Context("up", servers, self.admin_token))
+        ca = str(DevCertificates.under(self.config.home / "tls").ca) if self.config.tls else ""
+        write_context(self.client_config, Context("up", servers, self.admin_token, ca))
 
     def scheduling_spec(self, name: str = "scheduling", listen: str | None = None) -> ServiceSpec:
         cfg = self.config
@@ -192,7 +207,7 @@ class Stack:
                 "--reconcile-grace",
                 str(cfg.reconcile_grace_s),
             ),
-            ready=lambda: grpc_serving(address),
+            ready=lambda: grpc_serving(address, ca_pem=self.ca),
             ready_timeout_s=90,
         )
 
@@ -207,7 +222,7 @@ class Stack:
                 suanli_argv(
                     "serve", "billing", "--pricebook", str(self.config.pricebook), "--listen", address
                 ),
-                ready=lambda: grpc_serving(address),
+                ready=lambda: grpc_serving(address, ca_pem=self.ca),
                 ready_timeout_s=90,
             )
         )
@@ -234,7 +249,7 @@ class Stack:
                 *self._probe_interval_args(),
             ),
             # Serving once its views are read whole (network.links, capacity.nodes).
-            ready=lambda: grpc_serving(address),
+            ready=lambda: grpc_serving(address, ca_pem=self.ca),
             ready_timeout_s=90,
         )
 

@@ -67,6 +67,7 @@ class UpOptions:
     grace_s: float = 120.0  # after --duration: how long in-flight jobs may take to finish
     headless: bool = False
     auth: bool = True  # tokens on (docs/security.md)
+    tls: bool = True  # TLS on every gRPC server, a development CA (docs/security.md)
     poll_s: float = 1.0
     report_s: float = 5.0  # headless: seconds between progress lines
     fleet_timeout_s: float = 120.0
@@ -318,6 +319,7 @@ def run_up(options: UpOptions, console: Console) -> int:
         pricebook=options.pricebook,
         broker_own_session=True,
         auth=options.auth,
+        tls=options.tls,
     )
     if options.policy:
         config = replace(config, policy=options.policy)
@@ -338,10 +340,12 @@ def run_up(options: UpOptions, console: Console) -> int:
                 workload.tenant_names,
                 stack.routing_addr,
                 token=stack.admin_token,
+                ca_pem=stack.ca,
             )
             if stack.client_config is not None and stack.pg is not None:
                 console.print(
-                    f"auth is on; the CLI's context 'up' (platform-admin token): "
+                    f"auth is on{', TLS is on' if stack.ca else ''}; the CLI's context 'up' "
+                    f"(platform-admin token{', the development CA' if stack.ca else ''}): "
                     f"export SUANLI_CONFIG={stack.client_config}   then e.g. `suanli job list`\n"
                     f"more tokens: SUANLI_PG_DSN='{stack.pg.dsn}' suanli auth token create "
                     f"--home {options.home} -s alice -t acme -r tenant-member",

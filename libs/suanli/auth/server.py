@@ -17,9 +17,10 @@ from typing import ClassVar
 
 from suanli.auth.interceptor import Authenticator, AuthInterceptor
 from suanli.auth.ledger import DEFAULT_SCHEMA, RevocationView
+from suanli.auth.tls import TlsSettings
 from suanli.auth.tokens import TokenVerifier, load_public_key
 from suanli.eventstore import PostgresEventStore
-from suanli.settings import ServiceSettings, shared
+from suanli.settings import shared
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ PUBLIC_KEY_ENV = "SUANLI_AUTH_PUBLIC_KEY"
 AUTH_DSN_ENV = "SUANLI_AUTH_DSN"
 
 
-class AuthSettings(ServiceSettings):
+class AuthSettings(TlsSettings):
     """The platform-wide authentication settings every gRPC service reads (same names in each)."""
 
     auth_public_key: Path | None = shared(

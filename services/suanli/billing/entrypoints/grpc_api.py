@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
+from suanli.auth.tls import TlsSettings, add_port
 from suanli.billing.domain.invoices import Invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Calendar, Period
@@ -208,11 +209,15 @@ def _invoice(invoice: Invoice) -> pb.Invoice:
 
 
 async def start_server(
-    api: BillingApi, address: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    api: BillingApi,
+    address: str,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: TlsSettings | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Serve Billing, health and reflection on `address` (port 0 picks one); returns the bound port.
 
-    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md); `tls`: the
+    service's TLS settings (`suanli.auth.tls`; None or unset: plaintext).
     """
     server = grpc.aio.server(interceptors=interceptors)
     register: Callable[[BillingApi, grpc.aio.Server], None] = pb_grpc.add_BillingServicer_to_server
@@ -220,7 +225,7 @@ async def start_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(address)
+    port = add_port(server, address, tls)
     if port == 0:
         raise OSError(f"cannot bind gRPC address {address}")
     await server.start()

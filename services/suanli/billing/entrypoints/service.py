@@ -56,7 +56,9 @@ async def running(settings: BillingSettings, clock: Clock | None = None) -> Asyn
             billing.queries, billing.uow, billing.service, billing.calendar, book.currency, clock.now
         )
         auth = await stack.enter_async_context(server_auth(settings))
-        server, port = await start_server(api, settings.listen, () if auth is None else (auth.interceptor,))
+        server, port = await start_server(
+            api, settings.listen, () if auth is None else (auth.interceptor,), settings
+        )
         stack.push_async_callback(server.stop, 5.0)
 
         closer = asyncio.create_task(

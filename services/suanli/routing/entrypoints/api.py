@@ -71,7 +71,7 @@ class RoutingApi:
         auth = await self._auth.enter_async_context(server_auth(self.settings))
         interceptors = () if auth is None else (auth.interceptor,)
         self.server, self.port, self._health = await start_server(
-            self.servicer, self.settings.listen, interceptors
+            self.servicer, self.settings.listen, interceptors, self.settings
         )
         self._ready = asyncio.create_task(self._serve_when_caught_up())
         log.info("routing API on port %d", self.port)

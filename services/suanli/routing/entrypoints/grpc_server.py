@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.routing.v1 import routing_pb2 as pb
 from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
+from suanli.auth.tls import TlsSettings, add_port
 from suanli.errors import InvalidArgument, RequestError, ResourceExhausted
 from suanli.routing.adapters.metrics import ResolveMetrics
 from suanli.routing.domain.links import SITE, LinkState
@@ -147,11 +148,15 @@ def add_routing(servicer: RoutingServicer, server: grpc.aio.Server) -> None:
 
 
 async def start_server(
-    servicer: RoutingServicer, listen: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    servicer: RoutingServicer,
+    listen: str,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: TlsSettings | None = None,
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
     """Serve on `listen` (host:port; port 0 picks one); NOT_SERVING until `serving` is called.
 
-    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md); `tls`: the
+    service's TLS settings (`suanli.auth.tls`; None or unset: plaintext).
     """
     server = grpc.aio.server(interceptors=interceptors)
     add_routing(servicer, server)
@@ -163,7 +168,7 @@ async def start_server(
         (pb.DESCRIPTOR.services_by_name["Routing"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME),
         server,
     )
-    port = server.add_insecure_port(listen)
+    port = add_port(server, listen, tls)
     await server.start()
     return server, port, health_servicer
 

@@ -85,7 +85,7 @@ class SchedulingApp:
         servicer = SchedulerServicer(c.scheduler.commands, c.projection, c.capacity, c.explain, admission)
         auth = await self._auth.enter_async_context(server_auth(cfg))
         interceptors = () if auth is None else (auth.interceptor,)
-        self._server, self.port, _ = await start_server(servicer, cfg.listen, interceptors)
+        self._server, self.port, _ = await start_server(servicer, cfg.listen, interceptors, cfg)
         specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
         view = SupervisedConsumers(
             cfg.bootstrap,

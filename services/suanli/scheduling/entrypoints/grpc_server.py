@@ -25,6 +25,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.principal import tenant_of_queue
+from suanli.auth.tls import TlsSettings, add_port
 from suanli.rpc import rpc_errors
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.model import TaskRequest
@@ -258,11 +259,15 @@ def _event(change: Change, message: str) -> pb.JobEvent:
 
 
 async def start_server(
-    servicer: SchedulerServicer, listen: str, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    servicer: SchedulerServicer,
+    listen: str,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: TlsSettings | None = None,
 ) -> tuple[grpc.aio.Server, int, health.HealthServicer]:
     """Serve on `listen` (host:port; port 0 picks one); returns the server and the bound port.
 
-    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md).
+    `interceptors`: the kernel's `AuthInterceptor` when authentication is on (docs/security.md); `tls`: the
+    service's TLS settings (`suanli.auth.tls`; None or unset: plaintext).
     """
     server = grpc.aio.server(interceptors=interceptors)
     pb_grpc.add_SchedulerServicer_to_server(servicer, server)
@@ -274,6 +279,6 @@ async def start_server(
         (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME),
         server,
     )
-    port = server.add_insecure_port(listen)
+    port = add_port(server, listen, tls)
     await server.start()
     return server, port, health_servicer
