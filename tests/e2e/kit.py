@@ -75,7 +75,9 @@ class Platform:
         address = address or self.scheduler_addr
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = aio_bearer_channel(address, self.stack.admin_token, self.stack.ca)
+            channel = self._channels[address] = aio_bearer_channel(
+                address, self.stack.admin_token, self.stack.ca
+            )
         return pb_grpc.SchedulerStub(channel)
 
     async def close(self) -> None:
