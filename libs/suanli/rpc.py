@@ -51,6 +51,11 @@ def retry_metadata(exc: errors.RequestError) -> tuple[tuple[str, str], ...]:
     return ((RETRY_AFTER_MS, ms), (GRPC_RETRY_PUSHBACK_MS, ms))
 
 
+# How an UNAVAILABLE answer caused by the service's own database or broker begins (clients tell it apart from
+# a service that is not there at all).
+DEPENDENCY_UNAVAILABLE = "a dependency of this service is unavailable, retry shortly"
+
+
 @asynccontextmanager
 async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
     """Abort the call with the mapped status when the body raises a ``suanli.errors`` kind."""
@@ -64,6 +69,5 @@ async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
         # The database restarting or the broker away: the same call may pass in a moment, and a client
         # (or its retry policy) must be able to tell that from a bug, which stays UNKNOWN.
         await context.abort(
-            grpc.StatusCode.UNAVAILABLE,
-            f"a dependency of this service is unavailable, retry shortly ({type(exc).__name__}: {exc})",
+            grpc.StatusCode.UNAVAILABLE, f"{DEPENDENCY_UNAVAILABLE} ({type(exc).__name__}: {exc})"
         )

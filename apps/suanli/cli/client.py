@@ -20,6 +20,7 @@ from rich.console import Console
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import config
 from suanli.jobspec import JobSpecError
+from suanli.rpc import DEPENDENCY_UNAVAILABLE
 
 ADDRESS_ENV = "SUANLI_SCHEDULER_ADDR"
 BUILTIN_ADDRESS = "127.0.0.1:50051"
@@ -65,9 +66,13 @@ def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling")
             EXIT_REFUSED,
         )
     if code is grpc.StatusCode.UNAVAILABLE:
+        details = (error.details() or "").strip()
+        if details.startswith(DEPENDENCY_UNAVAILABLE):  # it answered: its database or broker is away
+            return Failure(f"UNAVAILABLE: {details}", EXIT_UNREACHABLE)
         who = "the scheduler" if service == "scheduling" else f"the {service} service"
+        tls_hint = "" if config.ca() else f"; if it serves TLS, pass --ca or set {config.CA_ENV}"
         return Failure(
-            f"cannot reach {who} at {address} (is `suanli serve {service}` running?)",
+            f"cannot reach {who} at {address} (is `suanli serve {service}` running?{tls_hint})",
             EXIT_UNREACHABLE,
         )
     details = (error.details() or "").strip()

@@ -35,6 +35,7 @@ from suanli.auth.tls import channel_credentials
 CONFIG_ENV = "SUANLI_CONFIG"
 TOKEN_ENV = "SUANLI_TOKEN"
 CONTEXT_ENV = "SUANLI_CONTEXT"
+CA_ENV = "SUANLI_CA"
 DEFAULT_CONFIG = Path("~/.suanli/config.yaml")
 SERVERS = ("scheduler", "billing", "routing")
 

@@ -59,7 +59,18 @@ def closed_address() -> str:
             grpc.StatusCode.UNAVAILABLE,
             "failed to connect to all addresses",
             Failure(
-                "cannot reach the scheduler at h:1 (is `suanli serve scheduling` running?)", EXIT_UNREACHABLE
+                "cannot reach the scheduler at h:1 (is `suanli serve scheduling` running?; "
+                "if it serves TLS, pass --ca or set SUANLI_CA)",
+                EXIT_UNREACHABLE,
+            ),
+        ),
+        (  # it answered, but its database is away: say so, not "cannot reach"
+            grpc.StatusCode.UNAVAILABLE,
+            "a dependency of this service is unavailable, retry shortly (FileNotFoundError: x)",
+            Failure(
+                "UNAVAILABLE: a dependency of this service is unavailable, retry shortly "
+                "(FileNotFoundError: x)",
+                EXIT_UNREACHABLE,
             ),
         ),
     ],
@@ -93,7 +104,8 @@ def test_unreachable_scheduler_is_one_line(args: list[str], closed_address: str)
     result = runner.invoke(app, [*args, "--scheduler", closed_address])
     assert result.exit_code == EXIT_UNREACHABLE
     assert result.stderr == (
-        f"error: cannot reach the scheduler at {closed_address} (is `suanli serve scheduling` running?)\n"
+        f"error: cannot reach the scheduler at {closed_address} (is `suanli serve scheduling` running?; "
+        "if it serves TLS, pass --ca or set SUANLI_CA)\n"
     )
     assert "Traceback" not in result.output
 
