@@ -1,6 +1,7 @@
 """End to end, on one platform for the module: gRPC submissions are placed, run on a simulated fleet of 20
 nodes in 3 regions and on a real-mode agent running real processes, and reach their final states;
-garbage on every input topic is dead-lettered while the services keep serving; bad RPCs are refused.
+garbage on every input topic is dead-lettered while the services keep serving; bad RPCs are refused;
+every running service's /metrics serves every catalogued metric with its labels.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import headers as h
 from suanli.bus import topic_name, topics
@@ -21,14 +24,17 @@ from suanli.bus.publisher import EventPublisher
 from suanli.infra.testing import outside_pytest_root
 from suanli.platform.stack import Stack
 from suanli.platform.supervisor import ServiceSpec, suanli_argv
+from suanli.telemetry import METRICS, METRICS_PORTS, MetricSpec
 
 from .kit import (
     Platform,
+    Served,
     TopicReader,
     gpu_task,
     job_spec,
     over_allocations,
     read_topics,
+    scrape,
     stack_config,
     until,
 )
@@ -249,3 +255,56 @@ async def test_invalid_rpcs_get_invalid_argument_naming_the_field(
         await call(platform.api())  # type: ignore[operator]
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (raised.value.details() or "").startswith(f"{field}:")
+
+
+# The stack's processes by the service they run (the simulated fleet is the sensing agent).
+SCRAPED = {"scheduling": "scheduling", "billing": "billing", "metering": "metering", "routing": "routing"}
+SCRAPED_AGENT = ("fleet", "sensing")
+SAMPLE_SUFFIXES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
+
+
+def _missing(spec: MetricSpec, served: dict[str, Served]) -> list[str]:
+    """What of ``spec`` is not served: each exporter it names must serve every sample name with exactly
+    the catalogued labels; a bus metric ("every consumer") must be served whole by some service."""
+    names = [spec.name + suffix for suffix in SAMPLE_SUFFIXES[spec.kind]]
+    labels = frozenset(spec.labels)
+
+    def lacks(service: str) -> list[str]:
+        return [f"{service}: {n}{sorted(labels)}" for n in names if labels not in served[service].get(n, ())]
+
+    exporters = [service for service in METRICS_PORTS if service in spec.exporter]
+    if exporters:
+        return [problem for service in exporters for problem in lacks(service)]
+    return [] if any(not lacks(service) for service in served) else lacks(next(iter(served)))
+
+
+async def test_every_catalogued_metric_is_served_with_its_labels(platform: Platform) -> None:
+    stack = platform.stack
+    token = secrets.token_hex(4)
+    # What makes the event-driven series appear: a job placed (decisions, placement latency), one that
+    # cannot be (pending by reason), one Resolve (routing's counters), one garbage order (a dead letter).
+    await platform.submit(job_spec("metrics-runs", gpu_task("w", duration_s=1.0)), f"metrics-runs-{token}")
+    waiting = await platform.submit(
+        job_spec("metrics-waits", gpu_task("w", gpu_models=["no such GPU"])), f"metrics-waits-{token}"
+    )
+    async with grpc.aio.insecure_channel(stack.routing_addr) as channel:
+        await rpb_grpc.RoutingStub(channel).Resolve(rpb.ResolveRequest(from_region="frankfurt"), timeout=10)
+    async with EventPublisher(platform.bootstrap) as bus:
+        await bus.publish_raw(
+            topic_name(topics.PLACEMENTS.name), b"garbage", b"\x00metrics " + token.encode(), []
+        )
+
+    urls = {service: stack.metrics_url(name) for name, service in (*SCRAPED.items(), SCRAPED_AGENT)}
+    served: dict[str, Served] = {}
+
+    async def all_served() -> bool:
+        served.update({s: await asyncio.to_thread(scrape, url) for s, url in urls.items()})
+        return not any(_missing(spec, served) for spec in METRICS)
+
+    try:
+        await until(all_served, 60, "every catalogued metric served", every=1.0)
+    except AssertionError:
+        pass  # the assertion below names what is missing
+    finally:
+        await platform.api().CancelJob(pb.CancelJobRequest(job_id=waiting.id, reason="metrics test done"))
+    assert [problem for spec in METRICS for problem in _missing(spec, served)] == []

@@ -64,6 +64,9 @@ class Stack:
     billing_addr: str = ""
     routing_addr: str = ""
     broker: BrokerProcess | None = None
+    # Each service's /metrics port by its name in the supervisor, picked when it is first started and
+    # kept across restarts, so a scraper (the metrics test, a local Prometheus) knows where to look.
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(self.config.home / "logs")
@@ -85,7 +88,8 @@ class Stack:
             "SUANLI_SCHEDULER_ADDR": self.scheduler_addr,
             "SUANLI_BILLING_ADDR": self.billing_addr,
             "SUANLI_ROUTING_ADDR": self.routing_addr,
-            # Several services on one machine: each picks a free metrics port instead of its default.
+            # Several services on one machine: a process started without a port of its own (see
+            # metrics_env) picks a free one instead of its default.
             "SUANLI_METRICS_PORT": "0",
         }
 
@@ -120,6 +124,17 @@ class Stack:
         self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
         self.routing_addr = f"127.0.0.1:{free_loopback_port()}"
 
+    def metrics_env(self, name: str) -> dict[str, str]:
+        """The environment that gives service ``name`` its own /metrics port (see `metrics_ports`)."""
+        port = self.metrics_ports.get(name)
+        if port is None:
+            port = self.metrics_ports[name] = free_loopback_port()
+        return {"SUANLI_METRICS_PORT": str(port)}
+
+    def metrics_url(self, name: str) -> str:
+        """Where service ``name`` serves /metrics."""
+        return f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+
     def scheduling_spec(self, name: str = "scheduling", listen: str | None = None) -> ServiceSpec:
         cfg = self.config
         address = listen or self.scheduler_addr
@@ -141,6 +156,7 @@ class Stack:
             ),
             ready=lambda: grpc_serving(address),
             ready_timeout_s=90,
+            env=self.metrics_env(name),
         )
 
     def start_scheduling(self, name: str = "scheduling", listen: str | None = None) -> RunningService:
@@ -156,6 +172,7 @@ class Stack:
                 ),
                 ready=lambda: grpc_serving(address),
                 ready_timeout_s=90,
+                env=self.metrics_env("billing"),
             )
         )
 
@@ -164,6 +181,7 @@ class Stack:
             ServiceSpec(
                 "metering",
                 suanli_argv("serve", "metering", "--interval", str(self.config.snapshot_interval_s)),
+                env=self.metrics_env("metering"),
             )
         )
 
@@ -183,6 +201,7 @@ class Stack:
             # Serving once its views are read whole (network.links, capacity.nodes).
             ready=lambda: grpc_serving(address),
             ready_timeout_s=90,
+            env=self.metrics_env(name),
         )
 
     def start_routing(self, name: str = "routing") -> RunningService:
@@ -203,6 +222,7 @@ class Stack:
                 *self._probe_interval_args(),
                 *(("--faults", str(cfg.faults)) if cfg.faults is not None else ()),
             ),
+            env=self.metrics_env(name),
         )
 
     def _probe_interval_args(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ import logging
 from types import TracebackType
 from typing import Self
 
+from suanli.eventstore import relay_metrics
 from suanli.eventstore.ports import OutboxFeed, OutboxLease, OutboxSink
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class OutboxRelay:
         poll_interval: float = 1.0,
         min_backoff: float = 0.1,
         max_backoff: float = 5.0,
+        progress: relay_metrics.OutboxProgress = relay_metrics.PROGRESS,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -41,6 +43,8 @@ class OutboxRelay:
         self._poll_interval = poll_interval
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
+        self._progress = progress
+        relay_metrics.export(progress)
         self._stopping = False
         # True while a batch is between "read" and "marked": stop() must not cancel then, or the batch
         # would be published without being marked (harmless, but a needless duplicate on restart).
@@ -104,11 +108,14 @@ class OutboxRelay:
             try:
                 rows = await lease.pending(self._batch_size)
                 self.polls += 1
+                self._progress.read(rows)
                 if rows:
                     await self._sink.publish_batch(rows)
                     await lease.mark_published([r.id for r in rows])
                     self.published += len(rows)
                     self.batches += 1
+                    if len(rows) < self._batch_size:
+                        self._progress.caught_up()
             finally:
                 self._busy = False
             if len(rows) == self._batch_size or self._stopping:
