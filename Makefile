@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-all test-unit test-integration test-e2e lint bench demo clean proto
+.PHONY: setup test test-all test-unit test-integration test-e2e test-alerts prometheus lint bench demo clean proto
 
 setup: $(STAMP)
 
@@ -34,6 +34,20 @@ test-integration: setup
 
 test-e2e: setup
 	$(BIN)/python -m pytest -q tests/e2e $(PYTEST_ARGS)
+
+# The alerting rules (deploy/prometheus/rules): promtool validates the Prometheus config with its rules
+# and runs the rules' unit tests in rules/tests/. promtool comes with Debian's prometheus package,
+# installed by the `prometheus` target when it is missing (apt-get, as root or through sudo).
+PROMTOOL ?= promtool
+test-alerts: prometheus
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
+	$(PROMTOOL) test rules deploy/prometheus/rules/tests/*.yml
+
+prometheus:
+	@command -v $(PROMTOOL) >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "promtool missing and no apt-get: install Prometheus's promtool" >&2; exit 1; }; \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus; }
 
 # Fails on the first check that fails. lint-imports sees the namespace `suanli` only through the
 # three roots on PYTHONPATH (the editable install's import hook is invisible to it).
