@@ -57,6 +57,7 @@ AGENT_SNAPSHOTS = "suanli_agent_snapshots_total"
 AGENT_REPORT_LATENCY = "suanli_agent_report_seconds"
 AGENT_TASKS_RUNNING = "suanli_agent_tasks_running"
 AGENT_ORDERS_REFUSED = "suanli_agent_orders_refused_total"
+BILLING_CHARGES = "suanli_billing_charges_total"
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -262,6 +263,14 @@ METRICS: tuple[MetricSpec, ...] = (
         (),
         "sensing",
         "Placements the agent refused (the devices or resources were not free on the node).",
+    ),
+    MetricSpec(
+        BILLING_CHARGES,
+        "counter",
+        "1",
+        (),
+        "billing",
+        "Charges billing recorded: usage windows rated as they arrived or released from parking.",
     ),
 )
 
