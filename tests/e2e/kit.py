@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import secrets
 import signal
+import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 import grpc
 from aiokafka import AIOKafkaConsumer
+from prometheus_client.parser import text_string_to_metric_families
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
@@ -358,3 +360,21 @@ def assert_placed_once(placements: list[Consumed], task_ids: set[str]) -> None:
             attempts[task_id].add(attempt)
             assert len({where(r) for r in records}) == 1, f"{task_id}#{attempt} placed twice: {records}"
     assert {t: sorted(a) for t, a in attempts.items()} == {t: [1] for t in task_ids}
+
+
+# Labels the OpenTelemetry exporter adds to every sample, on top of the instrument's own.
+SCOPE_LABELS = frozenset({"otel_scope_name", "otel_scope_version", "otel_scope_schema_url"})
+
+Served = dict[str, set[frozenset[str]]]
+
+
+def scrape(url: str, timeout: float = 5.0) -> Served:
+    """One GET of a /metrics endpoint: each sample name and the label-name sets it is served with (the
+    exporter's scope labels and a histogram's ``le`` left out)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        text = response.read().decode()
+    served: Served = defaultdict(set)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            served[sample.name].add(frozenset(sample.labels) - SCOPE_LABELS - {"le"})
+    return dict(served)

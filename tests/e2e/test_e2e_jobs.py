@@ -1,11 +1,17 @@
 """End to end, on one platform for the module: gRPC submissions are placed, run on a simulated fleet of 20
 nodes in 3 regions and on a real-mode agent running real processes, and reach their final states;
-garbage on every input topic is dead-lettered while the services keep serving; bad RPCs are refused.
+garbage on every input topic is dead-lettered while the services keep serving; bad RPCs are refused;
+every running service's /metrics serves every catalogued metric with its labels, and a real Prometheus
+scraping the platform answers every dashboard panel and template variable with data.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import math
+import re
 import secrets
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -14,21 +20,28 @@ from pathlib import Path
 import grpc
 import pytest
 
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import headers as h
 from suanli.bus import topic_name, topics
 from suanli.bus.publisher import EventPublisher
+from suanli.cli.config import aio_bearer_channel
 from suanli.infra.testing import outside_pytest_root
 from suanli.platform.stack import Stack
 from suanli.platform.supervisor import ServiceSpec, suanli_argv
+from suanli.telemetry import METRICS, METRICS_PORTS, MetricSpec
 
+from . import prometheus
 from .kit import (
     Platform,
+    Served,
     TopicReader,
     gpu_task,
     job_spec,
     over_allocations,
     read_topics,
+    scrape,
     stack_config,
     until,
 )
@@ -249,3 +262,165 @@ async def test_invalid_rpcs_get_invalid_argument_naming_the_field(
         await call(platform.api())  # type: ignore[operator]
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (raised.value.details() or "").startswith(f"{field}:")
+
+
+# The stack's processes by the service they run (the simulated fleet is the sensing agent).
+SCRAPED = {"scheduling": "scheduling", "billing": "billing", "metering": "metering", "routing": "routing"}
+SCRAPED_AGENT = ("fleet", "sensing")
+SAMPLE_SUFFIXES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
+
+
+def _missing(spec: MetricSpec, served: dict[str, Served]) -> list[str]:
+    """What of ``spec`` is not served: each exporter it names must serve every sample name with exactly
+    the catalogued labels; a bus metric ("every consumer") must be served whole by some service."""
+    names = [spec.name + suffix for suffix in SAMPLE_SUFFIXES[spec.kind]]
+    labels = frozenset(spec.labels)
+
+    def lacks(service: str) -> list[str]:
+        return [f"{service}: {n}{sorted(labels)}" for n in names if labels not in served[service].get(n, ())]
+
+    exporters = [service for service in METRICS_PORTS if service in spec.exporter]
+    if exporters:
+        return [problem for service in exporters for problem in lacks(service)]
+    return [] if any(not lacks(service) for service in served) else lacks(next(iter(served)))
+
+
+async def test_every_catalogued_metric_is_served_with_its_labels(platform: Platform) -> None:
+    stack = platform.stack
+    token = secrets.token_hex(4)
+    # What makes the event-driven series appear: a job placed (decisions, placement latency), one that
+    # cannot be (pending by reason), one Resolve (routing's counters), one garbage order (a dead letter).
+    await platform.submit(job_spec("metrics-runs", gpu_task("w", duration_s=1.0)), f"metrics-runs-{token}")
+    waiting = await platform.submit(
+        job_spec("metrics-waits", gpu_task("w", gpu_models=["no such GPU"])), f"metrics-waits-{token}"
+    )
+    async with aio_bearer_channel(stack.routing_addr, stack.admin_token, stack.ca) as channel:
+        await rpb_grpc.RoutingStub(channel).Resolve(rpb.ResolveRequest(from_region="frankfurt"), timeout=10)
+    async with EventPublisher(platform.bootstrap) as bus:
+        await bus.publish_raw(
+            topic_name(topics.PLACEMENTS.name), b"garbage", b"\x00metrics " + token.encode(), []
+        )
+
+    urls = {service: stack.metrics_url(name) for name, service in (*SCRAPED.items(), SCRAPED_AGENT)}
+    served: dict[str, Served] = {}
+
+    async def all_served() -> bool:
+        served.update({s: await asyncio.to_thread(scrape, url) for s, url in urls.items()})
+        return not any(_missing(spec, served) for spec in METRICS)
+
+    try:
+        await until(all_served, 60, "every catalogued metric served", every=1.0)
+    except AssertionError:
+        pass  # the assertion below names what is missing
+    finally:
+        await platform.api().CancelJob(pb.CancelJobRequest(job_id=waiting.id, reason="metrics test done"))
+    assert [problem for spec in METRICS for problem in _missing(spec, served)] == []
+
+
+DASHBOARDS = sorted(
+    (Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dashboards").glob("*.json")
+)
+
+
+def _panel_queries() -> list[tuple[str, str]]:
+    """(dashboard / panel title, expr) of every panel target of every dashboard."""
+    queries = []
+    for path in DASHBOARDS:
+        dashboard = json.loads(path.read_text(encoding="utf-8"))
+        for panel in dashboard["panels"]:
+            for target in panel.get("targets", []):
+                queries.append((f"{path.stem} / {panel['title']}", target["expr"]))
+    return queries
+
+
+def _variables() -> list[tuple[str, str, str]]:
+    """(dashboard / variable, metric, label) of every label_values() template variable."""
+    found = []
+    for path in DASHBOARDS:
+        for variable in json.loads(path.read_text(encoding="utf-8"))["templating"]["list"]:
+            metric, label = variable["query"]["query"].removeprefix("label_values(").rstrip(")").split(", ")
+            found.append((f"{path.stem} / ${variable['name']}", metric, label))
+    return found
+
+
+async def _idle_histogram(prom: prometheus.Prometheus, query: str) -> bool:
+    """Whether the histogram of quantile ``query`` observed nothing in the rate window: its quantile is
+    NaN by definition (routing's view freshness, say, between two probe rounds)."""
+    histogram = re.search(r"\b(suanli_\w+)_bucket\b", query)
+    if histogram is None:
+        return False
+    name = f"{histogram.group(1)}_count"
+    rows = await asyncio.to_thread(prom.query, f"sum(increase({name}[{prometheus.RATE_INTERVAL}]))")
+    return all(float(row["value"][1]) == 0 for row in rows)
+
+
+async def _traffic(platform: Platform, stop: asyncio.Event) -> None:
+    """Jobs placed and Resolves answered once a second, so rate and latency panels have something new."""
+    n = 0
+    stack = platform.stack
+    async with aio_bearer_channel(stack.routing_addr, stack.admin_token, stack.ca) as channel:
+        routing = rpb_grpc.RoutingStub(channel)
+        while not stop.is_set():
+            n += 1
+            token = f"{secrets.token_hex(3)}-{n}"
+            await platform.submit(job_spec(f"panel-{n}", gpu_task("w", duration_s=0.5)), f"panel-{token}")
+            await routing.Resolve(rpb.ResolveRequest(from_region="frankfurt"), timeout=10)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
+
+async def test_prometheus_answers_every_dashboard_panel_and_variable(platform: Platform) -> None:
+    executable = prometheus.binary()
+    if executable is None:
+        pytest.skip("Debian's prometheus package is not installed (`make prometheus` installs it)")
+    # Besides the traffic: a job that waits (pending by reason) and a garbage order (a dead letter).
+    token = secrets.token_hex(4)
+    waiting = await platform.submit(
+        job_spec("panels-wait", gpu_task("w", gpu_models=["no such GPU"])), f"panels-wait-{token}"
+    )
+    async with EventPublisher(platform.bootstrap) as bus:
+        await bus.publish_raw(
+            topic_name(topics.PLACEMENTS.name), b"garbage", b"\x00panels " + token.encode(), []
+        )
+    stop = asyncio.Event()
+    with prometheus.start(executable, platform.stack, platform.home / "prometheus") as prom:
+        traffic = asyncio.create_task(_traffic(platform, stop))
+        try:
+            problems = await _unanswered(platform, prom)
+        finally:
+            stop.set()
+            await traffic
+            await platform.api().CancelJob(pb.CancelJobRequest(job_id=waiting.id, reason="panels test done"))
+    assert problems == [], "\n".join(problems)
+
+
+async def _unanswered(platform: Platform, prom: prometheus.Prometheus) -> list[str]:
+    """Every panel query and template variable that Prometheus answers without data."""
+    await until(lambda: asyncio.to_thread(prom.ready), 30, "Prometheus ready", every=0.5)
+    targets = len(platform.stack.metrics_ports)
+
+    async def scraped_long_enough() -> bool:
+        # Every target up for the whole rate window (10 s at one scrape a second).
+        rows = await asyncio.to_thread(prom.query, "count_over_time(up[10s]) >= 10 and up == 1")
+        return len(rows) == targets
+
+    await until(scraped_long_enough, 60, "every service scraped for 10 s", every=1.0)
+    problems = []
+    for where, expr in _panel_queries():
+        query = prometheus.grafana_expr(expr)
+        rows = await asyncio.to_thread(prom.query, query)
+        values = [float(row["value"][1]) for row in rows]
+        finite = [v for v in values if math.isfinite(v)]
+        if not values:
+            problems.append(f"{where}: no data for {query}")
+        elif "histogram_quantile" in query:
+            # A series of a quantile is NaN when its group observed nothing in the window; all of them
+            # only when the whole histogram did.
+            if not finite and not await _idle_histogram(prom, query):
+                problems.append(f"{where}: {values} for {query}")
+        elif len(finite) < len(values):
+            problems.append(f"{where}: {values} for {query}")
+    for where, metric, label in _variables():
+        if not await asyncio.to_thread(prom.label_values, label, metric):
+            problems.append(f"{where}: no values of {label} on {metric}")
+    return problems

@@ -82,6 +82,9 @@ class Stack:
     admin_token: str = ""
     client_config: Path | None = None
     ca: bytes | None = None  # the CA the servers' certificates chain to; None: plaintext
+    # Each service's /metrics port by its name in the supervisor, picked when it is first started and
+    # kept across restarts, so a scraper (the metrics test, a local Prometheus) knows where to look.
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(self.config.home / "logs")
@@ -103,7 +106,8 @@ class Stack:
             "SUANLI_SCHEDULER_ADDR": self.scheduler_addr,
             "SUANLI_BILLING_ADDR": self.billing_addr,
             "SUANLI_ROUTING_ADDR": self.routing_addr,
-            # Several services on one machine: each picks a free metrics port instead of its default.
+            # Several services on one machine: a process started without a port of its own (see
+            # metrics_env) picks a free one instead of its default.
             "SUANLI_METRICS_PORT": "0",
             **self._auth_env(),
             **self._tls_env(),
@@ -188,6 +192,17 @@ class Stack:
         ca = str(DevCertificates.under(self.config.home / "tls").ca) if self.config.tls else ""
         write_context(self.client_config, Context("up", servers, self.admin_token, ca))
 
+    def metrics_env(self, name: str) -> dict[str, str]:
+        """The environment that gives service ``name`` its own /metrics port (see `metrics_ports`)."""
+        port = self.metrics_ports.get(name)
+        if port is None:
+            port = self.metrics_ports[name] = free_loopback_port()
+        return {"SUANLI_METRICS_PORT": str(port)}
+
+    def metrics_url(self, name: str) -> str:
+        """Where service ``name`` serves /metrics."""
+        return f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+
     def scheduling_spec(self, name: str = "scheduling", listen: str | None = None) -> ServiceSpec:
         cfg = self.config
         address = listen or self.scheduler_addr
@@ -209,6 +224,7 @@ class Stack:
             ),
             ready=lambda: grpc_serving(address, ca_pem=self.ca),
             ready_timeout_s=90,
+            env=self.metrics_env(name),
         )
 
     def start_scheduling(self, name: str = "scheduling", listen: str | None = None) -> RunningService:
@@ -224,6 +240,7 @@ class Stack:
                 ),
                 ready=lambda: grpc_serving(address, ca_pem=self.ca),
                 ready_timeout_s=90,
+                env=self.metrics_env("billing"),
             )
         )
 
@@ -232,6 +249,7 @@ class Stack:
             ServiceSpec(
                 "metering",
                 suanli_argv("serve", "metering", "--interval", str(self.config.snapshot_interval_s)),
+                env=self.metrics_env("metering"),
             )
         )
 
@@ -251,6 +269,7 @@ class Stack:
             # Serving once its views are read whole (network.links, capacity.nodes).
             ready=lambda: grpc_serving(address, ca_pem=self.ca),
             ready_timeout_s=90,
+            env=self.metrics_env(name),
         )
 
     def start_routing(self, name: str = "routing") -> RunningService:
@@ -271,6 +290,7 @@ class Stack:
                 *self._probe_interval_args(),
                 *(("--faults", str(cfg.faults)) if cfg.faults is not None else ()),
             ),
+            env=self.metrics_env(name),
         )
 
     def _probe_interval_args(self) -> tuple[str, ...]:

@@ -357,6 +357,8 @@ def run_up(options: UpOptions, console: Console) -> int:
                 f"routing {stack.routing_addr}; "
                 f"waiting for {expected_nodes} nodes of {options.fleet.name} to be Ready"
             )
+            metrics = ", ".join(f"{name} :{port}" for name, port in sorted(stack.metrics_ports.items()))
+            console.print(f"/metrics on 127.0.0.1: {metrics}")
             run.wait_for_fleet(expected_nodes)
             if run.healthy():
                 _drive(run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -326,6 +327,13 @@ class EventConsumer:
 
     async def _process(self, record: ConsumerRecord[Any, Any]) -> bool:
         """Handle or dead-letter one record. False only when stopped during a retry backoff."""
+        started = time.perf_counter()
+        try:
+            return await self._process_timed(record)
+        finally:
+            self._metrics.handled(record.topic, time.perf_counter() - started)
+
+    async def _process_timed(self, record: ConsumerRecord[Any, Any]) -> bool:
         headers = tuple(record.headers or ())
         try:
             event = self._decode(record, headers)
@@ -341,7 +349,7 @@ class EventConsumer:
                 lambda: self._handle(event),
                 self._retry,
                 where=f"{record.topic}[{record.partition}]@{record.offset}",
-                pause=self._wait_or_stop,
+                pause=lambda delay_s: self._retry_after(record.topic, delay_s),
             )
         if outcome is STOPPED:
             return False
@@ -395,6 +403,10 @@ class EventConsumer:
             metrics=self._metrics,
             dlq_for=self._dlq_for,
         )
+
+    async def _retry_after(self, topic: str, delay_s: float) -> bool:
+        self._metrics.retried(topic)
+        return await self._wait_or_stop(delay_s)
 
     async def _wait_or_stop(self, delay_s: float) -> bool:
         """Sleep ``delay_s``; True if ``stop()`` was called meanwhile."""

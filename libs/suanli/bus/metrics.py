@@ -1,19 +1,29 @@
-"""The bus's two metrics from the telemetry catalogue: dead letters and consumer lag."""
+"""The bus's metrics from the telemetry catalogue: dead letters, consumer lag, handling time and retries."""
 
 from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from opentelemetry import metrics
 
-from suanli.telemetry.names import CONSUMER_LAG, DEAD_LETTERED
+from suanli.telemetry.names import (
+    CONSUMER_HANDLE,
+    CONSUMER_LAG,
+    CONSUMER_RETRIES,
+    DEAD_LETTERED,
+    described,
+)
 
 
 class BusMetrics:
-    """The bus's metrics of one consumer group: dead letters and consumer lag."""
+    """The bus's metrics of one consumer group: dead letters, consumer lag, handling time and retries."""
 
     def __init__(self, group_id: str) -> None:
         self._group = group_id
         meter = metrics.get_meter("suanli.bus")
+        # One attribute dict per topic, built once: handled() runs for every record.
+        self._attributes: dict[str, dict[str, str]] = {}
+        self._handle = meter.create_histogram(CONSUMER_HANDLE, **described(CONSUMER_HANDLE))
+        self._retries = meter.create_counter(CONSUMER_RETRIES, **described(CONSUMER_RETRIES))
         self._dead_lettered = meter.create_counter(
             DEAD_LETTERED, unit="1", description="Records sent to a topic's dead-letter topic."
         )
@@ -26,6 +36,22 @@ class BusMetrics:
     def dead_lettered(self, topic: str, reason: str) -> None:
         """Count one record of ``topic`` sent to its dead-letter topic for ``reason``."""
         self._dead_lettered.add(1, {"topic": topic, "reason": reason})
+
+    def _of(self, topic: str) -> dict[str, str]:
+        attributes = self._attributes.get(topic)
+        if attributes is None:
+            attributes = self._attributes[topic] = {"group": self._group, "topic": topic}
+            # Served at 0 from the first record on, so rate() and alerts see the series before a failure.
+            self._retries.add(0, attributes)
+        return attributes
+
+    def handled(self, topic: str, seconds: float) -> None:
+        """One record of ``topic`` handled (or given up on) in ``seconds``, retries included."""
+        self._handle.record(seconds, self._of(topic))
+
+    def retried(self, topic: str) -> None:
+        """One failed attempt at a record of ``topic`` that is tried again."""
+        self._retries.add(1, self._of(topic))
 
     def observe_lag(self, consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int]) -> None:
         """Lag from the high watermarks fetch responses carry, so it costs no ListOffsets request.

@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import Meter
 
+from suanli.eventstore import relay_metrics
 from suanli.eventstore.errors import PublishFailed
 from suanli.eventstore.parking import ParkingPolicy
 from suanli.eventstore.ports import OutboxFeed, OutboxLease, OutboxSink
@@ -34,13 +36,17 @@ log = logging.getLogger(__name__)
 class OutboxMetrics:
     """The relay's metric: rows parked, by topic."""
 
-    def __init__(self, meter: Meter | None = None) -> None:
+    def __init__(self, meter: Meter | None = None, *, topics: Iterable[str] = ()) -> None:
         meter = meter or otel_metrics.get_meter("suanli.eventstore")
         self._parked = meter.create_counter(
             OUTBOX_PARKED,
             unit="1",
             description="Outbox rows the relay parked because the broker refused them.",
         )
+        # Served at 0 from the start for the topics the relay is known to publish, so a dashboard or an
+        # alert sees the series before the first row is ever parked.
+        for topic in topics:
+            self._parked.add(0, {"topic": topic})
 
     def parked(self, topic: str) -> None:
         """Count one parked row of ``topic``."""
@@ -61,6 +67,7 @@ class OutboxRelay:
         max_backoff: float = 5.0,
         parking: ParkingPolicy | None = None,
         metrics: OutboxMetrics | None = None,
+        progress: relay_metrics.OutboxProgress = relay_metrics.PROGRESS,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -72,6 +79,8 @@ class OutboxRelay:
         self._max_backoff = max_backoff
         self._parking = parking or ParkingPolicy()
         self._metrics = metrics or OutboxMetrics()
+        self._progress = progress
+        relay_metrics.export(progress)
         self._stopping = False
         # True while a batch is between "read" and "marked": stop() must not cancel then, or the batch
         # would be published without being marked (harmless, but a needless duplicate on restart).
@@ -136,6 +145,7 @@ class OutboxRelay:
             try:
                 rows = await lease.pending(self._batch_size)
                 self.polls += 1
+                self._progress.read(rows)
                 if rows:
                     try:
                         await self._sink.publish_batch(rows)
@@ -145,6 +155,8 @@ class OutboxRelay:
                     await lease.mark_published(delivered)
                     self.published += len(delivered)
                     self.batches += 1
+                    if len(rows) < self._batch_size:
+                        self._progress.caught_up()
             finally:
                 self._busy = False
             if len(rows) == self._batch_size or self._stopping:

@@ -4,14 +4,18 @@ Dashboards (``deploy/grafana``), the Prometheus scrape config (``deploy/promethe
 ``docs/operations.md`` are written against this catalogue, and tests hold them to it, so a renamed metric
 breaks a test instead of silently emptying a panel.
 
-Instrument names are the final Prometheus names: the OpenTelemetry Prometheus exporter keeps a name that
-already ends in ``_total`` (counters) or ``_seconds`` (histograms with unit ``s``) as it is.
+Instrument names are the final Prometheus names. The OpenTelemetry Prometheus exporter appends a suffix
+for the unit unless the name already ends in it (``s`` → ``_seconds``; any other plain unit, lower-cased:
+``CU`` would serve ``suanli_capacity_cu_CU``) and ``_total`` to counters, so a catalogued name ends in
+its unit's suffix and a counter's in ``_total``; units other than ``s`` are ``1`` or an annotation in
+braces (``{CU}``), which adds nothing. ``tests/unit/telemetry/test_metric_names.py`` holds every entry
+to what the exporter really serves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 MetricKind = Literal["counter", "gauge", "histogram"]
 
@@ -44,6 +48,17 @@ ROUTING_LINKS = "suanli_routing_links"
 CONSUMER_LAG = "suanli_consumer_lag"
 DEAD_LETTERED = "suanli_dead_lettered_total"
 OUTBOX_PARKED = "suanli_outbox_parked_total"
+SCHEDULER_LEADER = "suanli_scheduler_leader"
+SCHEDULER_CAPACITY_VIEW_AGE = "suanli_scheduler_capacity_view_age_seconds"
+OUTBOX_PENDING = "suanli_outbox_pending"
+OUTBOX_OLDEST_AGE = "suanli_outbox_oldest_age_seconds"
+CONSUMER_HANDLE = "suanli_consumer_handle_seconds"
+CONSUMER_RETRIES = "suanli_consumer_retries_total"
+AGENT_SNAPSHOTS = "suanli_agent_snapshots_total"
+AGENT_REPORT_LATENCY = "suanli_agent_report_seconds"
+AGENT_TASKS_RUNNING = "suanli_agent_tasks_running"
+AGENT_ORDERS_REFUSED = "suanli_agent_orders_refused_total"
+BILLING_CHARGES = "suanli_billing_charges_total"
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -98,7 +113,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         CAPACITY_CU,
         "gauge",
-        "CU",
+        "{CU}",
         ("region", "gpu_model"),
         "metering",
         "Allocatable capacity in standard compute units of live nodes.",
@@ -175,9 +190,114 @@ METRICS: tuple[MetricSpec, ...] = (
         "every outbox relay (event store)",
         "Outbox rows the relay parked because the broker refused them (see `suanli outbox parked`).",
     ),
+    MetricSpec(
+        SCHEDULER_LEADER,
+        "gauge",
+        "1",
+        (),
+        "scheduling",
+        "1 while this scheduling instance holds the leader lock, 0 while it stands by.",
+    ),
+    MetricSpec(
+        SCHEDULER_CAPACITY_VIEW_AGE,
+        "gauge",
+        "s",
+        (),
+        "scheduling",
+        "Seconds since the scheduler's capacity view last heard a node record (capacity.nodes, nodes.status, "
+        "node.snapshots); grows while metering or the agents are silent.",
+    ),
+    MetricSpec(
+        OUTBOX_PENDING,
+        "gauge",
+        "1",
+        (),
+        "scheduling, billing (outbox relay)",
+        "Unpublished outbox rows the relay found on its last read, at most its batch size (500): at the cap "
+        "the outbox holds at least that many.",
+    ),
+    MetricSpec(
+        OUTBOX_OLDEST_AGE,
+        "gauge",
+        "s",
+        (),
+        "scheduling, billing (outbox relay)",
+        "Age of the oldest outbox row not yet published, 0 once the relay has caught up; grows while the "
+        "relay cannot publish (broker away, lease lost).",
+    ),
+    MetricSpec(
+        CONSUMER_HANDLE,
+        "histogram",
+        "s",
+        ("group", "topic"),
+        "every EventConsumer (bus)",
+        "Time to handle one record, retries included (rate: its _count; errors: retries and dead letters).",
+    ),
+    MetricSpec(
+        CONSUMER_RETRIES,
+        "counter",
+        "1",
+        ("group", "topic"),
+        "every EventConsumer (bus)",
+        "Handler failures retried in place (transient: the database or broker away).",
+    ),
+    MetricSpec(
+        AGENT_SNAPSHOTS,
+        "counter",
+        "1",
+        ("outcome",),
+        "sensing",
+        "NodeSnapshots the agent sent (outcome sent) or failed to send (failed: retried next turn).",
+    ),
+    MetricSpec(
+        AGENT_REPORT_LATENCY,
+        "histogram",
+        "s",
+        (),
+        "sensing",
+        "Time for one report slice's snapshots and usage samples to be acknowledged by the broker.",
+    ),
+    MetricSpec(
+        AGENT_TASKS_RUNNING,
+        "gauge",
+        "1",
+        (),
+        "sensing",
+        "Tasks running on the nodes this agent hosts.",
+    ),
+    MetricSpec(
+        AGENT_ORDERS_REFUSED,
+        "counter",
+        "1",
+        (),
+        "sensing",
+        "Placements the agent refused (the devices or resources were not free on the node).",
+    ),
+    MetricSpec(
+        BILLING_CHARGES,
+        "counter",
+        "1",
+        (),
+        "billing",
+        "Charges billing recorded: usage windows rated as they arrived or released from parking.",
+    ),
 )
 
 METRICS_BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}
+
+
+class Described(TypedDict):
+    """An instrument's unit and description, as ``create_*`` takes them."""
+
+    unit: str
+    description: str
+
+
+def described(name: str) -> Described:
+    """The catalogue's unit and description of ``name``: ``meter.create_gauge(name, **described(name))``."""
+    spec = METRICS_BY_NAME[name]
+    return {"unit": spec.unit, "description": spec.description}
+
 
 # One fixed port per service so the Prometheus scrape config is static; a process that runs several
 # services (the demo) passes its own ports.

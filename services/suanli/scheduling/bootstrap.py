@@ -47,8 +47,8 @@ async def bootstrap(config: Any) -> Components:
     projection = Projection()
     await writer.catch_up(projection)
     await writer.load_pending(projection)
-    capacity = CapacityView()
     clock = SystemClock()
+    capacity = CapacityView(clock)
     network = NetworkView(clock)
     prices = load_prices(clock.now())
 
@@ -69,6 +69,8 @@ async def bootstrap(config: Any) -> Components:
 
     metrics = OtelMetrics()
     metrics.watch_network(network.age_s)
+    metrics.watch_capacity(capacity.age_s)
+    metrics.watch_leader(lambda: leader.is_leader)
     scheduler = assemble(
         writer,
         projection,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 
 from contract_adapters import Adapter
 
 from suanli.eventstore import NewEvent, OutboxMessage, OutboxRecord, OutboxRelay, RecordingOutboxSink
+from suanli.eventstore.relay_metrics import OutboxProgress
 from suanli.infra.polling import until
 
 DEADLINE_S = 10.0
@@ -124,3 +126,39 @@ async def test_two_relays_publish_each_row_once_in_order(adapter: Adapter) -> No
 
         await eventually(all_marked, "20 rows published by whichever relay leads")
     assert values(sink.records) == [e.payload for e in written]
+
+
+class HeldSink(RecordingOutboxSink):
+    """Holds every batch until released, as a broker that does not acknowledge."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.released = asyncio.Event()
+
+    async def publish_batch(self, records: Sequence[OutboxRecord]) -> None:
+        self.holding.set()
+        await self.released.wait()
+        await super().publish_batch(records)
+
+
+async def test_relay_progress_shows_waiting_rows_and_their_age_until_published(adapter: Adapter) -> None:
+    await write(adapter, "progress", 3, b"p")
+    progress = OutboxProgress()
+    sink = HeldSink()
+    async with OutboxRelay(adapter.feed, sink, batch_size=2, poll_interval=30, progress=progress):
+        await asyncio.wait_for(sink.holding.wait(), DEADLINE_S)
+        # The first batch hangs in the sink: what the gauges show while the broker does not answer.
+        assert progress.pending == 2  # the batch size: at least that many wait
+        assert progress.oldest is not None
+        later = progress.oldest + timedelta(seconds=90)
+        assert progress.age_s(later) == 90.0
+        sink.released.set()
+
+        async def caught_up() -> bool:
+            published = len(sink.records) == 3 and await adapter.store.pending_outbox() == []
+            return published and progress.oldest is None
+
+        await eventually(caught_up, "every row published and the progress caught up")
+    assert progress.pending == 0
+    assert progress.age_s(later) == 0.0

@@ -132,6 +132,16 @@ def test_every_scrape_target_names_a_compose_service(
         assert host in services or host == "localhost", target
 
 
+# Compose service → the service it runs (suanli.telemetry.names.METRICS_PORTS): the agents are `fleet`.
+COMPOSE_NAMES = {
+    "scheduling": "scheduling",
+    "metering": "metering",
+    "routing": "routing",
+    "billing": "billing",
+    "fleet": "sensing",
+}
+
+
 def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
     compose: dict[str, Any], prometheus: dict[str, Any]
 ) -> None:
@@ -141,12 +151,13 @@ def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
         for name, svc in _suanli_services(compose).items()
         if "SUANLI_METRICS_PORT" in svc["environment"]
     }
-    assert {"scheduling", "metering", "routing", "billing"} <= set(exporting)
-    assert {name: METRICS_PORTS[name] for name in exporting} == exporting
+    assert set(COMPOSE_NAMES) == set(exporting)
+    assert {name: METRICS_PORTS[COMPOSE_NAMES[name]] for name in exporting} == exporting
     targets = set(_targets(prometheus))
     assert {f"{name}:{port}" for name, port in exporting.items()} <= targets
     # Every catalogued port that is scraped belongs to a service that serves it (no permanent `up == 0`).
-    scraped_catalogued = {t for t in targets if t in {f"{n}:{p}" for n, p in METRICS_PORTS.items()}}
+    catalogued = {f"{name}:{METRICS_PORTS[service]}" for name, service in COMPOSE_NAMES.items()}
+    scraped_catalogued = {t for t in targets if t in catalogued}
     assert scraped_catalogued == {f"{name}:{port}" for name, port in exporting.items()}
 
 

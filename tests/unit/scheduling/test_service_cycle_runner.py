@@ -72,14 +72,15 @@ async def test_idle_cycles_zero_the_gauges_once() -> None:
     for _ in range(3):
         assert await h.scheduler.cycles.run() == 0
     assert h.scheduler.cycles.count == 3
-    assert metrics.cycles == [(0, 0, {}, {})]  # reported on the first idle cycle only
+    # Reported on the first idle cycle only; every configured queue's depth is there, at 0.
+    assert metrics.cycles == [(0, 0, {}, {"acme": 0})]
     job = await h.scheduler.commands.handle(SubmitJob(_spec()))
     await h.scheduler.cycles.run()
     await h.scheduler.commands.handle(CancelJob(job.id, "done"))
     assert h.projection.jobs[job.id].phase is Phase.CANCELLED
     await h.scheduler.cycles.run()
     assert metrics.cycles[-2][0] == 1  # the busy cycle placed one job
-    assert metrics.cycles[-1] == (0, 0, {}, {})  # idle again: zeroed again, once
+    assert metrics.cycles[-1] == (0, 0, {}, {"acme": 0})  # idle again: zeroed again, once
     assert ("cancelled", 1) in metrics.decisions
 
 

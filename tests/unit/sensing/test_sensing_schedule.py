@@ -14,9 +14,13 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from suanli import contracts
 from suanli.resources import default_catalogue
+from suanli.sensing.adapters.metrics import AgentMetrics
 from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.entrypoints.runtime import RunSettings, report_loop
@@ -93,7 +97,7 @@ class Sink:
         return times
 
 
-async def run_loop(time: FakeTime, sink: Sink) -> list[str]:
+async def run_loop(time: FakeTime, sink: Sink, meter: metrics.Meter | None = None) -> list[str]:
     counter = itertools.count()
     host = build_fleet_host(
         parse_fleet(FLEET, default_catalogue()),
@@ -106,7 +110,10 @@ async def run_loop(time: FakeTime, sink: Sink) -> list[str]:
     settings = RunSettings(
         "unused:9092", "g", None, interval_s=INTERVAL_S, min_report_gap_s=GAP_S, probe_interval_s=3600.0
     )
-    await report_loop(host, settings, asyncio.Event(), monotonic=time.monotonic, pause=time.pause)
+    agent_metrics = AgentMetrics(host, meter) if meter is not None else None
+    await report_loop(
+        host, settings, asyncio.Event(), monotonic=time.monotonic, pause=time.pause, metrics=agent_metrics
+    )
     return list(host.agents)
 
 
@@ -175,3 +182,32 @@ async def test_nodes_whose_report_failed_report_at_their_next_turn_and_the_other
     assert max(b - a for taken in times.values() for a, b in itertools.pairwise(taken)) <= 2 * INTERVAL_S
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and "next turn" in errors[0].getMessage()  # once per outage, not per slice
+
+
+def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        m.name: list(m.data.data_points)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+
+
+async def test_the_agent_metrics_count_every_snapshot_sent_or_failed_and_time_each_slice() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    time = FakeTime(end_s=3.0)
+    sink = Sink(time, away=(1.25, 1.75))  # the slices due at 1.3 .. 1.7 fail
+    await run_loop(time, sink, provider.get_meter("test"))
+    points = _points(reader)
+    snapshots = {p.attributes["outcome"]: p.value for p in points["suanli_agent_snapshots_total"]}
+    sent = sum(1 for name, _ in sink.events if name == "NodeSnapshot")
+    assert snapshots["sent"] == sent
+    assert snapshots["failed"] == 5  # the five nodes whose turn fell in the outage (test above)
+    (latency,) = points["suanli_agent_report_seconds"]
+    assert latency.count > 0 and latency.sum == 0.0  # the fake sink acknowledges at once
+    assert [p.value for p in points["suanli_agent_tasks_running"]] == [0]
+    assert [p.value for p in points["suanli_agent_orders_refused_total"]] == [0]
+    provider.shutdown()

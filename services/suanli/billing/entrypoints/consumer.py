@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from suanli.billing.adapters import records
+from suanli.billing.adapters.metrics import BillingMetrics
 from suanli.billing.service_layer.billing import BillingService
 from suanli.billing.service_layer.ports import LedgerUnit, UnitOfWork
 from suanli.bus import ConsumedEvent
@@ -30,8 +31,16 @@ class BillingHandler:
     in place.
     """
 
-    def __init__(self, service: BillingService, uow: UnitOfWork, group: str, topics: dict[str, str]) -> None:
+    def __init__(
+        self,
+        service: BillingService,
+        uow: UnitOfWork,
+        group: str,
+        topics: dict[str, str],
+        metrics: BillingMetrics | None = None,
+    ) -> None:
         self._service = service
+        self._metrics = metrics or BillingMetrics()
         self._uow = uow
         self._group = group
         self._usage, self._jobs, self._nodes = (
@@ -50,13 +59,15 @@ class BillingHandler:
             async with self._uow.tracked(
                 self._group, event.topic, event.partition, event.offset, event.event_id
             ) as unit:
-                await effect(unit)
+                charged = await effect(unit)
         except AlreadyProcessed:
             log.debug("%s[%d]@%d already applied", event.topic, event.partition, event.offset)
         except Exception as exc:
             if is_transient(exc):
                 raise RetriableError(f"database: {exc!r}") from exc
             raise
+        else:
+            self._metrics.charged(charged)  # committed with the offset: a replay counts nothing twice
         if event.topic == self._nodes:
             # Only once committed (or found applied): a cached region that never reached the table would
             # keep usage parked for that node.

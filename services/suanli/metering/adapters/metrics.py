@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry import metrics
 
 from suanli.metering.domain import Summary
-from suanli.telemetry.names import CAPACITY_CU, METRICS_BY_NAME, NODES, UTILISATION_RATIO
+from suanli.telemetry.names import CAPACITY_CU, NODES, UTILISATION_RATIO, described
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -14,8 +14,7 @@ class _Gauge:
     """A gauge that reports 0 for label sets that dropped out, so a panel does not keep a stale value."""
 
     def __init__(self, meter: metrics.Meter, name: str) -> None:
-        spec = METRICS_BY_NAME[name]
-        self._gauge = meter.create_gauge(name, unit=spec.unit, description=spec.description)
+        self._gauge = meter.create_gauge(name, **described(name))
         self._seen: set[Labels] = set()
 
     def set_all(self, values: dict[Labels, float]) -> None:

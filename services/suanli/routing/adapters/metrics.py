@@ -9,20 +9,12 @@ from opentelemetry import metrics
 
 from suanli.routing.domain.links import LinkState
 from suanli.telemetry.names import (
-    METRICS_BY_NAME,
     ROUTING_LINKS,
     ROUTING_RESOLVE_LATENCY,
     ROUTING_RESOLVES,
     ROUTING_VIEW_FRESHNESS,
+    described,
 )
-
-
-def _unit(name: str) -> str:
-    return METRICS_BY_NAME[name].unit
-
-
-def _text(name: str) -> str:
-    return METRICS_BY_NAME[name].description
 
 
 class ResolveMetrics:
@@ -38,13 +30,11 @@ class ResolveMetrics:
         meter.create_observable_counter(
             ROUTING_RESOLVES,
             callbacks=[self._observe],
-            unit=_unit(ROUTING_RESOLVES),
-            description=_text(ROUTING_RESOLVES),
+            **described(ROUTING_RESOLVES),
         )
         self._latency = meter.create_histogram(
             ROUTING_RESOLVE_LATENCY,
-            unit=_unit(ROUTING_RESOLVE_LATENCY),
-            description=_text(ROUTING_RESOLVE_LATENCY),
+            **described(ROUTING_RESOLVE_LATENCY),
         )
 
     def resolved(self, kind: str, outcome: str, seconds: float) -> None:
@@ -65,11 +55,11 @@ class ViewMetrics:
         meter = meter or metrics.get_meter("suanli.routing")
         self._freshness = meter.create_histogram(
             ROUTING_VIEW_FRESHNESS,
-            unit=_unit(ROUTING_VIEW_FRESHNESS),
-            description=_text(ROUTING_VIEW_FRESHNESS),
+            **described(ROUTING_VIEW_FRESHNESS),
         )
         self._links = meter.create_gauge(
-            ROUTING_LINKS, unit=_unit(ROUTING_LINKS), description=_text(ROUTING_LINKS)
+            ROUTING_LINKS,
+            **described(ROUTING_LINKS),
         )
         self._seen: set[tuple[str, str]] = set()
 

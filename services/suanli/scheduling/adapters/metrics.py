@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypedDict
 
 from opentelemetry import metrics
 
 from suanli.telemetry.names import (
-    METRICS_BY_NAME,
     PLACEMENT_LATENCY,
+    SCHEDULER_CAPACITY_VIEW_AGE,
     SCHEDULER_CYCLE,
     SCHEDULER_DECISIONS,
+    SCHEDULER_LEADER,
     SCHEDULER_NETWORK_VIEW_AGE,
     SCHEDULER_PENDING_JOBS,
     SCHEDULER_QUEUE_DEPTH,
 )
-
-
-class _Described(TypedDict):
-    unit: str
-    description: str
-
-
-def spec(name: str) -> _Described:
-    """An instrument's unit and description, as the telemetry catalogue gives them."""
-    return {"unit": METRICS_BY_NAME[name].unit, "description": METRICS_BY_NAME[name].description}
+from suanli.telemetry.names import described as spec
 
 
 class OtelMetrics:
@@ -75,11 +66,21 @@ class OtelMetrics:
     def watch_network(self, age_s: Callable[[], float | None]) -> None:
         """Export the network view's age, read at each scrape: it keeps growing while routing is down and
         the scheduler places from its last snapshot (nothing is exported before the first record)."""
+        self._watch(SCHEDULER_NETWORK_VIEW_AGE, age_s)
 
+    def watch_capacity(self, age_s: Callable[[], float | None]) -> None:
+        """Export the capacity view's age, read at each scrape: it grows while metering and the agents are
+        silent (a broker outage, metering down) and placement uses what it last heard."""
+        self._watch(SCHEDULER_CAPACITY_VIEW_AGE, age_s)
+
+    def watch_leader(self, is_leader: Callable[[], bool]) -> None:
+        """Export 1 while this instance leads, 0 while it stands by: summed over instances, 0 means no
+        scheduler places anything."""
+        self._watch(SCHEDULER_LEADER, lambda: float(is_leader()))
+
+    def _watch(self, name: str, value: Callable[[], float | None]) -> None:
         def observe(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-            age = age_s()
-            return [] if age is None else [metrics.Observation(age)]
+            current = value()
+            return [] if current is None else [metrics.Observation(current)]
 
-        self._meter.create_observable_gauge(
-            SCHEDULER_NETWORK_VIEW_AGE, callbacks=[observe], **spec(SCHEDULER_NETWORK_VIEW_AGE)
-        )
+        self._meter.create_observable_gauge(name, callbacks=[observe], **spec(name))

@@ -17,6 +17,7 @@ from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, Retriabl
 from suanli.bus import topics as bus_topics
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
+from suanli.eventstore.relay import OutboxMetrics
 from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.infra.transient import is_transient
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
@@ -179,11 +180,13 @@ class SchedulingApp:
         cfg = self.config
         while True:
             try:
+                produced = [bus_topics.topic_name(t, cfg.topic_prefix) for t in PRODUCED]
                 async with EventPublisher(cfg.bootstrap, settings=RELAY_PRODUCER) as publisher:
                     relay = OutboxRelay(
                         PostgresOutboxFeed(cfg.dsn, schema=cfg.store_schema),
                         KafkaOutboxSink(publisher),
                         poll_interval=0.5,
+                        metrics=OutboxMetrics(topics=produced),
                     )
                     await relay.run()
             except asyncio.CancelledError:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from suanli.clock import Clock
 from suanli.scheduling.domain.model import GpuDevice, Node
 
 SCHEDULABLE = frozenset({"READY", "UNKNOWN"})
@@ -42,14 +43,26 @@ class NodeView:
 
 
 class CapacityView:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.nodes: dict[str, NodeView] = {}
+        # When the view last heard a record (with a clock): its age is what an operator alerts on.
+        self._clock = clock
+        self._heard_at: datetime | None = None
         # The Node handed out for each view, kept while the view is unchanged: a placer that finds the
         # same Node objects as in its last snapshot updates that snapshot instead of building another.
         self._handed_out: dict[str, tuple[NodeView, Node]] = {}
 
-    def _get(self, node_id: str) -> NodeView:
+    def _heard(self, node_id: str) -> NodeView:
+        """The node's current view, as a record about it arrives (stamping the view's age)."""
+        if self._clock is not None:
+            self._heard_at = self._clock.now()
         return self.nodes.get(node_id) or NodeView(node_id)
+
+    def age_s(self) -> float | None:
+        """Seconds since the last node record arrived; None before the first (or without a clock)."""
+        if self._clock is None or self._heard_at is None:
+            return None
+        return max(0.0, (self._clock.now() - self._heard_at).total_seconds())
 
     def on_capacity(self, r: Mapping[str, Any]) -> NodeView:
         alloc = r["allocatable"]
@@ -58,7 +71,7 @@ class CapacityView:
             for d in sorted(r.get("devices") or (), key=lambda d: d["index"])
         )
         view = replace(
-            self._get(r["node_id"]),
+            self._heard(r["node_id"]),
             region=r["region"] or "default",
             zone=r["zone"] or "default",
             site=r.get("site") or "",
@@ -71,12 +84,12 @@ class CapacityView:
         return view
 
     def on_status(self, r: Mapping[str, Any]) -> NodeView:
-        view = replace(self._get(r["node_id"]), status=str(r["status"]), status_at=r.get("occurred_at"))
+        view = replace(self._heard(r["node_id"]), status=str(r["status"]), status_at=r.get("occurred_at"))
         self.nodes[view.id] = view
         return view
 
     def on_snapshot(self, r: Mapping[str, Any]) -> NodeView:
-        current = self._get(r["node_id"])
+        current = self._heard(r["node_id"])
         view = replace(
             current,
             labels=tuple(sorted((r.get("labels") or {}).items())),

@@ -88,7 +88,7 @@ class CycleRunner:
             # (task reports, capacity updates) find the queues empty, and the cycle would only rebuild
             # its snapshot to learn that. The gauges are zeroed once, as an empty cycle would.
             if not self._idle_reported:
-                self._metrics.cycle(self._perf_counter() - started, 0, 0, {}, {})
+                self._metrics.cycle(self._perf_counter() - started, 0, 0, {}, self._depth())
                 self._idle_reported = True
             return 0
         self._idle_reported = False
@@ -136,6 +136,15 @@ class CycleRunner:
         self._report(outcome.result, self._perf_counter() - started)
         return len(outcome.result.admissions)
 
+    def _depth(self) -> dict[str, int]:
+        """Jobs waiting in each queue, every configured queue included (0 when empty): a dashboard lists
+        its queues from this gauge."""
+        depth = dict.fromkeys(self._projection.queues, 0)
+        for job in self._projection.live.values():
+            if job.waiting:
+                depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
+        return depth
+
     def _report(self, result: CycleResult, seconds: float) -> None:
         now = self._clock.now()
         for admission in result.admissions:
@@ -149,11 +158,7 @@ class CycleRunner:
         for waiting in result.pending:
             key = (waiting.queue, str(waiting.reason.code))
             pending_by[key] = pending_by.get(key, 0) + 1
-        depth: dict[str, int] = {}
-        for job in self._projection.live.values():
-            if job.waiting:
-                depth[job.spec.queue] = depth.get(job.spec.queue, 0) + 1
-        self._metrics.cycle(seconds, len(result.admissions), preempted, pending_by, depth)
+        self._metrics.cycle(seconds, len(result.admissions), preempted, pending_by, self._depth())
         if result.admissions or result.preemptions:
             placed = sum(len(a.placements) for a in result.admissions)
             log.info(

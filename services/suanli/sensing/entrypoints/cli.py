@@ -85,6 +85,7 @@ def agent(
         typer.Option("--bootstrap", help=_help("bootstrap")),
     ] = None,
     topic_prefix: Annotated[str | None, typer.Option("--topic-prefix", help=_help("topic_prefix"))] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help=_help("metrics_port"))] = None,
     once: Annotated[
         bool,
         typer.Option("--once", help="Print NodeRegistered and the first NodeSnapshot as JSON; no broker."),
@@ -127,6 +128,7 @@ def agent(
             task_log_dir=task_log_dir,
             run_as=run_as,
             cgroup_parent=cgroup_parent,
+            metrics_port=metrics_port,
         )
         fleet = load_fleet(simulate) if simulate else None
         faults_file = settings.faults_path
@@ -186,7 +188,7 @@ def agent(
         interval_s=settings.interval_s,
         probe_interval_s=settings.probe_interval_s,
     )
-    asyncio.run(_serve(run, build, settings.probe_port))
+    asyncio.run(_serve(run, build, settings.probe_port, settings.metrics_port))
 
 
 class _PrintSink:
@@ -213,9 +215,12 @@ async def _print_once(build: Build) -> None:
         typer.echo(f"... and {len(sink.events) - 2} more events for {len(host.agents)} nodes")
 
 
-async def _serve(settings: RunSettings, build: Build, probe_port: int) -> None:
+async def _serve(settings: RunSettings, build: Build, probe_port: int, metrics_port: int | None) -> None:
     from suanli.sensing.adapters.probes import start_probe_listener
     from suanli.sensing.entrypoints.runtime import serve
+    from suanli.telemetry import setup
+
+    telemetry = setup("sensing", metrics_port=metrics_port)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -227,3 +232,4 @@ async def _serve(settings: RunSettings, build: Build, probe_port: int) -> None:
     finally:
         if server is not None:
             server.close()
+        telemetry.shutdown()

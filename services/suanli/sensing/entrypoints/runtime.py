@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from suanli.bus import ConsumerSettings
 from suanli.clock import Clock
+from suanli.sensing.adapters.metrics import AgentMetrics
 from suanli.sensing.bootstrap import SYSTEM_CLOCK, AgentBus
 from suanli.sensing.entrypoints.orders import OrderHandler, OrderIntake
-from suanli.sensing.service_layer.host import AgentHost
+from suanli.sensing.service_layer.host import AgentHost, Taken
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
 
@@ -63,7 +64,7 @@ async def serve(
         intake = OrderIntake(lambda: bus.order_consumer(settings.group_id, handler), settings.interval_s)
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:
-            await report_loop(host, settings, stop)
+            await report_loop(host, settings, stop, metrics=AgentMetrics(host))
         finally:
             await intake.stop(consuming)
         # Orders have stopped coming in; now end the tasks and publish how they ended.
@@ -94,6 +95,7 @@ async def report_loop(
     *,
     monotonic: Monotonic | None = None,
     pause: Pause = pause_unless_stopped,
+    metrics: AgentMetrics | None = None,
 ) -> None:
     """Report each node once per interval on its own phase (`ReportSchedule`), probe links, until stopped.
 
@@ -134,7 +136,9 @@ async def report_loop(
                 )
             if registered:
                 taken = host.take_snapshots(schedule.slice(tick))  # stamped on the slice's turn
-                in_flight.append(asyncio.create_task(host.publish_reports(taken), name=f"report-{tick}"))
+                in_flight.append(
+                    asyncio.create_task(_publish(host, taken, metrics, now), name=f"report-{tick}")
+                )
                 # Earlier slices' acknowledgements: the finished ones, and the oldest while more than
                 # the bound are in flight (a broker that takes that long holds the loop back).
                 bound = IN_FLIGHT_INTERVALS * len(schedule.slices)
@@ -159,3 +163,17 @@ async def report_loop(
     for task in [*in_flight, *([probing] if probing is not None else [])]:
         with contextlib.suppress(Exception):  # the last acknowledgements: failures are the next run's
             await task
+
+
+async def _publish(host: AgentHost, taken: list[Taken], metrics: AgentMetrics | None, now: Monotonic) -> None:
+    """Publish a slice's reports; with metrics, count its snapshots and time their acknowledgement."""
+    if metrics is None:
+        await host.publish_reports(taken)
+        return
+    started = now()
+    try:
+        await host.publish_reports(taken)
+    except Exception:
+        metrics.failed(len(taken))
+        raise
+    metrics.reported(len(taken), now() - started)

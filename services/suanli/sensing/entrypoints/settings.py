@@ -24,6 +24,7 @@ from suanli.settings import (
     SettingsConfigDict,
     shared,
 )
+from suanli.telemetry import METRICS_PORT_ENV, METRICS_PORTS
 
 
 class SensingSettings(ServiceSettings):
@@ -71,6 +72,9 @@ class SensingSettings(ServiceSettings):
     task_cpu_seconds: int = Field(0, ge=0, description="RLIMIT_CPU per task, CPU seconds (0: none).")
     cgroup_parent: Path | None = Field(
         None, description="Delegated cgroup v2 directory for task cgroups (default: detect)."
+    )
+    metrics_port: int | None = shared(
+        METRICS_PORT_ENV, METRICS_PORTS["sensing"], description="Port of /metrics (0 picks a free one)."
     )
     run_as: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, description="Run a tenant's tasks as a local user TENANT=USER (agent as root)."

@@ -75,6 +75,7 @@ class NodeAgent:
         self._handles: dict[str, TaskHandle] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._starting: set[asyncio.Task[None]] = set()  # TaskStarted publishes in flight
+        self.refused = 0  # placements refused at admission, for the agent's metrics
 
     def _learn_inventory(self, observation: NodeObservation) -> None:
         self.table.device_indices = frozenset(d.index for d in observation.devices)
@@ -140,6 +141,7 @@ class NodeAgent:
             await self._supersede(stale, placement)
         admission = self.table.admit(placement)
         if admission.event is not None:
+            self.refused += 1
             log.warning(
                 "%s: refused task %s: %s", self.identity.node_id, placement.task_id, admission.event.reason
             )

@@ -116,5 +116,13 @@ class AgentHost:
             await agent.stop(parse_stop_request(record))
         return True
 
+    def tasks_running(self) -> int:
+        """Tasks running on every hosted node."""
+        return sum(1 for agent in self.agents.values() for _ in agent.table.running())
+
+    def orders_refused(self) -> int:
+        """Placements refused at admission, over every hosted node, since the agent started."""
+        return sum(agent.refused for agent in self.agents.values())
+
     async def shutdown(self, *, stop_tasks: bool = True) -> None:
         await asyncio.gather(*(a.shutdown(stop_tasks=stop_tasks) for a in self.agents.values()))
