@@ -18,6 +18,7 @@ import pytest
 from bus_testkit import FAST_CONSUMER, BusTopics, dlq_size, sample_event, wait_until
 
 from suanli.bus import SERVICE_RETRY, ConsumedEvent, EventConsumer, EventPublisher
+from suanli.infra.polling import until
 from suanli.infra.postgres import PostgresEndpoint, resume_embedded, start_embedded, stop_embedded
 
 OUTAGE_S = 8.0
@@ -96,13 +97,10 @@ async def test_records_arriving_while_postgres_is_down_are_handled_once_it_is_ba
 
 
 async def _until_rows(rows: Callable[[], Awaitable[int]], n: int, *, timeout_s: float = 30.0) -> None:
-    count = 0
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while count < n:
-        assert loop.time() < deadline, f"{count} of {n} records written within {timeout_s}s"
+    async def written() -> bool:
         try:
-            count = await rows()
+            return await rows() >= n
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            count = 0  # the server is still coming back
-        await asyncio.sleep(0.1)
+            return False  # the server is still coming back
+
+    await until(written, timeout_s, f"{n} records written", every=0.1)
