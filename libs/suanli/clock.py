@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from uuid import UUID
@@ -113,3 +114,64 @@ def duration_ms(delta: timedelta) -> int:
 def system_ms() -> int:
     """The wall clock in UTC milliseconds (a ``MillisClock``)."""
     return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class StreamClock:
+    """How far one partition of a stream has been read: the newest event time consumed, and when."""
+
+    newest_ms: int = -1  # event time of the newest record consumed
+    read_at_ms: int = -1  # the reader's clock when it was consumed
+
+    def advanced(self, record_ms: int, now_ms: int) -> StreamClock:
+        """After a record stamped ``record_ms`` was read at ``now_ms`` (an older one moves nothing)."""
+        return StreamClock(max(self.newest_ms, record_ms), now_ms)
+
+    def now(self, wall_ms: int, quiet_ms: int, responsive_since_ms: int = -1) -> int:
+        """The stream's time: the newest event time while records flow.
+
+        After ``quiet_ms`` without any, counted from the later of the last read and
+        ``responsive_since_ms`` (when the reader last came out of a stall of its own): the wall clock
+        less the lag seen when the last one was read.
+        """
+        if self.newest_ms < 0:
+            return wall_ms
+        if wall_ms - max(self.read_at_ms, responsive_since_ms) < quiet_ms:
+            return self.newest_ms
+        return wall_ms - max(0, self.read_at_ms - self.newest_ms)
+
+
+class StreamTimes:
+    """Per partition, the time silence is judged at, so a reader's own backlog never looks like silence.
+
+    A checker that declares a source silent (a node lost, a network path down) after ``quiet_ms`` must
+    not count the time the reader spent behind: while it works through a backlog, each partition's time
+    moves only as fast as the records read from it (`StreamClock`). A check that comes late by more
+    than half the quiet time means the reader itself stalled, which restarts the quiet time.
+    ``started_ms``: when the reader started; a partition not read since then is not judged until
+    ``quiet_ms`` has passed (-1: judged at the wall clock at once).
+    """
+
+    def __init__(self, started_ms: int = -1) -> None:
+        self.partitions: dict[int | None, StreamClock] = {}
+        self._started_ms = started_ms
+        self._responsive_since_ms = started_ms
+        self._last_check_ms: int | None = None
+
+    def restart(self, now_ms: int) -> None:
+        """The reader (re)started reading at ``now_ms`` (a start, a rebalance): its backlog is unknown."""
+        self._started_ms = self._responsive_since_ms = now_ms
+
+    def read(self, partition: int | None, record_ms: int, now_ms: int) -> None:
+        """A record stamped ``record_ms`` was consumed from ``partition`` at ``now_ms``."""
+        self.partitions[partition] = self.partitions.get(partition, StreamClock()).advanced(record_ms, now_ms)
+
+    def judge(self, wall_ms: int, quiet_ms: int) -> Callable[[int | None], int | None]:
+        """For this check: each partition's time (None: not to be judged yet)."""
+        if self._last_check_ms is not None and wall_ms - self._last_check_ms > quiet_ms // 2:
+            self._responsive_since_ms = wall_ms  # stalled: what was not read meanwhile may be our backlog
+        self._last_check_ms = wall_ms
+        since = self._responsive_since_ms
+        times = {p: clock.now(wall_ms, quiet_ms, since) for p, clock in self.partitions.items()}
+        unread = wall_ms if wall_ms - self._started_ms >= quiet_ms else None
+        return lambda partition: times.get(partition, unread)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from metering_harness import Harness, statuses
 
-from suanli.metering.domain import StreamClock
+from suanli.clock import StreamClock
 from suanli.metering.testing import gpu, ms, node_snapshot
 
 T0 = ms("2025-01-01T10:00:00")

@@ -69,3 +69,27 @@ def test_a_seeded_view_continues_from_the_published_state() -> None:
     silent = NetworkView(POLICY)
     silent.seed([replace(latest["tok-1->syd-1"], last_probe_ms=2000)], 2500)
     assert [s.status for s in silent.check(5000)] == [LinkStatus.DOWN, LinkStatus.DOWN]
+
+
+def test_silence_is_judged_at_how_far_the_probe_stream_was_read_not_at_the_wall_clock() -> None:
+    # A processor working through a backlog (after a restart or a rebalance) has folded rounds up to
+    # 5 s while the wall clock says 60 s: the path was probed all along and is not DOWN.
+    view = NetworkView(POLICY)
+    for at in range(1000, 6000, 1000):
+        view.observe(probe(at), 60_000)
+    assert view.check(60_000, silence_at=lambda pair: 5000) == []
+    assert view.check(60_000, silence_at=lambda pair: None) == []  # not judged yet
+    # A path silent within the stream itself still goes DOWN at the stream's time.
+    view.observe(probe(1000, src="tok-2"), 60_000)
+    out = view.check(60_000, silence_at=lambda pair: 5000)
+    assert [(s.link_id, s.status) for s in out][:1] == [("tok-2->syd-1", LinkStatus.DOWN)]
+    assert out[0].reason == "no probe for 4.0 s (4.0 probe intervals)"
+    assert view.links["tok-1->syd-1"].status is LinkStatus.OK
+
+
+def test_the_quiet_time_is_the_longest_silence_a_held_path_may_keep() -> None:
+    view = NetworkView(POLICY)
+    assert view.quiet_ms() == 3000  # nothing held: down_after x the configured interval
+    view.observe(probe(1000), 1000)
+    view.observe(probe(3000), 3000)  # this path's own interval: 2 s
+    assert view.quiet_ms() == 6000

@@ -3,8 +3,8 @@
 Which clock: a snapshot is heard at its Kafka record timestamp (the time the record entered the broker:
 the producer's send time under CreateTime, the broker's under LogAppendTime), capped at metering's own
 clock; never at the moment metering got round to processing it. "Now" for the timeout is the stream's
-time (`StreamClock`): the newest record timestamp consumed, so while metering works through a backlog
-the deadline moves only as fast as the records it has read, and its own lag cannot make a live node
+time (`suanli.clock.StreamClock`): the newest record timestamp consumed, so while metering works through
+a backlog the deadline moves only as fast as the records it has read, and its own lag cannot make a live node
 look silent. Only when no snapshot at all has been consumed for a whole timeout while metering itself
 kept running (every node on the partition silent, or metering cut off from them) does the stream's time
 follow the wall clock, less the lag last seen; a stall of metering's own (its checks late) restarts that
@@ -55,27 +55,6 @@ class StatusChange:
     def event_id(self) -> str:
         # A transition is identified by what caused it: the status and the snapshot it is measured from.
         return derived_id("status", self.node_id, self.status.value, self.last_seen_at_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamClock:
-    """How far the snapshot stream has been read: the newest record timestamp consumed, and when."""
-
-    newest_ms: int = -1  # record timestamp of the newest snapshot consumed
-    read_at_ms: int = -1  # metering's clock when it was consumed
-
-    def advanced(self, record_ms: int, now_ms: int) -> StreamClock:
-        return StreamClock(max(self.newest_ms, record_ms), now_ms)
-
-    def now(self, wall_ms: int, quiet_ms: int, responsive_since_ms: int = -1) -> int:
-        """The stream's time: the newest record timestamp while snapshots flow; after ``quiet_ms``
-        without any, counted from the later of the last read and ``responsive_since_ms`` (when metering
-        last came out of a stall), the wall clock less the lag seen when the last one was read."""
-        if self.newest_ms < 0:
-            return wall_ms
-        if wall_ms - max(self.read_at_ms, responsive_since_ms) < quiet_ms:
-            return self.newest_ms
-        return wall_ms - max(0, self.read_at_ms - self.newest_ms)
 
 
 def observe(

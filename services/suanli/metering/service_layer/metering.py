@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from suanli.clock import MillisClock, to_ms
+from suanli.clock import MillisClock, StreamTimes, to_ms
 from suanli.metering.domain import (
     Ended,
     MeteringPolicy,
@@ -19,7 +19,6 @@ from suanli.metering.domain import (
     NodeState,
     NodeStatus,
     StatusChange,
-    StreamClock,
     Summary,
     TaskFact,
     check,
@@ -52,10 +51,8 @@ class Metering:
         # Per snapshot partition, per worker, in memory: partitions are read at their own pace, so a node
         # is judged on how far its own partition has been read. After a restart: the wall clock until
         # snapshots flow.
-        self.streams: dict[int | None, StreamClock] = {}
+        self.streams = StreamTimes()
         self.partition_of: dict[str, int | None] = {}
-        self._last_check_ms: int | None = None
-        self._responsive_since_ms = -1  # when metering's checks last came out of a stall
 
     # -- node side --------------------------------------------------------------------------------------
 
@@ -77,7 +74,7 @@ class Metering:
         now = self.clock()
         recorded = now if record_ms is None else min(record_ms, now)
         heard = min(max(recorded, to_ms(snapshot["occurred_at"])), now)
-        self.streams[partition] = self.streams.get(partition, StreamClock()).advanced(recorded, now)
+        self.streams.read(partition, recorded, now)
         self.partition_of[node_id] = partition
         out = on_snapshot(
             batch.nodes.get(node_id),
@@ -128,15 +125,15 @@ class Metering:
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
         quiet = self.lost_after * (longest or self.policy.default_interval_ms)
         wall = self.clock()
-        if self._last_check_ms is not None and wall - self._last_check_ms > quiet // 2:
-            self._responsive_since_ms = wall  # stalled: what was not read meanwhile may be our backlog
-        self._last_check_ms = wall
-        times = {p: clock.now(wall, quiet, self._responsive_since_ms) for p, clock in self.streams.items()}
+        time_of = self.streams.judge(wall, quiet)
         checked: list[NodeState] = []
         for state in states:
             node_id = state.node_id
             if state.liveness is not None and owns(node_id):
-                now = times.get(self.partition_of.get(node_id), wall)
+                now = time_of(self.partition_of.get(node_id))
+                if now is None:  # its partition is not judged yet
+                    checked.append(state)
+                    continue
                 after, change = check(state.liveness, now, lost_after=self.lost_after)
                 if change is not None:
                     self._status_changed(change, batch)

@@ -52,16 +52,25 @@ class NetworkView:
         self._put(after)
         return self._due([after, self._summary(after.region_pair)], now_ms)
 
-    def check(self, now_ms: int, owns: Callable[[tuple[str, str]], bool] = _everything) -> list[LinkState]:
+    def check(
+        self,
+        now_ms: int,
+        owns: Callable[[tuple[str, str]], bool] = _everything,
+        silence_at: Callable[[tuple[str, str]], int | None] | None = None,
+    ) -> list[LinkState]:
         """Stale links DOWN, and every state whose last publication is ``republish_ms`` old.
 
         ``owns`` limits both to the region pairs this instance folds (others may be seeded here only).
+        ``silence_at``: the time a pair's silence is judged at (how far its probe stream has been read;
+        None: not judged yet), so a processor working through a backlog does not take its own lag for
+        silent paths; ``now_ms`` when not given.
         """
         expired: list[LinkState] = []
         for state in list(self.links.values()):
             if not owns(state.region_pair):
                 continue
-            gone = expire(state, now_ms, self.policy)
+            at = now_ms if silence_at is None else silence_at(state.region_pair)
+            gone = None if at is None else expire(state, at, self.policy)
             if gone is not None:
                 self._put(gone)
                 expired.append(gone)
@@ -77,6 +86,13 @@ class NetworkView:
         for state in current:
             self._published[state.link_id] = (state, now_ms)
         return out + current
+
+    def quiet_ms(self) -> int:
+        """The longest silence after which any path held here goes DOWN."""
+        return max(
+            (self.policy.stale_after_ms(s) for s in self.links.values()),
+            default=self.policy.down_after * self.policy.probe_interval_ms,
+        )
 
     def _current(self, published: LinkState) -> LinkState:
         if published.scope == SITE:

@@ -11,6 +11,8 @@ Re-keying by region pair gives one worker every site path of a pair, so its summ
 the number of workers. The view is in memory: at start it is seeded from ``network.links`` (the view's
 own full-state output, read whole before the worker joins its group), so a restarted processor keeps
 each link's figures, baseline and status, and a link that went silent while it was down still goes DOWN.
+Silence is judged per probe partition at how far it has been read (`StreamTimes`), so the backlog a
+restarted or rebalanced worker reads through is not taken for silent paths.
 A replayed probe round (no newer than the link's last) is ignored by the fold.
 """
 
@@ -28,7 +30,7 @@ from suanli.bus.faust import delivered, processor_app
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
-from suanli.clock import Clock, IdFactory, to_ms
+from suanli.clock import Clock, IdFactory, StreamTimes, to_ms
 from suanli.contracts import EventDecodeError, decode, encode
 from suanli.errors import InvalidArgument
 from suanli.routing.adapters.metrics import ViewMetrics
@@ -93,6 +95,10 @@ class NetworkViewProcessor:
         # The view agent and the timer both change the view and publish; one at a time keeps the order
         # of publications the order of the states.
         self._lock = asyncio.Lock()
+        # Silence is judged per probe partition at how far it has been read: after a restart or a
+        # rebalance the backlog of rounds is not mistaken for silent paths.
+        self.streams = StreamTimes(started_ms=to_ms(clock.now()))
+        self._judged: set[int] = set()  # the probe partitions the last check judged
         self.app.agent(self.measured, name="routing.intake")(self._intake)
         self.app.agent(self.probes, name="routing.view")(self._fold)
         self.app.timer(settings.check_s, name="routing.check")(self._check)
@@ -127,6 +133,7 @@ class NetworkViewProcessor:
             probe = probe_from_record(record, occurred_ms(record["occurred_at"]))
             async with self._lock:
                 now = self.clock.now()
+                self.streams.read(event.message.partition, probe.at_ms, to_ms(now))
                 changed = self.view.observe(probe, to_ms(now))
                 if changed:
                     self.metrics.fresh((to_ms(now) - probe.at_ms) / 1000)
@@ -135,7 +142,13 @@ class NetworkViewProcessor:
 
     async def _check(self) -> None:
         async with self._lock:
-            due = self.view.check(to_ms(self.clock.now()), self._owned())
+            now = to_ms(self.clock.now())
+            mine = self._assigned()
+            if mine != self._judged:
+                self._judged = mine
+                self.streams.restart(now)
+            time_of = self.streams.judge(now, self.view.quiet_ms())
+            due = self.view.check(now, self._owned(mine), lambda pair: time_of(self._partition(pair)))
             await self._publish(due)
         self.metrics.links([*self.view.links.values(), *self.view.regions.values()])
 
@@ -176,15 +189,16 @@ class NetworkViewProcessor:
 
     # -- ownership -------------------------------------------------------------------------------------
 
-    def _owned(self) -> Callable[[tuple[str, str]], bool]:
+    def _assigned(self) -> set[int]:
+        return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.names.probes}
+
+    def _owned(self, mine: set[int]) -> Callable[[tuple[str, str]], bool]:
         # With several workers each checks only the region pairs whose probe partitions it owns.
-        mine = {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.names.probes}
         if not mine:
             return lambda pair: False
+        return lambda pair: self._partition(pair) in mine
+
+    def _partition(self, pair: tuple[str, str]) -> int:
+        """The routing.probes partition a region pair's rounds are keyed to (see ``_forward``)."""
         partitions = list(range(PROBES.partitions))
-
-        def owns(pair: tuple[str, str]) -> bool:
-            key = f"{pair[0]}->{pair[1]}".encode()
-            return int(self._partitioner(key, partitions, partitions)) in mine
-
-        return owns
+        return int(self._partitioner(f"{pair[0]}->{pair[1]}".encode(), partitions, partitions))
