@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import re
 import secrets
+import signal
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
@@ -138,6 +141,47 @@ async def test_standby_takes_over_when_the_leader_is_killed(platform: Platform) 
     job = await platform.submit(spec, f"s-{token}", timeout=60)
     final = await platform.wait_final([job.id], timeout=60)
     assert pb.JobState.Name(final[job.id].state) == "JOB_STATE_SUCCEEDED"
+
+
+async def test_a_leader_paused_past_its_lease_is_replaced_and_writes_nothing_once_resumed(
+    platform: Platform,
+) -> None:
+    # The previous test left the standby leading; a paused process keeps its database session, so
+    # only the lease (10 s by default) can depose it.
+    paused = platform.service("scheduling-standby")
+    paused_addr = platform.scheduler_addr
+    takeover_addr = f"127.0.0.1:{free_loopback_port()}"
+    await asyncio.to_thread(
+        platform.start, platform.stack.scheduling_spec("scheduling-standby-2", takeover_addr)
+    )
+    token = secrets.token_hex(3)
+    os.killpg(paused.pid, signal.SIGSTOP)
+    try:
+        platform.scheduler_addr = takeover_addr
+        spec = job_spec("paused", gpu_task("w", duration_s=1.0))
+        job = await platform.submit(spec, f"p-{token}", timeout=60)
+        final = await platform.wait_final([job.id], timeout=60)
+        assert pb.JobState.Name(final[job.id].state) == "JOB_STATE_SUCCEEDED"
+    finally:
+        os.killpg(paused.pid, signal.SIGCONT)
+
+    # Resumed, it still thinks it leads until its next renewal: whatever it is asked to write now is
+    # refused by the fence, and it steps down.
+    late = job_spec("late-write", gpu_task("w", duration_s=1.0))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await platform.api(paused_addr).SubmitJob(pb.SubmitJobRequest(spec=late, request_id=f"l-{token}"))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+    async def stepped_down() -> bool:
+        return "stepped down as leader" in platform.log("scheduling-standby")
+
+    await until(stepped_down, 30, "the resumed leader stepping down")
+    listed = await platform.api().ListJobs(pb.ListJobsRequest(page_size=500))
+    # Nothing of the refused write reached the store, and the new leader leads with a later epoch.
+    assert len(listed.jobs) < 500 and "late-write" not in {j.spec.name for j in listed.jobs}
+    log = platform.log("scheduling-standby-2")
+    epochs = [int(e) for e in re.findall(r"elected leader \(epoch (\d+)", log)]
+    assert epochs and epochs[-1] >= 2, log[-2000:]
 
 
 async def test_lost_agent_its_nodes_go_lost_and_its_tasks_move(platform: Platform) -> None:

@@ -1,7 +1,7 @@
 """Run one outbox relay: `python -m suanli.eventstore.relay_main --dsn DSN --bootstrap HOST:PORT`.
 
 SIGTERM / SIGINT stop it gracefully (the batch in flight is finished and marked). Several may run against
-one schema: one publishes, the others wait on the advisory lock as hot standbys.
+one schema: one publishes, the others wait on its lease as hot standbys.
 """
 
 from __future__ import annotations

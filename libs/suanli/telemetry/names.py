@@ -196,7 +196,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "1",
         (),
         "scheduling",
-        "1 while this scheduling instance holds the leader lock, 0 while it stands by.",
+        "1 while this scheduling instance holds the leader lease, 0 while it stands by.",
     ),
     MetricSpec(
         SCHEDULER_CAPACITY_VIEW_AGE,

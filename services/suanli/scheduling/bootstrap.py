@@ -39,7 +39,9 @@ async def bootstrap(config: Any) -> Components:
     """`config` is a `SchedulingSettings`. Unknown policy: refuse to start (ProfileError / KeyError)."""
     profile = policy_profile(config.policy)
     store = await PostgresEventStore.connect(config.dsn, schema=config.store_schema)
-    leader = LeaderElection(config.dsn, config.store_schema, poll_s=config.standby_poll_s)
+    leader = LeaderElection(
+        config.dsn, config.store_schema, poll_s=config.standby_poll_s, lease_s=config.leader_lease_s
+    )
     writer = StoreWriter(
         store, PostgresPendingReasons(store.pool, store.schema), leader, topic_prefix=config.topic_prefix
     )

@@ -38,8 +38,8 @@ def serve(
 ) -> None:
     """Scheduling: jobs and queues (event-sourced in PostgreSQL), the scheduling cycle, gRPC API.
 
-    Several instances may run on one database: one leads (PostgreSQL advisory lock), the others serve
-    reads and take over when it dies.
+    Several instances may run on one database: one leads (a lease with an epoch in PostgreSQL), the
+    others serve reads and take over when it dies or its lease runs out.
     """
     import asyncio
 

@@ -78,7 +78,13 @@ class SchedulingSettings(AuthSettings):
         "the previous one started (0: no waves).",
     )
     standby_poll_s: float = Field(
-        0.5, gt=0, description="Seconds between a standby's lock attempts and store catch-ups."
+        0.5, gt=0, description="Seconds between a standby's lease attempts and store catch-ups."
+    )
+    leader_lease_s: float = Field(
+        10.0,
+        ge=3.0,
+        description="Seconds a leader's lease lasts without renewal (renewed every second): a paused or "
+        "partitioned leader is replaced after this long, and can write nothing once it is over.",
     )
     topic_check_s: float = Field(
         5.0, gt=0, description="Seconds between checks that the topics exist (a broker that lost them)."
