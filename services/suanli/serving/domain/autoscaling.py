@@ -11,7 +11,7 @@ stable window has passed without panic; the change per tick bounded by max-scale
 max-scale-down-rate (2); scale to zero only after a stable window without traffic plus the 30 s grace.
 
 `SloAutoscaler` (ours) sizes for the latency SLO instead of a concurrency proxy: it forecasts the arrival
-rate one cold start ahead (a fast EWMA plus the trend of the last minute; optional Poisson headroom),
+rate one cold start ahead (a 30 s EWMA plus the trend of the last two minutes, plus Poisson headroom),
 divides by what one replica takes within the SLO (capacity.py, from the replica's speed and the sizes of
 recent requests), corrects that with the concurrency it sees divided by the model's batch at capacity,
 adds replicas to drain a backlog within `drain_s`, and scales up at once but down only to the largest count
@@ -169,9 +169,9 @@ class SloScalerConfig:
     tpot_s: float
     cold_start_s: float
     safety: float = 1.0  # size each replica for this share of the SLO (capacity.py)
-    # The rate for scaling up. 30 s rather than 10 s: at ~6 requests/s a 10 s EWMA moves +-11 % on Poisson
-    # noise alone, and the down window holds the largest count of the last 120 s, so the noise's upper
-    # tail was held as replicas (docs/inference.md, "Where the GPU-seconds went").
+    # The rate for scaling up. 30 s rather than 10 s: at ~6 requests/s a 10 s EWMA's standard deviation from
+    # Poisson noise alone is ~8 % of the rate, and the down window holds the largest count of the last
+    # 120 s, so the noise's upper tail was held as replicas (docs/inference.md, "Where the GPU-seconds go").
     fast_half_life_s: float = 30.0
     slow_half_life_s: float = 120.0  # ... and for scaling down
     size_half_life_s: float = 30.0
