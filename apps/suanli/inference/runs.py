@@ -6,6 +6,10 @@
 - `kpa`: the KPA-like autoscaler (Knative defaults) at the spec's target concurrency per replica.
 - `slo` (ours): forecast + queueing model of the replica sized for the SLO.
 
+`right_sized` weighs the GPU shares a replica could have (sizing.py) for the sizes of the trace's first
+minutes; the benchmark runs every baseline and ours again at the best one, so a right-sized ours is compared
+with baselines of the same replica as well as with the spec's.
+
 Autoscaled runs start warm with the static-mean count (the service was running before the trace began).
 """
 
@@ -19,6 +23,7 @@ import numpy as np
 
 from suanli.inference.setup import Service, normalised
 from suanli.inference.simulator import Autoscaler, SimResult, SimSetup, Simulation, make_balancer
+from suanli.resources import default_catalogue
 from suanli.resources.network import measured_network
 from suanli.routing.domain.balancing import RttMs, measured_rtt
 from suanli.serving.domain.autoscaling import (
@@ -31,9 +36,11 @@ from suanli.serving.domain.autoscaling import (
 )
 from suanli.serving.domain.capacity import slo_capacity
 from suanli.serving.domain.regions import nearest_shares
+from suanli.serving.domain.sizing import ShareOption, right_size
 from suanli.serving.domain.trace import Trace
 
 PEAK_ATTAINMENT = 0.99
+RIGHT_SIZE_HORIZON_S = 600.0  # the trace's first 10 minutes size a right-sized replica
 AUTOSCALERS = ("static-peak", "static-mean", "kpa", "slo")
 
 
@@ -77,6 +84,30 @@ def run(sc: Scenario, autoscaler: Autoscaler, balancer: str, initial: int) -> Si
     setup = replace(sc.setup, initial_replicas=initial)
     sim = Simulation(setup, sc.trace, sc.clients, autoscaler, make_balancer(balancer, sc.rtt, rng), sc.rtt)
     return sim.run()
+
+
+def right_sized(
+    service: Service, trace: Trace, horizon_s: float = RIGHT_SIZE_HORIZON_S
+) -> tuple[ShareOption, ...]:
+    """The GPU shares for the service's model, best per GPU first, for the sizes of the first `horizon_s`.
+
+    Only the start of the trace is used: what a deployment would know of its traffic when it is sized.
+    """
+    spec = service.spec
+    first = float(trace.offset_s[0])
+    early = trace.window(first, first + horizon_s)
+    context = early.context_tokens.astype(np.float64)
+    generated = early.generated_tokens.astype(np.float64)
+    return right_size(
+        spec.shape,
+        default_catalogue().lookup(spec.gpu_model),
+        spec.max_batch,
+        float(context.mean()),
+        float(generated.mean()),
+        service.ttft_s,
+        service.tpot_s,
+        float(np.mean((context + generated) * np.maximum(0.0, generated - 1))),
+    )
 
 
 def peak_minute(trace: Trace) -> tuple[int, int]:

@@ -59,13 +59,19 @@ class Service:
         return self.spec.target.tpot_ms / 1000
 
 
-def load_service(path: Path | None = None) -> Service:
-    """The service spec (default deploy/services/chat.yaml), validated; it must carry a latency SLO."""
+def load_service(path: Path | None = None, gpu: float | None = None) -> Service:
+    """The service spec (default deploy/services/chat.yaml), validated; it must carry a latency SLO.
+
+    `gpu` replaces the spec's per-replica GPU share (a right-sized replica, sizing.py) before validation,
+    so a share that cannot hold the model is refused as in the spec itself.
+    """
     source = path or data_path(SERVICE)
     try:
         document = yaml.safe_load(source.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ServiceSpecError([f"{source}: {exc}"]) from None
+    if gpu is not None and isinstance(document, dict) and isinstance(document.get("resources"), dict):
+        document["resources"]["gpu"] = gpu
     spec, speed = validate_service(document, default_catalogue(), measured_network().regions)
     if not spec.target.has_slo:
         raise ServiceSpecError(["target: the simulator measures SLO attainment: give ttft_ms and tpot_ms"])

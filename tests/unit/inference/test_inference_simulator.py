@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from suanli.cli.main import app
 from suanli.data import data_path
-from suanli.inference.runs import autoscaler_for, compare, peak_minute, run, scenario
+from suanli.inference.runs import autoscaler_for, compare, peak_minute, right_sized, run, scenario
 from suanli.inference.setup import CLIENT_WEIGHTS, load_service, load_trace
 from suanli.serving.domain.autoscaling import Fixed
+from suanli.serving.domain.spec import ServiceSpecError
 from suanli.serving.domain.trace import parse_trace
 
 # Minutes 26-29 hold the trace's busiest stretch (432-480 requests a minute).
@@ -149,3 +150,19 @@ def test_scale_to_zero_buffers_requests_at_the_gateway_through_a_cold_start(tmp_
     late = result.ttft_s[10:]
     assert late.max() >= 10.0 - 1.0  # the first of them waited out the cold start at the gateway
     assert any(d.desired == 0 for d in result.decisions)
+
+
+def test_right_sizing_weighs_shares_from_the_first_minutes_and_reruns_the_service() -> None:
+    service = load_service()
+    options = right_sized(service, load_trace())
+    spec_share = next(o for o in options if o.gpus == service.spec.gpus)
+    assert options[0].per_gpu >= spec_share.per_gpu
+    assert spec_share.limit == "kv-cache"  # half an A100 leaves the 13B model ~10 GiB of cache
+    resized = load_service(gpu=options[0].gpus)
+    assert resized.spec.gpus == options[0].gpus and resized.speed == options[0].speed
+    assert resized.spec.max_batch == service.spec.max_batch  # only the share changes
+
+
+def test_a_share_that_cannot_hold_the_model_is_refused_like_the_spec() -> None:
+    with pytest.raises(ServiceSpecError, match=r"resources.gpu: llama-2-13b needs 24.2 GiB of weights"):
+        load_service(gpu=0.25)

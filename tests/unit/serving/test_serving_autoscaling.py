@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from suanli.serving.domain.autoscaling import (
@@ -100,7 +102,7 @@ def slo(**overrides: float) -> SloAutoscaler:
 
 
 def test_ours_sizes_for_the_forecast_rate_over_the_slo_capacity() -> None:
-    scaler = slo()
+    scaler = slo(headroom_z=0.0)
     capacity = slo_capacity(SPEED, 1000.0, 200.0, 2.0, 0.1, 1.0, 1200.0 * 199 * 2)
     decision = None
     for k in range(1, 61):  # 4 requests/s steady
@@ -108,9 +110,22 @@ def test_ours_sizes_for_the_forecast_rate_over_the_slo_capacity() -> None:
     assert decision is not None
     figures = dict(decision.model)
     assert figures["rate"] == pytest.approx(4.0)
+    assert figures["planned_rate"] == pytest.approx(4.0)
     assert figures["replica_capacity"] == pytest.approx(capacity)
-    assert decision.desired == int(-(-4.0 // capacity))  # ceil(4 / capacity)
+    assert decision.desired == math.ceil(4.0 / capacity)
     assert "forecast / SLO capacity" in decision.reason
+
+
+def test_ours_adds_poisson_headroom_to_the_forecast() -> None:
+    scaler = slo()  # the default: one standard deviation of the count in 30 s
+    capacity = slo_capacity(SPEED, 1000.0, 200.0, 2.0, 0.1, 1.0, 1200.0 * 199 * 2)
+    decision = None
+    for k in range(1, 61):
+        decision = scaler.decide(seen(k * TICK, ready=8, concurrency=0.0, arrivals=8))
+    assert decision is not None
+    planned = 4.0 + math.sqrt(4.0 / 30.0)
+    assert dict(decision.model)["planned_rate"] == pytest.approx(planned)
+    assert decision.desired == math.ceil(planned / capacity)
 
 
 def test_ours_scales_up_at_once_and_down_only_after_the_down_window() -> None:
@@ -121,11 +136,19 @@ def test_ours_scales_up_at_once_and_down_only_after_the_down_window() -> None:
     assert up.desired > 8 and up.reason.startswith("up")
     ordered = up.desired
     calm = [
-        scaler.decide(seen(62 + k * TICK, ready=ordered, concurrency=0.0, arrivals=8)) for k in range(1, 70)
+        scaler.decide(seen(62 + k * TICK, ready=ordered, concurrency=0.0, arrivals=8)) for k in range(1, 150)
     ]
     held = [d for d in calm if d.at_s < 62 + 100]
     assert all(d.desired >= ordered for d in held)  # slow down: nothing released within the 120 s window
     assert calm[-1].desired < ordered
+    # The first release comes a whole down window after the last tick that still needed `ordered`.
+    last_needed = max(
+        d.at_s
+        for d in [up, *calm]
+        if max(dict(d.model)["needed_up"], dict(d.model)["needed_down"]) >= ordered
+    )
+    first_down = next(d.at_s for d in calm if d.desired < ordered)
+    assert first_down >= last_needed + 120
 
 
 def test_ours_counts_the_backlog_and_the_concurrency_seen() -> None:

@@ -11,7 +11,7 @@ stable window has passed without panic; the change per tick bounded by max-scale
 max-scale-down-rate (2); scale to zero only after a stable window without traffic plus the 30 s grace.
 
 `SloAutoscaler` (ours) sizes for the latency SLO instead of a concurrency proxy: it forecasts the arrival
-rate one cold start ahead (a fast EWMA plus the trend of the last minute; optional Poisson headroom),
+rate one cold start ahead (a 30 s EWMA plus the trend of the last two minutes, plus Poisson headroom),
 divides by what one replica takes within the SLO (capacity.py, from the replica's speed and the sizes of
 recent requests), corrects that with the concurrency it sees divided by the model's batch at capacity,
 adds replicas to drain a backlog within `drain_s`, and scales up at once but down only to the largest count
@@ -169,13 +169,18 @@ class SloScalerConfig:
     tpot_s: float
     cold_start_s: float
     safety: float = 1.0  # size each replica for this share of the SLO (capacity.py)
-    fast_half_life_s: float = 10.0  # rate and request sizes for scaling up
+    # The rate for scaling up. 30 s rather than 10 s: at ~6 requests/s a 10 s EWMA's standard deviation from
+    # Poisson noise alone is ~8 % of the rate, and the down window holds the largest count of the last
+    # 120 s, so the noise's upper tail was held as replicas (docs/inference.md, "Where the GPU-seconds go").
+    fast_half_life_s: float = 30.0
     slow_half_life_s: float = 120.0  # ... and for scaling down
     size_half_life_s: float = 30.0
-    trend_window_s: float = 60.0
-    # Poisson headroom, z standard deviations of the count in `burst_s`: off by default, as the concurrency
-    # feedback and the backlog term absorb bursts at lower cost on the Azure trace (docs/inference.md).
-    headroom_z: float = 0.0
+    # The trend's least-squares window: two cold starts, as the trend is projected one cold start ahead
+    # and a slope over a shorter window amplifies noise by that lead.
+    trend_window_s: float = 120.0
+    # Poisson headroom on the smoothed rate: z standard deviations of the count in `burst_s`, an explicit
+    # allowance for bursts in place of the noise the faster EWMA used to add by accident.
+    headroom_z: float = 1.0
     burst_s: float = 30.0
     down_window_s: float = 120.0  # two cold starts
     drain_s: float = 15.0  # a backlog is sized to drain within this
@@ -279,7 +284,8 @@ class SloAutoscaler:
         self._slow_sizes.add(seen, dt)
         self._rates.add(seen.now_s, self._fast_rate)
         trend = self._trend()
-        up = self._size(self._planned(self._fast_rate, trend), self._fast_sizes, seen)
+        planned = self._planned(self._fast_rate, trend)
+        up = self._size(planned, self._fast_sizes, seen)
         down = self._size(self._planned(max(self._slow_rate, self._fast_rate), trend), self._slow_sizes, seen)
         current = seen.ready + seen.starting
         if not self._held.samples:
@@ -303,6 +309,7 @@ class SloAutoscaler:
             ("rate", self._fast_rate),
             ("slow_rate", self._slow_rate),
             ("trend", trend),
+            ("planned_rate", planned),
             ("replica_capacity", up.capacity),
             ("mean_context", context),
             ("mean_generated", generated),
