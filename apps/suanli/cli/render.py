@@ -205,7 +205,13 @@ def job_detail(job: pb.Job) -> RenderableType:
     return Group(*parts)
 
 
-_LOCALITY_NAMES = {pb.LOCALITY_ZONE: "zone", pb.LOCALITY_REGION: "region", pb.LOCALITY_ANY: "any"}
+_LOCALITY_NAMES = {
+    pb.LOCALITY_NODE: "node",
+    pb.LOCALITY_FABRIC: "fabric",
+    pb.LOCALITY_ZONE: "zone",
+    pb.LOCALITY_REGION: "region",
+    pb.LOCALITY_ANY: "any",
+}
 
 
 def _network_line(spec: pb.JobSpec) -> str:

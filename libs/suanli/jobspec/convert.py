@@ -22,6 +22,8 @@ _LOCALITIES: dict[str, int] = {
     "zone": pb.LOCALITY_ZONE,
     "region": pb.LOCALITY_REGION,
     "any": pb.LOCALITY_ANY,
+    "node": pb.LOCALITY_NODE,
+    "fabric": pb.LOCALITY_FABRIC,
 }
 _LOCALITY_NAMES: dict[int, str] = {number: name for name, number in _LOCALITIES.items()}
 

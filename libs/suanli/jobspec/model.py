@@ -36,7 +36,7 @@ DEFAULT_MEMORY_MIB = 1024
 _T = TypeVar("_T")
 
 JobKindName = Literal["training", "inference", "batch"]
-LocalityName = Literal["zone", "region", "any"]
+LocalityName = Literal["node", "fabric", "zone", "region", "any"]
 
 
 def invalid(message: str) -> PydanticCustomError:

@@ -93,7 +93,7 @@ async def bootstrap(config: Any) -> Components:
         lost_confirm=timedelta(seconds=config.lost_confirm_s),
     )
 
-    def explain(nodes: Any, request: Any) -> Any:
+    def explain(nodes: Any, job: Any) -> Any:
         requests = [t.request() for j in projection.jobs.values() if not j.phase.final for t in j.spec.tasks]
         return FrameworkPlacer(
             profile,
@@ -102,6 +102,6 @@ async def bootstrap(config: Any) -> Components:
             scheduler.cycles.count,
             network=network.snapshot(),
             prices=prices,
-        ).explain(nodes, request)
+        ).explain(nodes, job)
 
     return Components(store, writer, leader, capacity, network, projection, scheduler, explain)

@@ -160,3 +160,14 @@ def test_a_spec_without_network_fields_sends_none() -> None:
     assert not message.HasField("max_rtt_ms") and not message.HasField("min_bandwidth_gbps")
     assert (message.data_region, message.locality) == ("", pb.LOCALITY_UNSPECIFIED)
     assert "locality" not in document_from_proto(message)
+
+
+@pytest.mark.parametrize(("name", "wire"), [("node", pb.LOCALITY_NODE), ("fabric", pb.LOCALITY_FABRIC)])
+def test_node_and_fabric_localities_cross_the_wire_and_back(name: str, wire: int) -> None:
+    spec = parse_jobspec(
+        f"name: t\nqueue: q\nlocality: {name}\ntasks: [{{name: w, replicas: 4, resources: {{gpu: 1}}}}]"
+    )
+    message = to_proto(spec)
+    assert message.locality == wire
+    assert from_proto(pb.JobSpec.FromString(message.SerializeToString())) == spec
+    assert to_document(spec)["locality"] == name and document_from_proto(message)["locality"] == name

@@ -298,7 +298,10 @@ def test_network_fields_are_accepted_on_a_gang() -> None:
             doc(GANG, min_available=1, locality="zone"),
             "locality: applies only to a gang (2 or more tasks placed together); this job places 1 together",
         ),
-        (doc(GANG, locality="planet"), "locality: must be one of 'zone', 'region', 'any' (got 'planet')"),
+        (
+            doc(GANG, locality="planet"),
+            "locality: must be one of 'node', 'fabric', 'zone', 'region', 'any' (got 'planet')",
+        ),
         (
             doc(GANG, locality="region", min_bandwidth_gbps=10),
             "min_bandwidth_gbps: only with locality 'any' (a gang in one region or zone shares its network)",

@@ -131,3 +131,11 @@ def test_network_fields_come_out_resolved_and_old_clients_get_the_defaults() -> 
     assert (old.data_region, old.max_rtt_ms, old.locality, old.min_bandwidth_gbps) == ("", None, "", None)
     assert old.domain_job("j").placement_locality == "region"  # a gang stays in one region by default
     assert not old.same_request(spec)
+
+
+@pytest.mark.parametrize(("wire", "name"), [(pb.LOCALITY_NODE, "node"), (pb.LOCALITY_FABRIC, "fabric")])
+def test_strict_node_and_fabric_localities_reach_placement(wire: int, name: str) -> None:
+    spec = validate_submit(_gang(locality=wire))
+    assert spec.locality == name and spec.domain_job("j").placement_locality == name
+    with pytest.raises(InvalidSpec, match=r"^spec\.locality: applies only to a gang"):
+        validate_submit(_gang(min_available=1, locality=wire))

@@ -16,11 +16,9 @@ import numpy as np
 
 from suanli.scheduling.domain.fragmentation import TypicalTask, typical_tasks
 from suanli.scheduling.domain.framework import PluginContext, Profile, Scheduler
-from suanli.scheduling.domain.framework.plugin import Diagnosis
-from suanli.scheduling.domain.framework.registry import ExtensionPoint
+from suanli.scheduling.domain.framework.plugin import Diagnosis, GangContext
 from suanli.scheduling.domain.model import GPU_MILLI, GpuDevice, Job, Node, Task, TaskPlacement, TaskRequest
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
-from suanli.scheduling.domain.plugins import default_registry
 from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.pricing import NO_PRICES, PriceTable
 from suanli.scheduling.domain.queueing import GangPlacement, NodeAvailability, NoFit
@@ -51,7 +49,8 @@ def workload_typical(requests: Sequence[TaskRequest]) -> tuple[TypicalTask, ...]
 
 class FrameworkPlacer:
     """A `Placer` for one cycle: a fresh framework `Scheduler` seeded by (seed, cycle), so decisions
-    replay."""
+    replay. The ordered tie-break ranks nodes by a hash of (seed, node id), the same in every cycle, so
+    `explain` in a later cycle breaks ties as the decision did."""
 
     def __init__(
         self,
@@ -65,7 +64,8 @@ class FrameworkPlacer:
     ) -> None:
         self.profile = profile
         self._context = PluginContext(typical_tasks=typical, network=network, prices=prices)
-        self._scheduler = Scheduler(profile, np.random.default_rng([seed, cycle]), self._context)
+        self._seed = (seed, cycle)
+        self._scheduler = self._new_scheduler()
         # The last views asked about and what was built from them: the core hands in the very same tuple
         # until its ledger changes, so a run of jobs that do not fit costs one snapshot, not one each
         # (snapshots are immutable; reusing one also keeps the plugins' per-node caches warm).
@@ -74,6 +74,10 @@ class FrameworkPlacer:
         # few nodes where tasks were placed or ended since, so it is updated rather than built again.
         if previous is not None and previous._built:
             self._built = [previous._built[-1]]
+
+    def _new_scheduler(self) -> Scheduler:
+        seed, cycle = self._seed
+        return Scheduler(self.profile, np.random.default_rng([seed, cycle]), self._context, tie_seed=seed)
 
     def _snapshot_of(self, nodes: tuple[NodeAvailability, ...]) -> tuple[ClusterSnapshot, _Slots]:
         for seen, snapshot, slots in self._built:
@@ -128,11 +132,13 @@ class FrameworkPlacer:
             self._placement(job.tasks[i], a, snapshot, slots) for i, a in enumerate(result.assignments)
         ]
         current = result.snapshot
+        used = tuple(a.node for a in result.assignments)
         for task in job.tasks[gang:]:  # elastic tasks: placed when they fit (where the gang is), else skipped
-            one = self._scheduler.place_task(current, task.request, result.within)
+            one = self._scheduler.place_task(current, task.request, result.within, GangContext(used, 1))
             if one.assignment is not None:
                 placements.append(self._placement(task, one.assignment, current, slots))
                 current = one.snapshot
+                used = (*used, one.assignment.node)
         return GangPlacement(tuple(placements))
 
     def _placement(
@@ -161,35 +167,39 @@ class FrameworkPlacer:
         )
 
     def explain(
-        self, nodes: tuple[NodeAvailability, ...], request: TaskRequest, top: int = 5
+        self, nodes: tuple[NodeAvailability, ...], job: Job | TaskRequest, top: int = 5
     ) -> tuple[tuple[NodeScore, ...], tuple[tuple[str, int], ...]]:
-        """The best `top` feasible nodes for `request` with each score plugin's part, and how many nodes
-        each filter rejected."""
+        """The best `top` feasible nodes for the job's first task, as the decision ranks them, with each
+        score plugin's part, and how many nodes each filter rejected.
+
+        The ranking is the decision's own (`Scheduler.rank`: the same scores, gang context and tie-break),
+        on the nodes the decision keeps the gang to: a dry run of the gang's placement says which region,
+        zone, fabric domain or node that is. So on the view the decision saw, the first node listed is
+        the node the decision takes."""
         if not nodes:
             return (), ()
-        snapshot, _ = _snapshot(nodes)
-        rows, diagnosis = self._scheduler.feasible(snapshot, request)
-        if rows.size == 0:
-            return (), _rejections(diagnosis)
-        registry = default_registry()
-        total = np.zeros(rows.size)
-        parts: list[tuple[str, np.ndarray]] = []
-        for ref in self.profile.scores:
-            plugin = registry.build(ExtensionPoint.SCORE, ref.name, ref.args, self._context)
-            scored = plugin.score(snapshot, request, rows, self._scheduler.rng)
-            # None: this plugin scores every node alike for the task; it is listed with 0.
-            part = np.zeros(rows.size) if scored is None else np.asarray(scored, dtype=float) * ref.weight
-            parts.append((ref.name, part))
-            total += part
-        order = np.argsort(-total, kind="stable")[:top]
+        if isinstance(job, TaskRequest):
+            job = Job("explain", "", (Task("explain-0", job),))
+        snapshot, _ = self._snapshot_of(nodes)
+        requests = [t.request for t in job.tasks][: job.gang_size]
+        if not requests:
+            return (), ()
+        gang = GangContext((), len(requests)) if len(requests) > 1 else None
+        dry = self._new_scheduler().place_gang(
+            snapshot, requests, job.placement_locality, job.min_bandwidth_gbps
+        )
+        within = dry.within if dry.placed else None
+        ranking = self._new_scheduler().rank(snapshot, requests[0], within, gang)
+        if ranking.rows.size == 0:
+            return (), _rejections(ranking.diagnosis)
         return tuple(
             NodeScore(
-                snapshot.node_ids[int(rows[i])],
-                float(total[i]),
-                tuple((name, float(part[i])) for name, part in parts),
+                snapshot.node_ids[int(ranking.rows[i])],
+                float(ranking.total[i]),
+                tuple((name, float(part[i])) for name, part in ranking.parts),
             )
-            for i in order
-        ), _rejections(diagnosis)
+            for i in range(min(top, ranking.rows.size))
+        ), _rejections(ranking.diagnosis)
 
 
 def _free_row(a: NodeAvailability) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:

@@ -20,9 +20,13 @@ class JobKind(StrEnum):
 
 
 class Locality(StrEnum):
-    """How close together the tasks of a gang must run: one zone, one region (the default for gangs), or
-    anywhere (then `min_bandwidth_gbps` bounds the links between the regions it uses)."""
+    """How close together the tasks of a gang must run: one node, one fabric domain (nodes of one zone
+    with the same `fabric` label), one zone, one region (the default for gangs), or anywhere (then
+    `min_bandwidth_gbps` bounds the links between the regions it uses). Where a gang does not need it
+    strictly, the topology score still prefers the closer placements."""
 
+    NODE = "node"
+    FABRIC = "fabric"
     ZONE = "zone"
     REGION = "region"
     ANY = "any"

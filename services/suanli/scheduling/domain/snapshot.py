@@ -55,6 +55,16 @@ class Assignment:
     gpu_milli: tuple[int, ...] = ()
 
 
+FABRIC_LABEL = "fabric"
+
+
+def _fabric_domain(node: Node) -> str | None:
+    """The node's NVLink/InfiniBand/RoCE domain: nodes of one zone with the same `fabric` label value talk
+    over one high-bandwidth fabric. Keyed by zone too, so two sites naming their fabrics alike stay apart."""
+    fabric = node.label(FABRIC_LABEL)
+    return None if not fabric else f"{node.region}/{node.zone}/{fabric}"
+
+
 def _readonly(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
@@ -75,6 +85,8 @@ class ClusterSnapshot:
         "class_counts",
         "cpu_capacity",
         "cpu_free",
+        "fabric_code",
+        "fabrics",
         "gpu_count",
         "gpu_free",
         "gpu_full",
@@ -97,6 +109,7 @@ class ClusterSnapshot:
     models: tuple[str, ...]
     regions: tuple[str, ...]
     zones: tuple[str, ...]  # "region/zone": zone names repeat across regions
+    fabrics: tuple[str, ...]  # "region/zone/fabric": a fabric domain never spans zones
     labels: tuple[frozenset[tuple[str, str]], ...]
     cpu_capacity: IntArray
     mem_capacity: IntArray
@@ -104,6 +117,7 @@ class ClusterSnapshot:
     model_code: IntArray
     region_code: IntArray
     zone_code: IntArray
+    fabric_code: IntArray  # -1: the node is in no fabric domain (no `fabric` label)
     cpu_free: IntArray
     mem_free: IntArray
     gpu_free: IntArray
@@ -161,6 +175,12 @@ class ClusterSnapshot:
         snap.region_code = _readonly(np.array([region_index[n.region] for n in nodes], dtype=np.int32))
         snap.zone_code = _readonly(
             np.array([zone_index[f"{n.region}/{n.zone}"] for n in nodes], dtype=np.int32)
+        )
+        fabric_names = [_fabric_domain(n) for n in nodes]
+        snap.fabrics = tuple(sorted({f for f in fabric_names if f is not None}))
+        fabric_index = {f: i for i, f in enumerate(snap.fabrics)}
+        snap.fabric_code = _readonly(
+            np.array([-1 if f is None else fabric_index[f] for f in fabric_names], dtype=np.int32)
         )
         snap.cpu_free = _readonly(cpu_free)
         snap.mem_free = _readonly(mem_free)

@@ -26,7 +26,13 @@ STATES = {
     Phase.CANCELLED: pb.JOB_STATE_CANCELLED,
 }
 KINDS = {"BATCH": pb.JOB_KIND_BATCH, "TRAINING": pb.JOB_KIND_TRAINING, "INFERENCE": pb.JOB_KIND_INFERENCE}
-LOCALITIES = {"zone": pb.LOCALITY_ZONE, "region": pb.LOCALITY_REGION, "any": pb.LOCALITY_ANY}
+LOCALITIES = {
+    "node": pb.LOCALITY_NODE,
+    "fabric": pb.LOCALITY_FABRIC,
+    "zone": pb.LOCALITY_ZONE,
+    "region": pb.LOCALITY_REGION,
+    "any": pb.LOCALITY_ANY,
+}
 
 
 def timestamp(at: datetime | None) -> Timestamp:

@@ -28,7 +28,7 @@ from suanli.auth.principal import tenant_of_queue
 from suanli.auth.tls import TlsSettings, add_port
 from suanli.rpc import rpc_errors
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
-from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert
 from suanli.scheduling.entrypoints.validation import validate_submit
@@ -41,7 +41,7 @@ from suanli.scheduling.service_layer.projection import Change, Projection
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
 JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
-Explainer = Callable[[tuple[NodeAvailability, ...], TaskRequest], Any]
+Explainer = Callable[[tuple[NodeAvailability, ...], Job], Any]
 
 
 class SchedulerServicer(pb_grpc.SchedulerServicer):
@@ -201,8 +201,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             out.regions.extend(convert.region_verdicts(reason))
             if job.phase.final:
                 return out
-            first = job.spec.tasks[0].request(job.spec.data_region, job.spec.max_rtt_ms)
-            scores, rejected = self.explainer(self._free(exclude=job.id), first)
+            # The whole job: the ranking is the decision's, within the region (zone, ...) its gang gets.
+            scores, rejected = self.explainer(self._free(exclude=job.id), job.spec.domain_job(job.id))
             out.top_nodes.extend(
                 pb.NodeScore(node_id=s.node_id, score=s.score, plugin_scores=dict(s.plugin_scores))
                 for s in scores

@@ -22,6 +22,8 @@ LOCALITY_NAMES = {
     pb.LOCALITY_ZONE: "zone",
     pb.LOCALITY_REGION: "region",
     pb.LOCALITY_ANY: "any",
+    pb.LOCALITY_NODE: "node",
+    pb.LOCALITY_FABRIC: "fabric",
 }
 KIND_NAMES = {
     pb.JOB_KIND_UNSPECIFIED: "BATCH",

@@ -23,6 +23,8 @@ class Locality(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LOCALITY_ZONE: _ClassVar[Locality]
     LOCALITY_REGION: _ClassVar[Locality]
     LOCALITY_ANY: _ClassVar[Locality]
+    LOCALITY_NODE: _ClassVar[Locality]
+    LOCALITY_FABRIC: _ClassVar[Locality]
 
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -40,6 +42,8 @@ LOCALITY_UNSPECIFIED: Locality
 LOCALITY_ZONE: Locality
 LOCALITY_REGION: Locality
 LOCALITY_ANY: Locality
+LOCALITY_NODE: Locality
+LOCALITY_FABRIC: Locality
 JOB_STATE_UNSPECIFIED: JobState
 JOB_STATE_PENDING: JobState
 JOB_STATE_RUNNING: JobState

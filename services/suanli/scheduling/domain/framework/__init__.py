@@ -1,15 +1,16 @@
 """Placement framework: extension points, plugin registry, profiles, staged statements, the scheduler."""
 
-from suanli.scheduling.domain.framework.plugin import Diagnosis, PluginContext, ProfileError
+from suanli.scheduling.domain.framework.plugin import Diagnosis, GangContext, PluginContext, ProfileError
 from suanli.scheduling.domain.framework.profile import PluginRef, Profile
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginRegistry, PluginSpec
-from suanli.scheduling.domain.framework.scheduler import GangResult, PlacementResult, Scheduler
+from suanli.scheduling.domain.framework.scheduler import GangResult, PlacementResult, Ranking, Scheduler
 from suanli.scheduling.domain.framework.statement import Statement
 
 __all__ = [
     "Arg",
     "Diagnosis",
     "ExtensionPoint",
+    "GangContext",
     "GangResult",
     "PlacementResult",
     "PluginContext",
@@ -18,6 +19,7 @@ __all__ = [
     "PluginSpec",
     "Profile",
     "ProfileError",
+    "Ranking",
     "Scheduler",
     "Statement",
 ]

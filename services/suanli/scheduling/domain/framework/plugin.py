@@ -63,6 +63,36 @@ class ScorePlugin(Protocol):
         """
 
 
+@dataclass(frozen=True, slots=True)
+class GangContext:
+    """Where a gang stands when one of its tasks is scored: the nodes (rows) its earlier tasks went to,
+    and how many of its tasks are still to place, this one included."""
+
+    used: tuple[int, ...] = ()
+    remaining: int = 1
+
+
+@runtime_checkable
+class GangScorePlugin(Protocol):
+    """A score that also sees the gang: `score` is asked for tasks placed on their own, `score_gang` for
+    the tasks of a gang (placed one after another, each against the view with the earlier ones staged)."""
+
+    name: str
+
+    def score(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray | None: ...
+
+    def score_gang(
+        self,
+        snapshot: ClusterSnapshot,
+        request: TaskRequest,
+        rows: np.ndarray,
+        rng: np.random.Generator,
+        gang: GangContext,
+    ) -> np.ndarray | None: ...
+
+
 @runtime_checkable
 class DevicePlugin(Protocol):
     name: str

@@ -160,16 +160,15 @@ def rank_regions(
     return scored + excluded
 
 
-def zone_order(snapshot: ClusterSnapshot, region: int, gpu_work: bool) -> list[int]:
-    """The zones of a region, roomiest first (then by name)."""
-    rows = snapshot.region_code == region
-    zones = np.unique(snapshot.zone_code[rows])
+def domain_order(
+    snapshot: ClusterSnapshot, codes: np.ndarray, within: np.ndarray, gpu_work: bool
+) -> list[int]:
+    """The domains (zones, fabric domains: `codes` per node, -1 for none) of the nodes in `within`,
+    roomiest first (free GPU for GPU work, else free CPU), then by code."""
+    present = np.unique(codes[within & (codes >= 0)])
     free = snapshot.gpu_free.sum(axis=1) if gpu_work else snapshot.cpu_free
-
-    def room(z: int) -> tuple[float, str]:
-        return (-float(free[snapshot.zone_code == z].sum()), snapshot.zones[z])
-
-    return sorted((int(z) for z in zones), key=room)
+    room = {int(d): float(free[codes == d].sum()) for d in present}
+    return sorted(room, key=lambda d: (-room[d], d))
 
 
 def linked_regions(

@@ -2,25 +2,29 @@
 
 `Scheduler(profile, rng).place_task(snapshot, request)` runs admission, filters, scores and device choice
 and returns the decision together with the snapshot after it. `place_gang` places every task or none;
-a gang kept to one region or zone (its locality) is placed region by region in the order region choice
-ranks them (`regions.py`), on that region's nodes only, until one holds it.
+a gang kept to one region, zone, fabric domain or node (its locality) is placed region by region in the
+order region choice ranks them (`regions.py`), on that region's nodes only, until one holds it. Each task
+of a gang is scored knowing where the earlier ones went (`GangContext`), which is what the topology score
+uses to keep a gang together. `rank` orders the candidates of a task exactly as the decision does (the
+same scores and tie-break), so an explanation's best node is the node the decision takes.
 Given the same snapshot, request and generator state, the decision is the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from suanli.scheduling.domain.framework.plugin import Diagnosis, PluginContext
+from suanli.scheduling.domain.framework.plugin import Diagnosis, GangContext, GangScorePlugin, PluginContext
 from suanli.scheduling.domain.framework.profile import Profile
 from suanli.scheduling.domain.framework.regions import (
     RegionCandidate,
+    domain_order,
     linked_regions,
     rank_regions,
-    zone_order,
 )
 from suanli.scheduling.domain.framework.registry import ExtensionPoint, PluginRegistry
 from suanli.scheduling.domain.framework.statement import Statement
@@ -54,6 +58,17 @@ LOCALITY_FILTER = "locality"  # how placement reports the nodes outside the regi
 
 
 @dataclass(frozen=True, slots=True)
+class Ranking:
+    """The feasible nodes of one task in the order the decision ranks them (`rows[0]` is the node it
+    takes), with their total scores and each score plugin's weighted part (in profile order)."""
+
+    rows: np.ndarray
+    total: np.ndarray
+    parts: tuple[tuple[str, np.ndarray], ...]
+    diagnosis: Diagnosis
+
+
+@dataclass(frozen=True, slots=True)
 class RegionOutcome:
     """What became of one region in a gang's region choice: `verdict` is 'chosen', why it was excluded,
     or why the gang did not fit there."""
@@ -73,7 +88,7 @@ class GangResult:
     diagnosis: Diagnosis | None = None
     regions: tuple[RegionOutcome, ...] = ()  # region choice, when it ran
     network_excluded: bool = False  # every region was ruled out by the network constraint
-    within: np.ndarray | None = None  # the nodes the gang was kept to (its region or zone)
+    within: np.ndarray | None = None  # the nodes the gang was kept to (its region, zone, domain or node)
 
     @property
     def placed(self) -> bool:
@@ -87,6 +102,7 @@ class Scheduler:
         rng: np.random.Generator,
         context: PluginContext | None = None,
         registry: PluginRegistry | None = None,
+        tie_seed: int | None = None,
     ) -> None:
         if registry is None:
             from suanli.scheduling.domain.plugins import default_registry
@@ -98,12 +114,18 @@ class Scheduler:
         # "ordered" ranks nodes once by a seeded permutation and always prefers the earlier node among equal
         # scores. Consistent tie-breaking concentrates load (as the FGD paper's simulator does, which
         # shuffles node order per seed and takes the first best node); "random" spreads it.
+        # With `tie_seed` the ranking is a hash of (seed, node id) instead of a draw: the same across
+        # schedulers, cycles and fleet changes, so a later explanation breaks ties as the decision did
+        # (the simulators draw it, as the paper's simulator does).
         self._rank: np.ndarray | None = np.empty(0, dtype=np.intp) if profile.tie_break == "ordered" else None
+        self._tie_seed = tie_seed
+        self._ranked_ids: tuple[str, ...] | None = None
         build = registry.build
         ctx = self.context
         self._admission = [build(ExtensionPoint.ADMISSION, r.name, r.args, ctx) for r in profile.admission]
         self._filters = [build(ExtensionPoint.FILTER, r.name, r.args, ctx) for r in profile.filters]
         self._scores = [(build(ExtensionPoint.SCORE, r.name, r.args, ctx), r.weight) for r in profile.scores]
+        self._gang_aware = [isinstance(plugin, GangScorePlugin) for plugin, _ in self._scores]
         self._devices = build(ExtensionPoint.DEVICES, profile.devices.name, profile.devices.args, ctx)
         self._post = [build(ExtensionPoint.POST_FILTER, r.name, r.args, ctx) for r in profile.post_filters]
 
@@ -137,8 +159,13 @@ class Scheduler:
         return np.flatnonzero(alive), Diagnosis(snapshot.size, tuple(rejected))
 
     def place_task(
-        self, snapshot: ClusterSnapshot, request: TaskRequest, within: np.ndarray | None = None
+        self,
+        snapshot: ClusterSnapshot,
+        request: TaskRequest,
+        within: np.ndarray | None = None,
+        gang: GangContext | None = None,
     ) -> PlacementResult:
+        """One task; `gang` says where the earlier tasks of its gang went (None: a task on its own)."""
         rows, diagnosis = self.feasible(snapshot, request, within)
         if rows.size == 0:
             preemption = None
@@ -147,7 +174,7 @@ class Scheduler:
                 if preemption is not None:
                     break
             return PlacementResult(snapshot, diagnosis=diagnosis, preemption=preemption)
-        node = int(rows[self._pick(snapshot, request, rows)])
+        node = int(rows[self._pick(snapshot, request, rows, gang)])
         where = self._devices.choose(snapshot, request, node, self.rng)
         return PlacementResult(snapshot.assign(request, where), assignment=where)
 
@@ -158,9 +185,10 @@ class Scheduler:
         locality: Locality = Locality.ANY,
         min_bandwidth_gbps: float | None = None,
     ) -> GangResult:
-        """All tasks or none. `locality` region or zone keeps them to one region (one zone) chosen
-        before the nodes; `any` lets them spread, over regions linked by `min_bandwidth_gbps` when set.
-        A single task with a data region also goes through region choice (network and price count)."""
+        """All tasks or none. `locality` region, zone, fabric or node keeps them to one region (one zone,
+        one fabric domain, one node) chosen before the nodes; `any` lets them spread, over regions linked
+        by `min_bandwidth_gbps` when set. A single task with a data region also goes through region choice
+        (network and price count)."""
         if not requests:
             return GangResult(snapshot)
         data_region = requests[0].data_region
@@ -173,15 +201,22 @@ class Scheduler:
         return self._place_by_region(snapshot, requests, locality)
 
     def _place_within(
-        self, snapshot: ClusterSnapshot, requests: Sequence[TaskRequest], within: np.ndarray | None
+        self,
+        snapshot: ClusterSnapshot,
+        requests: Sequence[TaskRequest],
+        within: np.ndarray | None,
+        used: tuple[int, ...] = (),
     ) -> GangResult:
-        """Each task placed against the view with the earlier ones staged, on `within` only."""
+        """Each task placed against the view with the earlier ones staged, on `within` only; `used` are
+        nodes the gang holds already (the placed part of a gang that grows)."""
         statement = Statement(snapshot)
         for position, request in enumerate(requests):
-            result = self.place_task(statement.snapshot, request, within)
+            gang = GangContext(used, len(requests) - position)
+            result = self.place_task(statement.snapshot, request, within, gang)
             if result.assignment is None:
                 return GangResult(statement.discard(), failed_task=position, diagnosis=result.diagnosis)
             statement.stage(request, result.assignment)
+            used = (*used, result.assignment.node)
         after = statement.commit()
         return GangResult(after, assignments=tuple(a for _, a in statement.staged), within=within)
 
@@ -191,17 +226,12 @@ class Scheduler:
         candidates = rank_regions(snapshot, requests, self.context, self.profile.region_choice)
         outcomes: list[RegionOutcome] = []
         failed: GangResult | None = None
-        gpu_work = any(r.gpu_count for r in requests)
         for c in candidates:
             if c.excluded is not None:
                 outcomes.append(_outcome(c, c.excluded))
                 continue
-            if locality is Locality.ZONE:
-                masks = [snapshot.zone_code == z for z in zone_order(snapshot, c.code, gpu_work)]
-            else:
-                masks = [snapshot.region_code == c.code]
             attempt: GangResult | None = None  # the zone (or region) that came closest
-            for mask in masks:
+            for mask in self._masks(snapshot, requests, c.code, locality):
                 tried = self._place_within(snapshot, requests, mask)
                 if attempt is None or (tried.failed_task or 0) > (attempt.failed_task or 0):
                     attempt = tried
@@ -215,7 +245,8 @@ class Scheduler:
                     return GangResult(
                         attempt.snapshot, attempt.assignments, regions=tuple(outcomes), within=mask
                     )
-            assert attempt is not None
+            if attempt is None:  # no fabric domain, or no node with room for the whole gang
+                attempt = self._place_within(snapshot, requests, np.zeros(snapshot.size, dtype=bool))
             outcomes.append(_outcome(c, _why_not(attempt, len(requests), locality)))
             failed = failed or attempt
         network_excluded = (
@@ -235,6 +266,28 @@ class Scheduler:
             network_excluded=network_excluded,
         )
 
+    def _masks(
+        self, snapshot: ClusterSnapshot, requests: Sequence[TaskRequest], region: int, locality: Locality
+    ) -> Iterator[np.ndarray]:
+        """The node sets of `region` a gang of this locality is tried on, in order."""
+        in_region = snapshot.region_code == region
+        gpu_work = any(r.gpu_count for r in requests)
+        if locality is Locality.ZONE:
+            for z in domain_order(snapshot, snapshot.zone_code, in_region, gpu_work):
+                yield snapshot.zone_code == z
+        elif locality is Locality.FABRIC:
+            for f in domain_order(snapshot, snapshot.fabric_code, in_region, gpu_work):
+                yield snapshot.fabric_code == f
+        elif locality is Locality.NODE:
+            # Nodes with room for the gang's total, best first as the first task would rank them.
+            room = in_region & _holds_total(snapshot, requests)
+            for row in self.rank(snapshot, requests[0], room, GangContext((), len(requests))).rows:
+                mask = np.zeros(snapshot.size, dtype=bool)
+                mask[row] = True
+                yield mask
+        else:
+            yield in_region
+
     def _place_linked(
         self, snapshot: ClusterSnapshot, requests: Sequence[TaskRequest], min_gbps: float
     ) -> GangResult:
@@ -242,47 +295,137 @@ class Scheduler:
         `min_gbps` to every region the gang already uses."""
         statement = Statement(snapshot)
         used: set[int] = set()
+        nodes: tuple[int, ...] = ()
         for position, request in enumerate(requests):
             within = None
             if used:
                 within = linked_regions(self.context, snapshot, used, min_gbps)[snapshot.region_code]
-            result = self.place_task(statement.snapshot, request, within)
+            gang = GangContext(nodes, len(requests) - position)
+            result = self.place_task(statement.snapshot, request, within, gang)
             if result.assignment is None:
                 return GangResult(statement.discard(), failed_task=position, diagnosis=result.diagnosis)
             used.add(int(snapshot.region_code[result.assignment.node]))
+            nodes = (*nodes, result.assignment.node)
             statement.stage(request, result.assignment)
         after = statement.commit()
         return GangResult(after, assignments=tuple(a for _, a in statement.staged))
 
-    def _pick(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray) -> int:
-        """Position in `rows` of the best total score; ties broken uniformly at random."""
+    def rank(
+        self,
+        snapshot: ClusterSnapshot,
+        request: TaskRequest,
+        within: np.ndarray | None = None,
+        gang: GangContext | None = None,
+    ) -> Ranking:
+        """Every feasible node for `request`, ordered as `place_task` would rank them: the node it takes
+        first, then the others by total score (ties in the ordered ranking, else by position). It draws
+        from the generator as a decision does (random ties, random scores)."""
+        rows, diagnosis = self.feasible(snapshot, request, within)
+        if rows.size == 0:
+            return Ranking(rows, np.empty(0), (), diagnosis)
+        total, parts = self._totals(snapshot, request, rows, gang, keep_parts=True)
+        first = self._choose(snapshot, rows, total) if rows.size > 1 else 0
+        score = np.zeros(rows.size) if total is None else total
+        tie = self._tie_rank(snapshot)[rows] if self._rank is not None else np.arange(rows.size)
+        order = np.lexsort((tie, -score))
+        order = np.concatenate(([first], order[order != first]))
+        return Ranking(rows[order], score[order], tuple((n, p[order]) for n, p in parts), diagnosis)
+
+    def _totals(
+        self,
+        snapshot: ClusterSnapshot,
+        request: TaskRequest,
+        rows: np.ndarray,
+        gang: GangContext | None,
+        keep_parts: bool = False,
+    ) -> tuple[np.ndarray | None, list[tuple[str, np.ndarray]]]:
+        """The weighted sum of the score plugins over `rows` (None: every plugin scored them alike) and,
+        with `keep_parts`, each plugin's weighted part (zeros where it scored all alike)."""
+        total: np.ndarray | None = None
+        parts: list[tuple[str, np.ndarray]] = []
+        for (plugin, weight), gang_aware in zip(self._scores, self._gang_aware, strict=True):
+            if gang_aware and gang is not None:
+                scored = plugin.score_gang(snapshot, request, rows, self.rng, gang)
+            else:
+                scored = plugin.score(snapshot, request, rows, self.rng)
+            if scored is None:
+                if keep_parts:
+                    parts.append((plugin.name, np.zeros(rows.size)))
+                continue
+            part = np.asarray(scored, dtype=np.float64) * weight
+            if keep_parts:
+                parts.append((plugin.name, part))
+            total = part if total is None else total + part
+        return total, parts
+
+    def _pick(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, gang: GangContext | None
+    ) -> int:
+        """Position in `rows` of the best total score; ties broken by the profile's tie-break."""
         if rows.size == 1:
             return 0
-        total: np.ndarray | None = None
-        for plugin, weight in self._scores:
-            scored = plugin.score(snapshot, request, rows, self.rng)
-            if scored is None:
-                continue
-            part = scored * weight
-            total = part if total is None else total + part
+        total, _ = self._totals(snapshot, request, rows, gang)
+        return self._choose(snapshot, rows, total)
+
+    def _choose(self, snapshot: ClusterSnapshot, rows: np.ndarray, total: np.ndarray | None) -> int:
         if total is None:
             return int(self.rng.integers(rows.size))
         best = np.flatnonzero(total == total.max())
         if best.size == 1:
             return int(best[0])
         if self._rank is not None:
+            return int(best[np.argmin(self._tie_rank(snapshot)[rows[best]])])
+        return int(best[self.rng.integers(best.size)])
+
+    def _tie_rank(self, snapshot: ClusterSnapshot) -> np.ndarray:
+        """The ordered tie-break's rank of every node (lower wins), drawn once or hashed from node ids."""
+        assert self._rank is not None
+        if self._tie_seed is None:
             if self._rank.size != snapshot.size:
                 self._rank = self.rng.permutation(snapshot.size)
-            return int(best[np.argmin(self._rank[rows[best]])])
-        return int(best[self.rng.integers(best.size)])
+        elif self._ranked_ids is not snapshot.node_ids:
+            self._rank = np.fromiter(
+                (_hashed(self._tie_seed, node_id) for node_id in snapshot.node_ids),
+                dtype=np.uint64,
+                count=snapshot.size,
+            )
+            self._ranked_ids = snapshot.node_ids
+        return self._rank
+
+
+def _hashed(seed: int, node_id: str) -> int:
+    digest = hashlib.blake2b(f"{seed}:{node_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _holds_total(snapshot: ClusterSnapshot, requests: Sequence[TaskRequest]) -> np.ndarray:
+    """[nodes] True where the free room covers the gang's total (necessary for the gang on one node)."""
+    cpu = sum(r.cpu_milli for r in requests)
+    memory = sum(r.memory_mib for r in requests)
+    whole = sum(r.gpu_count for r in requests if r.gpu_count and not r.is_shared_gpu)
+    milli = sum(r.total_gpu_milli for r in requests)
+    ok: np.ndarray = (
+        (snapshot.cpu_free >= cpu)
+        & (snapshot.mem_free >= memory)
+        & (snapshot.gpu_full >= whole)
+        & (snapshot.gpu_free.sum(axis=1) >= milli)
+    )
+    return ok
 
 
 def _outcome(c: RegionCandidate, verdict: str) -> RegionOutcome:
     return RegionOutcome(c.region, verdict, c.rtt_ms, c.cu_hour, None if c.excluded else round(c.score, 4))
 
 
+_WHERE = {
+    Locality.ZONE: "any one zone",
+    Locality.FABRIC: "any one fabric domain",
+    Locality.NODE: "any one node",
+}
+
+
 def _why_not(attempt: GangResult, size: int, locality: Locality) -> str:
-    where = "any one zone" if locality is Locality.ZONE else "the region"
+    where = _WHERE.get(locality, "the region")
     placed = attempt.failed_task or 0
     diagnosis = attempt.diagnosis
     detail = ""

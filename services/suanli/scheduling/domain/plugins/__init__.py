@@ -22,6 +22,7 @@ def default_registry() -> PluginRegistry:
         packing,
         random_pick,
         spread,
+        topology,
     )
 
     registry = PluginRegistry()
@@ -38,6 +39,7 @@ def default_registry() -> PluginRegistry:
         fgdx,
         fgdb,
         network,
+        topology,
     ):
         for spec in module.SPECS:
             registry.register(spec)

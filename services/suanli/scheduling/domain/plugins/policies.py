@@ -10,6 +10,8 @@ from typing import Any
 from suanli.scheduling.domain.framework.profile import Profile
 from suanli.scheduling.domain.plugins import default_registry
 
+TOPOLOGY_WEIGHT = 20
+CPU_POOL_WEIGHT = 30
 # `network` passes every node for a job without a data region, so it costs the paper's policies nothing
 # and keeps a job's RTT bound whichever policy runs.
 FILTERS = ["cpu", "memory", "gpu-model", "gpu-fit", "region", "node-selector", "network"]
@@ -46,11 +48,19 @@ POLICIES: dict[str, dict[str, Any]] = {
     "spread": _profile("spread", "least allocated: balance load", "spread", "best-fit"),
     "fgdb": _profile(
         "fgdb",
-        "ours: FGD + CPU stranding + GPU-model pressure, FGD tie-break and device rule",
+        "ours: FGD + CPU stranding + GPU-model pressure, FGD tie-break and device rule,"
+        " CPU-only tasks on GPU-less nodes first, gangs kept together",
         "fgdb",
         "fgdb",
-        # Scores 0 on every node for a job without a data region: the openb figures do not move.
-        extra_scores=("network",),
+        # network scores 0 on every node for a job without a data region, topology for a task on its own
+        # and cpu-pool for GPU tasks or a fleet without GPU-less nodes: the openb figures do not move.
+        # The weights make the pool, then the topology tier, decide before fgdb and network (each 0..100):
+        # cpu-pool 30 x 100 > topology's range 20 x 100; a topology tier gap 20 x 15 > fgdb + network.
+        extra_scores=(
+            "network",
+            {"name": "cpu-pool", "weight": CPU_POOL_WEIGHT},
+            {"name": "topology", "weight": TOPOLOGY_WEIGHT},
+        ),
     ),
     "fgdx": _profile(
         "fgdx",

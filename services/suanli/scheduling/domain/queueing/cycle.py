@@ -327,7 +327,7 @@ class _Cycle:
         elif (
             nofit.regions
             and restricted.gang_size >= 2
-            and (len(nofit.regions) > 1 or locality is Locality.ZONE)
+            and (len(nofit.regions) > 1 or locality not in (Locality.REGION, Locality.ANY))
         ):
             reason = NoRegionFits(restricted.gang_size, str(locality), nofit.regions)
         elif nofit.placed == 0:

@@ -138,7 +138,8 @@ class NetworkConstraint(_Reason):
 
 @dataclass(frozen=True, slots=True)
 class NoRegionFits(_Reason):
-    """No single region (or zone, for locality zone) can hold the gang, so it is not split."""
+    """No single region (zone, fabric domain or node, for those localities) can hold the gang, so it is
+    not split."""
 
     code: ClassVar[ReasonCode] = ReasonCode.NO_REGION_FITS
     gang: int
@@ -147,11 +148,14 @@ class NoRegionFits(_Reason):
 
     @property
     def message(self) -> str:
-        within = "single zone" if self.locality == "zone" else "single region"
+        within = _SINGLE.get(self.locality, "single region")
         return f"no {within} can hold the gang of {self.gang} tasks: {_per_region(self.regions)}"
 
     def as_dict(self) -> dict[str, object]:
         return _as_dict(self)
+
+
+_SINGLE = {"zone": "single zone", "fabric": "single fabric domain", "node": "single node"}
 
 
 def _as_dict(reason: NetworkConstraint | NoRegionFits) -> dict[str, object]:
