@@ -25,7 +25,7 @@ from suanli.scheduling.bootstrap import Components, bootstrap
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.scheduling.service_layer.admission import Admission
-from suanli.scheduling.service_layer.commands import ConfigureQueues, ReconcileNode, RecordTaskReport
+from suanli.scheduling.service_layer.commands import ReconcileNode, RecordTaskReport, SeedQueues
 from suanli.scheduling.service_layer.errors import NotLeader
 from suanli.scheduling.service_layer.queues_config import parse_queue_config
 
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots", "network.links")
 LEADER_TOPICS = ("tasks.lifecycle",)
-PRODUCED = ("jobs.events", "placements")
+PRODUCED = ("jobs.events", "placements", "queues.events")
 REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
 # Capacity and status updates arrive in bursts (a fleet reports at once): they wake the cycle at most once
 # per this long, so a burst of hundreds runs one cycle, not hundreds. Submits and reports still wake at once.
@@ -130,7 +130,7 @@ class SchedulingApp:
         frozen = freeze_survivors()
         log.info("state rebuilt; %d objects moved out of the collector's reach", frozen)
         if self._queue_config is not None:
-            await c.scheduler.commands.handle(ConfigureQueues(self._queue_config))
+            await c.scheduler.commands.handle(SeedQueues(self._queue_config))
         cfg = self.config
         c.scheduler.commands.reports_stopped()  # until the lifecycle consumer has its partitions
         lifecycle = SupervisedConsumers(

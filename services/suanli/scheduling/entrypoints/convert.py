@@ -191,9 +191,11 @@ def queue_message(spec: QueueSpec, projection: Projection, models: Mapping[str, 
             pb.ResourceAmount(
                 flavour=q.resource,
                 guaranteed=q.guaranteed,
-                maximum=q.maximum or 0,
+                maximum=q.maximum,
                 used=amount,
                 borrowed=max(0, amount - q.guaranteed),
+                borrowing_limit=q.borrowing_limit,
+                lending_limit=q.lending_limit,
             )
         )
         if q.guaranteed:
