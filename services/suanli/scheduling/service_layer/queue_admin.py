@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from suanli.scheduling.domain.jobs import Actor, JobView
+from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
 from suanli.scheduling.domain.queueing.admin import (
     LiveJobs,
@@ -56,7 +56,7 @@ def _live(jobs: Mapping[str, JobView], belongs: Callable[[JobView], bool]) -> Li
     for job in jobs.values():
         if not belongs(job) or (job.phase.final and not job.active):
             continue
-        if job.waiting:
+        if job.phase is Phase.PENDING:
             pending += 1
         else:
             running += 1
