@@ -79,9 +79,7 @@ class Harness:
     async def configure(self, *queues: QueueSpec) -> None:
         """Queues (default: `acme` with four A100s) and one priority class, `high`."""
         wanted = queues or (QueueSpec("acme", (ResourceQuota("gpu:A100", 4000),)),)
-        await self.scheduler.commands.handle(
-            SeedQueues(QueueConfig(wanted, (PriorityClass("high", 10),)))
-        )
+        await self.scheduler.commands.handle(SeedQueues(QueueConfig(wanted, (PriorityClass("high", 10),))))
 
 
 def fgdx(requests: Any, cycle: int) -> Placer:
