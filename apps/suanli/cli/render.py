@@ -333,7 +333,7 @@ def _usage(resource: pb.ResourceAmount) -> str:
 
 def _limit(resource: pb.ResourceAmount, field: str) -> str:
     """An optional limit in the flavour's unit; "-" when the queue sets none."""
-    if not resource.HasField(field):  # type: ignore[arg-type]
+    if not resource.HasField(field):
         return "-"
     return amount(resource.flavour, getattr(resource, field))
 

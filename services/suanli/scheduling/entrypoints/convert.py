@@ -184,7 +184,7 @@ def spec_of_queue(queue: pb.Queue) -> pb.QueueSpec:
     """The spec a Queue answer was made from (to change one field of it and send it back)."""
 
     def limit(r: pb.ResourceAmount, name: str) -> int | None:
-        return int(getattr(r, name)) if r.HasField(name) else None  # type: ignore[arg-type]
+        return int(getattr(r, name)) if r.HasField(name) else None
 
     return pb.QueueSpec(
         name=queue.name,
