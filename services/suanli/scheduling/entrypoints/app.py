@@ -125,12 +125,15 @@ class SchedulingApp:
 
     async def _elected(self) -> None:
         c = self.c
+        if self._queue_config is not None:
+            # First, before anything awaits: the seed's turn of the write lock (it catches the projection
+            # up itself) is then the term's first write, so an administration RPC that raced the
+            # election cannot make an empty store look administered and the file be skipped.
+            await c.scheduler.commands.handle(SeedQueues(self._queue_config))
         await c.scheduler.write_lock.refresh()
         # The rebuilt projection is long-lived: keep it out of every later full collection.
         frozen = freeze_survivors()
         log.info("state rebuilt; %d objects moved out of the collector's reach", frozen)
-        if self._queue_config is not None:
-            await c.scheduler.commands.handle(SeedQueues(self._queue_config))
         cfg = self.config
         c.scheduler.commands.reports_stopped()  # until the lifecycle consumer has its partitions
         lifecycle = SupervisedConsumers(
