@@ -63,7 +63,21 @@ def main(
 def _register() -> None:
     # Imported here so that `suanli --help` stays one module deep until a command is chosen.
     from suanli.billing.entrypoints import cli as billing
-    from suanli.cli import audit, auth, bill, dev, dlq, job, network, nodes, outbox, queues, simulate, up
+    from suanli.cli import (
+        audit,
+        auth,
+        bill,
+        dev,
+        dlq,
+        job,
+        network,
+        nodes,
+        outbox,
+        queue,
+        queues,
+        simulate,
+        up,
+    )
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
@@ -73,6 +87,7 @@ def _register() -> None:
     app.add_typer(job.app, name="job")
     app.command("nodes")(nodes.nodes)
     app.command("queues")(queues.queues)
+    app.add_typer(queue.app, name="queue")
     app.add_typer(bill.app, name="bill")
     app.command("network")(network.network)
     app.add_typer(network.route_app, name="route")

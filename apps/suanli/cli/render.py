@@ -337,6 +337,13 @@ def _usage(resource: pb.ResourceAmount) -> str:
     return f"{100 * resource.used / resource.guaranteed:.0f}%"
 
 
+def _limit(resource: pb.ResourceAmount, field: str) -> str:
+    """An optional limit in the flavour's unit; "-" when the queue sets none."""
+    if not resource.HasField(field):
+        return "-"
+    return amount(resource.flavour, getattr(resource, field))
+
+
 def queues_table(queues: Iterable[pb.Queue]) -> Table:
     """One row per queue and flavour; the queue's own columns only on its first row."""
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -351,6 +358,8 @@ def queues_table(queues: Iterable[pb.Queue]) -> Table:
         "GUARANTEED",
         "MAXIMUM",
         "BORROWED",
+        "BORROW LIMIT",
+        "LEND LIMIT",
         "USE/GUAR",
     ):
         textual = column in ("QUEUE", "COHORT", "FLAVOUR")
@@ -371,9 +380,11 @@ def queues_table(queues: Iterable[pb.Queue]) -> Table:
                 f or "-",
                 amount(f, resource.used),
                 amount(f, resource.guaranteed),
-                # 0 on the wire: the queue has no ceiling of its own beyond what its cohort lends.
-                amount(f, resource.maximum) if resource.maximum else "-",
+                # Unset: the queue has no ceiling of its own beyond what its cohort lends.
+                _limit(resource, "maximum"),
                 amount(f, resource.borrowed) if resource.borrowed else "-",
+                _limit(resource, "borrowing_limit"),
+                _limit(resource, "lending_limit"),
                 _usage(resource),
             )
             head = [""] * len(head)

@@ -81,6 +81,13 @@ POLICY: Final = MappingProxyType(
         _m(SCHEDULER, "ListQueues"): Rule(READERS, TenantRule.LIST),
         _m(SCHEDULER, "GetQueue"): Rule(READERS, TenantRule.RESOURCE),
         _m(SCHEDULER, "ExplainJob"): Rule(READERS, TenantRule.RESOURCE),
+        # Queue administration is the operator's: tenants read their own queues (ListQueues, GetQueue).
+        _m(SCHEDULER, "CreateQueue"): Rule(ADMINS, TenantRule.REQUEST, "queue.name", queue=True),
+        _m(SCHEDULER, "UpdateQueue"): Rule(ADMINS, TenantRule.REQUEST, "queue.name", queue=True),
+        _m(SCHEDULER, "DeleteQueue"): Rule(ADMINS, TenantRule.REQUEST, "name", queue=True),
+        _m(SCHEDULER, "ListPriorityClasses"): Rule(READERS, TenantRule.NONE),
+        _m(SCHEDULER, "DefinePriorityClass"): Rule(ADMINS, TenantRule.NONE),
+        _m(SCHEDULER, "DeletePriorityClass"): Rule(ADMINS, TenantRule.NONE),
         _m(BILLING, "GetUsage"): Rule(READERS, TenantRule.REQUEST, "tenant"),
         _m(BILLING, "ListCharges"): Rule(BILL_READERS, TenantRule.REQUEST, "tenant"),
         _m(BILLING, "GetInvoice"): Rule(BILL_READERS, TenantRule.REQUEST, "tenant"),

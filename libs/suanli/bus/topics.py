@@ -42,6 +42,7 @@ __all__ = [
     "NODES_STATUS",
     "NODE_SNAPSHOTS",
     "PLACEMENTS",
+    "QUEUES_EVENTS",
     "TASKS_LIFECYCLE",
     "TOPIC_PREFIX_ENV",
     "USAGE_METERED",
@@ -67,6 +68,7 @@ NODES_STATUS: Final = spec(catalogue.NODES_STATUS)
 USAGE_METERED: Final = spec(catalogue.USAGE_METERED)
 JOBS_EVENTS: Final = spec(catalogue.JOBS_EVENTS)
 PLACEMENTS: Final = spec(catalogue.PLACEMENTS)
+QUEUES_EVENTS: Final = spec(catalogue.QUEUES_EVENTS)
 BILLING_EVENTS: Final = spec(catalogue.BILLING_EVENTS)
 AUTH_EVENTS: Final = spec(catalogue.AUTH_EVENTS)
 

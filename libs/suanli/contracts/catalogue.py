@@ -91,6 +91,7 @@ NODES_STATUS: Final = "nodes.status"
 USAGE_METERED: Final = "usage.metered"
 JOBS_EVENTS: Final = "jobs.events"
 PLACEMENTS: Final = "placements"
+QUEUES_EVENTS: Final = "queues.events"
 BILLING_EVENTS: Final = "billing.events"
 AUTH_EVENTS: Final = "auth.events"
 
@@ -150,6 +151,14 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
         8,
         "node id",
         doc="Tasks placed on / preempted from a node; keyed by node so each agent reads its node in order.",
+    ),
+    # One partition: administration is rare, and an auditor reads it in order.
+    TopicSpec(
+        QUEUES_EVENTS,
+        1,
+        "queue or priority class name",
+        retention_ms=365 * DAY_MS,
+        doc="Queue administration: queues created, updated, deleted; priority classes set and deleted.",
     ),
     TopicSpec(BILLING_EVENTS, 4, "tenant id", doc="Charges recorded and invoices issued."),
     # One partition: a handful of records a day, read in order by auditors.
@@ -238,6 +247,12 @@ EVENTS: Final = MappingProxyType(
             _spec("TaskPlaced", "scheduling", PLACEMENTS, "node_id"),
             _spec("TaskPreempted", "scheduling", PLACEMENTS, "node_id"),
             _spec("TaskStopRequested", "scheduling", PLACEMENTS, "node_id"),
+            # Queue administration (the queue set is rebuilt from these; docs/queues.md).
+            _spec("QueueCreated", "scheduling", QUEUES_EVENTS, "name"),
+            _spec("QueueUpdated", "scheduling", QUEUES_EVENTS, "name"),
+            _spec("QueueDeleted", "scheduling", QUEUES_EVENTS, "name"),
+            _spec("PriorityClassDefined", "scheduling", QUEUES_EVENTS, "name"),
+            _spec("PriorityClassDeleted", "scheduling", QUEUES_EVENTS, "name"),
             # billing
             _spec("ChargeRecorded", "billing", BILLING_EVENTS, "tenant"),
             _spec("InvoiceIssued", "billing", BILLING_EVENTS, "tenant"),

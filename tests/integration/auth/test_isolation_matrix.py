@@ -10,6 +10,7 @@ forged and revoked tokens are refused with UNAUTHENTICATED.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -63,6 +64,33 @@ async def _submit(p: Platform, tenant: str, name: str) -> str:
     return str(answer.job.id)
 
 
+_FRESH = itertools.count()
+
+
+def _queue(tenant: str) -> spb.QueueSpec:
+    """A queue under ``tenant`` no other cell uses."""
+    quota = spb.QuotaSpec(flavour="gpu:A100", guaranteed=1000)
+    return spb.QueueSpec(name=f"{tenant}/matrix-{next(_FRESH)}", quotas=[quota])
+
+
+async def _created(p: Platform, tenant: str) -> spb.QueueSpec:
+    """A fresh queue, created as platform admin, for a cell to update or delete."""
+    queue = _queue(tenant)
+    api = spb_grpc.SchedulerStub(p.channel(p.scheduler))
+    await api.CreateQueue(
+        spb.CreateQueueRequest(queue=queue), metadata=bearer(p.tokens[Role.PLATFORM_ADMIN]), timeout=10
+    )
+    return queue
+
+
+async def _defined(p: Platform) -> str:
+    name = f"matrix-{next(_FRESH)}"
+    api = spb_grpc.SchedulerStub(p.channel(p.scheduler))
+    request = spb.DefinePriorityClassRequest(priority_class=spb.PriorityClass(name=name, value=1))
+    await api.DefinePriorityClass(request, metadata=bearer(p.tokens[Role.PLATFORM_ADMIN]), timeout=10)
+    return name
+
+
 async def _first(call: Any) -> Any:
     """The first message of a stream, or None when the server accepted it but had nothing to say yet."""
     try:
@@ -97,6 +125,27 @@ def _calls() -> dict[str, Call]:
             spb.CancelJobRequest(job_id=job, reason="matrix"), metadata=md, timeout=10
         )
 
+    async def update_queue(p: Platform, t: Target, md: Any) -> Any:
+        queue = await _created(p, t.tenant)
+        queue.cohort = "matrix"
+        return await s(p).UpdateQueue(spb.UpdateQueueRequest(queue=queue), metadata=md, timeout=10)
+
+    async def delete_queue(p: Platform, t: Target, md: Any) -> Any:
+        queue = await _created(p, t.tenant)
+        return await s(p).DeleteQueue(spb.DeleteQueueRequest(name=queue.name), metadata=md, timeout=10)
+
+    def define_class(p: Platform, t: Target, md: Any) -> Any:
+        wanted = spb.PriorityClass(name=f"matrix-{next(_FRESH)}", value=5)
+        return s(p).DefinePriorityClass(
+            spb.DefinePriorityClassRequest(priority_class=wanted), metadata=md, timeout=10
+        )
+
+    async def delete_class(p: Platform, t: Target, md: Any) -> Any:
+        name = await _defined(p)
+        return await s(p).DeletePriorityClass(
+            spb.DeletePriorityClassRequest(name=name), metadata=md, timeout=10
+        )
+
     def submit(p: Platform, t: Target, md: Any) -> Any:
         spec = spb.JobSpec(name="matrix", queue=f"{t.tenant}", tasks=[task_spec("w")])
         return s(p).SubmitJob(spb.SubmitJobRequest(spec=spec), metadata=md, timeout=10)
@@ -121,6 +170,16 @@ def _calls() -> dict[str, Call]:
         S + "ExplainJob": lambda p, t, md: s(p).ExplainJob(
             spb.ExplainJobRequest(job_id=t.job_id), metadata=md, timeout=10
         ),
+        S + "CreateQueue": lambda p, t, md: s(p).CreateQueue(
+            spb.CreateQueueRequest(queue=_queue(t.tenant)), metadata=md, timeout=10
+        ),
+        S + "UpdateQueue": update_queue,
+        S + "DeleteQueue": delete_queue,
+        S + "ListPriorityClasses": lambda p, t, md: s(p).ListPriorityClasses(
+            spb.ListPriorityClassesRequest(), metadata=md, timeout=10
+        ),
+        S + "DefinePriorityClass": define_class,
+        S + "DeletePriorityClass": delete_class,
         B + "GetUsage": lambda p, t, md: b(p).GetUsage(
             bpb.GetUsageRequest(tenant=t.tenant), metadata=md, timeout=10
         ),

@@ -22,6 +22,7 @@ REQUIRED = {
     "usage.metered",
     "jobs.events",
     "placements",
+    "queues.events",
     "billing.events",
     "auth.events",
 }

@@ -289,13 +289,20 @@ def test_queues_table() -> None:
         running_jobs=5,
         dominant_share=0.625,
         resources=[
-            pb.ResourceAmount(flavour="gpu:A100", guaranteed=8000, maximum=16000, used=10000, borrowed=2000),
-            pb.ResourceAmount(flavour="cpu", guaranteed=64000, used=32000),
+            pb.ResourceAmount(
+                flavour="gpu:A100",
+                guaranteed=8000,
+                maximum=16000,
+                used=10000,
+                borrowed=2000,
+                borrowing_limit=4000,
+            ),
+            pb.ResourceAmount(flavour="cpu", guaranteed=64000, used=32000, lending_limit=0),
         ],
     )
     idle = pb.Queue(name="acme/data", stopped=True)
     assert rows(queues_table([vision, idle]))[1:] == [
-        ["acme/vision", "acme", "2", "5", "0.62", "gpu:A100", "10", "8", "16", "2", "125%"],
-        ["cpu", "32", "64", "-", "-", "50%"],
-        ["acme/data", "(stopped)", "-", "0", "0", "0.00", "-", "0", "0", "-", "-", "-"],
+        ["acme/vision", "acme", "2", "5", "0.62", "gpu:A100", "10", "8", "16", "2", "4", "-", "125%"],
+        ["cpu", "32", "64", "-", "-", "-", "0", "50%"],
+        ["acme/data", "(stopped)", "-", "0", "0", "0.00", "-", "0", "0", "-", "-", "-", "-", "-"],
     ]

@@ -54,7 +54,7 @@ def test_every_version_starts_with_the_envelope(event: str) -> None:
 
 
 def test_topics_and_keys() -> None:
-    assert len(set(TOPICS)) == len(TOPICS) == 12  # 11 + auth.events (the token ledger)
+    assert len(set(TOPICS)) == len(TOPICS) == 13  # 11 + auth.events (the token ledger) + queues.events
     assert catalogue.events_on(catalogue.NETWORK_LINKS) == ("NetworkLinkChanged",)
     for spec in EVENTS.values():
         assert spec.topic in TOPICS
@@ -63,6 +63,13 @@ def test_topics_and_keys() -> None:
     assert catalogue.topic_of("NodeSnapshot") == "node.snapshots"
     assert catalogue.context_of("ChargeRecorded") == "billing"
     assert catalogue.events_on(catalogue.AUTH_EVENTS) == ("TokenIssued", "TokenRevoked")
+    assert catalogue.events_on(catalogue.QUEUES_EVENTS) == (
+        "QueueCreated",
+        "QueueUpdated",
+        "QueueDeleted",
+        "PriorityClassDefined",
+        "PriorityClassDeleted",
+    )
     with pytest.raises(KeyError, match="NoSuchEvent"):
         catalogue.spec("NoSuchEvent")
 

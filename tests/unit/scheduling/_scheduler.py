@@ -19,7 +19,7 @@ from suanli.scheduling.domain.jobs import DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.queueing import Placer, PriorityClass, QueueSpec, ResourceQuota
 from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
-from suanli.scheduling.service_layer.commands import ConfigureQueues
+from suanli.scheduling.service_layer.commands import SeedQueues
 from suanli.scheduling.service_layer.cycle_runner import PlacerFactory
 from suanli.scheduling.service_layer.ports import Metrics
 from suanli.scheduling.service_layer.projection import Projection, decode_payload
@@ -79,9 +79,7 @@ class Harness:
     async def configure(self, *queues: QueueSpec) -> None:
         """Queues (default: `acme` with four A100s) and one priority class, `high`."""
         wanted = queues or (QueueSpec("acme", (ResourceQuota("gpu:A100", 4000),)),)
-        await self.scheduler.commands.handle(
-            ConfigureQueues(QueueConfig(wanted, (PriorityClass("high", 10),)))
-        )
+        await self.scheduler.commands.handle(SeedQueues(QueueConfig(wanted, (PriorityClass("high", 10),))))
 
 
 def fgdx(requests: Any, cycle: int) -> Placer:

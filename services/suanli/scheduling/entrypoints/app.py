@@ -25,7 +25,7 @@ from suanli.scheduling.bootstrap import Components, bootstrap
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.scheduling.service_layer.admission import Admission
-from suanli.scheduling.service_layer.commands import ConfigureQueues, ReconcileNode, RecordTaskReport
+from suanli.scheduling.service_layer.commands import ReconcileNode, RecordTaskReport, SeedQueues
 from suanli.scheduling.service_layer.errors import NotLeader
 from suanli.scheduling.service_layer.queues_config import parse_queue_config
 
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots", "network.links")
 LEADER_TOPICS = ("tasks.lifecycle",)
-PRODUCED = ("jobs.events", "placements")
+PRODUCED = ("jobs.events", "placements", "queues.events")
 REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
 # Capacity and status updates arrive in bursts (a fleet reports at once): they wake the cycle at most once
 # per this long, so a burst of hundreds runs one cycle, not hundreds. Submits and reports still wake at once.
@@ -125,12 +125,15 @@ class SchedulingApp:
 
     async def _elected(self) -> None:
         c = self.c
+        if self._queue_config is not None:
+            # First, before anything awaits: the seed's turn of the write lock (it catches the projection
+            # up itself) is then the term's first write, so an administration RPC that raced the
+            # election cannot make an empty store look administered and the file be skipped.
+            await c.scheduler.commands.handle(SeedQueues(self._queue_config))
         await c.scheduler.write_lock.refresh()
         # The rebuilt projection is long-lived: keep it out of every later full collection.
         frozen = freeze_survivors()
         log.info("state rebuilt; %d objects moved out of the collector's reach", frozen)
-        if self._queue_config is not None:
-            await c.scheduler.commands.handle(ConfigureQueues(self._queue_config))
         cfg = self.config
         c.scheduler.commands.reports_stopped()  # until the lifecycle consumer has its partitions
         lifecycle = SupervisedConsumers(

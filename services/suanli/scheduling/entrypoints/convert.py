@@ -167,6 +167,48 @@ def node_usage(projection: Projection) -> dict[str, tuple[int, int, dict[int, in
     return out
 
 
+def queue_spec_message(spec: QueueSpec) -> pb.QueueSpec:
+    """A queue's spec as CreateQueue / UpdateQueue take it."""
+    return pb.QueueSpec(
+        name=spec.name,
+        cohort=spec.cohort or "",
+        stopped=spec.stopped,
+        quotas=[
+            pb.QuotaSpec(
+                flavour=q.resource,
+                guaranteed=q.guaranteed,
+                maximum=q.maximum,
+                borrowing_limit=q.borrowing_limit,
+                lending_limit=q.lending_limit,
+            )
+            for q in spec.quotas
+        ],
+    )
+
+
+def spec_of_queue(queue: pb.Queue) -> pb.QueueSpec:
+    """The spec a Queue answer was made from (to change one field of it and send it back)."""
+
+    def limit(r: pb.ResourceAmount, name: str) -> int | None:
+        return int(getattr(r, name)) if r.HasField(name) else None
+
+    return pb.QueueSpec(
+        name=queue.name,
+        cohort=queue.cohort,
+        stopped=queue.stopped,
+        quotas=[
+            pb.QuotaSpec(
+                flavour=r.flavour,
+                guaranteed=r.guaranteed,
+                maximum=limit(r, "maximum"),
+                borrowing_limit=limit(r, "borrowing_limit"),
+                lending_limit=limit(r, "lending_limit"),
+            )
+            for r in queue.resources
+        ],
+    )
+
+
 def queue_message(spec: QueueSpec, projection: Projection, models: Mapping[str, str]) -> pb.Queue:
     """`models`: node id -> GPU model, to charge GPU use to its flavour."""
     used: dict[str, int] = {}
@@ -197,9 +239,11 @@ def queue_message(spec: QueueSpec, projection: Projection, models: Mapping[str, 
             pb.ResourceAmount(
                 flavour=q.resource,
                 guaranteed=q.guaranteed,
-                maximum=q.maximum or 0,
+                maximum=q.maximum,
                 used=amount,
                 borrowed=max(0, amount - q.guaranteed),
+                borrowing_limit=q.borrowing_limit,
+                lending_limit=q.lending_limit,
             )
         )
         if q.guaranteed:

@@ -1,10 +1,12 @@
 """The Scheduler gRPC API (grpc.aio), with health checking and reflection.
 
-Reads are served from the projection by every instance; writes (SubmitJob, CancelJob) only by the leader:
+Reads are served from the projection by every instance; writes (SubmitJob, CancelJob and the queue
+administration RPCs) only by the leader:
 a standby answers UNAVAILABLE, so clients retry against the leader. The service's errors are kernel
 request kinds, answered through the platform's one table (`suanli.rpc`): InvalidSpec -> INVALID_ARGUMENT
 (message names the field), unknown job/queue -> NOT_FOUND, a reused request_id with another spec ->
-ALREADY_EXISTS, cancelling a finished job -> FAILED_PRECONDITION, a write to a standby -> UNAVAILABLE,
+ALREADY_EXISTS, cancelling a finished job or deleting a queue with child queues or live jobs ->
+FAILED_PRECONDITION, creating a queue that exists -> ALREADY_EXISTS, a write to a standby -> UNAVAILABLE,
 a tenant over its submit rate or pending jobs, or too many WatchJob streams -> RESOURCE_EXHAUSTED with
 retry advice (`service_layer.admission`).
 With authentication on, the kernel's interceptor checks roles first; here each read keeps to the caller's
@@ -30,11 +32,19 @@ from suanli.rpc import rpc_errors
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import NodeAvailability
-from suanli.scheduling.entrypoints import convert
+from suanli.scheduling.entrypoints import convert, queue_validation
 from suanli.scheduling.entrypoints.validation import validate_submit
 from suanli.scheduling.service_layer.admission import Admission, AdmissionLimits
 from suanli.scheduling.service_layer.capacity import CapacityView
-from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
+from suanli.scheduling.service_layer.commands import (
+    CancelJob,
+    CreateQueue,
+    DefinePriorityClass,
+    DeletePriorityClass,
+    DeleteQueue,
+    SubmitJob,
+    UpdateQueue,
+)
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
 from suanli.scheduling.service_layer.job_commands import JobCommands
 from suanli.scheduling.service_layer.projection import Change, Projection
@@ -187,6 +197,69 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if spec is None or not auth_context.sees(tenant_of_queue(spec.name)):
                 raise QueueNotFound(request.name)
             return convert.queue_message(spec, self.projection, self._models())
+
+    # -- queue administration (platform admins: the interceptor's policy) ---------------------------
+
+    async def CreateQueue(
+        self, request: pb.CreateQueueRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Queue:
+        async with rpc_errors(context):
+            spec = queue_validation.queue_spec(request.queue, request.HasField("queue"))
+            request_id = queue_validation.request_id(request.request_id)
+            created = await self.commands.handle(CreateQueue(spec, request_id, _actor()))
+            return convert.queue_message(created, self.projection, self._models())
+
+    async def UpdateQueue(
+        self, request: pb.UpdateQueueRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Queue:
+        async with rpc_errors(context):
+            spec = queue_validation.queue_spec(request.queue, request.HasField("queue"))
+            request_id = queue_validation.request_id(request.request_id)
+            updated = await self.commands.handle(UpdateQueue(spec, request_id, _actor()))
+            return convert.queue_message(updated, self.projection, self._models())
+
+    async def DeleteQueue(
+        self, request: pb.DeleteQueueRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteQueueResponse:
+        async with rpc_errors(context):
+            name = queue_validation.queue_name(request.name)
+            request_id = queue_validation.request_id(request.request_id)
+            return pb.DeleteQueueResponse(
+                name=await self.commands.handle(DeleteQueue(name, request_id, _actor()))
+            )
+
+    async def ListPriorityClasses(
+        self, request: pb.ListPriorityClassesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPriorityClassesResponse:
+        # Platform-wide configuration (like the node list): every caller sees the same classes.
+        return pb.ListPriorityClassesResponse(
+            priority_classes=[
+                pb.PriorityClass(name=c.name, value=c.value)
+                for c in sorted(self.projection.priority_classes, key=lambda c: (-c.value, c.name))
+            ]
+        )
+
+    async def DefinePriorityClass(
+        self, request: pb.DefinePriorityClassRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PriorityClass:
+        async with rpc_errors(context):
+            wanted = queue_validation.priority_class(
+                request.priority_class, request.HasField("priority_class")
+            )
+            request_id = queue_validation.request_id(request.request_id)
+            defined = await self.commands.handle(
+                DefinePriorityClass(wanted.name, wanted.value, request_id, _actor())
+            )
+            return pb.PriorityClass(name=defined.name, value=defined.value)
+
+    async def DeletePriorityClass(
+        self, request: pb.DeletePriorityClassRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeletePriorityClassResponse:
+        async with rpc_errors(context):
+            name = queue_validation.class_name(request.name)
+            request_id = queue_validation.request_id(request.request_id)
+            deleted = await self.commands.handle(DeletePriorityClass(name, request_id, _actor()))
+            return pb.DeletePriorityClassResponse(name=deleted)
 
     async def ExplainJob(
         self, request: pb.ExplainJobRequest, context: grpc.aio.ServicerContext

@@ -37,8 +37,9 @@ class SchedulingSettings(AuthSettings):
     bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="Kafka bootstrap servers HOST:PORT[,...].")
     queues_path: FilePath | None = Field(
         None,
-        description="Queue configuration YAML (example: deploy/scheduler/queues.yaml), applied by the "
-        "leader when it is elected; none keeps what the store holds.",
+        description="Queue configuration YAML (example: deploy/scheduler/queues.yaml) that seeds a store "
+        "holding no queue state yet (the leader records it when elected); once queue events exist it is "
+        "not read.",
     )
     # Not `schema`: that name would shadow pydantic's BaseModel.schema.
     store_schema: str = Field("scheduling", description="Event store schema in PostgreSQL.")

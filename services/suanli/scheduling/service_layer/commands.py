@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from suanli.scheduling.domain.jobs import AcceptedSpec, Actor
+from suanli.scheduling.domain.queueing import QueueSpec
 from suanli.scheduling.service_layer.queues_config import QueueConfig
 
 
@@ -48,8 +49,51 @@ class ReconcileNode:
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigureQueues:
+class SeedQueues:
+    """The queue file: recorded only into a store that holds no queue state yet (docs/queues.md)."""
+
     config: QueueConfig
 
 
-Command = SubmitJob | CancelJob | RecordTaskReport | MarkNodeLost | ReconcileNode | ConfigureQueues
+# Queue administration (`queue_admin`). `request_id`: the idempotency key; a retry with it answers the
+# first outcome, the same key with another request is ALREADY_EXISTS.
+
+
+@dataclass(frozen=True, slots=True)
+class CreateQueue:
+    spec: QueueSpec
+    request_id: str = ""
+    by: Actor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateQueue:
+    spec: QueueSpec  # the full new spec, replacing the recorded one
+    request_id: str = ""
+    by: Actor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteQueue:
+    name: str
+    request_id: str = ""
+    by: Actor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DefinePriorityClass:
+    name: str
+    value: int
+    request_id: str = ""
+    by: Actor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePriorityClass:
+    name: str
+    request_id: str = ""
+    by: Actor | None = None
+
+
+AdminCommand = CreateQueue | UpdateQueue | DeleteQueue | DefinePriorityClass | DeletePriorityClass
+Command = SubmitJob | CancelJob | RecordTaskReport | MarkNodeLost | ReconcileNode | SeedQueues | AdminCommand

@@ -95,7 +95,7 @@ class CycleRunner:
         requests = [t.request() for j in projection.live.values() if not j.phase.final for t in j.spec.tasks]
         placer = self._placer_factory(requests, self._count)
         nodes = self._capacity.schedulable()
-        # The priority classes are configuration recorded in the store (ConfigureQueues), not fixed at
+        # The priority classes are configuration recorded in the store (queue_admin), not fixed at
         # start: without them every job naming a class was inadmissible ("priority class ... is unknown").
         config = replace(self._config, priority_classes=projection.priority_classes)
         outcome = run_cycle(

@@ -25,9 +25,9 @@ class Envelopes:
         name, record = event_name(event), body(event)
         return self._outgoing(name, record, str(record[EVENTS[name].key]), metadata)
 
-    def internal(self, name: str, record: Mapping[str, Any]) -> Outgoing:
-        """An internal (JSON, never published) event, about what its `name` field names."""
-        return self._outgoing(name, record, str(record.get("name", name)), None)
+    def fact(self, name: str, record: Mapping[str, Any]) -> Outgoing:
+        """A catalogued event that is not a job event (queue administration), about its key field."""
+        return self._outgoing(name, record, str(record[EVENTS[name].key]), None)
 
     def events(self, events: Sequence[JobEvent]) -> list[Outgoing]:
         return [self.event(e) for e in events]

@@ -1,4 +1,5 @@
-"""The job commands: submit, cancel, task reports, node reconciliation, lost nodes, queue configuration.
+"""The job commands: submit, cancel, task reports, node reconciliation, lost nodes; queue administration
+(`queue_admin`) shares their entry point and write lock.
 
 Each reads the projection, decides (pure, in the domain), and records through the write lock's commit
 (events + outbox + pending reasons, one transaction, leader only). The frequent ones (submits, task
@@ -42,7 +43,6 @@ from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import (
     CancelJob,
     Command,
-    ConfigureQueues,
     MarkNodeLost,
     ReconcileNode,
     RecordTaskReport,
@@ -54,8 +54,8 @@ from suanli.scheduling.service_layer.errors import Conflict, InvalidSpec, JobNot
 from suanli.scheduling.service_layer.group_commit import GroupCommitter, Plan, Planner
 from suanli.scheduling.service_layer.payloads import parse
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics, Outgoing, Writer
-from suanli.scheduling.service_layer.projection import PRIORITY_STREAM, Projection, job_stream, queue_stream
-from suanli.scheduling.service_layer.queues_config import queue_record
+from suanli.scheduling.service_layer.projection import Projection, job_stream
+from suanli.scheduling.service_layer.queue_admin import QueueAdmin
 from suanli.scheduling.service_layer.reconcile import Reconciler
 from suanli.scheduling.service_layer.write_lock import WriteLock
 
@@ -113,7 +113,7 @@ class JobCommands:
         self._handlers: Mapping[type, Callable[[Any], Awaitable[Any]]] = {
             CancelJob: self._cancel,
             MarkNodeLost: self._node_lost,
-            ConfigureQueues: self._configure,
+            **QueueAdmin(projection, envelopes, self._commit).handlers,
         }
         planners: Mapping[type, Planner] = {
             SubmitJob: self._plan_submit,
@@ -337,43 +337,6 @@ class JobCommands:
                 "" if cmd.confirmed else " (suspected: non-preemptible jobs kept)",
                 len(appends),
             )
-        return len(appends)
-
-    async def _configure(self, cmd: ConfigureQueues) -> int:
-        projection = self._projection
-        appends: list[Append] = []
-        wanted = {q.name: q for q in cmd.config.queues}
-        for name, spec in wanted.items():
-            if projection.queues.get(name) != spec:
-                stream = queue_stream(name)
-                appends.append(
-                    Append(
-                        stream,
-                        projection.versions.get(stream, 0),
-                        [self._envelopes.internal("QueueConfigured", queue_record(spec))],
-                    )
-                )
-        for name in set(projection.queues) - set(wanted):
-            stream = queue_stream(name)
-            appends.append(
-                Append(
-                    stream,
-                    projection.versions.get(stream, 0),
-                    [self._envelopes.internal("QueueRemoved", {"name": name})],
-                )
-            )
-        classes = [{"name": c.name, "value": c.value} for c in cmd.config.priority_classes]
-        if tuple(cmd.config.priority_classes) != projection.priority_classes:
-            record = {"name": "priority-classes", "classes": classes}
-            appends.append(
-                Append(
-                    PRIORITY_STREAM,
-                    projection.versions.get(PRIORITY_STREAM, 0),
-                    [self._envelopes.internal("PriorityClassesConfigured", record)],
-                )
-            )
-        if appends:
-            await self._commit(appends)
         return len(appends)
 
     # -- helpers -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,14 +18,25 @@ from suanli.contracts import decode
 from suanli.eventstore import StoredEvent
 from suanli.scheduling.domain.jobs import JobSubmitted, JobView, Phase, evolve, submitted
 from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
+from suanli.scheduling.domain.queueing.admin import with_class, without_class
 from suanli.scheduling.service_layer.payloads import JOB_EVENTS, parse
 from suanli.scheduling.service_layer.queues_config import queue_from_record
 
 JOB_STREAM = "job-"
 QUEUE_STREAM = "queue-"
 PRIORITY_STREAM = "priority-classes"
-# Internal events (never published) are JSON; integration events are Avro from suanli.contracts.
+# Internal events (never published) are JSON; integration events are Avro from suanli.contracts. The
+# JSON queue events are what stores written before queue administration hold: still read, never written.
 JSON_EVENTS = frozenset({"QueueConfigured", "QueueRemoved", "PriorityClassesConfigured"})
+QUEUE_SET = frozenset({"QueueCreated", "QueueUpdated", "QueueConfigured"})
+# The administration events that carry a request_id, and the fields a retry must repeat to be the same.
+ADMIN_FIELDS: dict[str, tuple[str, ...]] = {
+    "QueueCreated": ("name", "cohort", "stopped", "quotas"),
+    "QueueUpdated": ("name", "cohort", "stopped", "quotas"),
+    "QueueDeleted": ("name",),
+    "PriorityClassDefined": ("name", "value"),
+    "PriorityClassDeleted": ("name",),
+}
 
 
 def job_stream(job_id: str) -> str:
@@ -41,6 +52,18 @@ def decode_payload(event: StoredEvent) -> dict[str, Any]:
         json.loads(event.payload) if event.event_name in JSON_EVENTS else decode(event.payload)[1]
     )
     return record
+
+
+@dataclass(frozen=True, slots=True)
+class AdminRequest:
+    """What an administration request_id was used for: the event it recorded and that event's fields."""
+
+    event: str
+    fields: dict[str, Any]
+
+
+def admin_fields(event: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: record.get(key) for key in ADMIN_FIELDS[event]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +90,8 @@ class Projection:
         self.by_request: dict[tuple[str, str], str] = {}
         self.queues: dict[str, QueueSpec] = {}
         self.priority_classes: tuple[PriorityClass, ...] = ()
+        # request_id -> what it did: administration retries answer the first outcome (docs/queues.md).
+        self.admin_requests: dict[str, AdminRequest] = {}
         self.pending_reasons: dict[str, dict[str, Any]] = {}
         # Tenant -> its jobs in phase PENDING: the API's per-tenant pending limit reads it per submit.
         self.pending_by_tenant: dict[str, set[str]] = {}
@@ -87,13 +112,34 @@ class Projection:
         if event.stream.startswith(JOB_STREAM):
             self._apply_job(event)
         elif event.stream.startswith(QUEUE_STREAM):
-            record = decode_payload(event)
-            if event.event_name == "QueueConfigured":
+            record = self._admin(event)
+            if event.event_name in QUEUE_SET:
                 self.queues[record["name"]] = queue_from_record(record)
-            else:
+            else:  # QueueDeleted, or a legacy QueueRemoved
                 self.queues.pop(record["name"], None)
         elif event.stream == PRIORITY_STREAM:
-            record = decode_payload(event)
+            self._apply_classes(event.event_name, self._admin(event))
+
+    @property
+    def has_queue_state(self) -> bool:
+        """Whether the store holds any queue or priority class event (then the queue file is not read)."""
+        return PRIORITY_STREAM in self.versions or any(s.startswith(QUEUE_STREAM) for s in self.versions)
+
+    def _admin(self, event: StoredEvent) -> dict[str, Any]:
+        record = decode_payload(event)
+        request_id = record.get("request_id")
+        if request_id:
+            fields = admin_fields(event.event_name, record)
+            self.admin_requests[request_id] = AdminRequest(event.event_name, fields)
+        return record
+
+    def _apply_classes(self, name: str, record: Mapping[str, Any]) -> None:
+        classes = self.priority_classes
+        if name == "PriorityClassDefined":
+            self.priority_classes = with_class(classes, PriorityClass(record["name"], int(record["value"])))
+        elif name == "PriorityClassDeleted":
+            self.priority_classes = without_class(classes, record["name"])
+        else:  # a legacy PriorityClassesConfigured: the whole set
             self.priority_classes = tuple(PriorityClass(c["name"], c["value"]) for c in record["classes"])
 
     def _apply_job(self, event: StoredEvent) -> None:

@@ -25,7 +25,9 @@ class QueueConfig:
     priority_classes: tuple[PriorityClass, ...] = ()
 
 
-def parse_queue_config(text: str) -> QueueConfig:
+def parse_queue_config(text: str, *, complete: bool = True) -> QueueConfig:
+    """`complete`: the file holds the whole tree (the scheduler's seed), so every parent must be in it;
+    False for a file of queues to add to a tree recorded elsewhere (`suanli queue create -f`)."""
     data = yaml.safe_load(text) or {}
     if not isinstance(data, Mapping):
         raise QueueConfigError("the queue file must be a mapping with 'queues' and 'priority_classes'")
@@ -43,15 +45,19 @@ def parse_queue_config(text: str) -> QueueConfig:
     raw_queues = data.get("queues") or []
     if not isinstance(raw_queues, list):
         raise QueueConfigError("queues: must be a list")
-    queues = tuple(_queue(entry, f"queues[{i}]") for i, entry in enumerate(raw_queues))
+    queues = tuple(parse_queue(entry, f"queues[{i}]") for i, entry in enumerate(raw_queues))
     try:
-        QueueTree(queues)
+        if complete:
+            QueueTree(queues)
+        elif len({q.name for q in queues}) != len(queues):
+            raise ValueError("duplicate queue name")
     except ValueError as exc:
         raise QueueConfigError(f"queues: {exc}") from None
     return QueueConfig(queues, tuple(priority_classes))
 
 
-def _queue(entry: Any, path: str) -> QueueSpec:
+def parse_queue(entry: Any, path: str) -> QueueSpec:
+    """One entry of the queue file (`path` names it in errors); its parent is not checked here."""
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         raise QueueConfigError(f"{path}: must be a mapping with a 'name'")
     extra = sorted(set(entry) - {"name", "cohort", "stopped", "quotas"})

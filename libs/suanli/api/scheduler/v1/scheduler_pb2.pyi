@@ -341,18 +341,22 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ResourceAmount(_message.Message):
-    __slots__ = ("flavour", "guaranteed", "maximum", "used", "borrowed")
+    __slots__ = ("flavour", "guaranteed", "maximum", "used", "borrowed", "borrowing_limit", "lending_limit")
     FLAVOUR_FIELD_NUMBER: _ClassVar[int]
     GUARANTEED_FIELD_NUMBER: _ClassVar[int]
     MAXIMUM_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     BORROWED_FIELD_NUMBER: _ClassVar[int]
+    BORROWING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LENDING_LIMIT_FIELD_NUMBER: _ClassVar[int]
     flavour: str
     guaranteed: int
     maximum: int
     used: int
     borrowed: int
-    def __init__(self, flavour: _Optional[str] = ..., guaranteed: _Optional[int] = ..., maximum: _Optional[int] = ..., used: _Optional[int] = ..., borrowed: _Optional[int] = ...) -> None: ...
+    borrowing_limit: int
+    lending_limit: int
+    def __init__(self, flavour: _Optional[str] = ..., guaranteed: _Optional[int] = ..., maximum: _Optional[int] = ..., used: _Optional[int] = ..., borrowed: _Optional[int] = ..., borrowing_limit: _Optional[int] = ..., lending_limit: _Optional[int] = ...) -> None: ...
 
 class Queue(_message.Message):
     __slots__ = ("name", "cohort", "resources", "pending_jobs", "running_jobs", "dominant_share", "stopped")
@@ -383,6 +387,102 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ...) -> None: ...
 
 class GetQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class QueueSpec(_message.Message):
+    __slots__ = ("name", "cohort", "stopped", "quotas")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COHORT_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cohort: str
+    stopped: bool
+    quotas: _containers.RepeatedCompositeFieldContainer[QuotaSpec]
+    def __init__(self, name: _Optional[str] = ..., cohort: _Optional[str] = ..., stopped: _Optional[bool] = ..., quotas: _Optional[_Iterable[_Union[QuotaSpec, _Mapping]]] = ...) -> None: ...
+
+class QuotaSpec(_message.Message):
+    __slots__ = ("flavour", "guaranteed", "maximum", "borrowing_limit", "lending_limit")
+    FLAVOUR_FIELD_NUMBER: _ClassVar[int]
+    GUARANTEED_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_FIELD_NUMBER: _ClassVar[int]
+    BORROWING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LENDING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    flavour: str
+    guaranteed: int
+    maximum: int
+    borrowing_limit: int
+    lending_limit: int
+    def __init__(self, flavour: _Optional[str] = ..., guaranteed: _Optional[int] = ..., maximum: _Optional[int] = ..., borrowing_limit: _Optional[int] = ..., lending_limit: _Optional[int] = ...) -> None: ...
+
+class CreateQueueRequest(_message.Message):
+    __slots__ = ("queue", "request_id")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    queue: QueueSpec
+    request_id: str
+    def __init__(self, queue: _Optional[_Union[QueueSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UpdateQueueRequest(_message.Message):
+    __slots__ = ("queue", "request_id")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    queue: QueueSpec
+    request_id: str
+    def __init__(self, queue: _Optional[_Union[QueueSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueRequest(_message.Message):
+    __slots__ = ("name", "request_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueResponse(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PriorityClass(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: int
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+
+class ListPriorityClassesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPriorityClassesResponse(_message.Message):
+    __slots__ = ("priority_classes",)
+    PRIORITY_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    priority_classes: _containers.RepeatedCompositeFieldContainer[PriorityClass]
+    def __init__(self, priority_classes: _Optional[_Iterable[_Union[PriorityClass, _Mapping]]] = ...) -> None: ...
+
+class DefinePriorityClassRequest(_message.Message):
+    __slots__ = ("priority_class", "request_id")
+    PRIORITY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    priority_class: PriorityClass
+    request_id: str
+    def __init__(self, priority_class: _Optional[_Union[PriorityClass, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeletePriorityClassRequest(_message.Message):
+    __slots__ = ("name", "request_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeletePriorityClassResponse(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str

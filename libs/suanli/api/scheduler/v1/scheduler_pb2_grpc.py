@@ -81,6 +81,36 @@ class SchedulerStub:
                 request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ExplainJobRequest.SerializeToString,
                 response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Explanation.FromString,
                 _registered_method=True)
+        self.CreateQueue = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/CreateQueue',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateQueueRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Queue.FromString,
+                _registered_method=True)
+        self.UpdateQueue = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/UpdateQueue',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.UpdateQueueRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Queue.FromString,
+                _registered_method=True)
+        self.DeleteQueue = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/DeleteQueue',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteQueueRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteQueueResponse.FromString,
+                _registered_method=True)
+        self.ListPriorityClasses = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/ListPriorityClasses',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPriorityClassesRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPriorityClassesResponse.FromString,
+                _registered_method=True)
+        self.DefinePriorityClass = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/DefinePriorityClass',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DefinePriorityClassRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.PriorityClass.FromString,
+                _registered_method=True)
+        self.DeletePriorityClass = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/DeletePriorityClass',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeletePriorityClassRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeletePriorityClassResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -142,6 +172,48 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateQueue(self, request, context):
+        """Queue administration (platform admins; docs/queues.md). Recorded as events; the queue file only
+        seeds an empty store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateQueue(self, request, context):
+        """Replaces the queue's spec (cohort, stopped, quotas) with the one given.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteQueue(self, request, context):
+        """Only a queue without child queues and without pending or running jobs (else FAILED_PRECONDITION).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPriorityClasses(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DefinePriorityClass(self, request, context):
+        """Defines a class, or gives an existing one a new value.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePriorityClass(self, request, context):
+        """Only a class no pending or running job names (else FAILED_PRECONDITION).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +261,36 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ExplainJob,
                     request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ExplainJobRequest.FromString,
                     response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Explanation.SerializeToString,
+            ),
+            'CreateQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateQueue,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateQueueRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Queue.SerializeToString,
+            ),
+            'UpdateQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateQueue,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.UpdateQueueRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Queue.SerializeToString,
+            ),
+            'DeleteQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQueue,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteQueueRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteQueueResponse.SerializeToString,
+            ),
+            'ListPriorityClasses': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPriorityClasses,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPriorityClassesRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPriorityClassesResponse.SerializeToString,
+            ),
+            'DefinePriorityClass': grpc.unary_unary_rpc_method_handler(
+                    servicer.DefinePriorityClass,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DefinePriorityClassRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.PriorityClass.SerializeToString,
+            ),
+            'DeletePriorityClass': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePriorityClass,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeletePriorityClassRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeletePriorityClassResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +536,168 @@ class Scheduler:
             '/suanli.scheduler.v1.Scheduler/ExplainJob',
             suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ExplainJobRequest.SerializeToString,
             suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Explanation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/CreateQueue',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateQueueRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Queue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/UpdateQueue',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.UpdateQueueRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Queue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/DeleteQueue',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteQueueRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeleteQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPriorityClasses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/ListPriorityClasses',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPriorityClassesRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPriorityClassesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DefinePriorityClass(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/DefinePriorityClass',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DefinePriorityClassRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.PriorityClass.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePriorityClass(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/DeletePriorityClass',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeletePriorityClassRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DeletePriorityClassResponse.FromString,
             options,
             channel_credentials,
             insecure,
