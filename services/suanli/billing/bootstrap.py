@@ -52,7 +52,7 @@ def price_book(settings: BillingSettings) -> PriceBook:
 @asynccontextmanager
 async def bootstrap(settings: BillingSettings, book: PriceBook, clock: Clock) -> AsyncIterator[Billing]:
     """Connect and migrate the store, wire the ports; the store closes on exit."""
-    calendar = Calendar(settings.period)
+    calendar = settings.calendar
     store = await PostgresEventStore.connect(settings.pg_dsn, schema=settings.db_schema, clock=clock)
     try:
         await migrate_billing(store)

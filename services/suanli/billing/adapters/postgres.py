@@ -398,6 +398,24 @@ class PostgresBillingQueries:
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return await read_invoice(self._pool, self._s, self._calendar, tenant, period)
 
+    async def latest_invoice(self, tenant: str) -> Invoice | None:
+        start = await self._pool.fetchval(
+            f"SELECT max(period_start) FROM {self._s}.invoices WHERE tenant = $1", tenant
+        )
+        if start is None:
+            return None
+        period = self._calendar.period_of(start)
+        return await read_invoice(self._pool, self._s, self._calendar, tenant, period)
+
+    async def known_tenant(self, tenant: str) -> bool:
+        known: bool = await self._pool.fetchval(
+            f"SELECT EXISTS (SELECT 1 FROM {self._s}.job_terms WHERE tenant = $1)"
+            f" OR EXISTS (SELECT 1 FROM {self._s}.charges WHERE tenant = $1)"
+            f" OR EXISTS (SELECT 1 FROM {self._s}.invoices WHERE tenant = $1)",
+            tenant,
+        )
+        return known
+
     async def balance(self, account: str) -> Decimal:
         total = await self._pool.fetchval(
             f"SELECT coalesce(sum(amount), 0) FROM {self._s}.ledger_entries WHERE account = $1", account
