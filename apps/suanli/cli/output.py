@@ -92,11 +92,14 @@ def emit_rows(fmt: RowsFormat, data: Any, rows: Rows) -> None:
         typer.echo(rows_csv(rows), nl=False)
     elif fmt is RowsFormat.TABLE:
         table = rows_table(rows)
-        # Piped, rich would squeeze the table into 80 columns and cut cells; give it the width it needs.
-        unbounded = stdout.options.update_width(UNBOUNDED)
-        width = None if stdout.is_terminal else Measurement.get(stdout, unbounded, table).maximum
+        console = stdout
+        if not stdout.is_terminal:
+            # Piped, rich would squeeze the table into 80 columns and cut cells: give it the width it
+            # needs (a console's own width caps what print may use, hence one of that width).
+            natural = Measurement.get(stdout, stdout.options.update_width(UNBOUNDED), table).maximum
+            console = Console(file=stdout.file, highlight=False, width=max(natural, stdout.width))
         if rows.title:
-            stdout.print(Text(rows.title), soft_wrap=True)
-        stdout.print(table, width=width)
+            console.print(Text(rows.title), soft_wrap=True)
+        console.print(table)
     else:
         emit(OutputFormat(fmt.value), data, Text(""))

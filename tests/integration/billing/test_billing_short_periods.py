@@ -15,6 +15,7 @@ from billing_testkit import REGIONS, TERMS, Env, ManualClock, Window, eventually
 
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
+from suanli.billing.bootstrap import CalendarMismatch
 from suanli.billing.entrypoints.service import RunningBilling, running
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.bus import EventPublisher
@@ -150,3 +151,19 @@ async def test_an_unknown_tenant_is_not_found_and_gets_no_invoice(env: Env) -> N
         assert (usage.total, list(usage.rows)) == ("0.000000", [])
         zero = await stub.ClosePeriod(pb.ClosePeriodRequest(tenant="globex"))
         assert (zero.period.label, zero.total) == ("2025-01-20T10:04Z", "0")
+
+
+async def test_a_schema_billed_in_one_period_length_refuses_another(env: Env) -> None:
+    clock = ManualClock(MINUTE + timedelta(seconds=30))
+    async with EventPublisher(env.bootstrap) as publisher, running(settings(env), clock):
+        await env.publish_facts(publisher)
+        await env.publish_usage(publisher, windows()[:1])
+        await eventually(lambda: env.fetchval("SELECT count(*) FROM {s}.charges"), lambda n: n == 1)
+    monthly = settings(env).model_copy(update={"period": "monthly"})
+    with pytest.raises(CalendarMismatch, match=r"SUANLI_BILLING_PERIOD=monthly does not match schema bil_"):
+        async with running(monthly, clock):
+            pass
+    # The length it was billed with still starts.
+    async with running(settings(env), clock) as billing, stub_of(billing) as stub:
+        usage = await stub.GetUsage(pb.GetUsageRequest(tenant="acme"))
+        assert (usage.period.label, usage.total) == ("2025-01-20T10:00Z", "2.000000")

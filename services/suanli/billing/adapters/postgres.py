@@ -43,6 +43,16 @@ async def migrate_billing(store: PostgresEventStore) -> list[str]:
         return await migrate(conn, store.schema, migrations=load_migrations())
 
 
+async def last_billed_period(store: PostgresEventStore) -> tuple[datetime, datetime] | None:
+    """Start and end of the billing period of the latest charge recorded, if any."""
+    async with store.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            f"SELECT billing_period_start, billing_period_end FROM {store.schema}.charges"
+            " ORDER BY seq DESC LIMIT 1"
+        )
+    return None if row is None else (row["billing_period_start"], row["billing_period_end"])
+
+
 class _Port:
     """State every PostgreSQL port of a unit shares: the unit's transaction and billing's schema."""
 
