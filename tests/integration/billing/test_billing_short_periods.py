@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime, timedelta
@@ -167,3 +168,31 @@ async def test_a_schema_billed_in_one_period_length_refuses_another(env: Env) ->
     async with running(settings(env), clock) as billing, stub_of(billing) as stub:
         usage = await stub.GetUsage(pb.GetUsageRequest(tenant="acme"))
         assert (usage.period.label, usage.total) == ("2025-01-20T10:00Z", "2.000000")
+
+
+async def test_the_demo_observer_adds_up_a_tenants_periods(env: Env) -> None:
+    # `suanli up` bills in one-minute periods; its dashboard and summary show charges of the whole run.
+    from suanli.platform.observe import Observer
+
+    clock = ManualClock(MINUTE + timedelta(seconds=50))
+    first = [w for w in windows() if w.job == "job-std" and w.task.endswith("t0")]  # 2 + 2 in 10:00
+    later = Window(
+        "job-std", "job-std/t0", "n-east", MINUTE + timedelta(minutes=1, seconds=10), 30, h200_cu=100
+    )
+    async with EventPublisher(env.bootstrap) as publisher, running(settings(env), clock) as billing:
+        observer = Observer("127.0.0.1:1", f"127.0.0.1:{billing.grpc_port}", ["acme", "initech"])
+        try:
+            await env.publish_facts(publisher)
+            await env.publish_usage(publisher, first)
+            await eventually(lambda: env.fetchval("SELECT count(*) FROM {s}.charges"), lambda n: n == 2)
+            seen = await asyncio.to_thread(observer.charges)
+            assert (seen["acme"].total, seen["acme"].charges) == (Decimal(4), 2)
+            assert (seen["initech"].total, seen["initech"].charges) == (Decimal(0), 0)  # unknown: nothing yet
+
+            clock.current = MINUTE + timedelta(minutes=1, seconds=50)  # 10:00 has ended
+            await env.publish_usage(publisher, [later])
+            await eventually(lambda: env.fetchval("SELECT count(*) FROM {s}.charges"), lambda n: n == 3)
+            seen = await asyncio.to_thread(observer.charges)
+            assert (seen["acme"].total, seen["acme"].charges, seen["acme"].currency) == (Decimal(7), 3, "CNY")
+        finally:
+            observer.close()
