@@ -1,18 +1,20 @@
-"""`suanli bill usage|charges|invoice|close`: the Billing gRPC API from the shell (rich tables or CSV)."""
+"""`suanli bill usage|charges|invoice|close`: the Billing gRPC API from the shell.
+
+Every command has a default period (the service resolves it, since only it knows how long periods are)
+and `-o table|json|yaml|csv` through the shared `suanli.cli.output.emit_rows`.
+"""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from suanli.cli import config
 from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
+from suanli.cli.output import Rows, RowsFormat, RowsOutputOption, emit_rows
+from suanli.cli.render import to_data
 
 if TYPE_CHECKING:
     from suanli.api.billing.v1 import billing_pb2_grpc
@@ -21,8 +23,16 @@ ADDR_ENV = "SUANLI_BILLING_ADDR"
 BUILTIN_ADDR = "localhost:50055"
 DEFAULT_ADDR = ""  # not given: the config context's billing address, else BUILTIN_ADDR
 TIMEOUT_S = 30.0
+ALL_PERIODS = "all"
+PAGE_SIZE = 500
+TOKEN_TENANT = "the token's tenant"
 
-app = typer.Typer(help="Usage, charges and invoices from the billing service.", no_args_is_help=True)
+app = typer.Typer(
+    help="Usage, charges and invoices from the billing service. A period is a label (2025-03, "
+    "2025-03-03, 2025-03-03T14:05Z: the period containing it), current or previous; how long periods "
+    "are is the service's SUANLI_BILLING_PERIOD.",
+    no_args_is_help=True,
+)
 
 Addr = Annotated[
     str,
@@ -33,13 +43,15 @@ Addr = Annotated[
         help=f"Billing gRPC address HOST:PORT (default: the config context's, else {BUILTIN_ADDR}).",
     ),
 ]
-Tenant = Annotated[str, typer.Option("--tenant", "-t", help="Tenant.")]
-PeriodOpt = Annotated[
-    str, typer.Option("--period", "-p", help="YYYY-MM or YYYY-MM-DD (the period containing it).")
+Tenant = Annotated[
+    str, typer.Option("--tenant", "-t", show_default=False, help=f"Tenant (default: {TOKEN_TENANT}).")
 ]
-CsvOpt = Annotated[
-    Path | None, typer.Option("--csv", dir_okay=False, help="Also write the rows to this CSV file.")
-]
+
+
+def _period_option(default_means: str) -> Any:
+    return typer.Option(
+        "--period", "-p", show_default=False, help=f"Label, current or previous (default: {default_means})."
+    )
 
 
 def _stub(addr: str) -> tuple[Any, billing_pb2_grpc.BillingStub]:
@@ -66,39 +78,27 @@ def _call(addr: str, method: str, request: Any) -> Any:
         channel.close()
 
 
-def _emit(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], csv_path: Path | None) -> None:
-    table = Table(title=title)
-    for name in header:
-        table.add_column(name, justify="right" if name in _NUMERIC else "left")
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
-    if csv_path is not None:
-        with csv_path.open("w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            writer.writerow(header)
-            writer.writerows(rows)
-        typer.echo(f"wrote {len(rows)} row(s) to {csv_path}")
-
-
-_NUMERIC = {"cu_hours", "amount", "charges", "unit_price", "quantity"}
+_MONEY = frozenset({"cu_hours", "amount", "charges", "unit_price", "quantity"})
 
 
 @app.command()
 def usage(
-    tenant: Tenant, period: PeriodOpt = "", billing: Addr = DEFAULT_ADDR, csv_file: CsvOpt = None
+    tenant: Tenant = "",
+    period: Annotated[str, _period_option("current")] = "",
+    output: RowsOutputOption = RowsFormat.TABLE,
+    billing: Addr = DEFAULT_ADDR,
 ) -> None:
-    """Usage of a tenant in a period, by device class and region."""
+    """Usage of a tenant in a period (by when it happened), by device class and region."""
     from suanli.api.billing.v1 import billing_pb2 as pb
 
     answer = _call(billing, "GetUsage", pb.GetUsageRequest(tenant=tenant, period=period))
-    rows = [(r.device_class, r.region, r.cu_hours, r.amount, str(r.charges)) for r in answer.rows]
-    _emit(
-        f"{answer.tenant} usage {answer.period.label}: {answer.total} {answer.currency}",
+    rows = Rows(
         ("device_class", "region", "cu_hours", "amount", "charges"),
-        rows,
-        csv_file,
+        [(r.device_class, r.region, r.cu_hours, r.amount, str(r.charges)) for r in answer.rows],
+        f"{answer.tenant} usage {answer.period.label}: {answer.total} {answer.currency}",
+        _MONEY,
     )
+    emit_rows(output, to_data(answer), rows)
 
 
 def _pages(billing: str, request: Any, limit: int) -> Iterator[Any]:
@@ -115,84 +115,107 @@ def _pages(billing: str, request: Any, limit: int) -> Iterator[Any]:
         request.page_token = answer.next_page_token
 
 
+_CHARGE_COLUMNS = (
+    "charge_id",
+    "job_id",
+    "task_id",
+    "device_class",
+    "region",
+    "tier",
+    "window_start",
+    "cu_hours",
+    "unit_price",
+    "amount",
+    "currency",
+    "billing_period",
+    "adjustment",
+)
+
+
 @app.command()
 def charges(
-    tenant: Tenant,
+    tenant: Tenant = "",
     period: Annotated[
-        str, typer.Option("--period", "-p", help="Billing period (YYYY-MM); default all.")
-    ] = "",
+        str,
+        typer.Option(
+            "--period",
+            "-p",
+            help=f"Billing period (the invoice that carries the charge): label, current, previous or "
+            f"{ALL_PERIODS}.",
+        ),
+    ] = "current",
     job: Annotated[str, typer.Option("--job", help="Only this job's charges.")] = "",
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 0,
+    output: RowsOutputOption = RowsFormat.TABLE,
     billing: Addr = DEFAULT_ADDR,
-    csv_file: CsvOpt = None,
 ) -> None:
     """Charges of a tenant, oldest first (all pages)."""
     from suanli.api.billing.v1 import billing_pb2 as pb
 
-    request = pb.ListChargesRequest(tenant=tenant, period=period, job_id=job, page_size=500)
-    header = (
-        "charge_id",
-        "job_id",
-        "task_id",
-        "device_class",
-        "region",
-        "tier",
-        "window_start",
-        "cu_hours",
-        "unit_price",
-        "amount",
-        "currency",
-        "billing_period",
-        "adjustment",
+    wanted = "" if period.strip().lower() == ALL_PERIODS else period
+    request = pb.ListChargesRequest(tenant=tenant, period=wanted, job_id=job, page_size=PAGE_SIZE)
+    found = list(_pages(billing, request, limit))
+    rows = Rows(
+        _CHARGE_COLUMNS,
+        [
+            (
+                c.charge_id,
+                c.job_id,
+                c.task_id,
+                c.device_class,
+                c.region,
+                c.tier,
+                c.window_start.ToDatetime().isoformat() + "Z",
+                c.cu_hours,
+                c.unit_price,
+                c.amount,
+                c.currency,
+                c.billing_period,
+                "yes" if c.adjustment else "",
+            )
+            for c in found
+        ],
+        f"{tenant or TOKEN_TENANT} charges, billing period {period}: {len(found)}",
+        _MONEY,
     )
-    rows = [
-        (
-            c.charge_id,
-            c.job_id,
-            c.task_id,
-            c.device_class,
-            c.region,
-            c.tier,
-            c.window_start.ToDatetime().isoformat() + "Z",
-            c.cu_hours,
-            c.unit_price,
-            c.amount,
-            c.currency,
-            c.billing_period,
-            "yes" if c.adjustment else "",
-        )
-        for c in _pages(billing, request, limit)
-    ]
-    _emit(f"{tenant} charges {period or '(all periods)'}", header, rows, csv_file)
+    emit_rows(output, {"charges": [to_data(c) for c in found]}, rows)
 
 
-def _print_invoice(answer: Any, csv_file: Path | None) -> None:
-    rows = [
-        (ln.device_class, ln.description, ln.quantity, ln.unit, ln.amount, ln.adjustment_of)
-        for ln in answer.lines
-    ]
-    _emit(
+def _emit_invoice(answer: Any, output: RowsFormat) -> None:
+    rows = Rows(
+        ("device_class", "description", "quantity", "unit", "amount", "adjustment_of"),
+        [
+            (ln.device_class, ln.description, ln.quantity, ln.unit, ln.amount, ln.adjustment_of)
+            for ln in answer.lines
+        ],
         f"invoice {answer.invoice_id} {answer.tenant} {answer.period.label}: "
         f"{answer.total} {answer.currency}",
-        ("device_class", "description", "quantity", "unit", "amount", "adjustment_of"),
-        rows,
-        csv_file,
+        _MONEY,
     )
+    emit_rows(output, to_data(answer), rows)
 
 
 @app.command()
-def invoice(tenant: Tenant, period: PeriodOpt, billing: Addr = DEFAULT_ADDR, csv_file: CsvOpt = None) -> None:
-    """The issued invoice of a tenant for a period."""
+def invoice(
+    tenant: Tenant = "",
+    period: Annotated[str, _period_option("the latest period invoiced")] = "",
+    output: RowsOutputOption = RowsFormat.TABLE,
+    billing: Addr = DEFAULT_ADDR,
+) -> None:
+    """The issued invoice of a tenant (the current period has none until it ends and is closed)."""
     from suanli.api.billing.v1 import billing_pb2 as pb
 
-    _print_invoice(_call(billing, "GetInvoice", pb.GetInvoiceRequest(tenant=tenant, period=period)), csv_file)
+    _emit_invoice(_call(billing, "GetInvoice", pb.GetInvoiceRequest(tenant=tenant, period=period)), output)
 
 
 @app.command()
-def close(tenant: Tenant, period: PeriodOpt, billing: Addr = DEFAULT_ADDR, csv_file: CsvOpt = None) -> None:
-    """Admin: issue the invoice of an ended period now (idempotent)."""
+def close(
+    tenant: Tenant = "",
+    period: Annotated[str, _period_option("previous, the period that ended last")] = "",
+    output: RowsOutputOption = RowsFormat.TABLE,
+    billing: Addr = DEFAULT_ADDR,
+) -> None:
+    """Admin: issue the invoice of an ended period now, without waiting for the grace (idempotent)."""
     from suanli.api.billing.v1 import billing_pb2 as pb
 
-    _print_invoice(
-        _call(billing, "ClosePeriod", pb.ClosePeriodRequest(tenant=tenant, period=period)), csv_file
-    )
+    _emit_invoice(_call(billing, "ClosePeriod", pb.ClosePeriodRequest(tenant=tenant, period=period)), output)

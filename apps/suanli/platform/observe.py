@@ -89,6 +89,8 @@ class Observer:
         self.decisions: deque[Decision] = deque(maxlen=RECENT_DECISIONS)
         self.placed_total = 0
         self._seen_attempts: set[tuple[str, int, str]] = set()
+        # tenant -> billing period label -> its charges as last read (labels sort in time order)
+        self._period_charges: dict[str, dict[str, TenantCharges]] = {}
 
     def close(self) -> None:
         self._scheduler_channel.close()
@@ -169,13 +171,41 @@ class Observer:
         return list(self.scheduler.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
 
     def charges(self) -> dict[str, TenantCharges]:
+        """Each tenant's charges in the billing periods of the run so far.
+
+        Periods may be shorter than the run (the demo's are a minute, so it closes some): each poll asks
+        for the current period and re-reads the one before it, where late usage still lands within the
+        close grace; earlier periods keep the totals last read.
+        """
         result = {}
         for tenant in self.tenants:
-            usage = self.billing.GetUsage(bpb.GetUsageRequest(tenant=tenant), timeout=UNARY_TIMEOUT_S)
+            periods = self._period_charges.setdefault(tenant, {})
+            current = self._usage(tenant, "")
+            if current is not None:
+                periods[current[0]] = current[1]
+                earlier = sorted(label for label in periods if label != current[0])
+                if earlier and (previous := self._usage(tenant, earlier[-1])) is not None:
+                    periods[previous[0]] = previous[1]
             result[tenant] = TenantCharges(
-                Decimal(usage.total or "0"), sum(r.charges for r in usage.rows), usage.currency
+                sum((c.total for c in periods.values()), Decimal(0)),
+                sum(c.charges for c in periods.values()),
+                next((c.currency for c in periods.values() if c.currency), ""),
             )
         return result
+
+    def _usage(self, tenant: str, period: str) -> tuple[str, TenantCharges] | None:
+        """(period label, charges) of one period; None while billing has seen no job of the tenant."""
+        request = bpb.GetUsageRequest(tenant=tenant, period=period)
+        try:
+            usage = self.billing.GetUsage(request, timeout=UNARY_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            if exc.code() is not grpc.StatusCode.NOT_FOUND:
+                raise
+            return None
+        charges = TenantCharges(
+            Decimal(usage.total or "0"), sum(r.charges for r in usage.rows), usage.currency
+        )
+        return usage.period.label, charges
 
     def network(self) -> list[rpb.Link] | None:
         if self.routing is None:

@@ -39,6 +39,10 @@ class StackConfig:
     queues: Path = DEFAULT_QUEUES
     pricebook: Path = DEFAULT_PRICEBOOK
     policy: str = "fgdb"
+    # Billing periods of a minute, invoiced 15 s after they end (the service's defaults: a month and
+    # 15 min), so even a one-minute run closes periods and has real invoices to show (docs/demo.md).
+    billing_period: str = "1m"
+    billing_close_grace_s: float = 15.0
     pg_mode: PostgresMode = PostgresMode.EMBEDDED
     topic_prefix: str = ""
     snapshot_interval_s: float = 1.0
@@ -240,7 +244,13 @@ class Stack:
                 ),
                 ready=lambda: grpc_serving(address, ca_pem=self.ca),
                 ready_timeout_s=90,
-                env=self.metrics_env("billing"),
+                env={
+                    **self.metrics_env("billing"),
+                    "SUANLI_BILLING_PERIOD": self.config.billing_period,
+                    "SUANLI_BILLING_CLOSE_GRACE_S": str(self.config.billing_close_grace_s),
+                    # The closer looks this often, so an invoice follows its grace within seconds.
+                    "SUANLI_BILLING_CLOSE_CHECK_S": "5",
+                },
             )
         )
 

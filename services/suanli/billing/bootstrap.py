@@ -11,7 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from suanli.billing.adapters.postgres import PostgresBillingQueries, PostgresUnitOfWork, migrate_billing
+from suanli.billing.adapters.postgres import (
+    PostgresBillingQueries,
+    PostgresUnitOfWork,
+    last_billed_period,
+    migrate_billing,
+)
 from suanli.billing.domain.periods import Calendar
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.billing.service_layer.billing import BillingService
@@ -23,6 +28,10 @@ from suanli.resources.pricebook import PriceBook
 from suanli.resources.pricebook_file import load_pricebook
 
 RELAY_POLL_S = 0.5
+
+
+class CalendarMismatch(Exception):
+    """The schema's charges were billed in periods of another length than the configured one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +61,11 @@ def price_book(settings: BillingSettings) -> PriceBook:
 @asynccontextmanager
 async def bootstrap(settings: BillingSettings, book: PriceBook, clock: Clock) -> AsyncIterator[Billing]:
     """Connect and migrate the store, wire the ports; the store closes on exit."""
-    calendar = Calendar(settings.period)
+    calendar = settings.calendar
     store = await PostgresEventStore.connect(settings.pg_dsn, schema=settings.db_schema, clock=clock)
     try:
         await migrate_billing(store)
+        await _check_calendar(store, calendar, settings.period)
         billing_topic = topics.topic_name("billing.events", settings.topic_prefix)
         yield Billing(
             settings=settings,
@@ -69,3 +79,19 @@ async def bootstrap(settings: BillingSettings, book: PriceBook, clock: Clock) ->
         )
     finally:
         await store.close()
+
+
+async def _check_calendar(store: PostgresEventStore, calendar: Calendar, setting: str) -> None:
+    # Stored charges and invoices keep only their periods' starts and are read back with the configured
+    # calendar: another period length would relabel them and bill new usage into overlapping periods.
+    stored = await last_billed_period(store)
+    if stored is None:
+        return
+    start, end = stored
+    period = calendar.period_of(start)
+    if (period.start, period.end) != (start, end):
+        raise CalendarMismatch(
+            f"SUANLI_BILLING_PERIOD={setting} does not match schema {store.schema}: its latest charge is "
+            f"billed in the period {start.isoformat()} .. {end.isoformat()}; keep the period length the "
+            "schema was billed with, or use a new schema (SUANLI_BILLING_SCHEMA)"
+        )

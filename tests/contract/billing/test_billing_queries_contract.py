@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from billing_contract_kit import FEBRUARY, JAN, JANUARY, Adapter, billed, usage
+from billing_contract_kit import CALENDAR, FEBRUARY, JAN, JANUARY, STANDARD, Adapter, billed, invoice, usage
 
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.service_layer.ports import UsageRow
@@ -65,3 +65,29 @@ async def test_charges_filtered_by_billing_period_and_job(adapter: Adapter) -> N
     assert (await adapter.queries.charges("acme", job_id="job-1")).charges == [jan, feb]
     assert (await adapter.queries.charges("acme", billing_period=JANUARY, job_id="job-2")).charges == [other]
     assert (await adapter.queries.charges("globex")).charges == []
+
+
+async def test_the_latest_invoice_is_the_one_of_the_latest_period(adapter: Adapter) -> None:
+    assert await adapter.queries.latest_invoice("acme") is None
+    march = CALENDAR.next(FEBRUARY)
+    issued = {
+        p.label: invoice("acme", p, [], issued_at=p.end + timedelta(minutes=20))
+        for p in (FEBRUARY, JANUARY)  # issued out of order: the period decides, not the issue order
+    }
+    async with adapter.uow.begin() as unit:
+        for one in issued.values():
+            await unit.invoices.record_invoice(one)
+        await unit.invoices.record_invoice(invoice("globex", march, [], issued_at=march.end))
+    assert await adapter.queries.latest_invoice("acme") == issued["2025-02"]
+    assert await adapter.queries.latest_invoice("nobody") is None
+
+
+async def test_a_tenant_is_known_by_a_jobs_terms_a_charge_or_an_invoice(adapter: Adapter) -> None:
+    async with adapter.uow.begin() as unit:
+        await unit.terms.record_job_terms("job-9", "termed", STANDARD)
+        await unit.invoices.record_invoice(invoice("invoiced", JANUARY, [], issued_at=FEBRUARY.start))
+    await recorded(adapter, billed(usage(1, tenant="charged")))
+    for tenant in ("termed", "charged", "invoiced"):
+        assert await adapter.queries.known_tenant(tenant), tenant
+    assert not await adapter.queries.known_tenant("nobody")
+    assert not await adapter.queries.known_tenant("job-9")

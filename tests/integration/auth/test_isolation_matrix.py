@@ -236,6 +236,14 @@ async def test_isolation_matrix(plat: Platform) -> None:
     for tenant in (OWN, OTHER):
         targets[tenant] = Target(tenant, await _submit(plat, tenant, f"{tenant}-job"))
         billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
+
+        async def billing_knows(tenant: str = tenant, billing: bpb_grpc.BillingStub = billing) -> bool:
+            # Billing answers NOT_FOUND for a tenant it has seen no job of; it learns of this one from
+            # the JobSubmitted just published.
+            request = bpb.GetUsageRequest(tenant=tenant)
+            return (await _status(billing.GetUsage(request, metadata=admin, timeout=10)))[0] is OK
+
+        await until(billing_knows, what=f"billing knows tenant {tenant}")
         await billing.ClosePeriod(
             bpb.ClosePeriodRequest(tenant=tenant, period=PERIOD), metadata=admin, timeout=10
         )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import grpc
 import pytest
@@ -74,7 +74,7 @@ async def dlq_values(env: Env) -> list[bytes]:
         await consumer.stop()
 
 
-async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env, tmp_path: Path) -> None:
+async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env) -> None:
     ws = windows()
     clock = ManualClock(datetime(2025, 1, 20, tzinfo=UTC))
     async with EventPublisher(env.bootstrap) as publisher, running(config(env), clock) as billing:
@@ -201,7 +201,6 @@ async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env, tmp_p
             assert running_period.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
         # The CLI runs a blocking gRPC client: keep it off the loop that serves it.
-        out = tmp_path / "charges.csv"
         result = await asyncio.to_thread(
             CliRunner().invoke,
             app,
@@ -212,14 +211,14 @@ async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env, tmp_p
                 "acme",
                 "--period",
                 "2025-01",
-                "--csv",
-                str(out),
+                "-o",
+                "csv",
                 "--billing",
                 f"127.0.0.1:{billing.grpc_port}",
             ],
         )
         assert result.exit_code == 0, result.output
-        rows = list(csv.DictReader(out.open()))
+        rows = list(csv.DictReader(io.StringIO(result.stdout)))
         assert len(rows) == expected_charges - 1
         assert {r["charge_id"] for r in rows} == {c.charge_id for c in collected}
         assert sum(Decimal(r["amount"]) for r in rows) == acme

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import io
+import json
 import secrets
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+import yaml
 from billing.billing_testkit import (
     JAN,
     PRICEBOOK,
@@ -44,9 +47,9 @@ def usage() -> list[Window]:
     return out
 
 
-def table_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+def csv_rows(result: Result) -> list[dict[str, str]]:
+    """`-o csv` parsed back: a header, then one row per line."""
+    return list(csv.DictReader(io.StringIO(result.stdout)))
 
 
 async def test_bill_commands_after_usage_is_billed(
@@ -81,11 +84,9 @@ async def test_bill_commands_after_usage_is_billed(
             assert result.exit_code == 0, result.output
             return result
 
-        # charges: every row, the same as the ledger holds
-        out = tmp_path / "charges.csv"
-        result = await bill("charges", "--period", "2025-01", "--csv", str(out))
-        assert f"wrote {charges} row(s) to {out}" in result.stdout
-        rows = table_rows(out)
+        # charges: every row, the same as the ledger holds (CSV parsed back, then JSON parsed back)
+        result = await bill("charges", "--period", "2025-01", "-o", "csv")
+        rows = csv_rows(result)
         assert len(rows) == charges
         assert sum(Decimal(r["amount"]) for r in rows) == total == Decimal("20.716875")
         stored = "SELECT count(*) FROM {s}.charges WHERE tenant = 'acme' AND charge_id::text = ANY($1)"
@@ -100,34 +101,59 @@ async def test_bill_commands_after_usage_is_billed(
             ("h200", "cn-west", "best-effort"),
             ("cpu", "cn-west", "best-effort"),
         }
+        as_json = json.loads((await bill("charges", "--period", "2025-01", "-o", "json")).stdout)
+        assert [(c["charge_id"], c["amount"]) for c in as_json["charges"]] == [
+            (r["charge_id"], r["amount"]) for r in rows
+        ]
 
-        only = tmp_path / "cheap.csv"
-        await bill("charges", "--job", "job-cheap", "--csv", str(only))
-        assert {r["job_id"] for r in table_rows(only)} == {"job-cheap"} and len(table_rows(only)) == 2
+        # defaults: charges of the current period (January, by the clock), or all with --period all
+        assert csv_rows(await bill("charges", "-o", "csv")) == rows
+        only = csv_rows(await bill("charges", "--job", "job-cheap", "--period", "all", "-o", "csv"))
+        assert {r["job_id"] for r in only} == {"job-cheap"} and len(only) == 2
 
-        # usage: per device class and region, summing to the same amount
-        used = tmp_path / "usage.csv"
-        await bill("usage", "--period", "2025-01", "--csv", str(used))
-        amounts = {(r["device_class"], r["region"]): Decimal(r["amount"]) for r in table_rows(used)}
+        # usage: per device class and region, summing to the same amount; the default is the current period
+        used = csv_rows(await bill("usage", "-o", "csv"))
+        amounts = {(r["device_class"], r["region"]): Decimal(r["amount"]) for r in used}
         # 3 min x 100 CU at 3.60 = 18; 45 s x 200 CU at 2.88 x 0.5 x 0.75 = 2.7; 45 s x 2 CU at 1.80 x 0.375
         assert amounts == {
             ("h200", "cn-east"): Decimal("18"),
             ("h200", "cn-west"): Decimal("2.7"),
             ("cpu", "cn-west"): Decimal("0.016875"),
         }
+        usage_json = json.loads((await bill("usage", "-o", "json")).stdout)
+        assert (usage_json["period"]["label"], Decimal(usage_json["total"])) == ("2025-01", total)
+        assert yaml.safe_load((await bill("usage", "-o", "yaml")).stdout) == usage_json
+        table = (await bill("usage")).stdout
+        assert f"acme usage 2025-01: {total} CNY" in table and "DEVICE CLASS" in table
+        assert not any(c in table for c in "┏━│└")  # plain columns, as the job tables
 
         # invoice: none before the period is closed (exit 3: the service refused, as for the scheduler)
-        missing = await invoke(
-            "bill", "invoice", "--tenant", "acme", "--period", "2025-01", "--billing", address
+        missing = await invoke("bill", "invoice", "--tenant", "acme", "--billing", address)
+        assert missing.exit_code == 3, missing.output
+        assert missing.stderr.strip() == (
+            "error: NOT_FOUND: no invoice issued to tenant 'acme' yet: "
+            "a period is invoiced 900 s after it ends"
         )
-        assert missing.exit_code == 3 and "NOT_FOUND" in missing.stderr, missing.output
 
-        clock.current = datetime(2025, 2, 1, 0, 20, tzinfo=UTC)
-        await bill("close", "--period", "2025-01")
-        lines = tmp_path / "invoice.csv"
-        result = await bill("invoice", "--period", "2025-01", "--csv", str(lines))
-        assert f"{total} CNY" in result.stdout
-        invoice = table_rows(lines)
+        # close without --period: the period that ended last (January, once February began)
+        clock.current = datetime(2025, 2, 1, 0, 5, tzinfo=UTC)
+        closed = json.loads((await bill("close", "-o", "json")).stdout)
+        assert closed["period"]["label"] == "2025-01"
+        result = await bill("invoice")  # the latest invoice, without --period
+        assert f"{total} CNY" in result.stdout and "2025-01" in result.stdout
+        invoice = csv_rows(await bill("invoice", "-o", "csv"))
         assert [r["device_class"] for r in invoice] == ["cpu", "h200"]
-        assert sum(Decimal(r["amount"]) for r in invoice) == total
+        assert sum(Decimal(r["amount"]) for r in invoice) == total == Decimal(closed["total"])
         assert all(r["adjustment_of"] == "" for r in invoice)
+        stored_total = "SELECT total FROM {s}.invoices WHERE tenant = 'acme' AND period_label = '2025-01'"
+        assert await env.fetchval(stored_total) == total
+        assert json.loads((await bill("invoice", "--period", "2025-01", "-o", "json")).stdout) == closed
+
+        # an unknown tenant: a one-line error and a non-zero exit, for every command
+        for command in ("usage", "charges", "invoice", "close"):
+            wrong = await invoke("bill", command, "--tenant", "acmee", "--billing", address)
+            assert wrong.exit_code == 3, (command, wrong.output)
+            assert wrong.stderr.strip() == (
+                "error: NOT_FOUND: unknown tenant 'acmee': billing has seen no job, charge or invoice of it"
+            ), command
+            assert wrong.stdout == ""

@@ -12,8 +12,12 @@ from billing_unit_kit import JAN, STANDARD, Billing, billing, usage
 
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
+from suanli.auth import context as auth_context
+from suanli.auth.principal import Principal, Role
 from suanli.billing.domain.periods import Calendar
 from suanli.billing.entrypoints.grpc_api import BillingApi, start_server
+
+UNKNOWN = "billing has seen no job, charge or invoice of it"
 
 
 @pytest.fixture
@@ -49,6 +53,38 @@ async def test_usage_charges_and_invoice_are_served(served: tuple[Billing, pb_gr
     assert invoice == again and Decimal(invoice.total) == Decimal(18)
 
 
+async def test_each_rpc_has_a_default_period(served: tuple[Billing, pb_grpc.BillingStub]) -> None:
+    b, stub = served
+    b.clock.set(datetime(2025, 2, 1, 0, 5, tzinfo=UTC))  # January ended, its grace not yet passed
+    # close: the period that ended last; invoice: the latest one issued (never the running period).
+    closed = await stub.ClosePeriod(pb.ClosePeriodRequest(tenant="acme"))
+    latest = await stub.GetInvoice(pb.GetInvoiceRequest(tenant="acme"))
+    assert (closed.period.label, latest) == ("2025-01", closed)
+    assert Decimal(latest.total) == Decimal(18)
+    # usage: the running period, or relative to it; charges: every period unless one is named.
+    assert (await stub.GetUsage(pb.GetUsageRequest(tenant="acme"))).period.label == "2025-02"
+    previous = await stub.GetUsage(pb.GetUsageRequest(tenant="acme", period="previous"))
+    assert (previous.period.label, previous.total) == ("2025-01", "18.000000")
+    assert len((await stub.ListCharges(pb.ListChargesRequest(tenant="acme"))).charges) == 3
+    current = await stub.ListCharges(pb.ListChargesRequest(tenant="acme", period="current"))
+    assert list(current.charges) == []
+
+
+async def test_a_tenant_bound_caller_gets_its_new_tenants_empty_answers(
+    served: tuple[Billing, pb_grpc.BillingStub],
+) -> None:
+    # Its token is the platform's word that the tenant exists, though billing saw nothing of it yet.
+    b, _ = served
+    api = BillingApi(b.queries, b.uow, b.service, Calendar(), "CNY", b.clock.now)
+    newcomer = Principal("ann", "newco", frozenset({Role.TENANT_ADMIN}), "tok-1", 0)
+    token = auth_context.PRINCIPAL.set(newcomer)
+    try:
+        answer = await api.GetUsage(pb.GetUsageRequest(tenant="newco"), context=None)  # type: ignore[arg-type]
+    finally:
+        auth_context.PRINCIPAL.reset(token)
+    assert (answer.tenant, answer.total, list(answer.rows)) == ("newco", "0.000000", [])
+
+
 @pytest.mark.parametrize(
     ("call", "code", "details"),
     [
@@ -56,9 +92,14 @@ async def test_usage_charges_and_invoice_are_served(served: tuple[Billing, pb_gr
         (
             ("GetInvoice", pb.GetInvoiceRequest(tenant="acme", period="January")),
             "INVALID_ARGUMENT",
-            "period: period must look like YYYY-MM or YYYY-MM-DD, got 'January'",
+            "period: period must be YYYY-MM, YYYY-MM-DD, YYYY-MM-DDTHH:MMZ, current or previous, "
+            "got 'January'",
         ),
-        (("GetInvoice", pb.GetInvoiceRequest(tenant="acme")), "INVALID_ARGUMENT", "period: required"),
+        (
+            ("GetInvoice", pb.GetInvoiceRequest(tenant="acme")),
+            "NOT_FOUND",
+            "no invoice issued to tenant 'acme' yet: a period is invoiced 900 s after it ends",
+        ),
         (
             ("GetInvoice", pb.GetInvoiceRequest(tenant="acme", period="2025-13")),
             "INVALID_ARGUMENT",
@@ -80,9 +121,20 @@ async def test_usage_charges_and_invoice_are_served(served: tuple[Billing, pb_gr
             "page_token: not a token from ListCharges",
         ),
         (
-            ("GetInvoice", pb.GetInvoiceRequest(tenant="nobody", period="2025-01")),
+            ("GetInvoice", pb.GetInvoiceRequest(tenant="acme", period="2024-12")),
             "NOT_FOUND",
-            "no invoice for tenant 'nobody' in 2025-01",
+            "no invoice for tenant 'acme' in 2024-12",
+        ),
+        *(
+            ((method, request), "NOT_FOUND", f"unknown tenant 'nobody': {UNKNOWN}")
+            for method, request in (
+                ("GetUsage", pb.GetUsageRequest(tenant="nobody")),
+                ("ListCharges", pb.ListChargesRequest(tenant="nobody")),
+                ("GetInvoice", pb.GetInvoiceRequest(tenant="nobody", period="2025-01")),
+                ("GetInvoice", pb.GetInvoiceRequest(tenant="nobody")),
+                # Not a zero invoice for a misspelt tenant.
+                ("ClosePeriod", pb.ClosePeriodRequest(tenant="nobody", period="2024-12")),
+            )
         ),
         (
             ("ClosePeriod", pb.ClosePeriodRequest(tenant="acme", period="2025-01")),

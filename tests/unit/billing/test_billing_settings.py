@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from suanli.billing.domain.periods import PeriodKind
+from suanli.billing.domain.periods import Calendar, PeriodKind
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.data import data_path
 from suanli.settings import SettingsError
@@ -67,6 +67,13 @@ def test_defaults() -> None:
     assert (settings.consumer.session_timeout_ms, settings.consumer.heartbeat_interval_ms) == (10_000, 1_000)
 
 
+def test_a_period_length_names_its_calendar() -> None:
+    settings = BillingSettings.load({**REQUIRED, "SUANLI_BILLING_PERIOD": "hourly"})
+    assert (settings.period, settings.calendar) == ("1h", Calendar(PeriodKind.FIXED, 60))
+    assert BillingSettings.load({**REQUIRED, "SUANLI_BILLING_PERIOD": "2m"}).calendar.minutes == 2
+    assert BillingSettings.load(REQUIRED).calendar == Calendar()
+
+
 def test_flags_win_and_none_means_not_given() -> None:
     env = {**REQUIRED, "SUANLI_BILLING_LISTEN": "0.0.0.0:1", "SUANLI_METRICS_PORT": "9105"}
     settings = BillingSettings.load(env, listen="127.0.0.1:0", metrics_port=None, pricebook=Path("b.yaml"))
@@ -82,6 +89,7 @@ def test_flags_win_and_none_means_not_given() -> None:
     [
         ({"SUANLI_PG_DSN": "x"}, "SUANLI_KAFKA_BOOTSTRAP is not set"),
         ({**REQUIRED, "SUANLI_BILLING_PERIOD": "yearly"}, "SUANLI_BILLING_PERIOD"),
+        ({**REQUIRED, "SUANLI_BILLING_PERIOD": "7m"}, "SUANLI_BILLING_PERIOD.*divides a day"),
         ({**REQUIRED, "SUANLI_BILLING_CLOSE_GRACE_S": "soon"}, "SUANLI_BILLING_CLOSE_GRACE_S"),
         ({**REQUIRED, "SUANLI_BILLING_SESSION_TIMEOUT_MS": "0"}, "SUANLI_BILLING_SESSION_TIMEOUT_MS"),
         ({**REQUIRED, "SUANLI_METRICS_PORT": "http"}, "SUANLI_METRICS_PORT"),

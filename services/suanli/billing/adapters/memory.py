@@ -30,6 +30,7 @@ class BillingTables:
     """What the PostgreSQL migration's tables hold, keyed as they are."""
 
     job_terms: dict[str, JobTerms] = field(default_factory=dict)
+    job_tenants: dict[str, str] = field(default_factory=dict)  # the tenant column of job_terms
     node_regions: dict[str, str] = field(default_factory=dict)
     parked: dict[str, tuple[datetime, Usage]] = field(default_factory=dict)  # by usage event id
     rated: set[str] = field(default_factory=set)
@@ -41,6 +42,7 @@ class BillingTables:
         # Shallow copies suffice: every value held is immutable.
         return BillingTables(
             dict(self.job_terms),
+            dict(self.job_tenants),
             dict(self.node_regions),
             dict(self.parked),
             set(self.rated),
@@ -63,6 +65,7 @@ class InMemoryTerms(_Port):
 
     async def record_job_terms(self, job_id: str, tenant: str, terms: JobTerms) -> None:
         self._t.job_terms.setdefault(job_id, terms)
+        self._t.job_tenants.setdefault(job_id, tenant)
 
     async def node_region(self, node_id: str) -> str | None:
         return self._t.node_regions.get(node_id)
@@ -248,6 +251,18 @@ class InMemoryBillingQueries:
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return self._uow.tables.invoices.get((tenant, period.start))
+
+    async def latest_invoice(self, tenant: str) -> Invoice | None:
+        starts = [start for t, start in self._uow.tables.invoices if t == tenant]
+        return self._uow.tables.invoices[(tenant, max(starts))] if starts else None
+
+    async def known_tenant(self, tenant: str) -> bool:
+        t = self._uow.tables
+        return (
+            tenant in t.job_tenants.values()
+            or any(b.charge.tenant == tenant for b in t.charges)
+            or any(owner == tenant for owner, _ in t.invoices)
+        )
 
     async def balance(self, account: str) -> Decimal:
         return sum((e.amount for e in self._uow.tables.entries if e.account == account), Decimal(0))

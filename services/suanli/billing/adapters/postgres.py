@@ -43,6 +43,16 @@ async def migrate_billing(store: PostgresEventStore) -> list[str]:
         return await migrate(conn, store.schema, migrations=load_migrations())
 
 
+async def last_billed_period(store: PostgresEventStore) -> tuple[datetime, datetime] | None:
+    """Start and end of the billing period of the latest charge recorded, if any."""
+    async with store.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            f"SELECT billing_period_start, billing_period_end FROM {store.schema}.charges"
+            " ORDER BY seq DESC LIMIT 1"
+        )
+    return None if row is None else (row["billing_period_start"], row["billing_period_end"])
+
+
 class _Port:
     """State every PostgreSQL port of a unit shares: the unit's transaction and billing's schema."""
 
@@ -397,6 +407,24 @@ class PostgresBillingQueries:
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return await read_invoice(self._pool, self._s, self._calendar, tenant, period)
+
+    async def latest_invoice(self, tenant: str) -> Invoice | None:
+        start = await self._pool.fetchval(
+            f"SELECT max(period_start) FROM {self._s}.invoices WHERE tenant = $1", tenant
+        )
+        if start is None:
+            return None
+        period = self._calendar.period_of(start)
+        return await read_invoice(self._pool, self._s, self._calendar, tenant, period)
+
+    async def known_tenant(self, tenant: str) -> bool:
+        known: bool = await self._pool.fetchval(
+            f"SELECT EXISTS (SELECT 1 FROM {self._s}.job_terms WHERE tenant = $1)"
+            f" OR EXISTS (SELECT 1 FROM {self._s}.charges WHERE tenant = $1)"
+            f" OR EXISTS (SELECT 1 FROM {self._s}.invoices WHERE tenant = $1)",
+            tenant,
+        )
+        return known
 
     async def balance(self, account: str) -> Decimal:
         total = await self._pool.fetchval(

@@ -15,13 +15,14 @@ from grpc_reflection.v1alpha import reflection
 
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
+from suanli.auth import context as auth_context
 from suanli.auth.tls import TlsSettings, add_port
 from suanli.billing.domain.invoices import Invoice
 from suanli.billing.domain.ledger import BilledCharge
-from suanli.billing.domain.periods import Calendar, Period
+from suanli.billing.domain.periods import CURRENT, PREVIOUS, Calendar, Period
 from suanli.billing.domain.rating import SECONDS_PER_HOUR
 from suanli.billing.service_layer.billing import BillingService
-from suanli.billing.service_layer.errors import InvalidField, InvoiceNotFound
+from suanli.billing.service_layer.errors import InvalidField, InvoiceNotFound, NoInvoiceYet, UnknownTenant
 from suanli.billing.service_layer.ports import BillingQueries, UnitOfWork
 from suanli.rpc import rpc_errors
 
@@ -57,8 +58,8 @@ class BillingApi(pb_grpc.BillingServicer):
         self, request: pb.GetUsageRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetUsageResponse:
         async with rpc_errors(context):
-            tenant = _required("tenant", request.tenant)
-            period = self._period(request.period, default_now=True)
+            tenant = await self._tenant(request.tenant)
+            period = self._period(request.period or CURRENT)
             rows = await self._queries.usage(tenant, period)
             return pb.GetUsageResponse(
                 tenant=tenant,
@@ -81,7 +82,7 @@ class BillingApi(pb_grpc.BillingServicer):
         self, request: pb.ListChargesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListChargesResponse:
         async with rpc_errors(context):
-            tenant = _required("tenant", request.tenant)
+            tenant = await self._tenant(request.tenant)
             period = self._period(request.period) if request.period else None
             if not 0 <= request.page_size <= MAX_PAGE_SIZE:
                 raise InvalidField("page_size", f"must be 0..{MAX_PAGE_SIZE}, got {request.page_size}")
@@ -99,8 +100,14 @@ class BillingApi(pb_grpc.BillingServicer):
         self, request: pb.GetInvoiceRequest, context: grpc.aio.ServicerContext
     ) -> pb.Invoice:
         async with rpc_errors(context):
-            tenant = _required("tenant", request.tenant)
-            period = self._period(_required("period", request.period))
+            tenant = await self._tenant(request.tenant)
+            if not request.period.strip():
+                # The last closed period: the current one can never have an invoice yet.
+                latest = await self._queries.latest_invoice(tenant)
+                if latest is None:
+                    raise NoInvoiceYet(tenant, self._service.close_grace.total_seconds())
+                return _invoice(latest)
+            period = self._period(request.period)
             invoice = await self._queries.invoice(tenant, period)
             if invoice is None:
                 raise InvoiceNotFound(tenant, period)
@@ -110,17 +117,31 @@ class BillingApi(pb_grpc.BillingServicer):
         self, request: pb.ClosePeriodRequest, context: grpc.aio.ServicerContext
     ) -> pb.Invoice:
         async with rpc_errors(context):
-            tenant = _required("tenant", request.tenant)
-            period = self._period(_required("period", request.period))
+            tenant = await self._tenant(request.tenant)
+            # Default: the period that ended last, the only one an operator closes early in practice.
+            period = self._period(request.period or PREVIOUS)
             async with self._uow.begin() as unit:
                 invoice = await self._service.close_period(unit, tenant, period, self._now())
             return _invoice(invoice)
 
-    def _period(self, label: str, default_now: bool = False) -> Period:
-        if not label and default_now:
-            return self._calendar.period_of(self._now())
+    async def _tenant(self, field: str) -> str:
+        """The request's tenant, refused as NOT_FOUND when billing never heard of it.
+
+        A tenant-bound token is the platform's word that its tenant exists (the interceptor already
+        checked the request names it), so such a caller gets its tenant's empty answers instead: a new
+        tenant's admin sees a zero bill. Operators (platform-wide tokens, or no authentication) asking
+        about a misspelt tenant would otherwise get an empty table, or ClosePeriod a zero invoice.
+        """
+        tenant = _required("tenant", field)
+        principal = auth_context.current()
+        vouched = principal is not None and not principal.platform_wide and principal.tenant == tenant
+        if not vouched and not await self._queries.known_tenant(tenant):
+            raise UnknownTenant(tenant)
+        return tenant
+
+    def _period(self, label: str) -> Period:
         try:
-            return self._calendar.parse(label)
+            return self._calendar.parse(label, self._now())
         except ValueError as exc:
             raise InvalidField("period", str(exc)) from None
 

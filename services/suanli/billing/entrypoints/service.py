@@ -133,7 +133,7 @@ def main(settings: BillingSettings) -> None:
 
     try:
         asyncio.run(_main())
-    except PriceBookError as exc:
+    except (PriceBookError, bootstrap.CalendarMismatch) as exc:
         raise SystemExit(f"billing: {exc}") from None
     finally:
         handle.shutdown()

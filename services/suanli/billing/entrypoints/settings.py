@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 
 from suanli.auth.server import AuthSettings
-from suanli.billing.domain.periods import PeriodKind
+from suanli.billing.domain.periods import Calendar
 from suanli.bus import ConsumerSettings
 from suanli.data import data_path
 from suanli.settings import (
@@ -42,7 +42,10 @@ class BillingSettings(AuthSettings):
     )
     group: str = Field("billing", description="consumer group (and tracking key)")
     listen: str = Field("0.0.0.0:50055", description="gRPC address (port 0 picks one)")
-    period: PeriodKind = Field(PeriodKind.MONTHLY, description="`monthly`, `weekly` or `daily`")
+    period: str = Field(
+        "monthly",
+        description="`monthly`, `weekly`, `daily`, `hourly`, or whole minutes dividing a day (`5m`, `2h`)",
+    )
     close_grace_s: float = Field(
         900.0, ge=0, description="wait after a period ends for late usage before invoicing"
     )
@@ -52,6 +55,17 @@ class BillingSettings(AuthSettings):
         gt=0,
         description="how soon a crashed instance's partitions move to the others",
     )
+
+    @field_validator("period")
+    @classmethod
+    def _known_period(cls, value: str) -> str:
+        # Kept as the calendar names itself ("hourly" -> "1h", " 5M " -> "5m"), checked once here.
+        return Calendar.from_setting(value).setting
+
+    @property
+    def calendar(self) -> Calendar:
+        """The billing periods `period` names."""
+        return Calendar.from_setting(self.period)
 
     @property
     def close_grace(self) -> timedelta:

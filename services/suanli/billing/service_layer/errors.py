@@ -27,6 +27,24 @@ class InvoiceNotFound(NotFound):
         super().__init__(f"no invoice for tenant {tenant!r} in {period.label}")
 
 
+class UnknownTenant(NotFound):
+    """A tenant billing never heard of: no job of it was submitted, nothing was charged or invoiced."""
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__(f"unknown tenant {tenant!r}: billing has seen no job, charge or invoice of it")
+        self.tenant = tenant
+
+
+class NoInvoiceYet(NotFound):
+    """The latest invoice was asked for a tenant none was issued to yet."""
+
+    def __init__(self, tenant: str, grace_s: float) -> None:
+        super().__init__(
+            f"no invoice issued to tenant {tenant!r} yet: a period is invoiced {grace_s:g} s after it ends"
+        )
+        self.tenant = tenant
+
+
 class ChargeNotFound(NotFound):
     def __init__(self, charge_id: str) -> None:
         super().__init__(f"no charge {charge_id}")

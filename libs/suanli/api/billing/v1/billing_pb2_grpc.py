@@ -28,7 +28,11 @@ if _version_not_supported:
 
 
 class BillingStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every request names a tenant; one billing never heard of (no job, charge or invoice of it) is NOT_FOUND
+    "unknown tenant ..." for platform-wide callers. A period field takes a label ("2025-03", "2025-03-03",
+    "2025-03-03T14:05Z": the period containing that instant) or "current" / "previous" (the period running
+    now, the one before it); the length of periods is the service's setting (SUANLI_BILLING_PERIOD).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -59,7 +63,11 @@ class BillingStub:
 
 
 class BillingServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every request names a tenant; one billing never heard of (no job, charge or invoice of it) is NOT_FOUND
+    "unknown tenant ..." for platform-wide callers. A period field takes a label ("2025-03", "2025-03-03",
+    "2025-03-03T14:05Z": the period containing that instant) or "current" / "previous" (the period running
+    now, the one before it); the length of periods is the service's setting (SUANLI_BILLING_PERIOD).
+    """
 
     def GetUsage(self, request, context):
         """Usage of a tenant in a period (by when it happened), grouped by device class and region.
@@ -76,15 +84,17 @@ class BillingServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetInvoice(self, request, context):
-        """The issued invoice of a tenant for a period; NOT_FOUND until the period is closed.
+        """The issued invoice of a tenant for a period (default: the latest issued); NOT_FOUND until the
+        period is closed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ClosePeriod(self, request, context):
-        """Admin: issue the invoice now (after the period ended, without waiting for the grace).
-        Idempotent: an issued invoice is returned as it is. FAILED_PRECONDITION while the period runs.
+        """Admin: issue the invoice now (after the period ended, without waiting for the grace); default: the
+        previous period. Idempotent: an issued invoice is returned as it is. FAILED_PRECONDITION while the
+        period runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -122,7 +132,11 @@ def add_BillingServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Billing:
-    """Missing associated documentation comment in .proto file."""
+    """Every request names a tenant; one billing never heard of (no job, charge or invoice of it) is NOT_FOUND
+    "unknown tenant ..." for platform-wide callers. A period field takes a label ("2025-03", "2025-03-03",
+    "2025-03-03T14:05Z": the period containing that instant) or "current" / "previous" (the period running
+    now, the one before it); the length of periods is the service's setting (SUANLI_BILLING_PERIOD).
+    """
 
     @staticmethod
     def GetUsage(request,
