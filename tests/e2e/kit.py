@@ -116,6 +116,7 @@ class Platform:
                 "--sim-duration",
                 str(cfg.sim_duration_s),
             ),
+            env=self.stack.fencing_env(),
         )
 
     # -- gRPC -------------------------------------------------------------------------------------------

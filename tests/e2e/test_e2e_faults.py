@@ -223,16 +223,27 @@ async def test_lost_agent_its_nodes_go_lost_and_its_tasks_move(platform: Platfor
 
         await until(listed_lost, 10, f"ListNodes showing {first.node_id} LOST")
 
+        fence_s = platform.stack.config.lost_fence_s
         moved = await reader.wait_for(
             lambda c: (
                 c.name == "TaskPlaced"
                 and c.record["task_id"] == first.task_id
                 and c.record["attempt"] > first.attempt
             ),
-            timeout=30,
+            timeout=30 + fence_s,
             what="the task placed again",
         )
         assert moved[0].record["node_id"] not in hosted and moved[0].record["node_id"] != first.node_id
+        # The dead node never reports the lost attempt's end: the next one waited out the fence after
+        # the stop order (the agent, had it been alive but cut off, would have stopped it by then).
+        stop = next(
+            c
+            for c in reader.records
+            if c.name == "TaskStopRequested"
+            and (c.record["task_id"], c.record["attempt"]) == (first.task_id, first.attempt)
+        )
+        waited = (moved[0].record["occurred_at"] - stop.record["occurred_at"]).total_seconds()
+        assert waited >= fence_s - 0.5, waited
         again = await until(running, 30, "the moved task running")
         assert (again.node_id, again.attempt) == (moved[0].record["node_id"], moved[0].record["attempt"])
 

@@ -48,6 +48,10 @@ class StackConfig:
     snapshot_interval_s: float = 1.0
     scheduling_interval_s: float = 0.5
     reconcile_grace_s: float = 15.0
+    # How long a job requeued from a lost node waits for its lost attempt's end at most; the agents
+    # fence themselves after the same silence (docs/sensing.md, "Self-fencing"), so no two attempts of
+    # a task overlap even when a "lost" node was alive.
+    lost_fence_s: float = 10.0
     # Seconds a simulated task holds its resources when its spec gives no duration.
     sim_duration_s: float = 30.0
     # Seconds between the fleet's probe rounds (None: sensing's default); routing is told the same, so
@@ -228,7 +232,7 @@ class Stack:
             ),
             ready=lambda: grpc_serving(address, ca_pem=self.ca),
             ready_timeout_s=90,
-            env=self.metrics_env(name),
+            env={**self.metrics_env(name), "SUANLI_SCHEDULING_LOST_FENCE_S": str(cfg.lost_fence_s)},
         )
 
     def start_scheduling(self, name: str = "scheduling", listen: str | None = None) -> RunningService:
@@ -300,8 +304,12 @@ class Stack:
                 *self._probe_interval_args(),
                 *(("--faults", str(cfg.faults)) if cfg.faults is not None else ()),
             ),
-            env=self.metrics_env(name),
+            env={**self.metrics_env(name), **self.fencing_env()},
         )
+
+    def fencing_env(self) -> dict[str, str]:
+        """An agent's self-fence: the scheduler's lost fence (see `StackConfig.lost_fence_s`)."""
+        return {"SUANLI_SENSING_SELF_FENCE_S": str(self.config.lost_fence_s)}
 
     def _probe_interval_args(self) -> tuple[str, ...]:
         interval = self.config.probe_interval_s

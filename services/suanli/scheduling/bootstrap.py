@@ -91,6 +91,7 @@ async def bootstrap(config: Any) -> Components:
         network=network.snapshot,
         wave_size=config.wave_size,
         lost_confirm=timedelta(seconds=config.lost_confirm_s),
+        lost_fence=timedelta(seconds=config.lost_fence_s),
     )
 
     def explain(nodes: Any, job: Any) -> Any:

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from _scheduler import T0, Harness, harness
 
-from suanli.scheduling.domain.jobs import WAITING_FOR_WAVE, AcceptedSpec, AcceptedTask, Phase
+from suanli.scheduling.domain.jobs import (
+    DEFAULT_LOST_FENCE,
+    WAITING_FOR_LOST_ATTEMPT,
+    WAITING_FOR_WAVE,
+    AcceptedSpec,
+    AcceptedTask,
+    Phase,
+)
 from suanli.scheduling.domain.jobs import TaskRunState as TaskState
 from suanli.scheduling.service_layer.commands import CancelJob, RecordTaskReport, SubmitJob
 from suanli.scheduling.service_layer.disruption import DEFAULT_LOST_CONFIRM
@@ -54,6 +62,13 @@ def _started(task: Any, job_id: str) -> RecordTaskReport:
         "pid": None,
     }
     return RecordTaskReport("TaskStarted", record, event_id)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    task_id: str
+    node_id: str
+    attempt: int
 
 
 def _states(h: Harness, job_id: str) -> list[TaskState]:
@@ -132,6 +147,25 @@ async def test_a_suspected_loss_stops_nothing_of_a_non_preemptible_job_until_it_
     assert [(s["task_id"], s["node_id"], s["attempt"]) for s in stops] == [(view.tasks[0].task_id, node, 1)]
 
 
+def _ended(task_id: str, job_id: str, node_id: str, attempt: int) -> RecordTaskReport:
+    """The lost node's agent reporting that it stopped the attempt (it was alive after all)."""
+    event_id = str(uuid.uuid4())
+    record = {
+        "event_id": event_id,
+        "occurred_at": T0,
+        "producer": "agent",
+        "subject_id": task_id,
+        "task_id": task_id,
+        "job_id": job_id,
+        "node_id": node_id,
+        "attempt": attempt,
+        "reason": f"stopped: node {node_id} was lost: attempt {attempt} is requeued",
+        "kind": "KILLED",
+        "exit_code": None,
+    }
+    return RecordTaskReport("TaskFailed", record, event_id)
+
+
 async def test_a_preemptible_job_is_requeued_at_once_with_a_stop_order_for_its_lost_attempt() -> None:
     h = await _ready(nodes=("n1", "n2", "n3", "n4"))
     job_id, node = await _running_on_lost_node(h, _gpu_job(preemptible=True))
@@ -143,8 +177,44 @@ async def test_a_preemptible_job_is_requeued_at_once_with_a_stop_order_for_its_l
     assert names.index("TaskStopRequested") < names.index("JobRequeued")
     stop = next(r for n, r in await h.recorded() if n == "TaskStopRequested")
     assert (stop["node_id"], stop["attempt"]) == (node, 1) and "lost" in stop["reason"]
+    assert [(a.task_id, a.node_id, a.attempt) for a in view.lost_attempts] == [(stop["task_id"], node, 1)]
+
+
+async def test_the_next_attempt_waits_until_the_lost_node_reports_the_old_one_ended() -> None:
+    # The node was alive after all (a broker restart, a starved agent): the next attempt must not start
+    # on another node before the old one has stopped, or two attempts of the task run side by side.
+    h = await _ready(nodes=("n1", "n2", "n3", "n4"))
+    job_id, node = await _running_on_lost_node(h, _gpu_job(preemptible=True))
+    await h.scheduler.evictions.sweep()
+    task_id = h.projection.jobs[job_id].tasks[0].task_id
     await h.scheduler.cycles.run()
-    assert h.projection.jobs[job_id].tasks[0].attempt == 2
+    assert _states(h, job_id) == [TaskState.PENDING]
+    reason = h.projection.pending_reasons[job_id]
+    assert reason["code"] == WAITING_FOR_LOST_ATTEMPT
+    assert reason["message"].startswith(f"attempt 1 of task {task_id} on lost node {node} has not reported")
+    assert reason["nodes"] == [node]
+    # A start of the old attempt (its placement re-sent before the loss) changes nothing.
+    assert await h.scheduler.commands.handle(_started(_Attempt(task_id, node, 1), job_id)) is False
+    assert await h.scheduler.commands.handle(_ended(task_id, job_id, node, 1)) is True
+    assert h.projection.jobs[job_id].lost_attempts == ()
+    await h.scheduler.cycles.run()
+    task = h.projection.jobs[job_id].tasks[0]
+    assert (task.state, task.attempt) == (TaskState.PLACED, 2)
+
+
+async def test_a_lost_attempt_never_reported_is_waited_for_one_fence_then_the_job_runs() -> None:
+    h = await _ready(nodes=("n1", "n2", "n3", "n4"))
+    job_id, _ = await _running_on_lost_node(h, _gpu_job(preemptible=True))
+    await h.scheduler.evictions.sweep()
+    stop_sent = h.clock.now()
+    h.clock.set(stop_sent + DEFAULT_LOST_FENCE - timedelta(milliseconds=1))
+    await h.scheduler.cycles.run()
+    assert _states(h, job_id) == [TaskState.PENDING]
+    # The node's agent has fenced itself by now (SUANLI_AGENT_SELF_FENCE_S <= the scheduler's fence).
+    h.clock.set(stop_sent + DEFAULT_LOST_FENCE)
+    await h.scheduler.cycles.run()
+    task = h.projection.jobs[job_id].tasks[0]
+    assert (task.state, task.attempt) == (TaskState.PLACED, 2)
 
 
 async def test_the_reports_of_one_large_job_share_one_commit() -> None:

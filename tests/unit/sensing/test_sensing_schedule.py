@@ -19,11 +19,13 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from suanli import contracts
+from suanli.infra.polling import until
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.metrics import AgentMetrics
 from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.entrypoints.runtime import RunSettings, report_loop
+from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.schedule import ReportSchedule
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -97,9 +99,9 @@ class Sink:
         return times
 
 
-async def run_loop(time: FakeTime, sink: Sink, meter: metrics.Meter | None = None) -> list[str]:
+def fleet(time: FakeTime, sink: Sink) -> AgentHost:
     counter = itertools.count()
-    host = build_fleet_host(
+    return build_fleet_host(
         parse_fleet(FLEET, default_catalogue()),
         sink,
         interval_s=INTERVAL_S,
@@ -107,9 +109,23 @@ async def run_loop(time: FakeTime, sink: Sink, meter: metrics.Meter | None = Non
         clock=time,
         ids=lambda: uuid.UUID(int=next(counter)),
     )
-    settings = RunSettings(
-        "unused:9092", "g", None, interval_s=INTERVAL_S, min_report_gap_s=GAP_S, probe_interval_s=3600.0
+
+
+def run_settings(self_fence_s: float = 0.0) -> RunSettings:
+    return RunSettings(
+        "unused:9092",
+        "g",
+        None,
+        interval_s=INTERVAL_S,
+        min_report_gap_s=GAP_S,
+        probe_interval_s=3600.0,
+        self_fence_s=self_fence_s,
     )
+
+
+async def run_loop(time: FakeTime, sink: Sink, meter: metrics.Meter | None = None) -> list[str]:
+    host = fleet(time, sink)
+    settings = run_settings()
     agent_metrics = AgentMetrics(host, meter) if meter is not None else None
     await report_loop(
         host, settings, asyncio.Event(), monotonic=time.monotonic, pause=time.pause, metrics=agent_metrics
@@ -211,3 +227,49 @@ async def test_the_agent_metrics_count_every_snapshot_sent_or_failed_and_time_ea
     assert [p.value for p in points["suanli_agent_tasks_running"]] == [0]
     assert [p.value for p in points["suanli_agent_orders_refused_total"]] == [0]
     provider.shutdown()
+
+
+async def _running_task(host: AgentHost) -> str:
+    node = next(iter(host.agents))
+    record = {
+        "task_id": "t1",
+        "job_id": "job-1",
+        "node_id": node,
+        "attempt": 1,
+        "devices": [],
+        "requests": {"cpu_milli": 1000, "memory_mib": 1024},
+        "command": None,
+        "env": None,
+    }
+    assert await host.handle_order("TaskPlaced", record, key=node)
+    assert host.tasks_running() == 1
+    return node
+
+
+@pytest.mark.parametrize(("self_fence_s", "running"), [(3.0, 0), (0.0, 1), (10.0, 1)])
+async def test_an_agent_that_delivers_nothing_for_its_self_fence_time_stops_every_task(
+    self_fence_s: float, running: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The broker is away from 1 s to 6 s: past a 3 s self-fence the node may have been taken for lost
+    # and its task requeued elsewhere, so it is stopped; with 0 (never) or 10 s it keeps running.
+    time = FakeTime(end_s=8.0)
+    sink = Sink(time, away=(1.0, 6.0))
+    host = fleet(time, sink)
+    await _running_task(host)
+    await report_loop(
+        host, run_settings(self_fence_s), asyncio.Event(), monotonic=time.monotonic, pause=time.pause
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)  # the stopped task's watcher reports its end
+    assert host.tasks_running() == running
+    fenced = [r for r in caplog.records if "self-fence" in r.getMessage()]
+    assert len(fenced) == (1 - running)  # once per outage, not once per tick
+    if not running:
+        assert fenced[0].getMessage().startswith("no snapshot acknowledged for 3.")
+
+        async def reported() -> list[dict[str, Any]]:  # its end, retried until the broker is back
+            return [r for n, r in sink.events if n == "TaskFailed"]
+
+        ended = await until(reported, 10.0, "the fenced task's end reported")
+        assert [(r["task_id"], r["kind"]) for r in ended] == [("t1", "KILLED")]
+        assert ended[0]["reason"].startswith("self-fenced: no snapshot acknowledged for 3.")

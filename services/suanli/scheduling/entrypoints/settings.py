@@ -72,6 +72,12 @@ class SchedulingSettings(AuthSettings):
         description="Seconds a node must stay Lost before its non-preemptible jobs are requeued "
         "(preemptible ones are requeued at once).",
     )
+    lost_fence_s: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds a job requeued from a lost node waits for its lost attempts to report their "
+        "end before its next attempt starts anyway; at least the agents' SUANLI_AGENT_SELF_FENCE_S.",
+    )
     wave_size: int = Field(
         DEFAULT_WAVE_SIZE,
         ge=0,

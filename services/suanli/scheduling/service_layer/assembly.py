@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from suanli.clock import Clock, IdFactory
-from suanli.scheduling.domain.jobs import DEFAULT_WAVE_SIZE
+from suanli.scheduling.domain.jobs import DEFAULT_LOST_FENCE, DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig
 from suanli.scheduling.service_layer.capacity import CapacityView
@@ -57,6 +57,7 @@ def assemble(
     network: Callable[[], NetworkSnapshot] = lambda: EMPTY_NETWORK,
     wave_size: int = DEFAULT_WAVE_SIZE,
     lost_confirm: timedelta = DEFAULT_LOST_CONFIRM,
+    lost_fence: timedelta = DEFAULT_LOST_FENCE,
 ) -> Scheduling:
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
@@ -75,6 +76,7 @@ def assemble(
         metrics=metrics,
         network=network,
         wave_size=wave_size,
+        lost_fence=lost_fence,
     )
     loop = CycleLoop(cycles, interval_s)
     commands = JobCommands(

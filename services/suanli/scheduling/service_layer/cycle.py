@@ -6,16 +6,20 @@ what the jobs' active tasks hold, never what the capacity stream says is free.
 
 A job larger than the wave size is offered to the cycle a wave at a time (`domain.jobs.waves`): its
 started tasks hold room as running work, its next wave is pending work of its own, and while the
-previous wave has not started the job waits with the reason WAITING_FOR_WAVE.
+previous wave has not started the job waits with the reason WAITING_FOR_WAVE. A job requeued from a
+lost node waits with WAITING_FOR_LOST_ATTEMPT until its lost attempts are known ended
+(`domain.jobs.lost_attempts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from suanli.scheduling.domain.jobs import (
+    DEFAULT_LOST_FENCE,
     DEFAULT_WAVE_SIZE,
     DeviceShare,
     JobEvent,
@@ -25,7 +29,9 @@ from suanli.scheduling.domain.jobs import (
     TaskPreempted,
     TaskRunState,
     next_wave,
+    outstanding,
     task_env,
+    waiting_reason,
 )
 from suanli.scheduling.domain.model import Node, TaskPlacement
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
@@ -69,8 +75,11 @@ def cluster_state(
     network: NetworkSnapshot = EMPTY_NETWORK,
     wave_size: int = DEFAULT_WAVE_SIZE,
     held: dict[str, dict[str, Any]] | None = None,
+    now: datetime | None = None,
+    lost_fence: timedelta = DEFAULT_LOST_FENCE,
 ) -> ClusterState:
-    """`held` (filled in when given): job id -> pending reason of each job waiting for its last wave."""
+    """`held` (filled in when given): job id -> pending reason of each job waiting for its last wave or
+    for its lost attempts; `now`: the time lost attempts are judged at (None: none is waited for)."""
     known = {n.id: {d.index for d in n.gpus} for n in nodes}
     running: list[RunningWorkload] = []
     pending: list[Workload] = []
@@ -85,7 +94,11 @@ def cluster_state(
 
     for job in sorted(projection.live.values(), key=lambda j: j.seq):  # final jobs hold nothing
         wave = next_wave(job, wave_size)
-        if wave is not None and wave.task_ids:
+        lost = () if now is None or not job.lost_attempts else outstanding(job.lost_attempts, now, lost_fence)
+        if lost and (job.waiting or (wave is not None and wave.task_ids)):
+            if held is not None:
+                held[job.id] = waiting_reason(lost, lost_fence)
+        elif wave is not None and wave.task_ids:
             pending.append(workload(job, wave.task_ids))
         elif wave is not None and held is not None:
             held[job.id] = wave.reason()
@@ -118,13 +131,16 @@ def run_cycle(
     cache: WorkloadCache | None = None,
     network: NetworkSnapshot = EMPTY_NETWORK,
     wave_size: int = DEFAULT_WAVE_SIZE,
+    now: datetime | None = None,
+    lost_fence: timedelta = DEFAULT_LOST_FENCE,
 ) -> CycleOutcome:
     """`regions`: node id -> (region, site), written into each placement for the agent and billing;
     `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place);
     `network`: the network view the placer was given too (it decides which jobs no region can serve);
-    `wave_size`: the most tasks of one job placed at once (0: no waves)."""
+    `wave_size`: the most tasks of one job placed at once (0: no waves); `now` and `lost_fence`: how
+    lost attempts are waited for (see `cluster_state`)."""
     held: dict[str, dict[str, Any]] = {}
-    state = cluster_state(projection, nodes, cache, network, wave_size, held)
+    state = cluster_state(projection, nodes, cache, network, wave_size, held, now, lost_fence)
     result = schedule_cycle(state, placer, config)
     decisions: dict[str, list[JobEvent]] = {}
     for admission in result.admissions:

@@ -8,10 +8,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from suanli.clock import Clock
-from suanli.scheduling.domain.jobs import DEFAULT_WAVE_SIZE
+from suanli.scheduling.domain.jobs import DEFAULT_LOST_FENCE, DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig, CycleResult, Placer
@@ -43,6 +44,7 @@ class CycleRunner:
         perf_counter: Callable[[], float] = time.perf_counter,
         network: Callable[[], NetworkSnapshot] = lambda: EMPTY_NETWORK,
         wave_size: int = DEFAULT_WAVE_SIZE,
+        lost_fence: timedelta = DEFAULT_LOST_FENCE,
     ) -> None:
         self._write_lock = write_lock
         self._projection = projection
@@ -60,6 +62,7 @@ class CycleRunner:
         self._workloads: WorkloadCache = {}
         self._network = network
         self._wave_size = wave_size
+        self._lost_fence = lost_fence
 
     @property
     def count(self) -> int:
@@ -108,6 +111,8 @@ class CycleRunner:
             self._workloads,
             self._network(),
             self._wave_size,
+            self._clock.now(),
+            self._lost_fence,
         )
         appends = [
             Append(job_stream(job_id), projection.jobs[job_id].version, self._envelopes.events(decisions))

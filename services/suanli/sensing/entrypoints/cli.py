@@ -187,6 +187,7 @@ def agent(
         prefix=settings.topic_prefix,
         interval_s=settings.interval_s,
         probe_interval_s=settings.probe_interval_s,
+        self_fence_s=settings.self_fence_s,
     )
     asyncio.run(_serve(run, build, settings.probe_port, settings.metrics_port))
 

@@ -38,6 +38,8 @@ class RunSettings:
     # Orders older than this when first read are skipped (a new consumer group starts at the earliest).
     max_order_age_s: float | None = 600.0
     stop_tasks_on_exit: bool = True
+    # No snapshot acknowledged for this long: stop every task (0: never); see `report_loop`.
+    self_fence_s: float = 0.0
     client_id: str = "suanli-sensing"
     consumer: ConsumerSettings | None = None
 
@@ -107,6 +109,12 @@ async def report_loop(
     most `IN_FLIGHT_INTERVALS` intervals' worth of slices in flight): a broker slow to acknowledge, under a
     burst of other traffic, must not hold back the next slices' snapshots, or a live node reports late and
     looks lost. Each record carries its send time as its timestamp, which is what metering judges by.
+
+    Self-fencing: when no snapshot was acknowledged for ``self_fence_s`` (the broker unreachable, or this
+    process paused: the monotonic clock counts the pause), the platform has taken these nodes for lost
+    and may have started their tasks' next attempts elsewhere, so every task is stopped (reported KILLED
+    once the broker answers) before anything else is reported. The scheduler waits at least this long
+    for a lost attempt's end (`SUANLI_SCHEDULING_LOST_FENCE_S`), so two attempts never run side by side.
     """
     now = monotonic or asyncio.get_running_loop().time
     schedule = ReportSchedule(list(host.agents), settings.interval_s, min_gap_s=settings.min_report_gap_s)
@@ -117,6 +125,7 @@ async def report_loop(
     tick = 0
     in_flight: deque[asyncio.Task[None]] = deque()
     probing: asyncio.Task[int] | None = None
+    contact = Contact(now())
 
     def reaped(task: asyncio.Task[None]) -> None:
         nonlocal failures
@@ -126,6 +135,7 @@ async def report_loop(
             failures = 0
 
     while not stop.is_set():
+        contact.fence_if_silent(host, now(), settings.self_fence_s)
         try:
             if not registered and tick >= register_tick:
                 register_tick = tick + len(schedule.slices)  # if it fails: again one interval later
@@ -137,7 +147,7 @@ async def report_loop(
             if registered:
                 taken = host.take_snapshots(schedule.slice(tick))  # stamped on the slice's turn
                 in_flight.append(
-                    asyncio.create_task(_publish(host, taken, metrics, now), name=f"report-{tick}")
+                    asyncio.create_task(_publish(host, taken, metrics, now, contact), name=f"report-{tick}")
                 )
                 # Earlier slices' acknowledgements: the finished ones, and the oldest while more than
                 # the bound are in flight (a broker that takes that long holds the loop back).
@@ -165,15 +175,43 @@ async def report_loop(
             await task
 
 
-async def _publish(host: AgentHost, taken: list[Taken], metrics: AgentMetrics | None, now: Monotonic) -> None:
+@dataclass(slots=True)
+class Contact:
+    """When the broker last acknowledged a snapshot of this host, and whether it fenced itself since."""
+
+    acknowledged_at: float  # monotonic seconds
+    fenced: bool = False
+
+    def acknowledged(self, at: float) -> None:
+        self.acknowledged_at = max(self.acknowledged_at, at)
+        self.fenced = False
+
+    def fence_if_silent(self, host: AgentHost, now: float, self_fence_s: float) -> None:
+        """Stop every task once no snapshot was acknowledged for ``self_fence_s`` (0: never)."""
+        silent = now - self.acknowledged_at
+        if self_fence_s <= 0 or self.fenced or silent < self_fence_s:
+            return
+        self.fenced = True
+        stopped = host.fence(f"self-fenced: no snapshot acknowledged for {silent:.1f} s")
+        log.warning(
+            "no snapshot acknowledged for %.1f s (self-fence after %.1f s): stopped %d task(s)",
+            silent,
+            self_fence_s,
+            stopped,
+        )
+
+
+async def _publish(
+    host: AgentHost, taken: list[Taken], metrics: AgentMetrics | None, now: Monotonic, contact: Contact
+) -> None:
     """Publish a slice's reports; with metrics, count its snapshots and time their acknowledgement."""
-    if metrics is None:
-        await host.publish_reports(taken)
-        return
     started = now()
     try:
         await host.publish_reports(taken)
     except Exception:
-        metrics.failed(len(taken))
+        if metrics is not None:
+            metrics.failed(len(taken))
         raise
-    metrics.reported(len(taken), now() - started)
+    contact.acknowledged(now())
+    if metrics is not None:
+        metrics.reported(len(taken), now() - started)

@@ -55,6 +55,13 @@ class SensingSettings(ServiceSettings):
         None, description="Simulated fleets: faults file re-read each probe round (docs/sensing.md)."
     )
     grace_s: float = Field(10.0, ge=0.0, description="SIGTERM-to-SIGKILL grace when stopping tasks.")
+    self_fence_s: float = Field(
+        0.0,
+        ge=0.0,
+        description="Stop every task once no snapshot was acknowledged for this long (the platform may have "
+        "requeued them elsewhere); at most the scheduler's SUANLI_SCHEDULING_LOST_FENCE_S. 0: never (a "
+        "broker outage longer than it would stop every task).",
+    )
     sim_duration_s: float = Field(
         300.0,
         ge=0.0,

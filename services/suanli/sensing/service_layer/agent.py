@@ -266,14 +266,22 @@ class NodeAgent:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def stop_all(self, reason: str) -> int:
+        """Stop every task here (each end reported as KILLED with ``reason``); how many were stopped."""
+        stopped = 0
+        for run in self.table.runs():
+            if self.table.request_stop(run.task_id, run.placement.attempt, reason) is None:
+                continue
+            stopped += 1
+            handle = self._handles.get(run.task_id)
+            if handle is not None:
+                handle.terminate(self.settings.stop_grace_s)
+        return stopped
+
     async def shutdown(self, *, stop_tasks: bool = True) -> None:
         """Stop every task (reported as KILLED) and wait for their ends to be published."""
         if stop_tasks:
-            for run in self.table.runs():
-                self.table.request_stop(run.task_id, run.placement.attempt, "agent shutting down")
-                handle = self._handles.get(run.task_id)
-                if handle is not None:
-                    handle.terminate(self.settings.stop_grace_s)
+            self.stop_all("agent shutting down")
         if self._starting:  # every start that was placed is published before the agent goes
             await asyncio.wait(set(self._starting))
         watchers = list(self._watchers.values())

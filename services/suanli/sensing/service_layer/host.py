@@ -124,5 +124,9 @@ class AgentHost:
         """Placements refused at admission, over every hosted node, since the agent started."""
         return sum(agent.refused for agent in self.agents.values())
 
+    def fence(self, reason: str) -> int:
+        """Stop every task on every hosted node (self-fencing); how many were told to stop."""
+        return sum(agent.stop_all(reason) for agent in self.agents.values())
+
     async def shutdown(self, *, stop_tasks: bool = True) -> None:
         await asyncio.gather(*(a.shutdown(stop_tasks=stop_tasks) for a in self.agents.values()))

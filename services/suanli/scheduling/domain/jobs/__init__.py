@@ -41,13 +41,22 @@ from suanli.scheduling.domain.jobs.events import (
     TaskStopRequested,
     event_name,
 )
+from suanli.scheduling.domain.jobs.lost_attempts import (
+    DEFAULT_LOST_FENCE,
+    WAITING_FOR_LOST_ATTEMPT,
+    LostAttempt,
+    outstanding,
+    waiting_reason,
+)
 from suanli.scheduling.domain.jobs.spec import AcceptedSpec, AcceptedTask, task_env
 from suanli.scheduling.domain.jobs.waves import DEFAULT_WAVE_SIZE, WAITING_FOR_WAVE, Wave, in_waves, next_wave
 
 __all__ = [
+    "DEFAULT_LOST_FENCE",
     "DEFAULT_WAVE_SIZE",
     "FOLD",
     "ROOM_GIVEN_BACK",
+    "WAITING_FOR_LOST_ATTEMPT",
     "WAITING_FOR_WAVE",
     "AcceptedSpec",
     "AcceptedTask",
@@ -61,6 +70,7 @@ __all__ = [
     "JobSubmitted",
     "JobSucceeded",
     "JobView",
+    "LostAttempt",
     "Phase",
     "PlacedRequests",
     "TaskEvent",
@@ -82,9 +92,11 @@ __all__ = [
     "lost_attempt_stops",
     "lost_on",
     "next_wave",
+    "outstanding",
     "relevant_report",
     "requeue",
     "stop_order",
     "submitted",
     "task_env",
+    "waiting_reason",
 ]

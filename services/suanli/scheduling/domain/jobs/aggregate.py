@@ -29,6 +29,7 @@ from suanli.scheduling.domain.jobs.events import (
     TaskStarted,
     TaskStopRequested,
 )
+from suanli.scheduling.domain.jobs.lost_attempts import LostAttempt
 from suanli.scheduling.domain.jobs.spec import AcceptedSpec, AcceptedTask
 from suanli.scheduling.domain.model import TaskPlacement
 
@@ -102,6 +103,8 @@ class JobView:
     failures: int = 0
     preempted: bool = False  # preempted in this attempt: requeue once its tasks have stopped
     message: str = ""
+    # Attempts of earlier runs taken for lost and told to stop, not yet reported ended (lost_attempts).
+    lost_attempts: tuple[LostAttempt, ...] = ()
 
     def task(self, task_id: str) -> TaskRun | None:
         return next((t for t in self.tasks if t.task_id == task_id), None)
@@ -187,7 +190,22 @@ def _started(job: JobView, e: TaskStarted, at: datetime) -> JobView:
     return replace(job, phase=phase, message=f"task {e.task_id} started on {e.node_id}")
 
 
+def _settled(job: JobView, task_id: str, attempt: int) -> JobView | None:
+    """The job once an earlier attempt's end was reported (it no longer waits for it); None when the
+    report is about the current attempt."""
+    task = job.task(task_id)
+    if task is None or task.attempt == attempt:
+        return None
+    left = tuple(a for a in job.lost_attempts if (a.task_id, a.attempt) != (task_id, attempt))
+    if len(left) == len(job.lost_attempts):
+        return job  # an older attempt nothing waits for: it changes nothing
+    return replace(job, lost_attempts=left, message=f"task {task_id}: lost attempt {attempt} ended")
+
+
 def _finished(job: JobView, e: TaskFinished, at: datetime) -> JobView:
+    settled = _settled(job, e.task_id, e.attempt)
+    if settled is not None:
+        return settled
     code = e.exit_code
 
     def end(t: TaskRun) -> TaskRun:
@@ -201,6 +219,9 @@ def _finished(job: JobView, e: TaskFinished, at: datetime) -> JobView:
 
 
 def _failed(job: JobView, e: TaskFailed, at: datetime) -> JobView:
+    settled = _settled(job, e.task_id, e.attempt)
+    if settled is not None:
+        return settled
     kind = e.kind or "UNKNOWN"
     reason = f"{kind}: {e.reason}"
 
@@ -231,6 +252,11 @@ def _preempted(job: JobView, e: TaskPreempted, at: datetime) -> JobView:
 
 
 def _stop_requested(job: JobView, e: TaskStopRequested, at: datetime) -> JobView:
+    task = job.task(e.task_id)
+    if task is not None and task.state is TaskRunState.LOST and task.attempt == e.attempt:
+        # A stop order for an attempt taken for lost: its next attempt waits until it is known ended.
+        lost = LostAttempt(e.task_id, e.node_id, e.attempt, at)
+        return replace(job, lost_attempts=(*job.lost_attempts, lost), message=f"task {e.task_id}: {e.reason}")
     job = _stopping(job, e.task_id, e.reason, at)
     return replace(job, message=f"task {e.task_id} stopping: {e.reason}")
 

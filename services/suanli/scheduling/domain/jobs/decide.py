@@ -19,15 +19,22 @@ from suanli.scheduling.domain.jobs.events import (
     JobRequeued,
     JobSucceeded,
     TaskReport,
+    TaskStarted,
     TaskStopRequested,
 )
 
 
 def relevant_report(job: JobView, report: TaskReport) -> bool:
-    """Whether a task report is about this job's current attempt and can still change something: older
-    attempts and tasks already ended are ignored."""
+    """Whether a task report can still change something: about the current attempt of an active task,
+    or the end of a lost attempt the job waits for (`lost_attempts`). Others are ignored."""
     task = job.task(report.task_id)
-    return task is not None and report.attempt == task.attempt and task.state.active
+    if task is None:
+        return False
+    if report.attempt == task.attempt:
+        return task.state.active
+    return not isinstance(report, TaskStarted) and any(
+        (a.task_id, a.attempt) == (report.task_id, report.attempt) for a in job.lost_attempts
+    )
 
 
 def stop_order(job: JobView, task: TaskRun, reason: str) -> TaskStopRequested:
