@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -488,30 +489,22 @@ def _whatif(
 
 
 def _print_whatif(summary: dict[str, Any]) -> None:
-    table = Table(
-        title=f"{summary['workload']} on {summary['fleet']} ({summary['jobs']} jobs, {summary['gpus']} GPUs)"
-    )
-    for column in (
-        "policy",
-        "placed",
-        "waited",
-        "never placed",
-        "wait mean s",
-        "wait p95 s",
-        "alloc %",
-        "unalloc %",
-    ):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+    title = f"{summary['workload']} on {summary['fleet']} ({summary['jobs']} jobs, {summary['gpus']} GPUs)"
+    caption = "unalloc: GPU % unallocated over the replay; queued: while jobs wait; end: last task ends"
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)  # 9 columns in 80
+    table.add_column("policy", no_wrap=True)
+    for column in ("placed", "waited", "never", "wait s", "p95 s", "unalloc", "queued", "end s"):
+        table.add_column(column, justify="right")
     for name, r in summary["results"].items():
+        waiting = r["unallocated_pct_while_waiting"]
         table.add_row(
             name,
-            f"{r['placed']:g}",
-            f"{r['waited']:g}",
-            f"{r['never_placed']:g}",
+            *(f"{r[k]:.4g}" for k in ("placed", "waited", "never_placed")),
             f"{r['wait_s']['mean']:.1f}",
             f"{r['wait_s']['p95']:.1f}",
-            f"{r['mean_allocation_pct']:.2f}",
             f"{r['unallocated_pct']:.2f}",
+            "-" if waiting is None else f"{waiting:.2f}",
+            f"{r['end_s']:.0f}",
         )
     Console().print(table)
 

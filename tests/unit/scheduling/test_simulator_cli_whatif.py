@@ -76,6 +76,26 @@ def test_a_single_file_and_the_default_policy(tmp_path: Path) -> None:
     assert data["results"]["fgdb"]["placed"] == 1
 
 
+def test_the_shipped_what_if_example_replays(tmp_path: Path) -> None:
+    """examples/whatif, as docs/simulate.md runs it: every job fits the small fleet and is placed."""
+    out_json = tmp_path / "burst.json"
+    args = [
+        "--fleet",
+        SMALL,
+        "--jobs",
+        str(EXAMPLES.parent / "whatif"),
+        "--rate",
+        "0.05",
+        "--json",
+        str(out_json),
+    ]
+    result = runner.invoke(app, [*args, "--queues", QUEUES])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out_json.read_text())
+    assert data["jobs"] == 79 and data["results"]["fgdb"]["placed"] == 79
+    assert data["results"]["fgdb"]["waited"] > 0
+
+
 def spec(**changes: object) -> dict[str, object]:
     document = yaml.safe_load((EXAMPLES / "training-gang.yaml").read_text())
     document.update(changes)

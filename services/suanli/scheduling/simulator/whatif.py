@@ -317,9 +317,9 @@ def _run_summary(run: WhatIfResult) -> dict[str, Any]:
 def summarise_whatif(
     workload: str, fleet: str, results: Sequence[WhatIfResult], policies: Sequence[str]
 ) -> dict[str, Any]:
-    """The what-if `--json` contract: per policy, the mean over seeds of the headline figures and each
-    seed's run (counts, wait statistics, unallocated GPU %, never-placed jobs with reasons, allocation
-    over time)."""
+    """The what-if `--json` contract (docs/simulate.md): per policy, the mean over seeds of the headline
+    figures (waits pooled over seeds), and each seed's run: counts, wait statistics, unallocated GPU %,
+    never-placed jobs with reasons, allocation and queue length over time."""
     out: dict[str, Any] = {}
     for policy in policies:
         runs = sorted((r for r in results if r.policy == policy), key=lambda r: r.seed)
@@ -327,6 +327,9 @@ def summarise_whatif(
             continue
         per_seed = [_run_summary(r) for r in runs]
         waits = np.concatenate([r.timeline.delays for r in runs])
+        waiting = [
+            r.unallocated_pct_while_waiting for r in runs if r.unallocated_pct_while_waiting is not None
+        ]
         out[policy] = {
             "placed": float(np.mean([s["placed"] for s in per_seed])),
             "waited": float(np.mean([s["waited"] for s in per_seed])),
@@ -334,6 +337,9 @@ def summarise_whatif(
             "wait_s": _stats(waits),
             "mean_allocation_pct": float(np.mean([r.timeline.mean_allocation_pct for r in runs])),
             "unallocated_pct": float(np.mean([r.unallocated_pct for r in runs])),
+            "unallocated_pct_while_waiting": float(np.mean(waiting)) if waiting else None,
+            "end_s": float(np.mean([s["end_s"] for s in per_seed])),
+            "preemptions": float(np.mean([s["preemptions"] for s in per_seed])),
             "runs": per_seed,
         }
     capacity = results[0].capacity_gpu_milli if results else 0
