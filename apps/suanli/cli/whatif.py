@@ -96,13 +96,21 @@ def job_files(path: Path) -> list[Path]:
     return [path]
 
 
+def read_text(path: Path) -> str:
+    """The file's text, or the one-line error (unreadable, not UTF-8)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WhatIfInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise WhatIfInputError(f"{path}: not UTF-8 text") from None
+
+
 def _entries(path: Path) -> Iterator[tuple[str, Any]]:
     """(label, entry) for every entry of every YAML document in the file; a document is one entry or a
     list of them."""
     try:
-        documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise WhatIfInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        documents = list(yaml.safe_load_all(read_text(path)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
@@ -202,9 +210,7 @@ def _queues(path: Path | None, jobs: Sequence[WhatIfJob]) -> tuple[WhatIfSetup, 
         open_jobs = [replace(j, spec=replace(j.spec, queue=DEFAULT_QUEUE, priority_class="")) for j in jobs]
         return WhatIfSetup(nodes=()), open_jobs
     try:
-        config = parse_queue_config(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise WhatIfInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        config = parse_queue_config(read_text(path))
     except (QueueConfigError, yaml.YAMLError) as exc:
         raise WhatIfInputError(f"{path}: {str(exc).splitlines()[0]}") from None
     tree = QueueTree(config.queues)
@@ -228,6 +234,7 @@ def load_inputs(
         raise WhatIfInputError(f"--rate: must be a number of jobs per second > 0 (got {rate})")
     if not fleet_path.is_file():
         raise WhatIfInputError(f"{fleet_path}: no such fleet file")
+    read_text(fleet_path)  # unreadable or not text: said here, as for the other files
     try:
         fleet = load_fleet(fleet_path)
     except FleetError as exc:

@@ -166,6 +166,14 @@ def test_bad_files_and_flags_are_one_line(tmp_path: Path) -> None:
     one_line_error(
         runner.invoke(app, ["--fleet", str(broken), "--jobs", jobs]), str(broken), "not a fleet file"
     )
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    for flag, other in (
+        ("--jobs", ["--fleet", SMALL]),
+        ("--fleet", ["--jobs", jobs]),
+        ("--queues", ["--fleet", SMALL, "--jobs", jobs]),
+    ):
+        one_line_error(runner.invoke(app, [*other, flag, str(binary)]), str(binary), "not UTF-8 text")
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(
         yaml.safe_dump({"name": "f", "regions": [{"name": "r", "sites": [{"node_groups": [{}]}]}]})
