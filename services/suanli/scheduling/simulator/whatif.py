@@ -31,6 +31,7 @@ from suanli.scheduling.domain.plugins.policies import policy_profile
 from suanli.scheduling.domain.queueing import (
     ClusterState,
     CycleConfig,
+    PendingReason,
     PriorityClass,
     QueueSpec,
     RunningWorkload,
@@ -134,9 +135,16 @@ class _Live:
     started_s: float | None = None
     preempted: int = 0
 
+    # The queueing core's view per set of task ids: most jobs wait or run unchanged over many cycles.
+    _views: dict[tuple[str, ...], Workload] = field(default_factory=dict)
+
     def workload(self, task_ids: tuple[str, ...]) -> Workload:
-        spec = self.job.spec
-        return Workload(spec.domain_job(self.job.id, task_ids), self.seq, spec.priority_class or None)
+        found = self._views.get(task_ids)
+        if found is None:
+            spec = self.job.spec
+            found = Workload(spec.domain_job(self.job.id, task_ids), self.seq, spec.priority_class or None)
+            self._views[task_ids] = found
+        return found
 
 
 class _Replay:
@@ -156,7 +164,7 @@ class _Replay:
         self.placer: FrameworkPlacer | None = None
         self.cycles = 0
         self.allocated = 0
-        self.reasons: dict[str, dict[str, Any]] = {}
+        self.reasons: dict[str, PendingReason] = {}
 
     def run(self) -> WhatIfResult:
         times: list[float] = []
@@ -222,7 +230,7 @@ class _Replay:
             job.attempt += 1
             job.preempted += 1
         for waiting in result.pending:
-            self.reasons[waiting.job_id] = waiting.reason.as_dict()
+            self.reasons[waiting.job_id] = waiting.reason
         return bool(victims)
 
     def _result(self, t: np.ndarray, a: np.ndarray, q: np.ndarray) -> WhatIfResult:
@@ -240,7 +248,9 @@ class _Replay:
                 j.arrival_s,
                 j.started_s,
                 j.preempted,
-                None if j.started_s is not None else self.reasons.get(j.job.id),
+                None
+                if j.started_s is not None or j.job.id not in self.reasons
+                else self.reasons[j.job.id].as_dict(),
             )
             for j in self.live.values()
         )
