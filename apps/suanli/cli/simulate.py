@@ -8,24 +8,31 @@
 
     suanli simulate --mode inference --balancer network-aware,least-outstanding --out out/inference
 
+    suanli simulate --fleet deploy/fleets/small.yaml --jobs examples/jobs --policy fgdb,bestfit \\
+        --seeds 42-44 --json out/whatif.json --out out/whatif
+
 The workload name in the JSON is the pod file's stem with the `openb_pod_list_` prefix removed
 (`openb_pod_list_default.csv` -> `default`). The multi-region mode spreads the nodes over the 10 measured
 regions and compares region-blind, nearest-first and network-aware placement (docs/scheduling.md,
 "Multi-region simulation"). The inference mode replays the Azure LLM trace through balancing policy x
-autoscaler x regions (docs/inference.md).
+autoscaler x regions (docs/inference.md). With `--fleet` and `--jobs` it replays your own job specs on
+your own fleet file through the live scheduler's cycle (docs/simulate.md, `simulator/whatif.py`).
 """
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from suanli.cli.client import EXIT_USAGE, Failure, fail
 from suanli.data import data_path
 
 _R = TypeVar("_R")
@@ -33,6 +40,7 @@ _R = TypeVar("_R")
 console = Console(stderr=True)
 DEFAULT_NODES = data_path("traces/openb/openb_node_list_gpu_node.csv")
 MODES = ("arrivals", "timeline", "multiregion", "inference")
+ARRIVALS = "arrivals"
 MULTIREGION = "multiregion"
 INFERENCE = "inference"
 
@@ -195,6 +203,36 @@ def simulate(
             help="inference: clients per region, e.g. dallas=2,tokyo=1 (default docs/inference.md).",
         ),
     ] = "",
+    fleet: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            help="what-if: a fleet file (deploy/fleets/*.yaml) to replay --jobs on (not an openb trace).",
+        ),
+    ] = None,
+    job_specs: Annotated[
+        Path | None,
+        typer.Option(
+            "--jobs",
+            help="what-if: a job spec YAML file or a directory of them (*.yaml); an entry is a job spec or "
+            "{at: SECONDS, duration: D, copies: N, job: SPEC} (docs/simulate.md).",
+        ),
+    ] = None,
+    queues: Annotated[
+        Path | None,
+        typer.Option(
+            "--queues",
+            help="what-if: queue configuration (as serve scheduling --queues); default one queue, no quota.",
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            help="what-if: jobs without `at` arrive as a seeded Poisson process of this many jobs/s "
+            "(default: at t=0).",
+        ),
+    ] = None,
 ) -> None:
     """Replay a pod list against placement policies; report unallocated GPU % vs arrived workload.
 
@@ -202,6 +240,9 @@ def simulate(
     nearest-first and network-aware placement (placed %, RTT to the data region, cost, split gangs).
     `--mode inference` replays the Azure LLM inference trace instead (no `--pods`): load balancer x
     autoscaler x regions against static and KPA-like baselines (docs/inference.md).
+    `--fleet FILE --jobs DIR_OR_FILE` (what-if) replays your job specs on your fleet file through the live
+    scheduler's cycle and queues: GPU allocation over time, jobs placed / waited / never placed (with
+    reasons), wait mean and p95, unallocated GPU % (docs/simulate.md).
     """
     from suanli.scheduling.simulator import batch, output
     from suanli.scheduling.simulator.runner import RunResult
@@ -211,6 +252,11 @@ def simulate(
     if list_policies:
         _list_policies()
         raise typer.Exit()
+    if fleet is not None or job_specs is not None:
+        _whatif(
+            fleet, job_specs, queues, rate, policy, parse_seeds(seeds), json_path, out, pods=pods, mode=mode
+        )
+        return
     if mode == INFERENCE:
         from suanli.inference.cli import run_inference
 
@@ -338,6 +384,8 @@ def _checked(pods: Path | None, nodes: Path, policy: str | None, mode: str) -> t
     for path in (nodes, pods):
         if not path.is_file():
             raise typer.BadParameter(f"{path} does not exist")
+    _check_csv(pods, POD_COLUMNS, "--pods")
+    _check_csv(nodes, NODE_COLUMNS, "--nodes")
     if mode not in MODES:
         raise typer.BadParameter(f"mode must be one of {MODES}", param_hint="--mode")
     known = list(REGION_POLICIES) if mode == MULTIREGION else list(POLICIES)
@@ -350,6 +398,115 @@ def _checked(pods: Path | None, nodes: Path, policy: str | None, mode: str) -> t
             f"unknown policy {unknown} for mode {mode}; known: {', '.join(known)}", param_hint="--policy"
         )
     return pods, names
+
+
+# The columns the openb readers (simulator/traces.py) cannot do without.
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu")
+
+
+def _check_csv(path: Path, columns: tuple[str, ...], flag: str) -> None:
+    """A one-line usage error for a file the openb readers would fail on half-way (a job spec YAML given
+    as --pods, a CSV without the openb header)."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        raise fail(
+            Failure(
+                f"{path}: {flag} takes an openb CSV, not YAML; to replay job specs use "
+                "--fleet FLEET.yaml --jobs DIR_OR_FILE",
+                EXIT_USAGE,
+            )
+        )
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(Failure(f"{path}: cannot read {flag}: {exc}", EXIT_USAGE)) from None
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise fail(
+            Failure(f"{path}: not an openb {flag[2:]} CSV: the header lacks {', '.join(missing)}", EXIT_USAGE)
+        )
+
+
+def _whatif(
+    fleet: Path | None,
+    jobs_path: Path | None,
+    queues: Path | None,
+    rate: float | None,
+    policy: str | None,
+    seed_list: list[int],
+    json_path: Path | None,
+    out: Path | None,
+    *,
+    pods: Path | None,
+    mode: str,
+) -> None:
+    """The what-if mode: inputs checked (one-line errors, exit 2), every policy x seed replayed, the openb
+    modes' writers for the summary, the per-run timeline CSVs and the PNG."""
+    if pods is not None or mode != ARRIVALS:
+        raise fail(Failure("--fleet/--jobs replay job specs; they take no --pods and no --mode", EXIT_USAGE))
+    if fleet is None or jobs_path is None:
+        raise fail(Failure("the what-if mode needs both --fleet FILE and --jobs DIR_OR_FILE", EXIT_USAGE))
+    from suanli.cli.whatif import WhatIfInputError, load_inputs
+    from suanli.scheduling.adapters.framework_placer import DEFAULT_POLICY
+    from suanli.scheduling.domain.plugins.policies import POLICIES
+    from suanli.scheduling.simulator import output
+    from suanli.scheduling.simulator.whatif import run_whatif, summarise_whatif, write_jobs_csv
+
+    names = [p.strip() for p in (policy or DEFAULT_POLICY).split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if not names or unknown:
+        raise fail(Failure(f"--policy: unknown policy {unknown}; known: {', '.join(POLICIES)}", EXIT_USAGE))
+    try:
+        inputs = load_inputs(fleet, jobs_path, queues, rate, names[0])
+    except WhatIfInputError as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    workload = jobs_path.stem or jobs_path.resolve().name
+    runs = [(p, s) for p in names for s in seed_list]
+    with Progress(
+        TextColumn(f"[bold]{workload}[/] on {inputs.fleet}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("runs", total=len(runs))
+        results = []
+        for p, s in runs:
+            results.append(run_whatif(inputs.setup, inputs.jobs, p, s))
+            progress.advance(task)
+    summary = summarise_whatif(workload, inputs.fleet, results, names)
+    if json_path is not None:
+        output.write_json(json_path, summary)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        output.write_json(out / f"{workload}_summary.json", summary)
+        for result in results:
+            output.write_timeline_csv(out, workload, result.timeline)
+            write_jobs_csv(out, workload, result)
+        output.plot_timeline(out, workload, [r.timeline for r in results])
+    _print_whatif(summary)
+
+
+def _print_whatif(summary: dict[str, Any]) -> None:
+    title = f"{summary['workload']} on {summary['fleet']} ({summary['jobs']} jobs, {summary['gpus']} GPUs)"
+    caption = "unalloc: GPU % unallocated over the replay; queued: while jobs wait; end: last task ends"
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)  # 9 columns in 80
+    table.add_column("policy", no_wrap=True)
+    for column in ("placed", "waited", "never", "wait s", "p95 s", "unalloc", "queued", "end s"):
+        table.add_column(column, justify="right")
+    for name, r in summary["results"].items():
+        waiting = r["unallocated_pct_while_waiting"]
+        table.add_row(
+            name,
+            *(f"{r[k]:.4g}" for k in ("placed", "waited", "never_placed")),
+            f"{r['wait_s']['mean']:.1f}",
+            f"{r['wait_s']['p95']:.1f}",
+            f"{r['unallocated_pct']:.2f}",
+            "-" if waiting is None else f"{waiting:.2f}",
+            f"{r['end_s']:.0f}",
+        )
+    Console().print(table)
 
 
 def _run(jobs: list[Any], workers: int, title: str) -> list[Any]:
