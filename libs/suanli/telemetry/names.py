@@ -296,9 +296,10 @@ METRICS: tuple[MetricSpec, ...] = (
         METERING_LATE_FACTS,
         "counter",
         "1",
-        ("reason",),
+        ("fact",),
         "metering",
-        "Task facts metering ignored because they came after the task's record was pruned (never charged).",
+        "Task facts metering ignored (by kind: Started, Ended, Sampled, Seen) because they are older than "
+        "the task retention and their attempt is not held: its record was pruned; never charged again.",
     ),
 )
 
