@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from metering_harness import DAY_MS, Harness
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from suanli.metering.adapters import records
+from suanli.metering.adapters.metrics import TaskTableCounters
 from suanli.metering.domain import (
     AttemptState,
     Ended,
@@ -24,6 +27,7 @@ from suanli.metering.testing import (
     task_placed,
     task_started,
 )
+from suanli.telemetry.names import METERING_LATE_FACTS, PRUNED_ROWS
 
 T0 = ms("2025-01-01T10:00:00")
 HOUR_MS = 3_600_000
@@ -132,3 +136,25 @@ async def test_pruning_is_bounded_per_batch_and_keeps_running_and_unowned_tasks(
     rounds = [await h.run(lambda b: h.metering.prune_tasks(b, lambda k: k != "done-4", 2)) for _ in range(4)]
     assert rounds == [2, 2, 0, 0]
     assert set(h.tasks) == {b"running", b"done-4"}
+
+
+def test_the_counters_serve_every_series_at_zero_then_count() -> None:
+    reader = InMemoryMetricReader()
+    counters = TaskTableCounters(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    counters.pruned(3)
+    counters.late_fact("Started")
+    data = reader.get_metrics_data()
+    points = {
+        (m.name, tuple(sorted(p.attributes.items()))): p.value
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        for p in m.data.data_points
+    }
+    assert points[(PRUNED_ROWS, (("table", "metering_tasks"),))] == 3
+    assert {k[1][0][1]: v for k, v in points.items() if k[0] == METERING_LATE_FACTS} == {
+        "Started": 1,
+        "Ended": 0,
+        "Sampled": 0,
+        "Seen": 0,
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opentelemetry import metrics
 
-from suanli.metering.domain import Summary
+from suanli.metering.domain import Ended, Sampled, Seen, Started, Summary
 from suanli.telemetry.names import (
     CAPACITY_CU,
     METERING_LATE_FACTS,
@@ -58,6 +58,8 @@ class MeteringMetrics:
 
 
 TASKS_TABLE = "metering_tasks"
+# The facts `domain.late` can refuse: the ones with a time.
+LATE_FACT_KINDS = tuple(kind.__name__ for kind in (Started, Ended, Sampled, Seen))
 
 
 class TaskTableCounters:
@@ -69,6 +71,8 @@ class TaskTableCounters:
         self._late = meter.create_counter(METERING_LATE_FACTS, **described(METERING_LATE_FACTS))
         # Served at 0 from the start, so a panel or an alert sees the series before the first round.
         self._pruned.add(0, {"table": TASKS_TABLE})
+        for kind in LATE_FACT_KINDS:
+            self._late.add(0, {"fact": kind})
 
     def pruned(self, rows: int) -> None:
         self._pruned.add(rows, {"table": TASKS_TABLE})
