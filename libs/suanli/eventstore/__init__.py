@@ -1,7 +1,8 @@
 """Event store, outbox and consumer tracking: PostgreSQL is the system of record (ARCHITECTURE.md §2.2).
 
 Ports live in `ports`; adapters in `memory` and `postgres` (+ `pg_feed` for the relay); the relay in
-`relay`, its Kafka sink in `kafka_sink` (imported separately, so the store works without a broker client).
+`relay`, the pruning of published rows and processed-event records in `pruning`, its Kafka sink in
+`kafka_sink` (imported separately, so the store works without a broker client).
 """
 
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId, EventStoreError
@@ -14,10 +15,12 @@ from suanli.eventstore.ports import (
     OutboxFeed,
     OutboxLease,
     OutboxSink,
+    ProcessedPruning,
     TrackingStore,
     Transaction,
 )
 from suanli.eventstore.postgres import DEFAULT_SCHEMA, PostgresEventStore
+from suanli.eventstore.pruning import ProcessedEventsPruner, PruneMetrics, RetentionSettings
 from suanli.eventstore.relay import OutboxRelay
 from suanli.eventstore.tracking import apply_once
 from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
@@ -42,7 +45,11 @@ __all__ = [
     "OutboxSink",
     "PostgresEventStore",
     "PostgresOutboxFeed",
+    "ProcessedEventsPruner",
+    "ProcessedPruning",
+    "PruneMetrics",
     "RecordingOutboxSink",
+    "RetentionSettings",
     "StoredEvent",
     "StreamAppend",
     "TrackingStore",

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from suanli.clock import Clock, SystemClock
@@ -29,9 +30,10 @@ class _State:
     event_ids: set[Any] = field(default_factory=set)
     outbox: dict[int, OutboxRecord] = field(default_factory=dict)  # unpublished, insertion (= id) order
     published: dict[int, OutboxRecord] = field(default_factory=dict)
+    published_at: dict[int, datetime] = field(default_factory=dict)
     parked: dict[int, tuple[OutboxRecord, ParkedRow]] = field(default_factory=dict)
     tracking: dict[tuple[str, str, int], int] = field(default_factory=dict)
-    processed: set[tuple[str, str]] = field(default_factory=set)  # (group, event id)
+    processed: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (group, event id): when
     next_position: int = 1
     next_outbox_id: int = 1
 
@@ -46,7 +48,7 @@ class _MemoryTransaction:
         self._outbox: list[OutboxRecord] = []
         self._event_ids: set[Any] = set()
         self._tracking: dict[tuple[str, str, int], int] = {}
-        self._processed: set[tuple[str, str]] = set()
+        self._processed: dict[tuple[str, str], datetime] = {}
         self._next_position = store._state.next_position
         self._next_outbox_id = store._state.next_outbox_id
 
@@ -133,7 +135,7 @@ class _MemoryTransaction:
         for record in self._outbox:
             state.outbox[record.id] = record
         state.tracking.update(self._tracking)
-        state.processed |= self._processed
+        state.processed.update(self._processed)
         state.next_position = self._next_position
         state.next_outbox_id = self._next_outbox_id
         if self._outbox:
@@ -229,9 +231,19 @@ class InMemoryEventStore:
             tx = _MemoryTransaction(self)
             tx._tracking[(group, topic, partition)] = offset
             if event_id is not None:
-                tx._processed.add((group, str(event_id)))
+                tx._processed[(group, str(event_id))] = self._clock.now()
             yield tx
             tx._commit()
+
+    async def prune_processed(self, older_than: timedelta, limit: int) -> int:
+        """Like `ProcessedPruning.prune_processed`: the oldest past ``older_than``, at most ``limit``."""
+        async with self._lock:
+            before = self._clock.now() - older_than
+            processed = self._state.processed
+            old = sorted((at, key) for key, at in processed.items() if at < before)[:limit]
+            for _, key in old:
+                del processed[key]
+            return len(old)
 
     # -- outbox, for the relay ---------------------------------------------------------------------
 
@@ -258,6 +270,16 @@ class _MemoryLease:
             record = state.outbox.pop(record_id, None)
             if record is not None:
                 state.published[record_id] = record
+                state.published_at[record_id] = self._store._clock.now()
+
+    async def prune_published(self, older_than: timedelta, limit: int) -> int:
+        state = self._store._state
+        before = self._store._clock.now() - older_than
+        old = [i for i, at in sorted(state.published_at.items()) if at < before][:limit]
+        for record_id in old:
+            del state.published_at[record_id]
+            state.published.pop(record_id, None)
+        return len(old)
 
     async def record_failures(self, failures: Sequence[RowFailure]) -> None:
         state = self._store._state

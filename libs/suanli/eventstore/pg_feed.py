@@ -18,13 +18,14 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import asyncpg
 
 from suanli.clock import Clock, SystemClock
 from suanli.eventstore.lease import PgLease
 from suanli.eventstore.migrator import check_schema
-from suanli.eventstore.postgres import DEFAULT_SCHEMA, Statements, outbox_record
+from suanli.eventstore.postgres import DEFAULT_SCHEMA, Statements, deleted_rows, outbox_record
 from suanli.eventstore.values import OutboxRecord, RowFailure
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,14 @@ class PostgresOutboxLease:
                 [f.park for f in failures],
                 self._clock.now(),
             )
+
+    async def prune_published(self, older_than: timedelta, limit: int) -> int:
+        """Like `OutboxLease.prune_published`: one bounded DELETE, fenced by the lease's epoch."""
+        async with self._conn.transaction():
+            await self._lease.check(self._conn, self.epoch)
+            before = self._clock.now() - older_than
+            status = await self._conn.execute(self._sql.prune_published, before, limit)
+        return deleted_rows(status)
 
     async def wait_for_new(self, timeout: float) -> None:
         """Like `OutboxLease.wait_for_new`: woken by the outbox's NOTIFY, or after ``timeout`` seconds.

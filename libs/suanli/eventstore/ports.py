@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
 from typing import Any, Protocol
 
 from suanli.eventstore.values import (
@@ -135,6 +136,21 @@ class TrackingStore(Protocol):
         ...
 
 
+class ProcessedPruning(Protocol):
+    """A tracking store whose processed-event records can be pruned (`suanli.eventstore.pruning`).
+
+    Pruning a record re-opens its event to a redelivery: only records older than the de-duplication
+    window are pruned, never one inside it.
+    """
+
+    async def prune_processed(self, older_than: timedelta, limit: int) -> int:
+        """Delete at most ``limit`` records processed more than ``older_than`` ago, oldest first.
+
+        Returns how many were deleted; the offsets in the tracking table are kept.
+        """
+        ...
+
+
 class OutboxLease(Protocol):
     """The relay's exclusive hold on the outbox: while it lasts, no other relay publishes."""
 
@@ -147,6 +163,13 @@ class OutboxLease(Protocol):
 
     async def record_failures(self, failures: Sequence[RowFailure]) -> None:
         """Count a failed attempt on each row, with its error; park those marked so (no longer pending)."""
+
+    async def prune_published(self, older_than: timedelta, limit: int) -> int:
+        """Delete at most ``limit`` rows published more than ``older_than`` ago, oldest first.
+
+        Pending and parked rows are never deleted. Returns how many were.
+        """
+        ...
 
     async def wait_for_new(self, timeout: float) -> None:
         """Return when rows may have been added since the last `pending`, or after `timeout` seconds."""

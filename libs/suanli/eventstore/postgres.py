@@ -13,6 +13,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Self
 
 import asyncpg
@@ -147,6 +148,16 @@ class Statements:
         self.claim_event = (
             f'INSERT INTO {s}.processed_events (group_id, event_id, topic, partition, "offset", processed_at)'
             " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1"
+        )
+        # Pruning, one bounded batch per statement (oldest first, so a batch is found from the index's
+        # start): published rows only (pending and parked rows stay), and processed-event records.
+        self.prune_published = (
+            f"DELETE FROM {s}.outbox WHERE id IN (SELECT id FROM {s}.outbox"
+            " WHERE published_at < $1 AND parked_at IS NULL ORDER BY id LIMIT $2)"
+        )
+        self.prune_processed = (
+            f"DELETE FROM {s}.processed_events WHERE ctid IN (SELECT ctid FROM {s}.processed_events"
+            " WHERE processed_at < $1 ORDER BY processed_at LIMIT $2)"
         )
         # With event ids the offset row is only "last seen": after a broker restart it moves backwards.
         self.record_offset = (
@@ -396,6 +407,16 @@ class PostgresEventStore:
             if claimed is None:
                 raise AlreadyProcessed(group, topic, partition, offset)
             yield PostgresTransaction(conn, self._sql, self._clock)
+
+    async def prune_processed(self, older_than: timedelta, limit: int) -> int:
+        """Like `ProcessedPruning.prune_processed`: one bounded DELETE in a transaction of its own."""
+        status = await self._pool.execute(self._sql.prune_processed, self._clock.now() - older_than, limit)
+        return deleted_rows(status)
+
+
+def deleted_rows(status: str) -> int:
+    """The row count of a ``DELETE n`` command status."""
+    return int(status.rsplit(" ", 1)[-1])
 
 
 # For operators' tools (``suanli outbox``), which look at a service's schema without opening its store

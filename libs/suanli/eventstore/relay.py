@@ -9,6 +9,10 @@ the outbox trigger's NOTIFY or `poll_interval`, whichever comes first (the poll 
 A row the broker refuses for good is parked (`suanli.eventstore.parking`): set aside with its reason and
 attempts, counted in ``suanli_outbox_parked_total``, and the rows after it flow on; without that, one
 oversize row would be retried forever in front of every later row.
+
+Published rows are pruned by the relay too (`suanli.eventstore.pruning`): every ``prune_interval_s`` it
+deletes those published more than ``outbox_retention_s`` ago, one bounded statement between two batches,
+so publishing never waits for more than one short delete. Pending and parked rows are never pruned.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from suanli.eventstore import relay_metrics
 from suanli.eventstore.errors import PublishFailed
 from suanli.eventstore.parking import ParkingPolicy
 from suanli.eventstore.ports import OutboxFeed, OutboxLease, OutboxSink
+from suanli.eventstore.pruning import OUTBOX_TABLE, PruneMetrics, RetentionSettings
 from suanli.eventstore.values import OutboxRecord
 from suanli.telemetry.names import OUTBOX_PARKED
 
@@ -68,6 +73,8 @@ class OutboxRelay:
         parking: ParkingPolicy | None = None,
         metrics: OutboxMetrics | None = None,
         progress: relay_metrics.OutboxProgress = relay_metrics.PROGRESS,
+        retention: RetentionSettings | None = None,
+        prune_metrics: PruneMetrics | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -81,6 +88,12 @@ class OutboxRelay:
         self._metrics = metrics or OutboxMetrics()
         self._progress = progress
         relay_metrics.export(progress)
+        # Read from the environment (SUANLI_OUTBOX_RETENTION_S, ...) when not given, so every service's
+        # relay prunes by the deployment's settings without wiring of its own.
+        self._retention = retention or RetentionSettings.load()
+        self._prune_metrics = prune_metrics or PruneMetrics(tables=(OUTBOX_TABLE,))
+        self._prune_at = 0.0  # event-loop time of the next pruning round: the first comes at once
+        self._round_pruned = 0
         self._stopping = False
         # True while a batch is between "read" and "marked": stop() must not cancel then, or the batch
         # would be published without being marked (harmless, but a needless duplicate on restart).
@@ -91,6 +104,7 @@ class OutboxRelay:
         self.batches = 0
         self.failures = 0
         self.parked = 0
+        self.pruned = 0
 
     async def start(self) -> None:
         """Run the relay in a background task; a second call does nothing."""
@@ -159,9 +173,32 @@ class OutboxRelay:
                         self._progress.caught_up()
             finally:
                 self._busy = False
-            if len(rows) == self._batch_size or self._stopping:
+            more = await self._prune_step(lease)
+            if len(rows) == self._batch_size or more or self._stopping:
                 continue
             await lease.wait_for_new(self._poll_interval)
+
+    async def _prune_step(self, lease: OutboxLease) -> bool:
+        """One bounded pruning statement when a round is due; True while the round has more to delete."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._prune_at:
+            return False
+        retention, batch = self._retention.outbox_retention, self._retention.prune_batch
+        rows = await lease.prune_published(retention, batch)
+        self._round_pruned += rows
+        self.pruned += rows
+        self._prune_metrics.pruned(OUTBOX_TABLE, rows)
+        if rows == batch:
+            return True
+        if self._round_pruned:
+            log.info(
+                "pruned %d published outbox rows older than %.0f s",
+                self._round_pruned,
+                retention.total_seconds(),
+            )
+        self._round_pruned = 0
+        self._prune_at = loop.time() + self._retention.prune_interval_s
+        return False
 
     async def _set_aside(
         self, lease: OutboxLease, rows: list[OutboxRecord], failed: PublishFailed

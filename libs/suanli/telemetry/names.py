@@ -59,6 +59,8 @@ AGENT_REPORT_LATENCY = "suanli_agent_report_seconds"
 AGENT_TASKS_RUNNING = "suanli_agent_tasks_running"
 AGENT_ORDERS_REFUSED = "suanli_agent_orders_refused_total"
 BILLING_CHARGES = "suanli_billing_charges_total"
+PRUNED_ROWS = "suanli_pruned_rows_total"
+METERING_LATE_FACTS = "suanli_metering_late_facts_total"
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -280,6 +282,24 @@ METRICS: tuple[MetricSpec, ...] = (
         (),
         "billing",
         "Charges billing recorded: usage windows rated as they arrived or released from parking.",
+    ),
+    MetricSpec(
+        PRUNED_ROWS,
+        "counter",
+        "1",
+        ("table",),
+        "every outbox relay, every consumer of processed_events, metering",
+        "Rows removed by the pruning jobs past their retention: outbox (published rows), processed_events "
+        "(de-duplication records), metering_tasks (finished tasks of metering's task table).",
+    ),
+    MetricSpec(
+        METERING_LATE_FACTS,
+        "counter",
+        "1",
+        ("fact",),
+        "metering",
+        "Task facts metering ignored (by kind: Started, Ended, Sampled, Seen) because they are older than "
+        "the task retention and their attempt is not held: its record was pruned; never charged again.",
     ),
 )
 

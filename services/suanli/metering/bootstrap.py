@@ -5,7 +5,7 @@ from __future__ import annotations
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.clock import MillisClock, system_ms
-from suanli.metering.adapters.metrics import MeteringMetrics
+from suanli.metering.adapters.metrics import MeteringMetrics, TaskTableCounters
 from suanli.metering.domain import MeteringPolicy
 from suanli.metering.entrypoints.app import MeteringApp
 from suanli.metering.entrypoints.settings import MeteringSettings
@@ -24,6 +24,8 @@ def metering_service(
         catalogue=catalogue or default_catalogue(),
         policy=MeteringPolicy(republish_after_ms=int(settings.republish_s * 1000)),
         lost_after=settings.lost_after,
+        task_retention_ms=int(settings.task_retention_s * 1000),
+        counters=TaskTableCounters(),
     )
 
 

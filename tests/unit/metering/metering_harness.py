@@ -55,11 +55,34 @@ class Clock:
         return self.now_ms
 
 
+@dataclass
+class Counters:
+    """The task table's counters, kept as numbers (`TaskCounters`)."""
+
+    pruned_rows: int = 0
+    late: list[str] = field(default_factory=list)
+
+    def pruned(self, rows: int) -> None:
+        self.pruned_rows += rows
+
+    def late_fact(self, kind: str) -> None:
+        self.late.append(kind)
+
+
+DAY_MS = 86_400_000
+
+
 class Harness:
-    def __init__(self, now_ms: int, *, lost_after: int = 3) -> None:
+    def __init__(self, now_ms: int, *, lost_after: int = 3, task_retention_ms: int = DAY_MS) -> None:
         self.clock = Clock(now_ms)
+        self.counters = Counters()
         self.metering = Metering(
-            clock=self.clock, catalogue=default_catalogue(), policy=MeteringPolicy(), lost_after=lost_after
+            clock=self.clock,
+            catalogue=default_catalogue(),
+            policy=MeteringPolicy(),
+            lost_after=lost_after,
+            task_retention_ms=task_retention_ms,
+            counters=self.counters,
         )
         self.nodes, self.tasks = Table("nodes"), Table("tasks")
         self.capacity, self.status = Topic("capacity"), Topic("status")

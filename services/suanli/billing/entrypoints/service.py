@@ -17,7 +17,7 @@ from suanli.billing.service_layer.billing import BillingService
 from suanli.billing.service_layer.ports import BillingQueries, UnitOfWork
 from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
 from suanli.clock import Clock, SystemClock
-from suanli.eventstore import PostgresEventStore
+from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.resources.pricebook_file import PriceBookError
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ async def running(settings: BillingSettings, clock: Clock | None = None) -> Asyn
         billing = await stack.enter_async_context(bootstrap.bootstrap(settings, book, clock))
         publisher = await stack.enter_async_context(EventPublisher(settings.kafka_bootstrap))
         await stack.enter_async_context(billing.relay(publisher))
+        # Billing owns its processed_events (the consumer's de-duplication records): it prunes them.
+        await stack.enter_async_context(ProcessedEventsPruner(billing.store, schema=billing.store.schema))
 
         api = BillingApi(
             billing.queries, billing.uow, billing.service, billing.calendar, book.currency, clock.now

@@ -55,6 +55,9 @@ class TableStates(Generic[S]):
     def put(self, key: str, state: S) -> None:
         self._decoded.write(self._effects, self._table, key.encode(), state)
 
+    def delete(self, key: str) -> None:
+        self._decoded.delete(self._effects, self._table, key.encode())
+
     def keys(self) -> Iterable[str]:
         return (key.decode() for key in self._table)
 

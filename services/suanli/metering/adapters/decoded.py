@@ -41,6 +41,10 @@ class DecodedStates:
         out.put(table, key, raw)
         self._keep((table.name, key), raw, value)
 
+    def delete(self, out: Effects, table: Table, key: bytes) -> None:
+        out.delete(table, key)
+        self._memo.pop((table.name, key), None)
+
     def _keep(self, slot: tuple[str, bytes], raw: bytes, value: Any) -> None:
         if slot not in self._memo and len(self._memo) >= self._limit:
             del self._memo[next(iter(self._memo))]  # the longest remembered goes first

@@ -32,6 +32,10 @@ class Table(Protocol):
 
     def __setitem__(self, key: bytes, value: bytes) -> None: ...
 
+    def pop(self, key: bytes, default: None = None, /) -> bytes | None:
+        """Remove the key (a faust table writes a tombstone to its changelog)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Send:
@@ -47,8 +51,9 @@ class Effects:
 
     def __init__(self) -> None:
         self.sends: list[Send] = []
-        # Only the last value of a key is written: the changelog needs no intermediate states.
-        self._writes: dict[tuple[str, bytes], tuple[Table, bytes]] = {}
+        # Only the last value of a key is written: the changelog needs no intermediate states. None: the
+        # key is deleted.
+        self._writes: dict[tuple[str, bytes], tuple[Table, bytes | None]] = {}
 
     def get(self, table: Table, key: bytes) -> bytes | None:
         pending = self._writes.get((table.name, key))
@@ -56,6 +61,9 @@ class Effects:
 
     def put(self, table: Table, key: bytes, value: bytes) -> None:
         self._writes[(table.name, key)] = (table, value)
+
+    def delete(self, table: Table, key: bytes) -> None:
+        self._writes[(table.name, key)] = (table, None)
 
     def send(
         self, topic: Topic, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None
@@ -68,4 +76,7 @@ class Effects:
         if pending:
             await asyncio.gather(*pending)
         for (_, key), (table, value) in self._writes.items():
-            table[key] = value
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from opentelemetry import metrics
 
-from suanli.metering.domain import Summary
-from suanli.telemetry.names import CAPACITY_CU, NODES, UTILISATION_RATIO, described
+from suanli.metering.domain import Ended, Sampled, Seen, Started, Summary
+from suanli.telemetry.names import (
+    CAPACITY_CU,
+    METERING_LATE_FACTS,
+    NODES,
+    PRUNED_ROWS,
+    UTILISATION_RATIO,
+    described,
+)
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -48,3 +55,27 @@ class MeteringMetrics:
                 for (region, status), count in summary.nodes.items()
             }
         )
+
+
+TASKS_TABLE = "metering_tasks"
+# The facts `domain.late` can refuse: the ones with a time.
+LATE_FACT_KINDS = tuple(kind.__name__ for kind in (Started, Ended, Sampled, Seen))
+
+
+class TaskTableCounters:
+    """`TaskCounters` as catalogue counters: task records pruned, late facts refused by kind."""
+
+    def __init__(self, meter: metrics.Meter | None = None) -> None:
+        meter = meter or metrics.get_meter("suanli.metering")
+        self._pruned = meter.create_counter(PRUNED_ROWS, **described(PRUNED_ROWS))
+        self._late = meter.create_counter(METERING_LATE_FACTS, **described(METERING_LATE_FACTS))
+        # Served at 0 from the start, so a panel or an alert sees the series before the first round.
+        self._pruned.add(0, {"table": TASKS_TABLE})
+        for kind in LATE_FACT_KINDS:
+            self._late.add(0, {"fact": kind})
+
+    def pruned(self, rows: int) -> None:
+        self._pruned.add(rows, {"table": TASKS_TABLE})
+
+    def late_fact(self, kind: str) -> None:
+        self._late.add(1, {"fact": kind})

@@ -5,6 +5,13 @@ runs, windows are emitted only up to the last *evidence* that it still held its 
 listing it, a usage sample), floored to a window boundary, so a closed window is never charged on the
 strength of the wall clock alone. ``metered_through_ms`` only moves forward, which is what makes a
 repeated fact harmless: it can never produce a window that was already emitted.
+
+Records are pruned (`prunable`) once nothing of them can be charged any more and a retention has passed,
+so the table does not grow with history. A pruned record's ``metered_through_ms`` is gone, so what made a
+repeat harmless is gone with it: `late` names the facts that must then be refused. Only a ``Started``
+makes an attempt chargeable, and a pruned attempt's start lies before the horizon it was pruned at, so
+refusing timed facts from before the horizon about attempts the record does not hold as started means a
+pruned attempt is never charged again, whatever arrives later.
 """
 
 from __future__ import annotations
@@ -115,6 +122,8 @@ class MeteredTask:
     tenant: str | None = None
     queue: str | None = None
     attempts: tuple[AttemptState, ...] = ()
+    # Metering's time when a fact was last applied (None in records written before it was kept).
+    last_fact_ms: int | None = None
 
     def attempt(self, number: int) -> AttemptState | None:
         return next((a for a in self.attempts if a.attempt == number), None)
@@ -239,6 +248,40 @@ def meter(state: MeteredTask) -> tuple[MeteredTask, list[UsageWindow]]:
 
 def step(state: MeteredTask | None, fact: TaskFact) -> tuple[MeteredTask, list[UsageWindow]]:
     return meter(apply(state, fact))
+
+
+def prunable(state: MeteredTask, horizon_ms: int) -> bool:
+    """Whether the record may be dropped at ``horizon_ms`` (now minus the retention).
+
+    Every attempt that started is complete (ended and metered to its end), and its end as well as the
+    last fact applied lie before the horizon. A record of attempts that never started holds only who pays
+    (each placement says it again) and is dropped once no fact came for a retention; one whose last fact
+    time is unknown is kept unless it has ended attempts to date it.
+    """
+    started = [a for a in state.attempts if a.started_ms is not None]
+    if not all(a.complete for a in started):
+        return False
+    times = [a.ended_ms for a in started if a.ended_ms is not None]
+    if state.last_fact_ms is not None:
+        times.append(state.last_fact_ms)
+    return bool(times) and max(times) < horizon_ms
+
+
+def late(state: MeteredTask | None, fact: TaskFact, horizon_ms: int) -> bool:
+    """Whether ``fact`` must be refused: from before the horizon, about an attempt not held as started.
+
+    Such a fact can only concern a record pruned already (or a metering lag beyond the retention), and
+    applying it could open a pruned attempt to be charged again.
+    """
+    match fact:
+        case Started() | Ended() | Sampled():
+            if fact.at_ms >= horizon_ms:
+                return False
+            held = state.attempt(fact.attempt) if state is not None else None
+            return held is None or held.started_ms is None
+        case Seen():
+            return fact.at_ms < horizon_ms and state is None
+    return False
 
 
 def replay(facts: Iterable[TaskFact]) -> tuple[MeteredTask | None, list[UsageWindow]]:

@@ -6,7 +6,7 @@ Data flow::
     placements ------+--> node agents ----> (capacity, liveness,           (timer: Lost after silence)
                      |                       placements)
                      +--> task facts (internal topic, keyed by task id) --> tasks table --> usage.metered
-    tasks.lifecycle, usage.samples, jobs.events ---^
+    tasks.lifecycle, usage.samples, jobs.events ---^            (timer: finished tasks pruned)
 
 Everything about one task is funnelled through one internal topic keyed by task id, so one agent owns
 the task's state and sees its facts in one order, whatever topic they came from. Placements are read
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -42,6 +43,8 @@ from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.service_layer.batches import Batches, Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Gauges
+
+log = logging.getLogger(__name__)
 
 # faust has no types: its app, topics, tables, streams and events are Any from here on.
 FaustEvent = Any
@@ -117,6 +120,8 @@ class MeteringApp:
         # The snapshot and placement agents and the liveness timer all read, publish and then write node
         # state; one at a time, or one would write back a state that misses what the other recorded.
         self._node_side = asyncio.Lock()
+        # The task-facts agent and the pruning timer both read and write task records.
+        self._task_side = asyncio.Lock()
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
@@ -135,11 +140,11 @@ class MeteringApp:
         ]
         for name, topic, lock in routes:
             self.app.agent(topic, name=f"metering.{name}")(self._consumer(intakes[name], lock))
-        # The tasks table has one writer, this agent: no lock.
         self.app.agent(self.facts, name="metering.task-facts")(
-            self._consumer(fact_intake(self.metering), None)
+            self._consumer(fact_intake(self.metering), self._task_side)
         )
         self.app.timer(self.settings.interval_s, name="metering.liveness")(self._liveness)
+        self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
 
     def _consumer(
         self, intake: Intake[FaustEvent, Any], lock: asyncio.Lock | None
@@ -182,6 +187,31 @@ class MeteringApp:
         target = self._dlq.get(topic) or self._dlq.setdefault(topic, self._topic(topic))
         await (await target.send(key=key, value=value, headers=headers))
 
+    # -- pruning --------------------------------------------------------------------------------------
+
+    async def prune_tasks(self) -> int:
+        """One round: finished task records past the retention dropped, a bounded batch at a time.
+
+        Each batch is committed (its tombstones written to the changelog) before the next, and the lock
+        is let go between batches so the task-facts agent is never held up for more than one.
+        """
+        owns = self._owned(self.names.facts)
+        total = 0
+        while True:
+            async with self._task_side:
+                batch = self.begin()
+                pruned = self.metering.prune_tasks(batch, owns, self.settings.prune_batch)
+                await batch.commit()
+            total += pruned
+            if pruned < self.settings.prune_batch:
+                break
+            await asyncio.sleep(0)
+        if total:
+            log.info(
+                "pruned %d finished task records older than %.0f s", total, self.settings.task_retention_s
+            )
+        return total
+
     # -- liveness ---------------------------------------------------------------------------------------
 
     async def _liveness(self) -> None:
@@ -194,16 +224,18 @@ class MeteringApp:
     def _checked_here(self) -> Callable[[str], bool]:
         # With several workers each checks only the nodes whose snapshot partitions it owns: one Lost
         # per node.
-        mine = {
-            tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == self.names.snapshots
-        }
+        return self._owned(self.names.snapshots)
+
+    def _owned(self, topic: str) -> Callable[[str], bool]:
+        """Whether a key's partition of ``topic`` is assigned to this worker (actively, not as standby)."""
+        mine = {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic}
         if not mine:
-            return lambda node_id: False
-        count = self.app.consumer.topic_partitions(self.names.snapshots) or self.names.partitions
+            return lambda key: False
+        count = self.app.consumer.topic_partitions(topic) or self.names.partitions
         partitions = list(range(count))
 
-        def owns(node_id: str) -> bool:
-            # The snapshot partition a node's key maps to: the same producer partitioner (murmur2) as sensing.
-            return int(self._partitioner(node_id.encode(), partitions, partitions)) in mine
+        def owns(key: str) -> bool:
+            # The partition the key maps to: the same producer partitioner (murmur2) as the producers'.
+            return int(self._partitioner(key.encode(), partitions, partitions)) in mine
 
         return owns

@@ -39,6 +39,14 @@ class MeteringSettings(ServiceSettings):
     # Tansu answers a fetch only when this wait ends, so an input waits up to this long before it is read;
     # faust's own 1,500 ms made the capacity view ~0.3 s late on average (suanli.bus.faust).
     fetch_wait_ms: int = Field(100, gt=0, description="Broker fetch wait in ms.")
+    # A finished task's record is dropped this long after its end. It must exceed the longest metering
+    # may fall behind its inputs: a TaskStarted read later than this after it happened is refused (a
+    # pruned attempt must never be charged again), so its usage would go unmetered.
+    task_retention_s: float = Field(
+        86_400.0, gt=0, description="Keep a finished task's record this long after its end (s)."
+    )
+    prune_interval_s: float = Field(300.0, gt=0, description="Seconds between task-pruning rounds.")
+    prune_batch: int = Field(1000, gt=0, description="Most task records one pruning batch drops.")
 
     @property
     def group_id(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from suanli.clock import MillisClock, StreamTimes, to_ms
@@ -22,14 +23,16 @@ from suanli.metering.domain import (
     Summary,
     TaskFact,
     check,
+    late,
     on_placed,
     on_preempted,
     on_snapshot,
+    prunable,
     step,
     summarise,
     with_liveness,
 )
-from suanli.metering.service_layer.ports import Batch
+from suanli.metering.service_layer.ports import Batch, TaskCounters
 from suanli.resources import DeviceCatalogue
 
 log = logging.getLogger(__name__)
@@ -43,8 +46,14 @@ class Metering:
         catalogue: DeviceCatalogue,
         policy: MeteringPolicy,
         lost_after: int,
+        task_retention_ms: int,
+        counters: TaskCounters,
     ) -> None:
         self.clock = clock
+        # Finished task records are pruned this long after their end; facts older than this about an
+        # attempt no record holds as started are refused (see suanli.metering.domain.tasks).
+        self.task_retention_ms = task_retention_ms
+        self.counters = counters
         self.catalogue = catalogue
         self.policy = policy
         self.lost_after = lost_after
@@ -157,8 +166,46 @@ class Metering:
         batch.outputs.task_facts(facts)
 
     def apply_fact(self, fact: TaskFact, batch: Batch) -> None:
-        """One fact about a task, folded into its record; the usage windows that became chargeable."""
-        state, windows = step(batch.tasks.get(fact.task_id), fact)
+        """One fact about a task, folded into its record; the usage windows that became chargeable.
+
+        A fact from before the retention about an attempt no record holds as started is ignored, with
+        its reason logged and counted: its task's record was pruned, and applying it could charge the
+        attempt a second time.
+        """
+        now = self.clock()
+        held = batch.tasks.get(fact.task_id)
+        if late(held, fact, now - self.task_retention_ms):
+            kind = type(fact).__name__
+            log.info(
+                "%s of task %s ignored: older than the task retention (%d s) and its attempt is not held"
+                " (the record was pruned); applying it could charge the attempt twice",
+                kind,
+                fact.task_id,
+                self.task_retention_ms // 1000,
+            )
+            self.counters.late_fact(kind)
+            return
+        state, windows = step(held, fact)
         for window in windows:
             batch.outputs.usage_metered(window)
-        batch.tasks.put(fact.task_id, state)
+        batch.tasks.put(fact.task_id, replace(state, last_fact_ms=now))
+
+    def prune_tasks(self, batch: Batch, owns: Callable[[str], bool], limit: int) -> int:
+        """Drop at most ``limit`` task records past the retention (`domain.prunable`); how many were.
+
+        Only records ``owns`` says are this worker's (their partitions are its own) are looked at.
+        """
+        horizon = self.clock() - self.task_retention_ms
+        pruned = 0
+        for task_id in list(batch.tasks.keys()):
+            if pruned >= limit:
+                break
+            if not owns(task_id):
+                continue
+            state = batch.tasks.get(task_id)
+            if state is not None and prunable(state, horizon):
+                batch.tasks.delete(task_id)
+                pruned += 1
+        if pruned:
+            self.counters.pruned(pruned)
+        return pruned

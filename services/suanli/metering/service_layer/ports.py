@@ -30,6 +30,10 @@ class States(Protocol[S]):
 
     def put(self, key: str, state: S) -> None: ...
 
+    def delete(self, key: str) -> None:
+        """Drop the key's state (when the batch commits)."""
+        ...
+
     def keys(self) -> Iterable[str]: ...
 
 
@@ -66,3 +70,11 @@ class Batch(Protocol):
 
 class Gauges(Protocol):
     def observe(self, summary: Summary) -> None: ...
+
+
+class TaskCounters(Protocol):
+    """Counts of the task table's housekeeping: records pruned, late facts refused."""
+
+    def pruned(self, rows: int) -> None: ...
+
+    def late_fact(self, kind: str) -> None: ...
