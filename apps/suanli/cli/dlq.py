@@ -24,8 +24,7 @@ from suanli.bus.dlq import DeadLetter, NotReplayable, Selection, TopicSummary, d
 from suanli.bus.dlq_kafka import DeadLetterTopics, UnknownDeadLetterTopic, replay
 from suanli.bus.publisher import EventPublisher, ProducerSettings
 from suanli.cli.client import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
-from suanli.cli.output import OutputOption, emit, stdout
-from suanli.cli.render import OutputFormat
+from suanli.cli.output import TABLE, OutputOption, emit, stdout
 from suanli.settings import KAFKA_BOOTSTRAP_ENV, TOPIC_PREFIX_ENV
 
 T = TypeVar("T")
@@ -160,7 +159,7 @@ def summaries_table(summaries: Sequence[TopicSummary], by_reason: bool) -> Table
 def list_topics(
     by_reason: Annotated[bool, typer.Option("--by-reason", help="One row per topic and reason.")] = False,
     nonempty: Annotated[bool, typer.Option("--nonempty", help="Only topics holding records.")] = False,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     prefix: Prefix = "",
 ) -> None:
@@ -251,7 +250,7 @@ def show(
     reason: ReasonOpt = None,
     since: SinceOpt = None,
     limit: LimitOpt = 20,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     prefix: Prefix = "",
 ) -> None:

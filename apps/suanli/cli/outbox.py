@@ -14,8 +14,7 @@ import typer
 from rich.table import Table
 
 from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
-from suanli.cli.output import OutputOption, emit, stdout
-from suanli.cli.render import OutputFormat
+from suanli.cli.output import TABLE, OutputOption, emit, stdout
 from suanli.eventstore.postgres import outbox_parking_ready, parked_outbox_rows, unpark_outbox_rows
 from suanli.eventstore.values import ParkedRow
 from suanli.settings import PG_DSN_ENV
@@ -73,7 +72,7 @@ def _row_data(schema: str, row: ParkedRow) -> dict[str, Any]:
 def parked(
     schema: Schemas = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many per schema.")] = 100,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
     dsn: Dsn = "",
 ) -> None:
     """Rows parked in each schema's outbox: topic, size, attempts and the broker's reason."""

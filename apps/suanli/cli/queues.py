@@ -8,13 +8,15 @@ import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, scheduler
-from suanli.cli.output import OutputOption, emit
-from suanli.cli.render import OutputFormat, queues_table, to_data
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, SortByOption, emit_rows
+from suanli.cli.render import queues_rows, to_data
 
 
 def queues(
     name: Annotated[str | None, typer.Argument(metavar="[NAME]", help="One queue, e.g. acme/vision.")] = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """List queues, or show one."""
@@ -24,4 +26,4 @@ def queues(
         else:
             found = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
     data = to_data(found[0]) if name else {"queues": [to_data(q) for q in found]}
-    emit(output, data, queues_table(found))
+    emit_rows(output, data, queues_rows(found), no_headers=no_headers, sort_by=sort_by)
