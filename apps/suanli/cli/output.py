@@ -378,7 +378,8 @@ def show(renderable: RenderableType) -> None:
 def _machine(out: Output, data: Any) -> None:
     # Plain echo: rich would wrap long lines and style the text, which breaks parsers.
     if out.format is Format.JSONPATH:
-        typer.echo(JsonPath.compile(out.template).render(data))
+        text = JsonPath.compile(out.template).render(data)
+        typer.echo(text, nl=not text.endswith("\n"))  # a template ending in {"\n"} gets no blank line
     else:
         typer.echo(dump(data, out.format))
 
