@@ -63,6 +63,7 @@ def load_command(name: str) -> Any:
     obj: Any = getattr(importlib.import_module(module), attribute)
     if name in FACTORIES:
         obj = obj()
+    command: Any  # typer's own (vendored) click command
     if isinstance(obj, typer.Typer):
         command = typer.main.get_group(obj)  # a group even of one command: `suanli route resolve`
     else:
