@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -45,6 +45,7 @@ from suanli.cli.render import (
     state_name,
     to_data,
 )
+from suanli.cli.selectors import Selector, SelectorOption, in_subtree
 
 if TYPE_CHECKING:
     from suanli.jobspec import JobSpec
@@ -199,8 +200,10 @@ def list_jobs(
     *,
     token: str = "",
     newest_first: bool = True,
+    keep: Callable[[pb.Job], bool] | None = None,
 ) -> tuple[list[pb.Job], str]:
-    """Up to `limit` jobs (0: all) from `token` on, and the token to continue after them ("": no more)."""
+    """Up to `limit` jobs (0: all) from `token` on that `keep` keeps, and the token to continue after
+    them ("": no more)."""
 
     def fetch(size: int, page_token: str) -> tuple[Sequence[pb.Job], str]:
         request = pb.ListJobsRequest(
@@ -213,7 +216,7 @@ def list_jobs(
         page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
         return page.jobs, page.next_page_token
 
-    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token)
+    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep)
 
 
 def _state_option(value: str | None) -> int:
@@ -227,6 +230,10 @@ def _state_option(value: str | None) -> int:
 @app.command("list")
 def list_command(
     queue: Annotated[str, typer.Option("--queue", "-q", help="Only this queue.")] = "",
+    subtree: Annotated[
+        bool, typer.Option("--subtree", help="With --queue: that queue and every queue below it.")
+    ] = False,
+    selector: SelectorOption = None,
     state: Annotated[
         str | None,
         typer.Option(
@@ -260,9 +267,23 @@ def list_command(
     When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
     """
     wanted = _state_option(state)
+    labels = Selector.parse(selector)
+    if subtree and not queue:
+        raise typer.BadParameter("--subtree needs --queue", param_hint="--subtree")
+    below = in_subtree(queue) if subtree else None
+
+    def keep(job: pb.Job) -> bool:
+        return (below is None or below(job.spec.queue)) and labels.matches(job.spec.labels)
+
     with scheduler(address) as stub:
         jobs, token = list_jobs(
-            stub, queue, wanted, limit, token=continue_token, newest_first=not oldest_first
+            stub,
+            "" if subtree else queue,  # the server filters one queue; a subtree is filtered here
+            wanted,
+            limit,
+            token=continue_token,
+            newest_first=not oldest_first,
+            keep=keep if below is not None or labels else None,
         )
     emit_rows(
         output, {"jobs": [to_data(j) for j in jobs]}, jobs_rows(jobs), no_headers=no_headers, sort_by=sort_by

@@ -81,6 +81,7 @@ OutputOption = Annotated[
         "-o",
         parser=Output.parse,
         metavar="FORMAT",
+        autocompletion=lambda: [*(f.value for f in Format if f is not Format.JSONPATH), "jsonpath="],
         help=f"{FORMATS_HELP}: table/wide for people (wide adds columns), name (kind/name per line), "
         "json/yaml (the whole answer), csv (the rows), jsonpath={.jobs[*].id} (fields of the JSON).",
         show_default=False,

@@ -32,6 +32,17 @@ tasks:
     command: python train.py
     duration: 1h
 """
+# One CPU, no GPU: the output tests' jobs leave the 12 GPUs to the tests that need a placement.
+ONE_CPU = """
+name: {name}
+queue: {queue}
+max_retries: 0
+tasks:
+  - name: w
+    resources: {{cpu: "1", memory: 1Gi}}
+    command: python etl.py
+    duration: 1h
+"""
 # One task asking for 64 GPUs: no node has more than 4.
 HUGE = """
 name: huge
@@ -164,7 +175,7 @@ async def test_list_follows_pages_with_state_and_queue_filters(
 
 
 async def test_one_output_style_and_jobs_by_name(scheduler: Scheduler, tmp_path: Path) -> None:
-    spec = write_spec(tmp_path, "named", ONE_GPU.format(name="named", queue="acme/named"))
+    spec = write_spec(tmp_path, "named", ONE_CPU.format(name="named", queue="acme/named"))
     older, newer = await scheduler.submit(spec), await scheduler.submit(spec)
     other = await scheduler.submit(spec, "--queue", "acme/ops")  # the same name in another queue
 
@@ -206,6 +217,41 @@ async def test_one_output_style_and_jobs_by_name(scheduler: Scheduler, tmp_path:
     assert copy.id != older and copy.spec.name == "named" and copy.spec.queue == "acme/named"
     assert list(copy.spec.tasks) == list(original.spec.tasks)
     for job_id in (older, newer, other, copy.id):
+        await scheduler.api.CancelJob(pb.CancelJobRequest(job_id=job_id))
+
+
+async def test_label_selectors_and_queue_subtrees(scheduler: Scheduler, tmp_path: Path) -> None:
+    tagged = ONE_CPU.format(name="tagged", queue="acme/named") + "labels: {suite: tagged, tier: dev}\n"
+    spec = write_spec(tmp_path, "tagged", tagged)
+    first = await scheduler.submit(spec)
+    second = await scheduler.submit(spec, "--queue", "acme/ops")
+    plain = await scheduler.submit(write_spec(tmp_path, "plain", ONE_CPU.format(name="p", queue="acme/ops")))
+
+    async def names(*args: str) -> list[str]:
+        result = await scheduler.cli("job", "list", "-o", "name", *args)
+        assert result.exit_code == 0, result.output
+        return result.stdout.split()
+
+    assert await names("-q", "acme", "--subtree", "-l", "suite=tagged") == [f"job/{second}", f"job/{first}"]
+    assert await names("-q", "acme", "-l", "suite=tagged") == []  # without --subtree: the queue acme only
+    assert await names("-q", "acme/ops", "-l", "suite!=tagged", "-l", "!tier", "--limit", "1") == [
+        f"job/{plain}"
+    ]
+
+    # a filtered listing still continues exactly after the last job it showed
+    page = await scheduler.cli(
+        "job", "list", "-o", "name", "-q", "acme", "--subtree", "-l", "suite", "--limit", "1"
+    )
+    assert page.stdout.split() == [f"job/{second}"], page.output
+    token = re.search(r"--continue (\S+)", page.stderr)
+    assert token, page.stderr
+    rest = await names("-q", "acme", "--subtree", "-l", "suite", "--continue", token[1])
+    assert rest == [f"job/{first}"]
+
+    under = await scheduler.cli("queues", "acme", "--subtree", "-o", "name")
+    assert under.exit_code == 0, under.output
+    assert set(under.stdout.split()) == {f"queue/{q}" for q in QUEUE_NAMES if q.startswith("acme")}
+    for job_id in (first, second, plain):
         await scheduler.api.CancelJob(pb.CancelJobRequest(job_id=job_id))
 
 

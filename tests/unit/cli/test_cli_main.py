@@ -56,3 +56,21 @@ def test_a_lazy_command_runs_and_an_unknown_one_is_refused() -> None:
     assert RUNNER.invoke(app, ["job", "list", "--help"]).exit_code == 0
     unknown = RUNNER.invoke(app, ["jobz"])
     assert unknown.exit_code == 2 and "No such command 'jobz'" in unknown.output
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("suanli jo", ["job"]),
+        ("suanli job l", ["list"]),
+        ("suanli job list -o ", ["table", "wide", "name", "json", "yaml", "csv", "jsonpath="]),
+    ],
+)
+def test_completion_reaches_into_lazy_commands(words: str, expected: list[str]) -> None:
+    env = {
+        "_SUANLI_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split(" ")) - 1),
+    }
+    result = RUNNER.invoke(app, [], env=env, prog_name="suanli")
+    assert result.stdout.split() == expected, result.output
