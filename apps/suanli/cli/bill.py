@@ -1,7 +1,8 @@
 """`suanli bill usage|charges|invoice|close`: the Billing gRPC API from the shell.
 
 Every command has a default period (the service resolves it, since only it knows how long periods are)
-and `-o table|json|yaml|csv` through the shared `suanli.cli.output.emit_rows`.
+and the CLI's one output style (`-o table|wide|name|json|yaml|csv|jsonpath=`, `--no-headers`,
+`--sort-by`) through the shared `suanli.cli.output.emit_rows`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import typer
 
 from suanli.cli import config
 from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
-from suanli.cli.output import Rows, RowsFormat, RowsOutputOption, emit_rows
+from suanli.cli.output import TABLE, NoHeadersOption, Output, OutputOption, Rows, SortByOption, emit_rows
 from suanli.cli.render import to_data
 
 if TYPE_CHECKING:
@@ -85,7 +86,9 @@ _MONEY = frozenset({"cu_hours", "amount", "charges", "unit_price", "quantity"})
 def usage(
     tenant: Tenant = "",
     period: Annotated[str, _period_option("current")] = "",
-    output: RowsOutputOption = RowsFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     billing: Addr = DEFAULT_ADDR,
 ) -> None:
     """Usage of a tenant in a period (by when it happened), by device class and region."""
@@ -98,7 +101,7 @@ def usage(
         f"{answer.tenant} usage {answer.period.label}: {answer.total} {answer.currency}",
         _MONEY,
     )
-    emit_rows(output, to_data(answer), rows)
+    emit_rows(output, to_data(answer), rows, no_headers=no_headers, sort_by=sort_by)
 
 
 def _pages(billing: str, request: Any, limit: int) -> Iterator[Any]:
@@ -146,7 +149,9 @@ def charges(
     ] = "current",
     job: Annotated[str, typer.Option("--job", help="Only this job's charges.")] = "",
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 0,
-    output: RowsOutputOption = RowsFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     billing: Addr = DEFAULT_ADDR,
 ) -> None:
     """Charges of a tenant, oldest first (all pages)."""
@@ -177,11 +182,14 @@ def charges(
         ],
         f"{tenant or TOKEN_TENANT} charges, billing period {period}: {len(found)}",
         _MONEY,
+        kind="charge",
+        items=[to_data(c) for c in found],
+        key="charges",
     )
-    emit_rows(output, {"charges": [to_data(c) for c in found]}, rows)
+    emit_rows(output, {"charges": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
 
 
-def _emit_invoice(answer: Any, output: RowsFormat) -> None:
+def _emit_invoice(answer: Any, output: Output, no_headers: bool, sort_by: str) -> None:
     rows = Rows(
         ("device_class", "description", "quantity", "unit", "amount", "adjustment_of"),
         [
@@ -192,30 +200,44 @@ def _emit_invoice(answer: Any, output: RowsFormat) -> None:
         f"{answer.total} {answer.currency}",
         _MONEY,
     )
-    emit_rows(output, to_data(answer), rows)
+    emit_rows(output, to_data(answer), rows, no_headers=no_headers, sort_by=sort_by)
 
 
 @app.command()
 def invoice(
     tenant: Tenant = "",
     period: Annotated[str, _period_option("the latest period invoiced")] = "",
-    output: RowsOutputOption = RowsFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     billing: Addr = DEFAULT_ADDR,
 ) -> None:
     """The issued invoice of a tenant (the current period has none until it ends and is closed)."""
     from suanli.api.billing.v1 import billing_pb2 as pb
 
-    _emit_invoice(_call(billing, "GetInvoice", pb.GetInvoiceRequest(tenant=tenant, period=period)), output)
+    _emit_invoice(
+        _call(billing, "GetInvoice", pb.GetInvoiceRequest(tenant=tenant, period=period)),
+        output,
+        no_headers,
+        sort_by,
+    )
 
 
 @app.command()
 def close(
     tenant: Tenant = "",
     period: Annotated[str, _period_option("previous, the period that ended last")] = "",
-    output: RowsOutputOption = RowsFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     billing: Addr = DEFAULT_ADDR,
 ) -> None:
     """Admin: issue the invoice of an ended period now, without waiting for the grace (idempotent)."""
     from suanli.api.billing.v1 import billing_pb2 as pb
 
-    _emit_invoice(_call(billing, "ClosePeriod", pb.ClosePeriodRequest(tenant=tenant, period=period)), output)
+    _emit_invoice(
+        _call(billing, "ClosePeriod", pb.ClosePeriodRequest(tenant=tenant, period=period)),
+        output,
+        no_headers,
+        sort_by,
+    )

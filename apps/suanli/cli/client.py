@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import grpc
 import typer
@@ -19,8 +19,9 @@ from rich.console import Console
 
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import config
-from suanli.jobspec import JobSpecError
-from suanli.rpc import DEPENDENCY_UNAVAILABLE
+
+if TYPE_CHECKING:
+    from suanli.jobspec import JobSpecError
 
 ADDRESS_ENV = "SUANLI_SCHEDULER_ADDR"
 BUILTIN_ADDRESS = "127.0.0.1:50051"
@@ -66,6 +67,9 @@ def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling")
             EXIT_REFUSED,
         )
     if code is grpc.StatusCode.UNAVAILABLE:
+        # On use: suanli.rpc loads the broker and database clients, which a CLI start should not wait for.
+        from suanli.rpc import DEPENDENCY_UNAVAILABLE
+
         details = (error.details() or "").strip()
         if details.startswith(DEPENDENCY_UNAVAILABLE):  # it answered: its database or broker is away
             return Failure(f"UNAVAILABLE: {details}", EXIT_UNREACHABLE)
@@ -99,10 +103,14 @@ def reported(address: str) -> Iterator[None]:
         yield
     except grpc.RpcError as exc:
         raise fail(rpc_failure(exc, scheduler_address(address))) from None
-    except JobSpecError as exc:
-        raise fail(spec_failure(exc)) from None
     except config.ConfigError as exc:
         raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    except ValueError as exc:
+        from suanli.jobspec import JobSpecError  # on use: the spec models load pydantic
+
+        if not isinstance(exc, JobSpecError):
+            raise
+        raise fail(spec_failure(exc)) from None
 
 
 def scheduler_address(given: str) -> str:

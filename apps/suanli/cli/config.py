@@ -30,8 +30,6 @@ from typing import Any
 import grpc
 import yaml
 
-from suanli.auth.tls import channel_credentials
-
 CONFIG_ENV = "SUANLI_CONFIG"
 TOKEN_ENV = "SUANLI_TOKEN"
 CONTEXT_ENV = "SUANLI_CONTEXT"
@@ -169,7 +167,7 @@ def bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grp
     base = (
         grpc.insecure_channel(address)
         if ca_pem is None
-        else grpc.secure_channel(address, channel_credentials(ca_pem))
+        else grpc.secure_channel(address, _credentials(ca_pem))
     )
     return grpc.intercept_channel(base, _Bearer(value)) if value else base
 
@@ -236,4 +234,11 @@ def aio_bearer_channel(address: str, value: str, ca_pem: bytes | None = None) ->
     interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
     if ca_pem is None:
         return grpc.aio.insecure_channel(address, interceptors=interceptors)
-    return grpc.aio.secure_channel(address, channel_credentials(ca_pem), interceptors=interceptors)
+    return grpc.aio.secure_channel(address, _credentials(ca_pem), interceptors=interceptors)
+
+
+def _credentials(ca_pem: bytes) -> grpc.ChannelCredentials:
+    # Imported on use: the TLS helpers load cryptography, which plaintext commands never need.
+    from suanli.auth.tls import channel_credentials
+
+    return channel_credentials(ca_pem)

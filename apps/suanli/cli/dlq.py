@@ -24,8 +24,16 @@ from suanli.bus.dlq import DeadLetter, NotReplayable, Selection, TopicSummary, d
 from suanli.bus.dlq_kafka import DeadLetterTopics, UnknownDeadLetterTopic, replay
 from suanli.bus.publisher import EventPublisher, ProducerSettings
 from suanli.cli.client import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
-from suanli.cli.output import OutputOption, emit, stdout
-from suanli.cli.render import OutputFormat
+from suanli.cli.output import (
+    TABLE,
+    NoHeadersOption,
+    OutputOption,
+    Rows,
+    SortByOption,
+    emit,
+    emit_rows,
+    stdout,
+)
 from suanli.settings import KAFKA_BOOTSTRAP_ENV, TOPIC_PREFIX_ENV
 
 T = TypeVar("T")
@@ -135,32 +143,42 @@ def _summary_data(s: TopicSummary) -> dict[str, Any]:
     }
 
 
-def summaries_table(summaries: Sequence[TopicSummary], by_reason: bool) -> Table:
-    """``suanli dlq list`` for people: one row per topic, or per topic and reason."""
-    table = Table(title="dead-letter topics")
-    table.add_column("topic")
-    if by_reason:
-        table.add_column("reason")
-    for name in ("records", "purged", "replayed again"):
-        table.add_column(name, justify="right")
-    table.add_column("oldest")
-    table.add_column("newest")
+def summaries_rows(summaries: Sequence[TopicSummary], by_reason: bool) -> Rows:
+    """``suanli dlq list``: one row per topic, or per topic and reason (the topic's cells on its first)."""
+    columns = ("topic", *(("reason",) if by_reason else ()), "records", "purged", "replayed_again")
+    rows: list[tuple[str, ...]] = []
+    names: list[str] = []
+    items: list[dict[str, Any]] = []
     for s in summaries:
+        data = _summary_data(s)
         tail = (_when(s.oldest_ms), _when(s.newest_ms))
+        counts = [(str(s.count),)] if not by_reason else [("-", str(s.count))]
         if by_reason and s.by_reason:
-            for reason, count in s.by_reason.items():
-                table.add_row(s.topic, reason, str(count), str(s.purged), str(s.replayed_again), *tail)
-        else:
-            counts = (str(s.count), str(s.purged), str(s.replayed_again))
-            table.add_row(s.topic, *(("-",) if by_reason else ()), *counts, *tail)
-    return table
+            counts = [(reason, str(count)) for reason, count in s.by_reason.items()]
+        for head in counts:
+            rows.append((s.topic, *head, str(s.purged), str(s.replayed_again), *tail))
+            names.append(s.topic)
+            items.append(data)
+    return Rows(
+        (*columns, "oldest", "newest"),
+        rows,
+        title="dead-letter topics",
+        right=frozenset({"records", "purged", "replayed_again"}),
+        kind="topic",
+        names=names,
+        items=items,
+        key="topics",
+        group=1,
+    )
 
 
 @app.command("list")
 def list_topics(
     by_reason: Annotated[bool, typer.Option("--by-reason", help="One row per topic and reason.")] = False,
     nonempty: Annotated[bool, typer.Option("--nonempty", help="Only topics holding records.")] = False,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     prefix: Prefix = "",
 ) -> None:
@@ -170,7 +188,9 @@ def list_topics(
         return await topics.summaries(await topics.topics(prefix))
 
     summaries = [s for s in _run(bootstrap, work) if s.count or not nonempty]
-    emit(output, {"topics": [_summary_data(s) for s in summaries]}, summaries_table(summaries, by_reason))
+    rows = summaries_rows(summaries, by_reason)
+    data = {"topics": [_summary_data(s) for s in summaries]}
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
 
 
 def _scalar(value: Any) -> Any:
@@ -251,7 +271,7 @@ def show(
     reason: ReasonOpt = None,
     since: SinceOpt = None,
     limit: LimitOpt = 20,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     prefix: Prefix = "",
 ) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
+import grpc
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
@@ -23,26 +25,43 @@ from suanli.cli.client import (
     reported,
     scheduler,
 )
-from suanli.cli.output import OutputOption, emit, stdout
+from suanli.cli.output import (
+    TABLE,
+    NoHeadersOption,
+    OutputOption,
+    SortByOption,
+    emit,
+    emit_rows,
+    note,
+    stdout,
+)
 from suanli.cli.render import (
     FINAL_STATES,
-    OutputFormat,
     event_line,
     explanation,
     job_detail,
-    jobs_table,
+    jobs_rows,
     parse_state,
     state_name,
     to_data,
 )
-from suanli.jobspec import load_jobspec, to_proto
+from suanli.cli.selectors import Selector, SelectorOption, in_subtree
+
+if TYPE_CHECKING:
+    from suanli.jobspec import JobSpec
 
 app = typer.Typer(help="Submit and follow jobs.", no_args_is_help=True)
 
 # The server caps pages anyway; this keeps one answer small enough to render while the next is fetched.
 PAGE_SIZE = 100
 
-JobId = Annotated[str, typer.Argument(metavar="ID", help="Job id.")]
+JobRef = Annotated[
+    str,
+    typer.Argument(
+        metavar="JOB", help="Job id, or a job name: the newest job of that name (in --queue when given)."
+    ),
+]
+QueueFilter = Annotated[str, typer.Option("--queue", "-q", help="Look a job name up in this queue only.")]
 
 
 def exit_code_of(state: int) -> int:
@@ -61,16 +80,38 @@ def _follow(stub: scheduler_pb2_grpc.SchedulerStub, job_id: str) -> int:
 
 @app.command()
 def submit(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="Job spec YAML (see docs/jobspec.md).")],
+    file: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[FILE]", help="Job spec YAML (see docs/jobspec.md); - reads stdin.", show_default=False
+        ),
+    ] = None,
+    file_option: Annotated[
+        str | None,
+        typer.Option(
+            "--file",
+            "-f",
+            metavar="FILE",
+            help="The same as FILE; `suanli job get JOB -o yaml | suanli job submit -f -` submits a copy.",
+            show_default=False,
+        ),
+    ] = None,
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="Submit to this queue instead.")] = None,
     wait: Annotated[
         bool, typer.Option("--wait", help="Follow the job until it ends; exit 1 if it fails.")
     ] = False,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
-    """Validate FILE and submit it; prints the new job's id."""
+    """Validate a job spec (FILE, -f FILE or - for stdin) and submit it; prints the new job's id.
+
+    A job as `suanli job get -o yaml|json` prints it is accepted too: its spec is submitted again.
+    """
+    if (file is None) == (file_option is None):
+        raise typer.BadParameter("give one of FILE or -f FILE (- for stdin)", param_hint="FILE")
+    from suanli.jobspec import to_proto
+
     with reported(address):
-        spec = load_jobspec(file, queue=queue)
+        spec = _read_spec(file if file is not None else str(file_option), queue)
     request = pb.SubmitJobRequest(spec=to_proto(spec), request_id=str(uuid.uuid4()))
     with scheduler(address) as stub:
         job = stub.SubmitJob(request, timeout=UNARY_TIMEOUT_S).job
@@ -82,25 +123,100 @@ def submit(
         raise typer.Exit(code)
 
 
+def _read_spec(source: str, queue: str | None) -> JobSpec:
+    """A spec file, or stdin for `-`; a job document (`job get -o yaml`) gives its spec."""
+    from suanli.jobspec import JobSpecError
+
+    if source == "-":
+        return spec_of_document(sys.stdin.read(), "<stdin>", queue)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise JobSpecError([f"cannot read: {exc.strerror or exc}"], source) from None
+    return spec_of_document(text, source, queue)
+
+
+def spec_of_document(text: str, source: str, queue: str | None = None) -> JobSpec:
+    """The spec in YAML text: a spec file, or a job as `-o yaml|json` prints it (id, spec, state...)."""
+    import yaml
+
+    from suanli.jobspec import JobSpecError, document_from_proto, parse_jobspec, validate_document
+
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return parse_jobspec(text, source=source, queue=queue)  # it reports where the YAML breaks
+    if isinstance(document, dict) and "id" in document and isinstance(document.get("spec"), dict):
+        from google.protobuf.json_format import ParseDict, ParseError
+
+        try:
+            wire = ParseDict(document["spec"], pb.JobSpec(), ignore_unknown_fields=True)
+        except ParseError as exc:
+            raise JobSpecError([f"spec: {exc}"], source) from None
+        document = document_from_proto(wire)
+    return validate_document(document, source=source, queue=queue)
+
+
+def resolve(stub: scheduler_pb2_grpc.SchedulerStub, ref: str, queue: str = "") -> pb.Job:
+    """The job `ref` names: its id, else the newest job of that name (names are unique per queue only)."""
+    try:
+        job: pb.Job = stub.GetJob(pb.GetJobRequest(job_id=ref), timeout=UNARY_TIMEOUT_S)
+        if not queue or job.spec.queue == queue:
+            return job
+    except grpc.RpcError as exc:
+        if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            raise
+    token = ""
+    while True:  # newest first, so the first match is the newest job of that name
+        request = pb.ListJobsRequest(queue=queue, page_size=PAGE_SIZE, page_token=token, newest_first=True)
+        page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
+        for job in page.jobs:
+            if job.spec.name == ref:
+                return job
+        token = page.next_page_token
+        if not token or not page.jobs:
+            where = f" in queue {queue}" if queue else ""
+            raise fail(Failure(f"NOT_FOUND: no job with id or name {ref!r}{where}", EXIT_REFUSED))
+
+
 @app.command()
 def get(
-    job_id: JobId, output: OutputOption = OutputFormat.TABLE, address: SchedulerOption = DEFAULT_ADDRESS
+    job: JobRef,
+    queue: QueueFilter = "",
+    output: OutputOption = TABLE,
+    address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Show one job: spec, state, pending reason and where each task runs."""
     with scheduler(address) as stub:
-        job = stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
-    emit(output, to_data(job), job_detail(job))
+        found = resolve(stub, job, queue)
+    emit(output, to_data(found), job_detail(found), name=f"job/{found.id}")
 
 
 def list_jobs(
-    stub: scheduler_pb2_grpc.SchedulerStub, queue: str, state: int, limit: int
-) -> tuple[list[pb.Job], bool]:
-    def fetch(size: int, token: str) -> tuple[Sequence[pb.Job], str]:
-        request = pb.ListJobsRequest(queue=queue, state=state, page_size=size, page_token=token)  # type: ignore[arg-type]
+    stub: scheduler_pb2_grpc.SchedulerStub,
+    queue: str,
+    state: int,
+    limit: int,
+    *,
+    token: str = "",
+    newest_first: bool = True,
+    keep: Callable[[pb.Job], bool] | None = None,
+) -> tuple[list[pb.Job], str]:
+    """Up to `limit` jobs (0: all) from `token` on that `keep` keeps, and the token to continue after
+    them ("": no more)."""
+
+    def fetch(size: int, page_token: str) -> tuple[Sequence[pb.Job], str]:
+        request = pb.ListJobsRequest(
+            queue=queue,
+            state=state,  # type: ignore[arg-type]
+            page_size=size,
+            page_token=page_token,
+            newest_first=newest_first,
+        )
         page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
         return page.jobs, page.next_page_token
 
-    return paging.collect(fetch, page_size=PAGE_SIZE, limit=limit)
+    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep)
 
 
 def _state_option(value: str | None) -> int:
@@ -114,6 +230,10 @@ def _state_option(value: str | None) -> int:
 @app.command("list")
 def list_command(
     queue: Annotated[str, typer.Option("--queue", "-q", help="Only this queue.")] = "",
+    subtree: Annotated[
+        bool, typer.Option("--subtree", help="With --queue: that queue and every queue below it.")
+    ] = False,
+    selector: SelectorOption = None,
     state: Annotated[
         str | None,
         typer.Option(
@@ -125,43 +245,84 @@ def list_command(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="At most this many jobs (0: all).")
     ] = 100,
-    output: OutputOption = OutputFormat.TABLE,
+    continue_token: Annotated[
+        str,
+        typer.Option(
+            "--continue",
+            metavar="TOKEN",
+            help="Go on where a listing stopped (the token it printed), with the same filters.",
+            show_default=False,
+        ),
+    ] = "",
+    oldest_first: Annotated[
+        bool, typer.Option("--oldest-first", help="In submission order instead of newest first.")
+    ] = False,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
-    """List jobs, following the scheduler's pages until --limit."""
+    """List jobs, newest first, following the scheduler's pages until --limit.
+
+    When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
+    """
     wanted = _state_option(state)
+    labels = Selector.parse(selector)
+    if subtree and not queue:
+        raise typer.BadParameter("--subtree needs --queue", param_hint="--subtree")
+    below = in_subtree(queue) if subtree else None
+
+    def keep(job: pb.Job) -> bool:
+        return (below is None or below(job.spec.queue)) and labels.matches(job.spec.labels)
+
     with scheduler(address) as stub:
-        jobs, more = list_jobs(stub, queue, wanted, limit)
-    emit(output, {"jobs": [to_data(j) for j in jobs]}, jobs_table(jobs))
-    if more and output is OutputFormat.TABLE:
-        stdout.print(f"(first {limit} shown; --limit 0 lists all)", style="dim")
+        jobs, token = list_jobs(
+            stub,
+            "" if subtree else queue,  # the server filters one queue; a subtree is filtered here
+            wanted,
+            limit,
+            token=continue_token,
+            newest_first=not oldest_first,
+            keep=keep if below is not None or labels else None,
+        )
+    emit_rows(
+        output, {"jobs": [to_data(j) for j in jobs]}, jobs_rows(jobs), no_headers=no_headers, sort_by=sort_by
+    )
+    if token:
+        note(f"(first {len(jobs)} shown; --continue {token} for more, --limit 0 lists all)")
 
 
 @app.command()
 def cancel(
-    job_id: JobId,
+    job: JobRef,
     reason: Annotated[str, typer.Option("--reason", help="Recorded with the cancellation.")] = "",
+    queue: QueueFilter = "",
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Cancel a job; its running tasks are stopped."""
     with scheduler(address) as stub:
-        job = stub.CancelJob(pb.CancelJobRequest(job_id=job_id, reason=reason), timeout=UNARY_TIMEOUT_S)
-    stdout.print(f"job {job.id} {state_name(job.state).lower()}")
+        job_id = resolve(stub, job, queue).id
+        cancelled = stub.CancelJob(pb.CancelJobRequest(job_id=job_id, reason=reason), timeout=UNARY_TIMEOUT_S)
+    stdout.print(f"job {cancelled.id} {state_name(cancelled.state).lower()}")
 
 
 @app.command()
-def watch(job_id: JobId, address: SchedulerOption = DEFAULT_ADDRESS) -> None:
+def watch(job: JobRef, queue: QueueFilter = "", address: SchedulerOption = DEFAULT_ADDRESS) -> None:
     """Stream the job's state changes until it ends: exit 0 on Succeeded, 1 on Failed or Cancelled."""
     with scheduler(address) as stub:
-        code = _follow(stub, job_id)
+        code = _follow(stub, resolve(stub, job, queue).id)
     raise typer.Exit(code)
 
 
 @app.command()
 def explain(
-    job_id: JobId, output: OutputOption = OutputFormat.TABLE, address: SchedulerOption = DEFAULT_ADDRESS
+    job: JobRef,
+    queue: QueueFilter = "",
+    output: OutputOption = TABLE,
+    address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Why a job is pending (reason code, message, details), or the node scores behind its placement."""
     with scheduler(address) as stub:
+        job_id = resolve(stub, job, queue).id
         explained = stub.ExplainJob(pb.ExplainJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
-    emit(output, to_data(explained), explanation(explained))
+    emit(output, to_data(explained), explanation(explained), name=f"job/{job_id}")

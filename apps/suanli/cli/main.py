@@ -2,17 +2,119 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+
+# name -> (module:attribute, the line `suanli --help` shows). The module is imported only when the
+# command runs (or its own --help is asked for), so `suanli --help` and each command start fast
+# (docs/BENCHMARKS.md, "CLI start-up"); tests/unit/cli checks each line against the command's own help.
+# An attribute is a typer app (a command group), a command function, or a factory of a typer app.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": (
+        "suanli.cli.up:up",
+        "Start the whole platform locally, submit a mixed workload from three tenants, and show it live.",
+    ),
+    "job": ("suanli.cli.job:app", "Submit and follow jobs."),
+    "nodes": ("suanli.cli.nodes:nodes", "List nodes with free/total CPU, memory and GPUs."),
+    "queues": ("suanli.cli.queues:queues", "List queues, or show one."),
+    "queue": ("suanli.cli.queue:app", "Administer queues, quotas, cohorts and priority classes."),
+    "bill": ("suanli.cli.bill:app", "Usage, charges and invoices from the billing service."),
+    "network": (
+        "suanli.cli.network:network",
+        "The network view: region RTT / loss / status matrix (and site paths with --sites).",
+    ),
+    "route": ("suanli.cli.network:route_app", "Ask the routing service where a workload should go."),
+    "serve": ("suanli.cli.main:serve_app", "Run a service in the foreground."),
+    "agent": (
+        "suanli.sensing.entrypoints.cli:agent",
+        "Report this node (or a simulated fleet) to Suanli and run the tasks placed on it.",
+    ),
+    "simulate": (
+        "suanli.cli.simulate:simulate",
+        "Replay a pod list against placement policies; report unallocated GPU % vs arrived workload.",
+    ),
+    "dlq": ("suanli.cli.dlq:app", "Inspect, replay and purge dead-letter topics (<topic>.dlq)."),
+    "outbox": (
+        "suanli.cli.outbox:app",
+        "Outbox rows the relay parked (refused by the broker) and putting them back.",
+    ),
+    "dev": (
+        "suanli.cli.dev:app",
+        "Start, inspect and stop the local broker and PostgreSQL; create development TLS certificates.",
+    ),
+    "auth": ("suanli.cli.auth:app", "Signing key and access tokens (docs/security.md)."),
+    "audit": (
+        "suanli.cli.audit:audit",
+        "Who did what: jobs submitted and cancelled, tokens issued and revoked, oldest first.",
+    ),
+}
+
+FACTORIES = frozenset({"serve"})  # attributes that build their typer app when called
+
+
+def load_command(name: str) -> Any:
+    """The click command behind `suanli NAME`, importing its module."""
+    target, _ = COMMANDS[name]
+    module, _, attribute = target.partition(":")
+    obj: Any = getattr(importlib.import_module(module), attribute)
+    if name in FACTORIES:
+        obj = obj()
+    command: Any  # typer's own (vendored) click command
+    if isinstance(obj, typer.Typer):
+        command = typer.main.get_group(obj)  # a group even of one command: `suanli route resolve`
+    else:
+        single = typer.Typer()
+        single.command(name)(obj)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The root command: its sub-commands are imported when used; the help lists them from COMMANDS."""
+
+    listing = False  # while the root help is being written: no imports, placeholders with the help line
+
+    # Context, command and formatter are typer's own click (vendored), hence Any in these overrides.
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in COMMANDS if n not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in COMMANDS:
+            return found
+        if self.listing:
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name][1])
+        command = load_command(cmd_name)
+        self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
 
 app = typer.Typer(
     name="suanli",
+    cls=LazyGroup,
     help="Suanli (算力): compute-power scheduling for multi-region GPU clusters.",
     no_args_is_help=True,
-    add_completion=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"suanli {version('suanli')}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -52,6 +154,10 @@ def main(
             show_default=False,
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     """Suanli (算力): compute-power scheduling for multi-region GPU clusters."""
     from suanli.cli import config
@@ -60,39 +166,14 @@ def main(
     config.SELECTED.ca = ca
 
 
-def _register() -> None:
-    # Imported here so that `suanli --help` stays one module deep until a command is chosen.
+def serve_app() -> typer.Typer:
+    """`suanli serve ...`: each service owns its command line (entrypoints/cli.py); this gathers them."""
     from suanli.billing.entrypoints import cli as billing
-    from suanli.cli import (
-        audit,
-        auth,
-        bill,
-        dev,
-        dlq,
-        job,
-        network,
-        nodes,
-        outbox,
-        queue,
-        queues,
-        simulate,
-        up,
-    )
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
-    from suanli.sensing.entrypoints import cli as sensing
 
-    app.command("up")(up.up)
-    app.add_typer(job.app, name="job")
-    app.command("nodes")(nodes.nodes)
-    app.command("queues")(queues.queues)
-    app.add_typer(queue.app, name="queue")
-    app.add_typer(bill.app, name="bill")
-    app.command("network")(network.network)
-    app.add_typer(network.route_app, name="route")
-    # Each service owns its command line (entrypoints/cli.py); `serve` gathers their servers.
-    serve = typer.Typer(help="Run a service in the foreground.", no_args_is_help=True)
+    serve = typer.Typer(help=COMMANDS["serve"][1], no_args_is_help=True)
     for name, service in (
         ("scheduling", scheduling),
         ("metering", metering),
@@ -100,17 +181,8 @@ def _register() -> None:
         ("billing", billing),
     ):
         serve.command(name)(service.serve)
-    app.add_typer(serve, name="serve")
-    app.command("agent")(sensing.agent)
-    app.command("simulate")(simulate.simulate)
-    app.add_typer(dlq.app, name="dlq")
-    app.add_typer(outbox.app, name="outbox")
-    app.add_typer(dev.app, name="dev")
-    app.add_typer(auth.app, name="auth")
-    app.command("audit")(audit.audit)
+    return serve
 
-
-_register()
 
 if __name__ == "__main__":
     app()

@@ -10,18 +10,23 @@ import typer
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli import paging
 from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, scheduler
-from suanli.cli.output import OutputOption, emit
-from suanli.cli.render import OutputFormat, nodes_table, to_data
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, SortByOption, emit_rows
+from suanli.cli.render import nodes_rows, to_data
+from suanli.cli.selectors import Selector, SelectorOption
 
 PAGE_SIZE = 500
 
 
 def nodes(
     region: Annotated[str, typer.Option("--region", "-r", help="Only nodes in this region.")] = "",
-    output: OutputOption = OutputFormat.TABLE,
+    selector: SelectorOption = None,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """List nodes with free/total CPU, memory and GPUs."""
+    labels = Selector.parse(selector)
     with scheduler(address) as stub:
 
         def fetch(size: int, token: str) -> tuple[Sequence[pb.Node], str]:
@@ -30,4 +35,6 @@ def nodes(
             return page.nodes, page.next_page_token
 
         found, _ = paging.collect(fetch, page_size=PAGE_SIZE)
-    emit(output, {"nodes": [to_data(n) for n in found]}, nodes_table(found))
+    found = [n for n in found if labels.matches(n.labels)]
+    data = {"nodes": [to_data(n) for n in found]}
+    emit_rows(output, data, nodes_rows(found), no_headers=no_headers, sort_by=sort_by)

@@ -11,11 +11,9 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.table import Table
 
 from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
-from suanli.cli.output import OutputOption, emit, stdout
-from suanli.cli.render import OutputFormat
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows, stdout
 from suanli.eventstore.postgres import outbox_parking_ready, parked_outbox_rows, unpark_outbox_rows
 from suanli.eventstore.values import ParkedRow
 from suanli.settings import PG_DSN_ENV
@@ -73,7 +71,9 @@ def _row_data(schema: str, row: ParkedRow) -> dict[str, Any]:
 def parked(
     schema: Schemas = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many per schema.")] = 100,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     dsn: Dsn = "",
 ) -> None:
     """Rows parked in each schema's outbox: topic, size, attempts and the broker's reason."""
@@ -90,21 +90,31 @@ def parked(
         return rows, missing
 
     rows, missing = _run(dsn, work)
-    table = Table(title="parked outbox rows")
-    for column in ("schema", "id", "topic", "event", "size", "attempts", "parked at", "reason"):
-        table.add_column(column, justify="right" if column in {"id", "size", "attempts"} else "left")
-    for r in rows:
-        table.add_row(
-            r["schema"],
-            str(r["id"]),
-            r["topic"],
-            r["event_name"],
-            str(r["size"]),
-            str(r["attempts"]),
-            r["parked_at"],
-            r["reason"],
-        )
-    emit(output, {"parked": rows, "schemas_without_outbox": missing}, table)
+    listed = Rows(
+        ("schema", "id", "topic", "event", "size", "attempts", "parked_at", "reason"),
+        [
+            (
+                r["schema"],
+                str(r["id"]),
+                r["topic"],
+                r["event_name"],
+                str(r["size"]),
+                str(r["attempts"]),
+                r["parked_at"],
+                r["reason"],
+            )
+            for r in rows
+        ],
+        title="parked outbox rows",
+        right=frozenset({"id", "size", "attempts"}),
+        wrap=frozenset({"reason"}),
+        names=[f"{r['schema']}/{r['id']}" for r in rows],
+        kind="outbox",
+        items=rows,
+        key="parked",
+    )
+    data = {"parked": rows, "schemas_without_outbox": missing}
+    emit_rows(output, data, listed, no_headers=no_headers, sort_by=sort_by)
     for name in missing:
         typer.echo(
             f"schema {name}: no outbox with parking here (service not started or not migrated)", err=True

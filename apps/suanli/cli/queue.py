@@ -24,8 +24,18 @@ from suanli.cli.client import (
     fail,
     scheduler,
 )
-from suanli.cli.output import OutputOption, emit, stdout
-from suanli.cli.render import OutputFormat, queues_table, to_data
+from suanli.cli.output import (
+    TABLE,
+    NoHeadersOption,
+    Output,
+    OutputOption,
+    Rows,
+    SortByOption,
+    emit,
+    emit_rows,
+    stdout,
+)
+from suanli.cli.render import queues_rows, to_data
 
 if TYPE_CHECKING:
     from suanli.api.scheduler.v1.scheduler_pb2_grpc import SchedulerStub
@@ -111,14 +121,14 @@ def _request_id() -> str:
     return str(uuid.uuid4())
 
 
-def _done(output: OutputFormat, queue: pb.Queue, verb: str) -> None:
-    if output is OutputFormat.TABLE:
+def _done(output: Output, queue: pb.Queue, verb: str) -> None:
+    if output.human:
         stdout.print(f"queue {queue.name} {verb}")
     else:
-        emit(output, to_data(queue), "")
+        emit(output, to_data(queue), "", name=f"queue/{queue.name}")
 
 
-def _apply_file(file: Path, address: str, output: OutputFormat, update: bool) -> None:
+def _apply_file(file: Path, address: str, output: Output, update: bool) -> None:
     from suanli.scheduling.domain.queueing.admin import creation_order
     from suanli.scheduling.entrypoints.convert import queue_spec_message
 
@@ -143,7 +153,7 @@ def create(
     cohort: CohortOption = None,
     stopped: Annotated[bool, typer.Option("--stopped", help="Create it stopped (admits nothing).")] = False,
     file: FileOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Create a queue; its parent (the path above it) must exist. With -f, every queue in the file."""
@@ -182,7 +192,7 @@ def update(
         typer.Option("--stop/--resume", help="Stop admitting new work, or resume.", show_default=False),
     ] = None,
     file: FileOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: OutputOption = TABLE,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Change a queue: the options given change, the rest stays. With -f, replace each queue in the file.
@@ -238,22 +248,29 @@ def delete(name: QueueName, address: SchedulerOption = DEFAULT_ADDRESS) -> None:
 
 @app.command()
 def get(
-    name: QueueName, output: OutputOption = OutputFormat.TABLE, address: SchedulerOption = DEFAULT_ADDRESS
+    name: QueueName,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """Show one queue: quota, usage and borrowing per flavour, cohort, pending and running jobs."""
     with scheduler(address) as stub:
         queue = stub.GetQueue(pb.GetQueueRequest(name=name), timeout=UNARY_TIMEOUT_S)
-    emit(output, to_data(queue), queues_table([queue]))
+    emit_rows(output, to_data(queue), queues_rows([queue]), no_headers=no_headers)
 
 
 @app.command("list")
 def list_command(
-    output: OutputOption = OutputFormat.TABLE, address: SchedulerOption = DEFAULT_ADDRESS
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+    address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """List queues: quota, usage and borrowing per flavour, borrowing and lending limits, cohort."""
     with scheduler(address) as stub:
         queues = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
-    emit(output, {"queues": [to_data(q) for q in queues]}, queues_table(queues))
+    data = {"queues": [to_data(q) for q in queues]}
+    emit_rows(output, data, queues_rows(queues), no_headers=no_headers, sort_by=sort_by)
 
 
 # -- priority classes ----------------------------------------------------------------------------------
@@ -270,19 +287,24 @@ def _set_class(stub: SchedulerStub, name: str, value: int) -> pb.PriorityClass:
 
 @classes_app.command("list")
 def classes_list(
-    output: OutputOption = OutputFormat.TABLE, address: SchedulerOption = DEFAULT_ADDRESS
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+    address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """The priority classes, highest first."""
-    from rich.table import Table
-
     with scheduler(address) as stub:
         answer = stub.ListPriorityClasses(pb.ListPriorityClassesRequest(), timeout=UNARY_TIMEOUT_S)
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("CLASS", no_wrap=True)
-    table.add_column("VALUE", no_wrap=True, justify="right")
-    for c in answer.priority_classes:
-        table.add_row(c.name, str(c.value))
-    emit(output, to_data(answer), table)
+    found = list(answer.priority_classes)
+    rows = Rows(
+        ("class", "value"),
+        [(c.name, str(c.value)) for c in found],
+        right=frozenset({"value"}),
+        kind="priorityclass",
+        items=[to_data(c) for c in found],
+        key="priority_classes",
+    )
+    emit_rows(output, to_data(answer), rows, no_headers=no_headers, sort_by=sort_by)
 
 
 @classes_app.command("set")

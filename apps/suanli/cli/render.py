@@ -1,16 +1,14 @@
-"""Scheduler answers as text: rich tables for people, proto JSON / YAML for scripts.
+"""Scheduler answers as text: list answers as `Rows` (suanli.cli.output writes them in every format),
+detail views for people, proto field names for scripts.
 
 Pure functions of the messages they are given (no clock, no I/O), so they are tested as units.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from enum import StrEnum
 from typing import Any
 
-import yaml
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -19,8 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
-from suanli.jobspec import kind_name
-from suanli.jobspec.units import format_memory
+from suanli.cli.output import Rows
 
 GPU_MILLI = 1000
 FINAL_STATES = frozenset({pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED})
@@ -33,10 +30,18 @@ _STATE_STYLES: dict[int, str] = {
 }
 
 
-class OutputFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    YAML = "yaml"
+def _kind(kind: int) -> str:
+    # On use, like _memory: importing suanli.jobspec loads the pydantic spec models, which a CLI start
+    # (and every error before an answer) should not wait for.
+    from suanli.jobspec import kind_name
+
+    return kind_name(kind)
+
+
+def _memory(mib: int) -> str:
+    from suanli.jobspec.units import format_memory
+
+    return format_memory(mib)
 
 
 def state_name(state: int) -> str:
@@ -84,12 +89,6 @@ def to_data(message: Message) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
-def dump(data: Any, fmt: OutputFormat) -> str:
-    if fmt is OutputFormat.YAML:
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n")
-    return json.dumps(data, indent=2, ensure_ascii=False)
-
-
 # --- jobs --------------------------------------------------------------------------------------
 
 
@@ -107,24 +106,59 @@ def _reason_line(reason: pb.PendingReason) -> str:
     return f"{reason.code}: {reason.message}" if reason.message else reason.code
 
 
-def jobs_table(jobs: Iterable[pb.Job]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("ID", "NAME", "QUEUE", "KIND", "STATE", "TASKS", "GPU", "SUBMITTED", "REASON"):
-        table.add_column(column, no_wrap=column != "REASON")
+def jobs_rows(jobs: Iterable[pb.Job]) -> Rows:
+    """The job list; `-o wide` adds the priority class, where the tasks run, the labels, the update."""
+    jobs = list(jobs)
+    rows = []
     for job in jobs:
         running = sum(1 for t in job.tasks if t.state.lower() == "running")
-        table.add_row(
-            job.id,
-            job.spec.name,
-            job.spec.queue,
-            kind_name(job.spec.kind),
-            _styled_state(job.state),
-            f"{running}/{_task_total(job)}",
-            gpus(requested_gpu_milli(job.spec)),
-            timestamp(job.submitted_at),
-            job.pending_reason.code,
+        nodes = sorted({t.node_id for t in job.tasks if t.node_id})
+        rows.append(
+            (
+                job.id,
+                job.spec.name,
+                job.spec.queue,
+                _kind(job.spec.kind),
+                _styled_state(job.state),
+                f"{running}/{_task_total(job)}",
+                gpus(requested_gpu_milli(job.spec)),
+                timestamp(job.submitted_at),
+                job.pending_reason.code,
+                job.spec.priority_class or "-",
+                ",".join(job.regions) or "-",
+                ",".join(nodes) or "-",
+                _mapping(job.spec.labels),
+                timestamp(job.updated_at),
+            )
         )
-    return table
+    return Rows(
+        JOB_COLUMNS,
+        rows,
+        wide=frozenset(JOB_COLUMNS[9:]),
+        wrap=frozenset({"reason"}),
+        kind="job",
+        names=[j.id for j in jobs],
+        items=[to_data(j) for j in jobs],
+        key="jobs",
+    )
+
+
+JOB_COLUMNS = (
+    "id",
+    "name",
+    "queue",
+    "kind",
+    "state",
+    "tasks",
+    "gpu",
+    "submitted",
+    "reason",
+    "priority_class",
+    "regions",
+    "nodes",
+    "labels",
+    "updated",
+)
 
 
 def gpu_slots(task: pb.TaskStatus) -> str:
@@ -156,7 +190,7 @@ def job_detail(job: pb.Job) -> RenderableType:
         ("ID", job.id),
         ("Name", spec.name),
         ("Queue", spec.queue),
-        ("Kind", kind_name(spec.kind)),
+        ("Kind", _kind(spec.kind)),
         ("State", _styled_state(job.state)),
         ("Priority class", spec.priority_class or "-"),
         ("Preemptible", "yes" if spec.preemptible else "no"),
@@ -301,23 +335,37 @@ def _gpu_summary(node: pb.Node) -> tuple[str, str]:
     return kinds, f"{gpus(free)}/{len(node.devices)}"
 
 
-def nodes_table(nodes: Iterable[pb.Node]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("NODE", "REGION", "ZONE", "STATUS", "CPU FREE", "MEMORY FREE", "GPUS", "GPU FREE"):
-        table.add_column(column, no_wrap=True)
+NODE_COLUMNS = ("node", "region", "zone", "status", "cpu_free", "memory_free", "gpus", "gpu_free", "labels")
+
+
+def nodes_rows(nodes: Iterable[pb.Node]) -> Rows:
+    """The fleet; `-o wide` adds the node's labels."""
+    nodes = list(nodes)
+    rows = []
     for node in nodes:
         kinds, free = _gpu_summary(node)
-        table.add_row(
-            node.id,
-            node.region,
-            node.zone,
-            node.status,
-            f"{cores(node.free_cpu_milli)}/{cores(node.cpu_milli)}",
-            f"{format_memory(node.free_memory_mib)}/{format_memory(node.memory_mib)}",
-            kinds,
-            free,
+        rows.append(
+            (
+                node.id,
+                node.region,
+                node.zone,
+                node.status,
+                f"{cores(node.free_cpu_milli)}/{cores(node.cpu_milli)}",
+                f"{_memory(node.free_memory_mib)}/{_memory(node.memory_mib)}",
+                kinds,
+                free,
+                _mapping(node.labels),
+            )
         )
-    return table
+    return Rows(
+        NODE_COLUMNS,
+        rows,
+        wide=frozenset({"labels"}),
+        kind="node",
+        names=[n.id for n in nodes],
+        items=[to_data(n) for n in nodes],
+        key="nodes",
+    )
 
 
 def amount(flavour: str, value: int) -> str:
@@ -325,7 +373,7 @@ def amount(flavour: str, value: int) -> str:
     if flavour == "cpu":
         return cores(value)
     if flavour == "memory":
-        return format_memory(value)
+        return _memory(value)
     if flavour.startswith("gpu"):
         return gpus(value)
     return str(value)
@@ -344,48 +392,62 @@ def _limit(resource: pb.ResourceAmount, field: str) -> str:
     return amount(resource.flavour, getattr(resource, field))
 
 
-def queues_table(queues: Iterable[pb.Queue]) -> Table:
-    """One row per queue and flavour; the queue's own columns only on its first row."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in (
-        "QUEUE",
-        "COHORT",
-        "PENDING",
-        "RUNNING",
-        "SHARE",
-        "FLAVOUR",
-        "USED",
-        "GUARANTEED",
-        "MAXIMUM",
-        "BORROWED",
-        "BORROW LIMIT",
-        "LEND LIMIT",
-        "USE/GUAR",
-    ):
-        textual = column in ("QUEUE", "COHORT", "FLAVOUR")
-        table.add_column(column, no_wrap=True, justify="left" if textual else "right")
+QUEUE_COLUMNS = (
+    "queue",
+    "cohort",
+    "pending",
+    "running",
+    "share",
+    "flavour",
+    "used",
+    "guaranteed",
+    "maximum",
+    "borrowed",
+    "borrow_limit",
+    "lend_limit",
+    "use/guar",
+)
+
+
+def queues_rows(queues: Iterable[pb.Queue]) -> Rows:
+    """One row per queue and flavour; the table shows the queue's own columns on its first row only."""
+    rows: list[tuple[str, ...]] = []
+    names: list[str] = []
+    items: list[Any] = []
     for queue in queues:
-        name = queue.name + (" (stopped)" if queue.stopped else "")
-        head = [
-            name,
+        data = to_data(queue)
+        head = (
+            queue.name + (" (stopped)" if queue.stopped else ""),
             queue.cohort or "-",
             str(queue.pending_jobs),
             str(queue.running_jobs),
             f"{queue.dominant_share:.2f}",
-        ]
+        )
         for resource in queue.resources or [pb.ResourceAmount()]:
             f = resource.flavour
-            table.add_row(
-                *head,
-                f or "-",
-                amount(f, resource.used),
-                amount(f, resource.guaranteed),
-                # Unset: the queue has no ceiling of its own beyond what its cohort lends.
-                _limit(resource, "maximum"),
-                amount(f, resource.borrowed) if resource.borrowed else "-",
-                _limit(resource, "borrowing_limit"),
-                _limit(resource, "lending_limit"),
-                _usage(resource),
+            rows.append(
+                (
+                    *head,
+                    f or "-",
+                    amount(f, resource.used),
+                    amount(f, resource.guaranteed),
+                    # Unset: the queue has no ceiling of its own beyond what its cohort lends.
+                    _limit(resource, "maximum"),
+                    amount(f, resource.borrowed) if resource.borrowed else "-",
+                    _limit(resource, "borrowing_limit"),
+                    _limit(resource, "lending_limit"),
+                    _usage(resource),
+                )
             )
-            head = [""] * len(head)
-    return table
+            names.append(queue.name)
+            items.append(data)
+    return Rows(
+        QUEUE_COLUMNS,
+        rows,
+        right=frozenset(QUEUE_COLUMNS) - {"queue", "cohort", "flavour"},
+        kind="queue",
+        names=names,
+        items=items,
+        key="queues",
+        group=5,
+    )

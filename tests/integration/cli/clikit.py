@@ -32,8 +32,9 @@ queues:
   - {name: initech, quotas: {gpu:A100: 32000, cpu: 128000}}
   - {name: acme/lists, quotas: {gpu:A100: 32000, cpu: 128000}}
   - {name: acme/ops, quotas: {gpu:A100: 128000, cpu: 256000}}
+  - {name: acme/named, quotas: {gpu:A100: 32000, cpu: 128000}}
 """
-QUEUE_NAMES = ("acme", "acme/vision", "globex", "initech", "acme/lists", "acme/ops")
+QUEUE_NAMES = ("acme", "acme/vision", "globex", "initech", "acme/lists", "acme/ops", "acme/named")
 
 # Nodes of the capacity view: two with 4 A100s in cn-east, one in cn-west for the --region filter.
 NODES = {"e1": "cn-east", "e2": "cn-east", "w1": "cn-west"}

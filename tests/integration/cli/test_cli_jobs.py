@@ -15,7 +15,7 @@ import yaml
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli import job as job_cli
 
-from .clikit import NODES, QUEUE_NAMES, Scheduler, invoke, until, write_spec
+from .clikit import NODES, QUEUE_NAMES, RUNNER, Scheduler, app, invoke, until, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,6 +30,17 @@ tasks:
   - name: w
     resources: {{cpu: "1", memory: 1Gi, gpu: 1}}
     command: python train.py
+    duration: 1h
+"""
+# One CPU, no GPU: the output tests' jobs leave the 12 GPUs to the tests that need a placement.
+ONE_CPU = """
+name: {name}
+queue: {queue}
+max_retries: 0
+tasks:
+  - name: w
+    resources: {{cpu: "1", memory: 1Gi}}
+    command: python etl.py
     duration: 1h
 """
 # One task asking for 64 GPUs: no node has more than 4.
@@ -129,24 +140,119 @@ async def test_list_follows_pages_with_state_and_queue_filters(
         data = await json_of(scheduler, "job", "list", "--limit", "0", *filters)
         return [j["id"] for j in data["jobs"]]
 
-    assert await listed("--queue", "acme/lists") == ids  # submission order, across 3 pages
-    assert await listed("--queue", "acme/lists", "--state", "pending") == [ids[0], ids[3], ids[4]]
-    assert await listed("--queue", "acme/lists", "--state", "cancelled") == ids[1:3]
+    newest = ids[::-1]
+    assert await listed("--queue", "acme/lists") == newest  # newest first, across 3 pages
+    assert await listed("--queue", "acme/lists", "--oldest-first") == ids  # submission order
+    assert await listed("--queue", "acme/lists", "--state", "pending") == [ids[4], ids[3], ids[0]]
+    assert await listed("--queue", "acme/lists", "--state", "cancelled") == [ids[2], ids[1]]
     assert await listed("--queue", "acme/lists", "--state", "succeeded") == []
     everything = await listed()
     assert set(ids) | {elsewhere} <= set(everything)
     assert len(everything) == len((await scheduler.api.ListJobs(pb.ListJobsRequest(page_size=500))).jobs)
 
+    # The output format deliberately changed: newest first, and the "more" hint (with the token to go on)
+    # on stderr, so stdout is the table alone.
     table = await scheduler.cli("job", "list", "--queue", "acme/lists", "--limit", "3")
     assert table.exit_code == 0, table.output
     lines = table.stdout.strip().splitlines()
     assert lines[0].split()[:5] == ["ID", "NAME", "QUEUE", "KIND", "STATE"]
-    assert [line.split()[0] for line in lines[1:4]] == ids[:3]
-    assert [line.split()[4] for line in lines[1:4]] == ["Pending", "Cancelled", "Cancelled"]
-    assert lines[4] == "(first 3 shown; --limit 0 lists all)" and len(lines) == 5
+    assert [line.split()[0] for line in lines[1:4]] == newest[:3]
+    assert [line.split()[4] for line in lines[1:4]] == ["Pending", "Pending", "Cancelled"]
+    assert len(lines) == 4
+    hint = re.fullmatch(r"\(first 3 shown; --continue (\S+) for more, --limit 0 lists all\)\n", table.stderr)
+    assert hint, table.stderr
+
+    # --continue goes on exactly where the first listing stopped, in the same order
+    rest = await scheduler.cli("job", "list", "--queue", "acme/lists", "--continue", hint[1], "--no-headers")
+    assert rest.exit_code == 0 and rest.stderr == "", rest.output
+    assert [row.split()[0] for row in rest.stdout.strip().splitlines()] == newest[3:]
+    # a token of one order is refused for the other (the server's INVALID_ARGUMENT names page_token)
+    mixed = await scheduler.cli("job", "list", "-q", "acme/lists", "--continue", hint[1], "--oldest-first")
+    assert_refused(mixed, "INVALID_ARGUMENT", "page_token")
 
     bad = await scheduler.cli("job", "list", "--state", "sleeping")
     assert bad.exit_code == 2 and "--state" in bad.stderr and "pending" in bad.stderr, bad.output
+
+
+async def test_one_output_style_and_jobs_by_name(scheduler: Scheduler, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "named", ONE_CPU.format(name="named", queue="acme/named"))
+    older, newer = await scheduler.submit(spec), await scheduler.submit(spec)
+    other = await scheduler.submit(spec, "--queue", "acme/ops")  # the same name in another queue
+
+    # a name is the newest job of that name; --queue narrows it to one queue (names are unique per queue)
+    by_name = await json_of(scheduler, "job", "get", "named")
+    assert by_name["id"] == other
+    assert (await json_of(scheduler, "job", "get", "named", "-q", "acme/named"))["id"] == newer
+    assert (await scheduler.cli("job", "get", older, "-o", "name")).stdout == f"job/{older}\n"
+    assert_refused(await scheduler.cli("job", "get", "named", "-q", "globex"), "NOT_FOUND", "named", "globex")
+
+    async def out(*args: str) -> str:
+        result = await scheduler.cli("job", "list", "-q", "acme/named", *args)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert await out("-o", "name") == f"job/{newer}\njob/{older}\n"
+    assert await out("-o", "jsonpath={.jobs[*].id}") == f"{newer} {older}\n"
+    template = "jsonpath={range .jobs[*]}{.id},{.spec.name}{'\\n'}{end}"
+    assert await out("-o", template, "--oldest-first") == f"{older},named\n{newer},named\n"
+    by_id = sorted([older, newer], reverse=True)
+    assert [r.split()[0] for r in (await out("--sort-by", "-id", "--no-headers")).splitlines()] == by_id
+    csv_lines = (await out("-o", "csv")).splitlines()
+    assert csv_lines[0].startswith("id,name,queue,kind,state,") and csv_lines[1].startswith(f"{newer},named,")
+    wide = (await out("-o", "wide")).splitlines()
+    assert wide[0].split()[-6:] == ["PRIORITY", "CLASS", "REGIONS", "NODES", "LABELS", "UPDATED"]
+    assert (
+        await scheduler.cli("nodes", "-o", "name", "--sort-by", "-node")
+    ).stdout == "node/w1\nnode/e2\nnode/e1\n"
+
+    # `job get -o yaml` (and json) is a spec `job submit -f -` takes back: a copy of the job
+    shown = await scheduler.cli("job", "get", older, "-o", "yaml")
+    assert shown.exit_code == 0, shown.output
+    again = await asyncio.to_thread(
+        RUNNER.invoke, app, ["job", "submit", "-f", "-", "--scheduler", scheduler.address], input=shown.stdout
+    )
+    assert again.exit_code == 0, again.output
+    copy = await scheduler.job(again.stdout.split()[1])
+    original = await scheduler.job(older)
+    assert copy.id != older and copy.spec.name == "named" and copy.spec.queue == "acme/named"
+    assert list(copy.spec.tasks) == list(original.spec.tasks)
+    for job_id in (older, newer, other, copy.id):
+        await scheduler.api.CancelJob(pb.CancelJobRequest(job_id=job_id))
+
+
+async def test_label_selectors_and_queue_subtrees(scheduler: Scheduler, tmp_path: Path) -> None:
+    tagged = ONE_CPU.format(name="tagged", queue="acme/named") + "labels: {suite: tagged, tier: dev}\n"
+    spec = write_spec(tmp_path, "tagged", tagged)
+    first = await scheduler.submit(spec)
+    second = await scheduler.submit(spec, "--queue", "acme/ops")
+    plain = await scheduler.submit(write_spec(tmp_path, "plain", ONE_CPU.format(name="p", queue="acme/ops")))
+
+    async def names(*args: str) -> list[str]:
+        result = await scheduler.cli("job", "list", "-o", "name", *args)
+        assert result.exit_code == 0, result.output
+        return result.stdout.split()
+
+    assert await names("-q", "acme", "--subtree", "-l", "suite=tagged") == [f"job/{second}", f"job/{first}"]
+    assert await names("-q", "acme", "-l", "suite=tagged") == []  # without --subtree: the queue acme only
+    assert await names("-q", "acme/ops", "-l", "suite!=tagged", "-l", "!tier", "--limit", "1") == [
+        f"job/{plain}"
+    ]
+
+    # a filtered listing still continues exactly after the last job it showed
+    page = await scheduler.cli(
+        "job", "list", "-o", "name", "-q", "acme", "--subtree", "-l", "suite", "--limit", "1"
+    )
+    assert page.stdout.split() == [f"job/{second}"], page.output
+    token = re.search(r"--continue (\S+)", page.stderr)
+    assert token, page.stderr
+    rest = await names("-q", "acme", "--subtree", "-l", "suite", "--continue", token[1])
+    assert rest == [f"job/{first}"]
+
+    under = await scheduler.cli("queues", "acme", "--subtree", "-o", "name")
+    assert under.exit_code == 0, under.output
+    assert set(under.stdout.split()) == {f"queue/{q}" for q in QUEUE_NAMES if q.startswith("acme")}
+    for job_id in (first, second, plain):
+        await scheduler.api.CancelJob(pb.CancelJobRequest(job_id=job_id))
 
 
 async def test_cancel_then_get_shows_cancelled(scheduler: Scheduler, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from suanli.cli.paging import collect
+from suanli.cli.paging import collect, collect_from
 
 
 class Pages:
@@ -46,3 +46,18 @@ def test_collect(total: int, limit: int, expected: int, more: bool, sizes: list[
 
 def test_an_empty_page_with_a_token_ends_the_listing() -> None:
     assert collect(lambda size, token: ([], "again"), page_size=10) == ([], False)
+
+
+def test_kept_items_stop_exactly_at_the_limit_so_the_token_continues_after_them() -> None:
+    pages = Pages(30)
+    evens, token = collect_from(pages, page_size=10, limit=4, keep=lambda n: n % 2 == 0)
+    assert evens == [0, 2, 4, 6]
+    # each page asked only for what the limit left, so nothing past 6 was fetched and skipped
+    assert [size for size, _ in pages.requests] == [4, 2, 1]
+    rest, end = collect_from(pages, page_size=10, token=token, keep=lambda n: n % 2 == 0)
+    assert rest == list(range(8, 30, 2)) and end == ""
+
+
+def test_collect_from_goes_on_from_a_token() -> None:
+    assert collect_from(Pages(5), page_size=2, token="3") == ([3, 4], "")
+    assert collect_from(Pages(5), page_size=2, limit=2) == ([0, 1], "2")

@@ -11,17 +11,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from rich.console import Console, RenderableType
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli.output import Format, dump, rows_table
 from suanli.cli.render import (
-    OutputFormat,
     amount,
-    dump,
     event_line,
     explanation,
     job_detail,
-    jobs_table,
-    nodes_table,
+    jobs_rows,
+    nodes_rows,
     parse_state,
-    queues_table,
+    queues_rows,
     state_name,
     to_data,
 )
@@ -110,7 +109,7 @@ def test_jobs_table() -> None:
         state=pb.JOB_STATE_PENDING,
         pending_reason=pb.PendingReason(code="QUOTA_EXCEEDED", message="cpu over quota"),
     )
-    assert rows(jobs_table([sample_job(), pending])) == [
+    assert rows(rows_table(jobs_rows([sample_job(), pending]))) == [
         ["ID", "NAME", "QUEUE", "KIND", "STATE", "TASKS", "GPU", "SUBMITTED", "REASON"],
         ["j-1", "llm-chat", "acme/serving", "inference", "Running", "1/3", "0.9", "2026-01-01", "00:00:00Z"],
         ["j-2", "etl", "acme/data", "batch", "Pending", "0/0", "0", "-", "QUOTA_EXCEEDED"],
@@ -146,8 +145,8 @@ def test_job_detail_shows_the_network_fields_the_regions_and_the_price() -> None
 
 def test_json_and_yaml_use_proto_field_names() -> None:
     data = to_data(sample_job())
-    assert json.loads(dump(data, OutputFormat.JSON)) == data
-    assert yaml.safe_load(dump(data, OutputFormat.YAML)) == data
+    assert json.loads(dump(data, Format.JSON)) == data
+    assert yaml.safe_load(dump(data, Format.YAML)) == data
     assert data["state"] == "JOB_STATE_RUNNING"
     assert data["spec"]["tasks"][0]["resources"]["gpu_milli"] == 300
     assert data["tasks"][0]["gpu_indices"] == [2]
@@ -261,7 +260,7 @@ def test_nodes_table() -> None:
         memory_mib=32768,
         free_memory_mib=32768,
     )
-    assert rows(nodes_table([node, cpu_only]))[1:] == [
+    assert rows(rows_table(nodes_rows([node, cpu_only])))[1:] == [
         ["n1", "cn-east", "cn-east-a", "Ready", "60.5/64", "384Gi/512Gi", "4x", "A100", "2.7/4"],
         ["n2", "cn-east", "cn-east-b", "Lost", "8/8", "32Gi/32Gi", "-", "-"],
     ]
@@ -301,7 +300,7 @@ def test_queues_table() -> None:
         ],
     )
     idle = pb.Queue(name="acme/data", stopped=True)
-    assert rows(queues_table([vision, idle]))[1:] == [
+    assert rows(rows_table(queues_rows([vision, idle])))[1:] == [
         ["acme/vision", "acme", "2", "5", "0.62", "gpu:A100", "10", "8", "16", "2", "4", "-", "125%"],
         ["cpu", "32", "64", "-", "-", "-", "0", "50%"],
         ["acme/data", "(stopped)", "-", "0", "0", "0.00", "-", "0", "0", "-", "-", "-", "-", "-"],

@@ -107,19 +107,24 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if request.state not in JOB_STATE_NAMES and request.state != pb.JOB_STATE_UNSPECIFIED:
                 raise InvalidSpec("state", f"unknown state {request.state}")
             size = convert.page_size(request.page_size)
-            filters = {"queue": request.queue, "state": int(request.state)}
-            after = convert.decode_token(request.page_token, filters) or 0
+            newest = request.newest_first
+            filters: dict[str, Any] = {"queue": request.queue, "state": int(request.state)}
+            if newest:  # only when set, so tokens issued before the field existed still decode
+                filters["newest_first"] = True
+            # The token holds the last seq served: the next page continues past it in the order asked.
+            last = convert.decode_token(request.page_token, filters)
             phase = JOB_STATE_NAMES.get(request.state)
             matching = sorted(
                 (
                     j
                     for j in self.projection.jobs.values()
-                    if j.seq > after
+                    if (last is None or (j.seq < last if newest else j.seq > last))
                     and auth_context.sees(j.spec.tenant)
                     and (not request.queue or j.spec.queue == request.queue)
                     and (phase is None or j.phase is phase)
                 ),
                 key=lambda j: j.seq,
+                reverse=newest,
             )
             page = matching[:size]
             token = convert.encode_token(filters, page[-1].seq) if len(matching) > size else ""
