@@ -38,6 +38,7 @@ class _Shape:
     cpu_milli: int
     memory_mib: int
     labels: frozenset[tuple[str, str]]
+    count: int  # nodes of this shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class _Short:
     detail: str
 
 
+# What makes two nodes the same shape: region, GPU model, GPUs, CPU, memory and labels.
+_Key = tuple[str, str | None, int, int, int, tuple[tuple[str, str], ...]]
 _Verdict = tuple[_Short, tuple[tuple[str, str], ...]]  # overall, then per region
 
 
@@ -136,14 +139,26 @@ class StructuralCheck:
 
     def _region_shapes(self) -> dict[str, tuple[_Shape, ...]]:
         if self._shapes is None:
-            per_region: dict[str, dict[tuple[object, ...], _Shape]] = {}
+            # The one pass over the nodes (region totals come from it too): a key of plain fields per node,
+            # a shape per distinct key.
+            first: dict[_Key, str] = {}
+            counts: dict[_Key, int] = {}
             for n in self._nodes:
-                labels = frozenset(n.labels)
-                key = (n.gpu_model, len(n.gpus), n.cpu_milli, n.memory_mib, labels)
-                shapes = per_region.setdefault(n.region, {})
-                if key not in shapes:
-                    shapes[key] = _Shape(n.id, n.gpu_model, len(n.gpus), n.cpu_milli, n.memory_mib, labels)
-            self._shapes = {region: tuple(shapes.values()) for region, shapes in per_region.items()}
+                devices = n.gpus
+                model = devices[0].model if devices else None
+                key = (n.region, model, len(devices), n.cpu_milli, n.memory_mib, n.labels)
+                count = counts.get(key)
+                if count is None:
+                    first[key] = n.id
+                    counts[key] = 1
+                else:
+                    counts[key] = count + 1
+            per_region: dict[str, list[_Shape]] = {}
+            for key, count in counts.items():
+                region, model, gpus, cpu, memory, labels = key
+                shape = _Shape(first[key], model, gpus, cpu, memory, frozenset(labels), count)
+                per_region.setdefault(region, []).append(shape)
+            self._shapes = {region: tuple(shapes) for region, shapes in per_region.items()}
         return self._shapes
 
     def _too_big(self, job: Job, requests: list[TaskRequest], allowed: list[str]) -> NoRegionFits | None:
@@ -172,15 +187,14 @@ class StructuralCheck:
 
     def _region_totals(self) -> dict[str, _Totals]:
         if self._totals is None:
-            totals: dict[str, _Totals] = {}
-            for n in self._nodes:
-                t = totals.get(n.region, _Totals())
-                totals[n.region] = _Totals(
-                    t.gpu_milli + GPU_MILLI * len(n.gpus),
-                    t.cpu_milli + n.cpu_milli,
-                    t.memory_mib + n.memory_mib,
+            self._totals = {
+                region: _Totals(
+                    sum(GPU_MILLI * s.gpus * s.count for s in shapes),
+                    sum(s.cpu_milli * s.count for s in shapes),
+                    sum(s.memory_mib * s.count for s in shapes),
                 )
-            self._totals = totals
+                for region, shapes in self._region_shapes().items()
+            }
         return self._totals
 
 
