@@ -242,3 +242,26 @@ def test_a_region_the_network_rules_out_does_not_count_and_its_reason_is_given()
     far = restricted(near, regions=("washington-dc",))
     reason = schedule_cycle(replace(state, pending=(pending(far, 1),)), FirstFitPlacer()).reason("n")
     assert isinstance(reason, NetworkConstraint)
+
+
+def test_a_gang_task_whose_only_region_the_network_rules_out_has_nowhere_to_go() -> None:
+    network = NetworkSnapshot(
+        [RegionLink("frankfurt", "tokyo", 230.0, 0.0, None, LinkStatus.OK, last_probe_ms=1_000)]
+    )
+    base = restricted(job("g", "acme", tasks=2, gpus=0), data_region="tokyo", max_rtt_ms=50.0)
+    gang = replace(
+        base,
+        tasks=(
+            replace(base.tasks[0], request=replace(base.tasks[0].request, regions=("tokyo",))),
+            replace(base.tasks[1], request=replace(base.tasks[1].request, regions=("frankfurt",))),
+        ),
+    )
+    state = ClusterState(FLEET, QUEUES, pending=(pending(gang, 1),), network=network)
+    reason = schedule_cycle(state, FirstFitPlacer()).reason("g")
+    assert isinstance(reason, Unschedulable), reason
+    assert (reason.task, reason.resource) == ("g-1", "region")
+    assert reason.detail == (
+        "no node in frankfurt that the network constraint allows (frankfurt ruled out); "
+        "regions with nodes: frankfurt, tokyo, washington-dc"
+    )
+    assert reason.regions == (("frankfurt", "RTT 230.0 ms to tokyo > max_rtt_ms 50"),)

@@ -121,7 +121,7 @@ class StructuralCheck:
         overall = (
             _short([s for r in usable for s in shapes[r]], request)
             if usable
-            else _no_region(request, self._regions, ruled_out)
+            else _no_region(request, self._regions, [r for r in named if r in ruled_out])
         )
         if overall is None:
             return None
@@ -198,14 +198,14 @@ class StructuralCheck:
         return self._totals
 
 
-def _no_region(request: TaskRequest, regions: Iterable[str], ruled_out: dict[str, str]) -> _Short:
+def _no_region(request: TaskRequest, regions: Iterable[str], ruled_out: list[str]) -> _Short:
     """No region the task may use has nodes: it names only regions without nodes, or the network rules
-    out the rest."""
+    out the rest (`ruled_out`: those of the regions it names)."""
     wanted = ", ".join(request.regions) if request.regions else "any region"
-    where = ", ".join(r for r in regions if r not in ruled_out) or "none"
+    where = ", ".join(regions) or "none"
     detail = f"no node in {wanted}"
     if ruled_out:
-        detail += f" that the network constraint allows ({len(ruled_out)} ruled out)"
+        detail += f" that the network constraint allows ({', '.join(ruled_out)} ruled out)"
     return _Short("region", wanted, where, "", f"{detail}; regions with nodes: {where}")
 
 
@@ -222,6 +222,7 @@ def _short(shapes: list[_Shape] | tuple[_Shape, ...], request: TaskRequest) -> _
             return _Short("node_selector", labels, "", "", f"no node has the labels {labels}")
         within.append(f"labels {labels}")
     if request.gpu_count:
+        kind = f" {' or '.join(request.gpu_models)}" if request.gpu_models else ""
         if request.gpu_models:
             models = " or ".join(request.gpu_models)
             matching = [s for s in shapes if s.gpu_model in request.gpu_models]
@@ -234,7 +235,6 @@ def _short(shapes: list[_Shape] | tuple[_Shape, ...], request: TaskRequest) -> _
         need = 1 if request.is_shared_gpu else request.gpu_count
         best = _most(shapes, _gpus)
         if best.gpus < need:
-            kind = f" {' or '.join(request.gpu_models)}" if request.gpu_models else ""
             return _Short(
                 "gpu",
                 str(need),
@@ -244,7 +244,6 @@ def _short(shapes: list[_Shape] | tuple[_Shape, ...], request: TaskRequest) -> _
                 f"the largest{kind} node has {best.gpus} ({best.node})",
             )
         shapes = [s for s in shapes if s.gpus >= need]
-        kind = f" {' or '.join(request.gpu_models)}" if request.gpu_models else ""
         within.append(f"{need}+{kind} GPUs")
     for resource, unit, want, have in (
         ("cpu", "milli-CPU", request.cpu_milli, _cpu),
