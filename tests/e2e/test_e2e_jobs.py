@@ -48,6 +48,9 @@ from .kit import (
 
 REAL_NODE = "e2e-real-1"
 REAL_REGION = "cn-lab"
+# A model of the device catalogue that the e2e fleet lacks and its queue has no quota for: such a job is
+# accepted and waits (INADMISSIBLE), where a name outside the catalogue would be refused at submit.
+ABSENT_MODEL = "P100"
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +295,7 @@ async def test_every_catalogued_metric_is_served_with_its_labels(platform: Platf
     # cannot be (pending by reason), one Resolve (routing's counters), one garbage order (a dead letter).
     await platform.submit(job_spec("metrics-runs", gpu_task("w", duration_s=1.0)), f"metrics-runs-{token}")
     waiting = await platform.submit(
-        job_spec("metrics-waits", gpu_task("w", gpu_models=["no such GPU"])), f"metrics-waits-{token}"
+        job_spec("metrics-waits", gpu_task("w", gpu_models=[ABSENT_MODEL])), f"metrics-waits-{token}"
     )
     async with aio_bearer_channel(stack.routing_addr, stack.admin_token, stack.ca) as channel:
         await rpb_grpc.RoutingStub(channel).Resolve(rpb.ResolveRequest(from_region="frankfurt"), timeout=10)
@@ -376,7 +379,7 @@ async def test_prometheus_answers_every_dashboard_panel_and_variable(platform: P
     # Besides the traffic: a job that waits (pending by reason) and a garbage order (a dead letter).
     token = secrets.token_hex(4)
     waiting = await platform.submit(
-        job_spec("panels-wait", gpu_task("w", gpu_models=["no such GPU"])), f"panels-wait-{token}"
+        job_spec("panels-wait", gpu_task("w", gpu_models=[ABSENT_MODEL])), f"panels-wait-{token}"
     )
     async with EventPublisher(platform.bootstrap) as bus:
         await bus.publish_raw(

@@ -322,19 +322,21 @@ async def test_explain_says_why_a_job_cannot_fit(scheduler: Scheduler, tmp_path:
 
         data = await until(reason, what="a pending reason")
         assert data["state"] == "JOB_STATE_PENDING"
-        assert data["pending_reason"]["code"] == "NO_NODE_FITS", data
+        # 64 GPUs where the largest node has 4: no node could ever hold it, whatever else runs
+        assert data["pending_reason"]["code"] == "UNSCHEDULABLE", data
+        assert "asks for 64 GPUs on one node; the largest node has 4" in data["pending_reason"]["message"]
         # every node of the view was ruled out by some filter
         assert sum(data["rejected_by_filter"].values()) >= len(NODES), data
 
         table = await scheduler.cli("job", "explain", job_id)
         assert table.exit_code == 0, table.output
         assert field(table.stdout, "Job") == job_id and field(table.stdout, "State") == "Pending"
-        assert field(table.stdout, "Reason") == "NO_NODE_FITS"
+        assert field(table.stdout, "Reason") == "UNSCHEDULABLE"
         assert field(table.stdout, "Message") == data["pending_reason"]["message"]
         assert "NODES REJECTED" in table.stdout
 
         got = await scheduler.cli("job", "get", job_id)
-        assert field(got.stdout, "Pending").startswith("NO_NODE_FITS"), got.output
+        assert field(got.stdout, "Pending").startswith("UNSCHEDULABLE"), got.output
     finally:
         # a job that never fits would otherwise be tried by every cycle of the module's other tests
         await scheduler.api.CancelJob(pb.CancelJobRequest(job_id=job_id))

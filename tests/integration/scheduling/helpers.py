@@ -33,10 +33,16 @@ queues:
 
 
 def config(
-    pg_dsn: str, bootstrap: str, prefix: str, tmp: Path, schema: str | None = None, **overrides: Any
+    pg_dsn: str,
+    bootstrap: str,
+    prefix: str,
+    tmp: Path,
+    schema: str | None = None,
+    queues_yaml: str = QUEUES,
+    **overrides: Any,
 ) -> SchedulingSettings:
     queues = tmp / "queues.yaml"
-    queues.write_text(QUEUES)
+    queues.write_text(queues_yaml)
     # An explicit (empty) environment: the test's values only, whatever the process has set.
     return SchedulingSettings.load(
         {},

@@ -1,16 +1,30 @@
 """Every example job runs on what `suanli up` starts: its queue, priority class and GPU models exist in
 deploy/scheduler/queues.yaml, and some node of the demo fleet satisfies every task's constraints.
 
-An example that names a queue or a GPU model nobody has would sit pending forever in the demo."""
+An example that names a queue or a GPU model nobody has would sit pending forever in the demo. The
+examples of examples/jobs and every job in a YAML block of docs/jobspec.md (the reference first) also go
+through the scheduler's own path: SubmitJob's checks, then one cycle on the empty demo fleet, which places
+them or leaves them waiting for quota only."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
-from suanli.jobspec import load_jobspec
+from suanli.jobspec import JobSpec, load_jobspec, to_proto, validate_document
+from suanli.resources import default_catalogue
+from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
+from suanli.scheduling.domain.model import GpuDevice, Node
+from suanli.scheduling.domain.network import NetworkSnapshot, RegionLink
+from suanli.scheduling.domain.plugins.policies import policy_profile
+from suanli.scheduling.domain.queueing import ClusterState, CycleConfig, ReasonCode, Workload, schedule_cycle
+from suanli.scheduling.entrypoints.validation import check_gpu_models, validate_submit
 from suanli.scheduling.service_layer.queues_config import QueueConfig, parse_queue_config
 from suanli.sensing.adapters.fleet_file import load_fleet
 from suanli.sensing.domain.fleet import FleetSpec, SimNodeSpec
@@ -75,3 +89,85 @@ def test_example_is_admissible_in_the_demo(path: Path, queues: QueueConfig, flee
             candidates = [n for n in candidates if n.gpu_model in allowed and n.gpus >= res.gpu.count]
         matching = [n for n in candidates if fits(n, res.gpu_models, res.regions, dict(res.node_selector))]
         assert matching, f"{path.name}: no demo node can run task {task.name}"
+
+
+# -- the same examples through the scheduler's own path -------------------------------------------------
+
+DOC_BLOCKS = re.compile(r"```yaml\n(.*?)```", re.DOTALL)
+
+
+def doc_examples() -> list[tuple[str, JobSpec]]:
+    """Every job in a YAML block of docs/jobspec.md, named by the block and its place in it."""
+    text = (REPO_ROOT / "docs" / "jobspec.md").read_text()
+    out = []
+    for b, block in enumerate(DOC_BLOCKS.findall(text)):
+        for d, document in enumerate(yaml.safe_load_all(block)):
+            out.append((f"jobspec.md-{b}-{d}-{document['name']}", validate_document(document)))
+    return out
+
+
+def file_examples() -> list[tuple[str, JobSpec]]:
+    return [(p.stem, load_jobspec(p)) for p in EXAMPLES]
+
+
+def demo_nodes(fleet: FleetSpec) -> tuple[Node, ...]:
+    return tuple(
+        Node(
+            n.identity.node_id,
+            n.cpu_cores * 1000,
+            n.memory_mib,
+            tuple(GpuDevice(i, n.gpu_model or "", n.gpu_memory_mib) for i in range(n.gpus)),
+            n.identity.region,
+            n.identity.zone,
+            tuple(sorted(n.identity.labels.items())),
+        )
+        for n in fleet.nodes
+    )
+
+
+def demo_network(fleet: FleetSpec) -> NetworkSnapshot:
+    """The fleet's link model between one site of each region, as the routing view would publish it."""
+    sites = {s.region: s for s in reversed(fleet.sites)}
+    links = []
+    for src, a in sites.items():
+        for dst, b in sites.items():
+            if src != dst:
+                p = fleet.links.profile(a, b)
+                links.append(RegionLink(src, dst, p.rtt_ms, p.loss_ratio, p.bandwidth_mbps, last_probe_ms=1))
+    return NetworkSnapshot(links)
+
+
+def test_the_reference_and_every_doc_example_are_found() -> None:
+    names = [name for name, _ in doc_examples()]
+    assert names[0] == "jobspec.md-0-0-resnet50-ddp" and len(names) >= 5, names
+
+
+@pytest.mark.parametrize(
+    ("name", "spec"), file_examples() + doc_examples(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_example_is_accepted_and_possible_on_the_empty_demo(
+    name: str, spec: JobSpec, queues: QueueConfig, fleet: FleetSpec
+) -> None:
+    """Submitted as SubmitJob checks it (GPU models against the catalogue and the fleet), then one cycle on
+    the empty demo fleet: placed, or waiting only for quota, never refused or impossible."""
+    request = pb.SubmitJobRequest(spec=to_proto(spec))
+    accepted = validate_submit(request)
+    nodes = demo_nodes(fleet)
+    check_gpu_models(request.spec, default_catalogue(), lambda: {n.gpu_model for n in nodes if n.gpu_model})
+    job_id = "j-example"
+    accepted = replace(
+        accepted, tasks=tuple(replace(t, task_id=f"{job_id}-{t.name}") for t in accepted.tasks)
+    )
+    network = demo_network(fleet)
+    state = ClusterState(
+        nodes,
+        queues.queues,
+        pending=(Workload(accepted.domain_job(job_id), 1, accepted.priority_class or None),),
+        network=network,
+    )
+    placer = FrameworkPlacer(policy_profile("fgdb"), DEFAULT_TYPICAL, network=network)
+    result = schedule_cycle(state, placer, CycleConfig(priority_classes=queues.priority_classes))
+    reason = result.reason(job_id)
+    assert result.admitted == (job_id,) or (
+        reason is not None and reason.code is ReasonCode.QUOTA_EXCEEDED
+    ), f"{name}: {reason.message if reason else 'not admitted'}"

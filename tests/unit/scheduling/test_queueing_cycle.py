@@ -91,11 +91,11 @@ class CountingPlacer(FirstFitPlacer):
 
 
 def test_a_backlog_of_look_alike_jobs_costs_one_attempt_per_shape() -> None:
-    # 2 free GPUs; ten 4-GPU jobs can never fit this cycle, a 1-GPU job behind them still can.
+    # 2 free GPUs of 4; ten 4-GPU jobs cannot fit this cycle, a 1-GPU job behind them still can.
     state = ClusterState(
-        (node("n1", gpus=2),),
+        (node("n1", gpus=4),),
         (queue("q", gpu_A100=64_000),),
-        (),
+        (running(job("busy", "q", gpus=2, preemptible=False), 0, ("n1", (0, 1))),),
         (
             *(pending(job(f"big{i}", "q", gpus=4), i) for i in range(10)),
             pending(job("small", "q", gpus=1), 10),

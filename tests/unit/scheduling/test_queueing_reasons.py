@@ -18,6 +18,7 @@ from suanli.scheduling.domain.queueing import (
     PriorityClass,
     QuotaExceeded,
     ReasonCode,
+    Unschedulable,
     WaitingForPreemption,
     schedule_cycle,
 )
@@ -80,9 +81,11 @@ ANY_MODEL_QUEUE = queue("q")  # governs no GPU model, so the job's own allow-lis
         (
             "no node fits, counted per filter",
             ClusterState(
-                (node("h100", gpus=4, model="H100"), node("tiny", gpus=1), node("starved", gpus=4, cpu=500)),
+                (node("h100", gpus=4, model="H100"), node("tiny", gpus=1), node("starved", gpus=4, cpu=1500)),
                 (ANY_MODEL_QUEUE,),
-                pending=(pending(job("j", gpus=2, models=("A100",)), 1),),
+                # The starved node could hold the job once `busy` ends, so the job is not unschedulable.
+                (running(job("busy", gpus=0, cpu=1000, preemptible=False), 1, ("starved", ())),),
+                (pending(job("j", gpus=2, models=("A100",)), 2),),
             ),
             "j",
             NoNodeFits(3, (("cpu", 1), ("gpu", 1), ("gpu_model", 1))),
@@ -175,6 +178,7 @@ def test_every_code_is_covered_by_a_reason_type() -> None:
             BlockedByHigherPriority,
             NetworkConstraint,
             NoRegionFits,
+            Unschedulable,
         )
     }
     assert codes == set(ReasonCode)

@@ -6,7 +6,8 @@ import pytest
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
-from suanli.scheduling.entrypoints.validation import validate_submit
+from suanli.resources import default_catalogue
+from suanli.scheduling.entrypoints.validation import check_gpu_models, validate_submit
 from suanli.scheduling.service_layer.errors import InvalidSpec
 from suanli.scheduling.service_layer.queues_config import QueueConfigError, parse_queue_config
 
@@ -139,3 +140,50 @@ def test_strict_node_and_fabric_localities_reach_placement(wire: int, name: str)
     assert spec.locality == name and spec.domain_job("j").placement_locality == name
     with pytest.raises(InvalidSpec, match=r"^spec\.locality: applies only to a gang"):
         validate_submit(_gang(min_available=1, locality=wire))
+
+
+def _models_request(*groups: list[str]) -> pb.SubmitJobRequest:
+    request = _request()
+    request.spec.ClearField("tasks")
+    for i, models in enumerate(groups):
+        resources = pb.ResourceRequest(cpu_milli=1000, gpu_count=1, gpu_milli=1000, gpu_models=models)
+        request.spec.tasks.append(pb.TaskSpec(name=f"t{i}", resources=resources))
+    return request
+
+
+def test_gpu_models_of_the_catalogue_pass_without_asking_the_fleet() -> None:
+    def fleet() -> frozenset[str]:
+        raise AssertionError("the fleet is only asked about names the catalogue does not know")
+
+    check_gpu_models(_models_request(["A100 80GB SXM", "A800"], ["T4"]).spec, default_catalogue(), fleet)
+
+
+def test_an_unknown_gpu_model_names_its_field_and_the_models_that_exist() -> None:
+    request = _models_request(["T4"], ["A10", "Quantum9000"])
+    with pytest.raises(InvalidSpec) as info:
+        check_gpu_models(request.spec, default_catalogue(), lambda: frozenset({"T4", "X1 Custom"}))
+    assert info.value.field == "spec.tasks[1].resources.gpu_models[1]"
+    message = str(info.value)
+    assert message.startswith(
+        "spec.tasks[1].resources.gpu_models[1]: unknown GPU model 'Quantum9000'; known models: H200, H100 SXM"
+    ), message
+    # every model of the catalogue, then what only the fleet reports
+    assert all(m in message for m in default_catalogue().models)
+    assert message.endswith(", X1 Custom")
+
+
+def test_an_alias_is_refused_with_the_model_name_nodes_report() -> None:
+    # The job-spec reference once named these: accepted, they matched no node and no quota, forever.
+    request = _models_request(["A100-SXM4-80GB", "H100-SXM5-80GB"])
+    with pytest.raises(InvalidSpec) as info:
+        check_gpu_models(request.spec, default_catalogue(), frozenset)
+    assert str(info.value).startswith(
+        "spec.tasks[0].resources.gpu_models[0]: unknown GPU model 'A100-SXM4-80GB' "
+        "(did you mean 'A100 80GB SXM'?); known models: "
+    )
+
+
+def test_a_model_only_the_fleet_reports_is_accepted() -> None:
+    check_gpu_models(
+        _models_request(["NVIDIA B200"]).spec, default_catalogue(), lambda: frozenset({"NVIDIA B200"})
+    )

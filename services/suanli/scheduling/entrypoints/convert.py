@@ -54,7 +54,8 @@ def pending_reason(reason: Mapping[str, Any] | None) -> pb.PendingReason | None:
 
 
 def region_verdicts(reason: Mapping[str, Any] | None) -> list[pb.RegionVerdict]:
-    """The per-region detail of a NETWORK_CONSTRAINT or NO_REGION_FITS reason (none for other codes)."""
+    """The per-region detail of a NETWORK_CONSTRAINT, NO_REGION_FITS or UNSCHEDULABLE reason (none for
+    other codes)."""
     regions = (reason or {}).get("regions") or ()
     return [
         pb.RegionVerdict(region=str(r["region"]), verdict=str(r["verdict"]))

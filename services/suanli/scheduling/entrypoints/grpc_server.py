@@ -4,11 +4,11 @@ Reads are served from the projection by every instance; writes (SubmitJob, Cance
 administration RPCs) only by the leader:
 a standby answers UNAVAILABLE, so clients retry against the leader. The service's errors are kernel
 request kinds, answered through the platform's one table (`suanli.rpc`): InvalidSpec -> INVALID_ARGUMENT
-(message names the field), unknown job/queue -> NOT_FOUND, a reused request_id with another spec ->
-ALREADY_EXISTS, cancelling a finished job or deleting a queue with child queues or live jobs ->
-FAILED_PRECONDITION, creating a queue that exists -> ALREADY_EXISTS, a write to a standby -> UNAVAILABLE,
-a tenant over its submit rate or pending jobs, or too many WatchJob streams -> RESOURCE_EXHAUSTED with
-retry advice (`service_layer.admission`).
+(message names the field; also a GPU model neither the device catalogue nor a node knows), unknown
+job/queue -> NOT_FOUND, a reused request_id with another spec -> ALREADY_EXISTS, cancelling a finished job
+or deleting a queue with child queues or live jobs -> FAILED_PRECONDITION, creating a queue that exists ->
+ALREADY_EXISTS, a write to a standby -> UNAVAILABLE, a tenant over its submit rate or pending jobs, or too
+many WatchJob streams -> RESOURCE_EXHAUSTED with retry advice (`service_layer.admission`).
 With authentication on, the kernel's interceptor checks roles first; here each read keeps to the caller's
 tenant (another tenant's job or queue answers NOT_FOUND, lists hold only the caller's; docs/security.md).
 """
@@ -28,12 +28,13 @@ from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.principal import tenant_of_queue
 from suanli.auth.tls import TlsSettings, add_port
+from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.rpc import rpc_errors
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert, queue_validation
-from suanli.scheduling.entrypoints.validation import validate_submit
+from suanli.scheduling.entrypoints.validation import check_gpu_models, validate_submit
 from suanli.scheduling.service_layer.admission import Admission, AdmissionLimits
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import (
@@ -62,12 +63,14 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         capacity: CapacityView,
         explainer: Explainer,
         admission: Admission | None = None,
+        catalogue: DeviceCatalogue | None = None,
     ) -> None:
         self.commands = commands
         self.projection = projection
         self.capacity = capacity
         self.explainer = explainer
         self.admission = admission or Admission(AdmissionLimits(), time.monotonic)
+        self.catalogue = catalogue or default_catalogue()
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -90,8 +93,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     ) -> pb.SubmitJobResponse:
         async with rpc_errors(context):
             spec = validate_submit(request)
-            # A retry of a recorded submit answers with its job: never refused by a limit it passed.
+            # A retry of a recorded submit answers with its job: never refused by a check it passed (the
+            # node reporting a model outside the catalogue may have left since) or a limit.
             if not (spec.request_id and (spec.tenant, spec.request_id) in self.projection.by_request):
+                check_gpu_models(request.spec, self.catalogue, self.capacity.gpu_models)
                 self.admission.admit_submit(spec.tenant, self.projection.pending_jobs(spec.tenant))
             job = await self.commands.handle(SubmitJob(spec, _actor()))
             return pb.SubmitJobResponse(job=self._message(job))

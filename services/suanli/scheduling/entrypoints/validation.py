@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.jobspec import limits
 from suanli.jobspec.limits import MAX_GPUS_PER_TASK, MAX_RETRIES, MAX_TASKS
+from suanli.resources import DeviceCatalogue
 from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask
 from suanli.scheduling.domain.model import GPU_MILLI
 from suanli.scheduling.service_layer.errors import InvalidSpec
@@ -190,3 +192,33 @@ def _tasks(t: Any, path: str, position: int) -> list[AcceptedTask]:
     if replicas == 1:
         return [base]
     return [replace(base, name=f"{name}-{k}") for k in range(replicas)]
+
+
+def check_gpu_models(
+    spec: pb.JobSpec, catalogue: DeviceCatalogue, fleet_models: Callable[[], Collection[str]]
+) -> None:
+    """Every GPU model a task names exists: a model of the device catalogue, or one that a node of the
+    fleet reports (a device the catalogue does not list yet). Names are compared exactly, as placement and
+    quota compare them, so a spelling the catalogue only knows as an alias is refused with its model name:
+    accepted, it would wait forever for a node reporting that spelling. `fleet_models` is only asked when
+    a name is not in the catalogue."""
+    models = frozenset(catalogue.models)
+    reported: Collection[str] | None = None
+    for i, task in enumerate(spec.tasks):
+        for j, name in enumerate(task.resources.gpu_models):
+            model = name.strip()
+            if model in models:
+                continue
+            if reported is None:
+                reported = fleet_models()
+            if model not in reported:
+                raise InvalidSpec(
+                    f"spec.tasks[{i}].resources.gpu_models[{j}]", _unknown_model(model, catalogue, reported)
+                )
+
+
+def _unknown_model(model: str, catalogue: DeviceCatalogue, reported: Collection[str]) -> str:
+    found = catalogue.lookup(model)
+    hint = f" (did you mean {found.model!r}?)" if found.known else ""
+    extra = sorted(set(reported) - set(catalogue.models))
+    return f"unknown GPU model {model!r}{hint}; known models: {', '.join((*catalogue.models, *extra))}"

@@ -102,6 +102,10 @@ class CapacityView:
     def schedulable(self) -> tuple[Node, ...]:
         return tuple(self._node(v) for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable)
 
+    def gpu_models(self) -> frozenset[str]:
+        """The GPU models the nodes report, as they spell them (known nodes, whatever their status)."""
+        return frozenset(d.model for v in self.nodes.values() for d in v.devices)
+
     def regions(self) -> dict[str, tuple[str, str]]:
         """Node id -> (region, site), written into each placement for the agent and billing."""
         return {n.id: (n.region, n.site) for n in self.nodes.values()}

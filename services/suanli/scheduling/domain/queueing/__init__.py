@@ -25,6 +25,7 @@ from suanli.scheduling.domain.queueing.reasons import (
     PendingReason,
     QuotaExceeded,
     ReasonCode,
+    Unschedulable,
     WaitingForPreemption,
 )
 from suanli.scheduling.domain.queueing.reference_placer import FirstFitPlacer
@@ -67,6 +68,7 @@ __all__ = [
     "Reservation",
     "ResourceQuota",
     "RunningWorkload",
+    "Unschedulable",
     "WaitingForPreemption",
     "Workload",
     "gpu_flavour",

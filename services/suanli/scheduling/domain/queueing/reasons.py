@@ -19,6 +19,7 @@ class ReasonCode(StrEnum):
     BLOCKED_BY_HIGHER_PRIORITY = "BLOCKED_BY_HIGHER_PRIORITY"
     NETWORK_CONSTRAINT = "NETWORK_CONSTRAINT"
     NO_REGION_FITS = "NO_REGION_FITS"
+    UNSCHEDULABLE = "UNSCHEDULABLE"
 
 
 class _Reason:
@@ -155,10 +156,39 @@ class NoRegionFits(_Reason):
         return _as_dict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class Unschedulable(_Reason):
+    """A task that no node of the fleet as it is could hold even with nothing else running, in the regions
+    it may use: no quota, preemption or finished work changes that, only a node that joins (or a region the
+    network stops ruling out). `resource` names the first constraint the nodes fail, in the order region,
+    node_selector, gpu_model, gpu, cpu, memory; `largest` is the most any node meeting the earlier
+    constraints has of it (with `node`, the first such node), and `regions` the verdict per region."""
+
+    code: ClassVar[ReasonCode] = ReasonCode.UNSCHEDULABLE
+    task: str
+    resource: str
+    requested: str
+    largest: str
+    node: str
+    detail: str
+    regions: tuple[tuple[str, str], ...]  # (region, why no node there can hold the task)
+
+    @property
+    def message(self) -> str:
+        where = ", ".join(r for r, _ in self.regions) or "no regions"
+        return (
+            f"task {self.task} fits no node of the fleet, even an empty one: {self.detail} "
+            f"(regions {where}); it waits for a node that can hold it to join"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return _as_dict(self)
+
+
 _SINGLE = {"zone": "single zone", "fabric": "single fabric domain", "node": "single node"}
 
 
-def _as_dict(reason: NetworkConstraint | NoRegionFits) -> dict[str, object]:
+def _as_dict(reason: NetworkConstraint | NoRegionFits | Unschedulable) -> dict[str, object]:
     # The per-region detail as a list of {region, verdict}, which reads well as JSON and in explain.
     out = _Reason.as_dict(reason)
     out["regions"] = [{"region": r, "verdict": v} for r, v in reason.regions]
@@ -174,4 +204,5 @@ PendingReason = (
     | BlockedByHigherPriority
     | NetworkConstraint
     | NoRegionFits
+    | Unschedulable
 )
