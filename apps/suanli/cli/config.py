@@ -88,10 +88,7 @@ def active_context() -> Context | None:
         if SELECTED.context:
             raise ConfigError(f"--context {SELECTED.context}: no config file at {path}")
         return None
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not YAML ({exc})") from None
+    data = read_config(path)
     contexts = {c.name: c for c in (_context(path, raw) for raw in data.get("contexts") or [])}
     wanted = SELECTED.context or os.environ.get(CONTEXT_ENV) or data.get("current-context")
     if not wanted:
@@ -177,24 +174,46 @@ def channel(address: str) -> grpc.Channel:
     return bearer_channel(address, token(), ca())
 
 
-def write_context(path: Path, context: Context) -> None:
-    """Write (or replace) ``context`` in the file at ``path`` and make it current; the file is 0600."""
-    data: dict[str, Any] = {}
-    if path.exists():
+def read_config(path: Path) -> dict[str, Any]:
+    """The file's document (empty when there is no file); `ConfigError` when it is not a config."""
+    if not path.exists():
+        return {}
+    try:
         data = yaml.safe_load(path.read_text()) or {}
-    entry: dict[str, Any] = {"name": context.name, **context.servers}
-    if context.token:
-        entry["token"] = context.token
-    if context.ca:
-        entry["ca"] = context.ca
-    others = [c for c in data.get("contexts") or [] if isinstance(c, dict) and c.get("name") != context.name]
-    data["contexts"] = [*others, entry]
-    data["current-context"] = context.name
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not YAML ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("contexts") or [], list):
+        raise ConfigError(f"{path}: not a client config (a mapping with a list of contexts)")
+    return data
+
+
+def save_config(path: Path, data: dict[str, Any]) -> None:
+    """Write the document to ``path``, readable by its owner only (it holds tokens)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         yaml.safe_dump(data, out, sort_keys=False)
     path.chmod(0o600)
+
+
+def context_entry(context: Context) -> dict[str, Any]:
+    """How ``context`` is written in the file."""
+    entry: dict[str, Any] = {"name": context.name, **context.servers}
+    if context.token:
+        entry["token"] = context.token
+    if context.ca:
+        entry["ca"] = context.ca
+    return entry
+
+
+def write_context(path: Path, context: Context, *, current: bool = True) -> None:
+    """Write (or replace) ``context`` in the file at ``path``, current unless told otherwise (0600)."""
+    data = read_config(path)
+    others = [c for c in data.get("contexts") or [] if isinstance(c, dict) and c.get("name") != context.name]
+    data["contexts"] = [*others, context_entry(context)]
+    if current or not data.get("current-context"):
+        data["current-context"] = context.name
+    save_config(path, data)
 
 
 class _AioMetadata:

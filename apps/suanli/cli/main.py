@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Start, inspect and stop the local broker and PostgreSQL; create development TLS certificates.",
     ),
     "auth": ("suanli.cli.auth:app", "Signing key and access tokens (docs/security.md)."),
+    "config": (
+        "suanli.cli.contexts:app",
+        "Client config contexts: servers and token (get-contexts, use-context, set-context, view).",
+    ),
     "audit": (
         "suanli.cli.audit:audit",
         "Who did what: jobs submitted and cancelled, tokens issued and revoked, oldest first.",
