@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import for_code
 
+from suanli.bus.security import client_options
 from suanli.bus.topics import TopicSpec, resolve_prefix
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,9 @@ async def ensure_topics(
     if not wanted:
         return EnsureResult((), ())
     new_topics = [NewTopic(t.name, t.partitions, replicas, topic_configs=t.configs) for t in wanted]
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms, **client_options()
+    )
     await admin.start()
     try:
         response = await admin.create_topics(new_topics, timeout_ms=timeout_ms)

@@ -31,6 +31,7 @@ from suanli.bus.headers import EVENT_ID, header
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.publisher import EventPublisher, ProducerSettings
 from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
+from suanli.bus.security import client_options
 from suanli.bus.topics import dlq_topic
 from suanli.telemetry.propagation import extract_context
 
@@ -200,6 +201,7 @@ class EventConsumer:
             session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=s.heartbeat_interval_ms,
             max_poll_interval_ms=s.max_poll_interval_ms,
+            **client_options(),
         )
         if self._dlq_publisher is None:
             self._dlq_publisher = EventPublisher(

@@ -30,6 +30,7 @@ from suanli.bus.dlq import (
 )
 from suanli.bus.errors import BusClosedError
 from suanli.bus.publisher import EventPublisher, OutgoingRecord
+from suanli.bus.security import client_options
 
 # Tansu fails fetch_max_wait_ms=0 (ARCHITECTURE §3); a short wait keeps a read to the end quick.
 _FETCH_WAIT_MS = 100
@@ -68,8 +69,11 @@ class DeadLetterTopics:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=_FETCH_WAIT_MS,
+            **client_options(),
         )
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, client_id=self._client_id)
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self._bootstrap, client_id=self._client_id, **client_options()
+        )
         await admin.start()
         try:
             await consumer.start()

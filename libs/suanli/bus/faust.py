@@ -25,6 +25,7 @@ from faust.types import AppT
 
 from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.headers import Headers
+from suanli.bus.security import kafka_security
 
 
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
@@ -96,6 +97,7 @@ def processor_app(group_id: str, bootstrap: str, *, partitions: int, fetch_wait_
     app: Any = faust.App(
         group_id,
         broker=broker_urls(bootstrap),
+        broker_credentials=kafka_security().faust_credentials(),
         store="memory://",
         web_enabled=False,
         producer_max_batch_size=1,

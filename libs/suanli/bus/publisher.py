@@ -16,6 +16,7 @@ from opentelemetry import trace
 from suanli.bus.codec import Codec, default_codec
 from suanli.bus.errors import BusClosedError
 from suanli.bus.headers import EVENT_ID, EVENT_NAME, Headers, set_headers
+from suanli.bus.security import client_options
 from suanli.telemetry.propagation import inject_headers
 
 
@@ -92,6 +93,7 @@ class EventPublisher:
             max_request_size=s.max_request_size,
             compression_type=s.compression_type,
             request_timeout_ms=s.request_timeout_ms,
+            **client_options(),
         )
         await producer.start()
         self._producer = producer

@@ -9,6 +9,7 @@ import faust
 from aiokafka import AIOKafkaConsumer
 
 from suanli.bus import ensure_topics
+from suanli.bus.security import client_options
 from suanli.metering.bootstrap import metering_app
 from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import MeteringTopics
@@ -27,7 +28,7 @@ async def check_copartitioned(bootstrap: str, names: MeteringTopics) -> None:
     A topic created earlier by auto-creation (a producer that started first) keeps the broker's default
     count; each node's state would then be split across workers.
     """
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options())
     await consumer.start()
     try:
         await consumer.topics()

@@ -20,6 +20,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from suanli.bus.security import client_options
 from suanli.contracts import EventDecodeError, decode
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class CompactedReader:
             enable_auto_commit=False,
             group_id=None,
             fetch_max_wait_ms=fetch_wait_ms,
+            **client_options(),
         )
         self.caught_up = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
