@@ -51,6 +51,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "suanli.cli.contexts:app",
         "Client config contexts: servers and token (get-contexts, use-context, set-context, view).",
     ),
+    "doctor": (
+        "suanli.cli.doctor:doctor",
+        "Check the configuration: Kafka security, database role and TLS, endpoints, token, certificates.",
+    ),
     "audit": (
         "suanli.cli.audit:audit",
         "Who did what: jobs submitted and cancelled, tokens issued and revoked, oldest first.",
