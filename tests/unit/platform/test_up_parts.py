@@ -39,7 +39,8 @@ def test_the_shipped_workload_plans_every_tenant_and_kind_with_short_durations()
     assert [a.at_s for a in arrivals] == sorted(a.at_s for a in arrivals) and arrivals[-1].at_s < 60
     kinds = {a.spec.kind for a in arrivals}
     assert kinds == {pb.JOB_KIND_TRAINING, pb.JOB_KIND_INFERENCE, pb.JOB_KIND_BATCH}
-    assert all(5 <= t.duration_s <= 20 for a in arrivals for t in a.spec.tasks)
+    # Simulated seconds, so a run of a few minutes sees jobs end and be billed.
+    assert all(5 <= t.duration_s <= 90 for a in arrivals for t in a.spec.tasks)
     assert any(t.resources.gpu_milli < 1000 and t.resources.gpu_count for a in arrivals for t in a.spec.tasks)
     assert len({a.request_id for a in arrivals}) == len(arrivals)
 
@@ -147,3 +148,57 @@ def test_time_average_holds_each_sample_until_the_next() -> None:
     average.add(4.0, GpuFigures(1000, 500, 500))
     assert average.utilisation == pytest.approx(3 / 4)  # 0 for 1 s, then 1.0 for 3 s
     assert average.peak_utilisation == 1.0 and average.fragmentation == 0.0
+
+
+def test_the_shipped_script_reaches_every_milestone_early_and_cancels_only_the_over_quota_job() -> None:
+    workload = load_workload(MIXED)
+    scripted = {
+        a.spec.name.rsplit("-", 1)[0]: a for a in plan(workload, 180, "run") if a.tenant and a.at_s <= 30
+    }
+    # docs/demo.md, "The scenario": the fill, the borrow, the preemption and the over-quota job.
+    assert {"llm-pretrain", "llm-serve-h200", "research-sweep", "vision-pretrain", "llm-serve-405b"} <= set(
+        scripted
+    )
+    assert scripted["urgent-report"].at_s == 25
+    assert [n for n, a in scripted.items() if a.cancel_after_s is not None] == ["llm-serve-405b"]
+    sweep, urgent = scripted["research-sweep"].spec, scripted["urgent-report"].spec
+    assert (sweep.priority_class, sweep.preemptible, urgent.priority_class) == ("research", True, "high")
+
+
+def test_scripted_jobs_merge_into_the_random_arrivals_in_time_order() -> None:
+    job = {"name": "big", "queue": "initech", "tasks": [{"name": "t", "resources": {"cpu": "1"}}]}
+    workload = parse_workload(
+        _workload(
+            script=[
+                {"at": "1.5s", "tenant": "initech", "duration": "30s", "spec": job, "cancel_after": "10s"},
+                {"at": 0, "tenant": "initech", "duration": 5, "spec": job},
+            ]
+        )
+    )
+    arrivals = plan(workload, 3, "r")
+    assert [(a.seq, a.at_s, a.spec.name) for a in arrivals] == [
+        (1, 0.0, "big-001"),
+        (2, 0.0, "etl-002"),
+        (3, 1.0, "etl-003"),
+        (4, 1.5, "big-004"),
+        (5, 2.0, "etl-005"),
+    ]
+    assert arrivals[3].cancel_after_s == 10 and arrivals[3].spec.tasks[0].duration_s == 30
+    assert {a.cancel_after_s for a in arrivals if a.seq != 4} == {None}
+
+
+def test_a_scripted_job_of_an_unknown_tenant_or_foreign_queue_is_refused() -> None:
+    job = {"name": "big", "queue": "acme", "tasks": [{"name": "t", "resources": {"cpu": "1"}}]}
+    with pytest.raises(DemoWorkloadError) as info:
+        parse_workload(
+            _workload(
+                script=[
+                    {"at": 0, "tenant": "nobody", "duration": 5, "spec": job},
+                    {"at": 0, "tenant": "initech", "duration": 5, "spec": job},
+                ]
+            )
+        )
+    assert str(info.value).splitlines() == [
+        "script[0].tenant: 'nobody' is not one of the tenants",
+        "script[1].spec: queue: 'acme' does not belong to tenant 'initech'",
+    ]
