@@ -381,12 +381,16 @@ def dashboard(
     grid.add_column(ratio=1)
     currency = next((c.currency for c in observation.charges.values() if c.currency), "")
     grid.add_row(
-        Group(running_panel(jobs), preemptions_panel(preemptions), network_panel(observation.network)),
+        Group(
+            running_panel(jobs),
+            preemptions_panel(preemptions),
+            network_panel(observation.network),
+            charges_panel(observation),
+        ),
         Group(
             decisions_panel(decisions, currency),
             cohorts_panel(observation.queues),
             queues_panel(observation.queues),
-            charges_panel(observation),
         ),
     )
     footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")

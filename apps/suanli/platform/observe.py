@@ -141,7 +141,8 @@ class Observer:
         self._period_charges: dict[str, dict[str, TenantCharges]] = {}
         # The milestones, in the order they were noticed.
         self.waits: dict[str, Wait] = {}  # job id -> its first reason
-        self.quota_refusals: dict[str, Wait] = {}  # job id -> its first QUOTA_EXCEEDED
+        self.quota_waits: dict[str, Wait] = {}  # job id -> its first QUOTA_EXCEEDED
+        self.placed_jobs: set[str] = set()  # jobs that had a task placed at least once
         self.preemptions: dict[tuple[str, str], Preemption] = {}  # (victim, preemptor)
         self.borrowing: dict[tuple[str, str], Borrowing] = {}  # (queue, flavour) -> its peak
         self.invoices: dict[tuple[str, str], IssuedInvoice] = {}  # (tenant, period)
@@ -186,7 +187,7 @@ class Observer:
             wait = Wait(job.id, job.spec.name, job.spec.queue, reason.code, reason.message)
             self.waits.setdefault(job.id, wait)
             if reason.code == QUOTA_EXCEEDED:
-                self.quota_refusals.setdefault(job.id, wait)
+                self.quota_waits.setdefault(job.id, wait)
             if reason.code == WAITING_FOR_PREEMPTION:
                 for victim in _victims(reason.details.get("victims", "")):
                     self.preemptions.setdefault((victim, job.id), Preemption(victim, job.id, now))
@@ -202,6 +203,7 @@ class Observer:
             if not task.node_id or key in self._seen_attempts:
                 continue
             self._seen_attempts.add(key)
+            self.placed_jobs.add(job.id)
             self.placed_total += 1
             self.decisions.appendleft(
                 Decision(
@@ -217,6 +219,10 @@ class Observer:
                     price_per_hour=task.price_per_hour if task.HasField("price_per_hour") else None,
                 )
             )
+
+    def quota_refusals(self) -> list[Wait]:
+        """Jobs held by QUOTA_EXCEEDED that never ran: refused, as opposed to waiting their turn."""
+        return [w for job_id, w in self.quota_waits.items() if job_id not in self.placed_jobs]
 
     def unfinished(self) -> list[pb.Job]:
         return [j for j in self.jobs.values() if j.state not in FINAL_STATES]

@@ -178,7 +178,9 @@ class Milestones:
     waited: list[WaitedJob] = field(default_factory=list)
     borrowed: list[Borrowing] = field(default_factory=list)
     preemptions: list[PreemptionSeen] = field(default_factory=list)
-    refused: list[WaitedJob] = field(default_factory=list)  # QUOTA_EXCEEDED, with the scheduler's reason
+    # Held by QUOTA_EXCEEDED and never run (the scheduler's reason); jobs that waited on quota and then
+    # ran are in `waited`.
+    refused: list[WaitedJob] = field(default_factory=list)
     invoices: list[InvoiceSeen] = field(default_factory=list)
 
     @property

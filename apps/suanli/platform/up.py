@@ -336,7 +336,7 @@ class Run:
                 "waited": len(self.observer.waits),
                 "borrowing": len(self.observer.borrowing),
                 "preemptions": len(self.observer.preemptions),
-                "over quota": len(self.observer.quota_refusals),
+                "over quota": len(self.observer.quota_refusals()),
                 "invoices": len(self.observer.invoices),
             },
             problems=tuple(self.problems),
@@ -590,7 +590,7 @@ def _milestones(run: Run) -> Milestones:
     return milestones(
         observer.jobs,
         observer.waits.values(),
-        observer.quota_refusals.values(),
+        observer.quota_refusals(),
         observer.preemptions.values(),
         observer.borrowing.values(),
         observer.invoices.values(),

@@ -202,3 +202,88 @@ def test_a_scripted_job_of_an_unknown_tenant_or_foreign_queue_is_refused() -> No
         "script[0].tenant: 'nobody' is not one of the tenants",
         "script[1].spec: queue: 'acme' does not belong to tenant 'initech'",
     ]
+
+
+def test_the_observer_notes_waits_refusals_and_preemptions_from_reasons() -> None:
+    from suanli.platform.observe import Observer
+
+    observer = Observer("127.0.0.1:1", "127.0.0.1:1", ["initech"])
+    try:
+        over = pb.Job(
+            id="j8",
+            spec=pb.JobSpec(name="big-008", queue="globex"),
+            state=pb.JOB_STATE_PENDING,
+            pending_reason=pb.PendingReason(code="QUOTA_EXCEEDED", message="quota of queue globex exceeded"),
+        )
+        urgent = pb.Job(
+            id="j9",
+            spec=pb.JobSpec(name="urgent-009", queue="initech"),
+            state=pb.JOB_STATE_PENDING,
+            pending_reason=pb.PendingReason(
+                code="WAITING_FOR_PREEMPTION", message="waiting", details={"victims": '["j5"]'}
+            ),
+        )
+        victim = pb.Job(id="j5", spec=pb.JobSpec(name="sweep-005"), state=pb.JOB_STATE_RUNNING)
+        victim.tasks.add(task_id="j5-t-0", state="STOPPING", node_id="n1", reason="preempted by j9")
+        waited = pb.Job(
+            id="j7",
+            spec=pb.JobSpec(name="later-007"),
+            state=pb.JOB_STATE_PENDING,
+            pending_reason=pb.PendingReason(code="QUOTA_EXCEEDED", message="wait"),
+        )
+        for job in (over, urgent, victim, waited):
+            observer._note_waits(job, 1.0)
+        running = pb.Job(id="j7", spec=pb.JobSpec(name="later-007"), state=pb.JOB_STATE_RUNNING)
+        running.tasks.add(task_id="j7-t-0", state="RUNNING", node_id="n2")
+        observer._note_placements(running, 2.0)
+    finally:
+        observer.close()
+    assert list(observer.waits) == ["j8", "j9", "j7"]
+    # later-007 waited on quota and then ran: a wait, not a refusal.
+    assert [w.job_name for w in observer.quota_refusals()] == ["big-008"]
+    # The preemptor's reason and the victim's task reason name the same pair: noted once.
+    assert list(observer.preemptions) == [("j5", "j9")]
+
+
+def test_the_summary_lists_each_milestone_with_its_evidence() -> None:
+    from decimal import Decimal
+
+    from rich.console import Console
+
+    from suanli.platform.observe import Borrowing, IssuedInvoice, Preemption, Wait
+    from suanli.platform.summary import milestones
+
+    averages = TimeAverage()
+    averages.add(0.0, GpuFigures(total=1000, allocated=700))
+    averages.add(10.0, GpuFigures(total=1000, allocated=500))
+    jobs = {
+        "j5": pb.Job(id="j5", spec=pb.JobSpec(name="sweep-005", queue="initech", priority_class="research")),
+        "j9": pb.Job(id="j9", spec=pb.JobSpec(name="urgent-009", queue="initech", priority_class="high")),
+    }
+    over = Wait("j8", "big-008", "globex", "QUOTA_EXCEEDED", "quota of queue globex exceeded for gpu:H200")
+    m = milestones(
+        jobs,
+        [over],
+        [over],
+        [Preemption("j5", "j9", 3.0)],
+        [Borrowing("acme/vision", "acme-teams", "gpu:H100 SXM", 40000, 24000)],
+        [IssuedInvoice("inv-1", "acme", "2026-12-01T15:13Z", "CNY", Decimal("4.1"), 3)],
+        averages,
+    )
+    assert (m.allocation_peak, m.allocation_mean) == (0.7, 0.7)
+    assert m.reached == dict.fromkeys(
+        ("allocation", "wait", "borrow", "preemption", "quota_refusal", "invoice"), True
+    )
+    assert (m.preemptions[0].preemptor, m.preemptions[0].victim_priority) == ("urgent-009", "research")
+    console = Console(width=120, record=True)
+    from suanli.platform.summary import _milestones_section
+
+    for part in _milestones_section(m):
+        console.print(part)
+    printed = console.export_text()
+    assert "✓ allocation    peak 70.0%, mean 70.0%" in printed
+    assert "acme/vision borrowed 24 H100 SXM beyond its 40 (cohort acme-teams)" in printed
+    assert "urgent-009 (high) preempted sweep-005 (research)" in printed
+    assert "big-008: QUOTA_EXCEEDED: quota of queue globex exceeded for gpu:H200" in printed
+    assert "acme 2026-12-01T15:13Z 4.1 CNY (3 lines)" in printed
+    assert max(len(line) for line in printed.splitlines()) <= 120
