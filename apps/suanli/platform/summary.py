@@ -350,7 +350,7 @@ def render_summary(summary: Summary) -> RenderableType:
         Text(""),
         charges,
         Text(""),
-        *_milestones_section(summary.milestones),
+        *milestones_section(summary.milestones),
         *_network_section(summary.network_placements),
         verdict,
     )
@@ -386,7 +386,7 @@ def _more(items: Sequence[object]) -> str:
     return f"; … {more} more in summary.json" if more > 0 else ""
 
 
-def _milestones_section(m: Milestones) -> list[RenderableType]:
+def milestones_section(m: Milestones) -> list[RenderableType]:
     """One line per milestone: reached or not, and the evidence (a few examples; summary.json has all)."""
     reached = m.reached
     waits = Counter(w.code for w in m.waited)

@@ -11,9 +11,23 @@ from rich.console import Console, RenderableType
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
-from suanli.platform.dashboard import Status, dashboard, decisions_panel, network_panel, short_region
+from suanli.platform.dashboard import (
+    Status,
+    cohort_rows,
+    cohorts_panel,
+    dashboard,
+    decisions_panel,
+    network_panel,
+    short_region,
+)
 from suanli.platform.observe import Decision, Observation, TenantCharges
-from suanli.platform.summary import NetworkPlacement, Summary, network_placements, render_summary
+from suanli.platform.summary import (
+    NetworkPlacement,
+    PreemptionSeen,
+    Summary,
+    network_placements,
+    render_summary,
+)
 from suanli.sensing.adapters.fleet_file import load_fleet
 
 
@@ -196,8 +210,6 @@ def _cohort() -> list[pb.Queue]:
 
 
 def test_the_cohort_panel_shows_what_one_team_borrows_and_the_other_lends() -> None:
-    from suanli.platform.dashboard import cohort_rows, cohorts_panel
-
     assert cohort_rows(_cohort()) == [
         ("acme/vision", "gpu:H100 SXM", 40000, 64000, 24000, 0),
         ("acme/nlp", "gpu:H100 SXM", 40000, 8000, 0, 24000),
@@ -219,8 +231,6 @@ def _pending(job_id: str, name: str, queue: str, code: str, message: str) -> pb.
 
 
 def test_the_whole_view_with_the_scenario_fits_120_columns_without_cutting_names_or_reasons() -> None:
-    from suanli.platform.summary import PreemptionSeen
-
     nodes = [
         pb.Node(
             id=n.identity.node_id,

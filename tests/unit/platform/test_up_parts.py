@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
-from suanli.platform.summary import GpuFigures, TimeAverage, gpu_figures, started_use
+from suanli.platform.observe import Borrowing, IssuedInvoice, Observer, Preemption, Wait
+from suanli.platform.summary import (
+    GpuFigures,
+    TimeAverage,
+    gpu_figures,
+    milestones,
+    milestones_section,
+    started_use,
+)
 from suanli.platform.workload import DemoWorkloadError, load_workload, parse_workload, plan
 
 MIXED = data_path("deploy/workloads/mixed.yaml")
@@ -205,8 +215,6 @@ def test_a_scripted_job_of_an_unknown_tenant_or_foreign_queue_is_refused() -> No
 
 
 def test_the_observer_notes_waits_refusals_and_preemptions_from_reasons() -> None:
-    from suanli.platform.observe import Observer
-
     observer = Observer("127.0.0.1:1", "127.0.0.1:1", ["initech"])
     try:
         over = pb.Job(
@@ -246,13 +254,6 @@ def test_the_observer_notes_waits_refusals_and_preemptions_from_reasons() -> Non
 
 
 def test_the_summary_lists_each_milestone_with_its_evidence() -> None:
-    from decimal import Decimal
-
-    from rich.console import Console
-
-    from suanli.platform.observe import Borrowing, IssuedInvoice, Preemption, Wait
-    from suanli.platform.summary import milestones
-
     averages = TimeAverage()
     averages.add(0.0, GpuFigures(total=1000, allocated=700))
     averages.add(10.0, GpuFigures(total=1000, allocated=500))
@@ -276,9 +277,7 @@ def test_the_summary_lists_each_milestone_with_its_evidence() -> None:
     )
     assert (m.preemptions[0].preemptor, m.preemptions[0].victim_priority) == ("urgent-009", "research")
     console = Console(width=120, record=True)
-    from suanli.platform.summary import _milestones_section
-
-    for part in _milestones_section(m):
+    for part in milestones_section(m):
         console.print(part)
     printed = console.export_text()
     assert "✓ allocation    peak 70.0%, mean 70.0%" in printed
