@@ -286,3 +286,9 @@ def test_the_summary_lists_each_milestone_with_its_evidence() -> None:
     assert "big-008: QUOTA_EXCEEDED: quota of queue globex exceeded for gpu:H200" in printed
     assert "acme 2026-12-01T15:13Z 4.1 CNY (3 lines)" in printed
     assert max(len(line) for line in printed.splitlines()) <= 120
+
+
+def test_the_small_fleets_workload_plans_the_same_tenants_without_a_script() -> None:
+    small = load_workload(data_path("deploy/workloads/small.yaml"))
+    assert small.tenant_names == load_workload(MIXED).tenant_names and not small.script
+    assert all(a.cancel_after_s is None for a in plan(small, 60, "r"))
