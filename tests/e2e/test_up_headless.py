@@ -1,7 +1,9 @@
-"""`suanli up --headless --duration 60` on the small fleet, as a user (or CI) runs it: it must exit 0
-with every submitted job final, every tenant charged and every network-aware job within its bounds, and
-leave no process behind: not a service,
-not the agent, not the broker, not the embedded PostgreSQL it started."""
+"""`suanli up --headless --duration 90` with its defaults (the demo fleet, queues and scenario), as a user
+(or CI) runs it: it must exit 0 with every submitted job final, every tenant charged and every
+network-aware job within its bounds; reach each milestone of the scenario (GPU allocation above 60 %, jobs
+that wait, a borrow in a cohort, a preemption, an over-quota job with its reason, an invoice: docs/demo.md,
+"The scenario"); and leave no process behind: not a service, not the agent, not the broker, not the
+embedded PostgreSQL it started. One run serves every test of the module."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,11 +25,14 @@ import pytest
 import yaml
 
 from suanli.data import data_path
+from suanli.infra.testing import outside_pytest_root
 
-FLEET = data_path("deploy/fleets/small.yaml")
-WORKLOAD = data_path("deploy/workloads/mixed.yaml")
+WORKLOAD = data_path("deploy/workloads/mixed.yaml")  # the default
 SERVICES = {"scheduling", "billing", "metering", "routing", "fleet"}
-RUN_TIMEOUT_S = 270
+# Submission stops at 90 s: the script's milestones come in its first 30 s and a one-minute billing
+# period has closed (and been invoiced 15-20 s later) within 80 s; the drain takes about a minute more.
+DURATION_S = 90
+RUN_TIMEOUT_S = 330
 
 
 @dataclass(frozen=True)
@@ -54,9 +60,10 @@ def _processes() -> Iterator[Proc]:
         yield Proc(int(entry.name), int(fields[2]), int(fields[19]), text.decode(errors="replace"))
 
 
-@pytest.fixture
-def run(service_home: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
-    home = service_home / "up-home"
+@pytest.fixture(scope="module")
+def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
+    base = outside_pytest_root("suanli-up-")
+    home = base / "up-home"
     argv = [
         sys.executable,
         "-m",
@@ -64,9 +71,7 @@ def run(service_home: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], 
         "up",
         "--headless",
         "--duration",
-        "60",
-        "--fleet",
-        str(FLEET),
+        str(DURATION_S),
         "--home",
         str(home),
     ]
@@ -79,6 +84,7 @@ def run(service_home: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], 
         out, _ = process.communicate(timeout=90)
         pytest.fail(f"suanli up did not finish within {RUN_TIMEOUT_S}s:\n{out[-5000:]}")
     yield subprocess.CompletedProcess(argv, process.returncode, out), home
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
@@ -91,7 +97,7 @@ def test_up_headless_runs_the_workload_to_the_end_and_leaves_nothing(
 
     summary: dict[str, Any] = json.loads((home / "summary.json").read_text())
     assert summary["exit_code"] == 0 and summary["healthy"] and not summary["problems"], summary
-    assert summary["submitted"] >= 20, summary  # ~36 a minute for 60 s
+    assert summary["submitted"] >= 30, summary  # ~24 a minute and the script's 6 in 90 s
     assert summary["all_final"] and summary["unfinished"] == 0 and summary["rejected"] == 0
     assert summary["succeeded"] + summary["failed"] + summary["cancelled"] == summary["submitted"]
     assert summary["placements"] >= summary["submitted"]
@@ -138,3 +144,48 @@ def test_up_headless_runs_the_workload_to_the_end_and_leaves_nothing(
     ]
     assert not left, [(p.pid, p.text.split("\0", 1)[0]) for p in left]
     assert not (home / "pg" / "postmaster.pid").exists(), "the embedded PostgreSQL did not shut down"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_up_reaches_every_milestone_of_the_scenario_and_lists_its_evidence(
+    run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, home = run
+    m: dict[str, Any] = json.loads((home / "summary.json").read_text())["milestones"]
+    assert m["allocation_peak"] > 0.6, m["allocation_peak"]
+    assert 0 < m["allocation_mean"] <= m["allocation_peak"]
+    assert m["waited"] and all(w["code"] and w["message"] for w in m["waited"])
+
+    # acme/vision's 64 H100s: 40 of its own, 24 borrowed from acme/nlp (deploy/scheduler/demo-queues.yaml).
+    borrowed = {(b["queue"], b["flavour"]): b for b in m["borrowed"]}
+    vision = borrowed[("acme/vision", "gpu:H100 SXM")]
+    assert vision["cohort"] == "acme-teams" and vision["borrowed"] == 24000 and vision["guaranteed"] == 40000
+
+    assert {(p["preemptor"].rsplit("-", 1)[0], p["victim"].rsplit("-", 1)[0]) for p in m["preemptions"]} >= {
+        ("urgent-report", "research-sweep")
+    }
+    urgent = next(p for p in m["preemptions"] if p["preemptor"].startswith("urgent-report"))
+    assert (urgent["preemptor_priority"], urgent["victim_priority"], urgent["queue"]) == (
+        "high",
+        "research",
+        "initech",
+    )
+
+    over = next(r for r in m["refused"] if r["job"].startswith("llm-serve-405b"))
+    assert over["code"] == "QUOTA_EXCEEDED" and over["queue"] == "globex"
+    assert "quota of queue globex exceeded for gpu:H200: requested 56000" in over["message"]
+
+    assert m["invoices"], m
+    tenants = {t["name"] for t in yaml.safe_load(WORKLOAD.read_text())["tenants"]}
+    for invoice in m["invoices"]:
+        assert invoice["tenant"] in tenants and invoice["invoice_id"] and invoice["period"]
+        assert Decimal(invoice["total"]) >= 0 and invoice["currency"]
+    assert m["reached"] == dict.fromkeys(
+        ("allocation", "wait", "borrow", "preemption", "quota_refusal", "invoice"), True
+    )
+
+    # The printed summary lists them too, and the progress lines count them as they come.
+    printed = result.stdout.split("Milestones", 1)[1]
+    for key in ("allocation", "wait", "borrow", "preemption", "quota_refusal", "invoice"):
+        assert re.search(rf"✓ {key} ", printed), (key, printed[:2000])
+    assert re.search(r"preemptions [1-9]\d*", result.stdout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
@@ -18,10 +18,20 @@ from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_milli, state_name
 from suanli.platform.observe import Decision, Observation
-from suanli.platform.summary import READY, GpuFigures, StartedUse, gpu_figures, started_use
+from suanli.platform.summary import (
+    READY,
+    GpuFigures,
+    PreemptionSeen,
+    StartedUse,
+    gpu_figures,
+    started_use,
+)
 
-ROWS = 8  # recent placements: with the shorter lists below, the view fits a 45-line terminal (demo fleet)
-LIST_ROWS = 6  # running and pending jobs, which share their column with the network matrix
+ROWS = 6  # recent placements
+LIST_ROWS = 5  # running and pending jobs
+PREEMPTION_ROWS = 3
+# Job names as the demo workload makes them (a template name and a sequence number) stay whole.
+NAME_WIDTH = 22
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +45,7 @@ class Status:
     counts: dict[int, int]  # job state -> jobs
     placements: int
     utilisation_avg: float
+    milestones: dict[str, int] = field(default_factory=dict)  # the scenario's counts (observe.py)
     problems: tuple[str, ...] = ()
     logs: str = ""
 
@@ -126,18 +137,23 @@ def pending_panel(jobs: Sequence[pb.Job]) -> Panel:
         ", ".join(f"{code} {count}" for code, count in reasons.most_common()) or "nothing pending",
         style="yellow" if pending else "dim",
     )
-    table = _table("JOB")
-    table.columns[0].min_width = 18  # which job matters more than the end of the reason
+    table = _table("JOB", "QUEUE")
+    table.columns[0].min_width = NAME_WIDTH  # which job matters more than the end of the reason
     table.add_column("WHY", no_wrap=True, overflow="ellipsis", ratio=1)
     for job in pending[:LIST_ROWS]:
         reason = job.pending_reason
-        table.add_row(job.spec.name, reason.message or reason.code or "waiting for the next scheduling cycle")
+        table.add_row(
+            job.spec.name,
+            job.spec.queue,
+            reason.message or reason.code or "waiting for the next scheduling cycle",
+        )
     return Panel(Group(head, table), title=f"Pending ({len(pending)})", title_align="left")
 
 
 def running_panel(jobs: Sequence[pb.Job]) -> Panel:
     running = [j for j in jobs if j.state == pb.JOB_STATE_RUNNING]
     table = _table("JOB", "QUEUE", "TASKS", "GPU", "NODE", right=("TASKS", "GPU"))
+    table.columns[0].min_width = NAME_WIDTH
     for job in running[-LIST_ROWS:]:
         nodes = sorted({t.node_id for t in job.tasks if t.node_id})
         started = sum(1 for t in job.tasks if t.state.lower() == "running")
@@ -149,6 +165,71 @@ def running_panel(jobs: Sequence[pb.Job]) -> Panel:
             (nodes[0] + (f" +{len(nodes) - 1}" if len(nodes) > 1 else "")) if nodes else "-",
         )
     return Panel(table, title=f"Running ({len(running)})", title_align="left")
+
+
+def cohort_rows(queues: Sequence[pb.Queue]) -> list[tuple[str, str, int, int, int, int]]:
+    """(queue, flavour, guaranteed, used, borrowed, lent) for every GPU flavour of a queue in a cohort.
+
+    The API gives what each queue borrows (its use beyond its guarantee); what the others of its cohort
+    lend is that total shared among them in proportion to their idle lendable guarantee (exact for a
+    cohort of two).
+    """
+    members = [q for q in queues if q.cohort]
+    rows = []
+    for queue in members:
+        for r in queue.resources:
+            if not r.flavour.startswith("gpu:") or not (r.guaranteed or r.used):
+                continue
+            peers = [
+                x
+                for q in members
+                if q.cohort == queue.cohort and q.name != queue.name
+                for x in q.resources
+                if x.flavour == r.flavour
+            ]
+            borrowed_by_peers = sum(x.borrowed for x in peers)
+            idle = _lendable_idle(r)
+            idle_all = idle + sum(_lendable_idle(x) for x in peers if not x.borrowed)
+            lent = min(idle, borrowed_by_peers * idle // idle_all) if idle_all and not r.borrowed else 0
+            rows.append((queue.name, r.flavour, r.guaranteed, r.used, r.borrowed, lent))
+    return rows
+
+
+def _lendable_idle(r: pb.ResourceAmount) -> int:
+    lendable = r.lending_limit if r.HasField("lending_limit") else r.guaranteed
+    return max(0, min(lendable, r.guaranteed - r.used))
+
+
+def cohorts_panel(queues: Sequence[pb.Queue]) -> Panel:
+    """Borrowed and lent GPU quota inside each cohort (docs/queues.md, "Quota arithmetic")."""
+    table = _table(
+        "QUEUE", "GPU", "GUAR", "USED", "BORROWED", "LENT", right=("GUAR", "USED", "BORROWED", "LENT")
+    )
+    cohorts = sorted({q.cohort for q in queues if q.cohort})
+    for name, flavour, guaranteed, used, borrowed, lent in cohort_rows(queues):
+        table.add_row(
+            name,
+            flavour.removeprefix("gpu:"),
+            amount(flavour, guaranteed),
+            amount(flavour, used),
+            Text(amount(flavour, borrowed), style="yellow") if borrowed else "-",
+            Text(amount(flavour, lent), style="cyan") if lent else "-",
+        )
+    title = f"Cohorts: borrowed / lent ({', '.join(cohorts) or 'none'})"
+    return Panel(table, title=title, title_align="left")
+
+
+def preemptions_panel(preemptions: Sequence[PreemptionSeen]) -> Panel:
+    """The latest preemptions: which job made room for which (priority classes in brackets)."""
+    # Two lines each: the names whole on the first, the priority classes and queue below.
+    lines: list[RenderableType] = []
+    for p in list(preemptions)[-PREEMPTION_ROWS:]:
+        lines.append(Text(p.preemptor, style="bold") + Text(" preempted ") + Text(p.victim, style="bold"))
+        lines.append(
+            Text(f"  priority {p.preemptor_priority} over {p.victim_priority} in {p.queue}", style="dim")
+        )
+    body: RenderableType = Group(*lines) if preemptions else Text("no preemption yet", style="dim")
+    return Panel(body, title=f"Preemptions ({len(preemptions)})", title_align="left")
 
 
 def decisions_panel(decisions: Iterable[Decision], currency: str = "") -> Panel:
@@ -270,6 +351,11 @@ def status_line(status: Status) -> Text:
     return line
 
 
+def milestones_line(status: Status) -> str:
+    """The scenario's counts so far (docs/demo.md, "The scenario")."""
+    return "  ".join(f"{name} {n}" for name, n in status.milestones.items())
+
+
 def progress_line(status: Status, observation: Observation) -> str:
     """The headless form: one plain line per report."""
     charges = " ".join(f"{t}={c.total:.4f}" for t, c in observation.charges.items())
@@ -278,22 +364,33 @@ def progress_line(status: Status, observation: Observation) -> str:
         f"{status_line(status).plain}  GPU now {100 * figures.utilisation:.0f}%"
         + (f"  region links {_link_counts(observation.network)}" if observation.network else "")
         + (f"  charges {charges}" if charges else "")
+        + (f"  {milestones_line(status)}" if status.milestones else "")
     )
 
 
 def dashboard(
-    status: Status, observation: Observation, jobs: Sequence[pb.Job], decisions: Iterable[Decision]
+    status: Status,
+    observation: Observation,
+    jobs: Sequence[pb.Job],
+    decisions: Iterable[Decision],
+    preemptions: Sequence[PreemptionSeen] = (),
 ) -> RenderableType:
+    """Two columns of half of 120 each; the pending jobs and their reasons take the whole width."""
     grid = Table.grid(expand=True, padding=(0, 1))
     grid.add_column(ratio=1)
     grid.add_column(ratio=1)
     currency = next((c.currency for c in observation.charges.values() if c.currency), "")
     grid.add_row(
-        Group(running_panel(jobs), pending_panel(jobs), network_panel(observation.network)),
+        Group(
+            running_panel(jobs),
+            preemptions_panel(preemptions),
+            network_panel(observation.network),
+            charges_panel(observation),
+        ),
         Group(
             decisions_panel(decisions, currency),
+            cohorts_panel(observation.queues),
             queues_panel(observation.queues),
-            charges_panel(observation),
         ),
     )
     footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")
@@ -301,7 +398,9 @@ def dashboard(
     return Group(
         title,
         status_line(status),
+        Text(milestones_line(status), style="cyan"),
         capacity_panel(observation.nodes, started_use(observation.jobs)),
+        pending_panel(jobs),
         grid,
         footer,
     )

@@ -5,10 +5,16 @@ left both lists is fetched once to learn how it ended. Placements are noticed as
 node, which gives the feed of scheduling decisions, each with where it went and why: the region, the RTT
 from there to the job's data region and the expected price per hour, as the scheduler recorded them. The
 network matrix is the routing service's `GetNetwork`; routing being away blanks only that panel.
+
+Along the way it notes the scenario's milestones (docs/demo.md, "The scenario"): every job seen waiting
+and why, quota refusals, preemptions (victim and preemptor, from the preemptor's WAITING_FOR_PREEMPTION
+reason or the victim's "preempted by" task reason), the most each queue borrowed from its cohort, and the
+invoices billing has issued.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -29,6 +35,9 @@ from suanli.cli.config import bearer_channel
 from suanli.cli.render import FINAL_STATES, gpu_slots
 
 PAGE_SIZE = 500
+QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+WAITING_FOR_PREEMPTION = "WAITING_FOR_PREEMPTION"
+PREEMPTED_BY = "preempted by "  # a stopping victim's task reason (the scheduler's TaskPreempted)
 RECENT_DECISIONS = 12
 
 
@@ -44,6 +53,45 @@ class Decision:
     data_region: str = ""  # the job's; "" when it named none
     rtt_ms: float | None = None  # from the region to the data region, as placement knew it
     price_per_hour: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A job seen pending with a reason: the first reason, as the scheduler gave it."""
+
+    job_id: str
+    job_name: str
+    queue: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim_id: str
+    preemptor_id: str
+    at: float  # monotonic, when it was noticed
+
+
+@dataclass(frozen=True, slots=True)
+class Borrowing:
+    """The most a queue held of a flavour beyond its guarantee (borrowed from its cohort)."""
+
+    queue: str
+    cohort: str
+    flavour: str
+    guaranteed: int
+    borrowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedInvoice:
+    invoice_id: str
+    tenant: str
+    period: str
+    currency: str
+    total: Decimal
+    lines: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +139,13 @@ class Observer:
         self._seen_attempts: set[tuple[str, int, str]] = set()
         # tenant -> billing period label -> its charges as last read (labels sort in time order)
         self._period_charges: dict[str, dict[str, TenantCharges]] = {}
+        # The milestones, in the order they were noticed.
+        self.waits: dict[str, Wait] = {}  # job id -> its first reason
+        self.quota_waits: dict[str, Wait] = {}  # job id -> its first QUOTA_EXCEEDED
+        self.placed_jobs: set[str] = set()  # jobs that had a task placed at least once
+        self.preemptions: dict[tuple[str, str], Preemption] = {}  # (victim, preemptor)
+        self.borrowing: dict[tuple[str, str], Borrowing] = {}  # (queue, flavour) -> its peak
+        self.invoices: dict[tuple[str, str], IssuedInvoice] = {}  # (tenant, period)
 
     def close(self) -> None:
         self._scheduler_channel.close()
@@ -124,6 +179,23 @@ class Observer:
             )
             self.jobs[job_id] = job
             self._note_placements(job, now)
+            self._note_waits(job, now)
+
+    def _note_waits(self, job: pb.Job, now: float) -> None:
+        reason = job.pending_reason
+        if job.state == pb.JOB_STATE_PENDING and reason.code:
+            wait = Wait(job.id, job.spec.name, job.spec.queue, reason.code, reason.message)
+            self.waits.setdefault(job.id, wait)
+            if reason.code == QUOTA_EXCEEDED:
+                self.quota_waits.setdefault(job.id, wait)
+            if reason.code == WAITING_FOR_PREEMPTION:
+                for victim in _victims(reason.details.get("victims", "")):
+                    self.preemptions.setdefault((victim, job.id), Preemption(victim, job.id, now))
+        for task in job.tasks:
+            # While its tasks stop, a victim's reason names the job it makes room for.
+            if task.reason.startswith(PREEMPTED_BY):
+                preemptor = task.reason.removeprefix(PREEMPTED_BY).strip()
+                self.preemptions.setdefault((job.id, preemptor), Preemption(job.id, preemptor, now))
 
     def _note_placements(self, job: pb.Job, now: float) -> None:
         for task in job.tasks:
@@ -131,6 +203,7 @@ class Observer:
             if not task.node_id or key in self._seen_attempts:
                 continue
             self._seen_attempts.add(key)
+            self.placed_jobs.add(job.id)
             self.placed_total += 1
             self.decisions.appendleft(
                 Decision(
@@ -146,6 +219,10 @@ class Observer:
                     price_per_hour=task.price_per_hour if task.HasField("price_per_hour") else None,
                 )
             )
+
+    def quota_refusals(self) -> list[Wait]:
+        """Jobs held by QUOTA_EXCEEDED that never ran: refused, as opposed to waiting their turn."""
+        return [w for job_id, w in self.quota_waits.items() if job_id not in self.placed_jobs]
 
     def unfinished(self) -> list[pb.Job]:
         return [j for j in self.jobs.values() if j.state not in FINAL_STATES]
@@ -168,7 +245,34 @@ class Observer:
         return paging.collect(fetch, page_size=PAGE_SIZE)[0]
 
     def queues(self) -> list[pb.Queue]:
-        return list(self.scheduler.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+        queues = list(self.scheduler.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+        for queue in queues:
+            for r in queue.resources:
+                known = self.borrowing.get((queue.name, r.flavour))
+                if r.borrowed > 0 and (known is None or r.borrowed > known.borrowed):
+                    self.borrowing[(queue.name, r.flavour)] = Borrowing(
+                        queue.name, queue.cohort, r.flavour, r.guaranteed, r.borrowed
+                    )
+        return queues
+
+    def check_invoices(self) -> None:
+        """The latest invoice each tenant has been issued (NOT_FOUND until billing closed a period)."""
+        for tenant in self.tenants:
+            request = bpb.GetInvoiceRequest(tenant=tenant)
+            try:
+                invoice = self.billing.GetInvoice(request, timeout=UNARY_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                if exc.code() is not grpc.StatusCode.NOT_FOUND:
+                    raise
+                continue
+            self.invoices[(tenant, invoice.period.label)] = IssuedInvoice(
+                invoice.invoice_id,
+                tenant,
+                invoice.period.label,
+                invoice.currency,
+                Decimal(invoice.total or "0"),
+                len(invoice.lines),
+            )
 
     def charges(self) -> dict[str, TenantCharges]:
         """Each tenant's charges in the billing periods of the run so far.
@@ -207,6 +311,11 @@ class Observer:
         )
         return usage.period.label, charges
 
+    def _charges_and_invoices(self) -> dict[str, TenantCharges]:
+        charges = self.charges()
+        self.check_invoices()
+        return charges
+
     def network(self) -> list[rpb.Link] | None:
         if self.routing is None:
             return None
@@ -225,7 +334,16 @@ class Observer:
             at=now,
             nodes=self.nodes(),
             queues=self.queues(),
-            charges=self.charges() if with_charges else {},
+            charges=self._charges_and_invoices() if with_charges else {},
             jobs=[j for j in self.jobs.values() if j.state not in FINAL_STATES],
             network=self.network(),
         )
+
+
+def _victims(text: str) -> list[str]:
+    """The job ids of a WAITING_FOR_PREEMPTION reason's `victims` detail (a JSON list)."""
+    try:
+        victims = json.loads(text)
+    except ValueError:
+        return []
+    return [str(v) for v in victims] if isinstance(victims, list) else []

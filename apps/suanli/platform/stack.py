@@ -28,7 +28,8 @@ from suanli.platform.health import grpc_serving
 from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
 
 DEFAULT_FLEET = data_path("deploy/fleets/demo-3regions.yaml")
-DEFAULT_QUEUES = data_path("deploy/scheduler/queues.yaml")
+# The demo's queues (`suanli up`): quotas sized to the demo fleet; tests pass their own.
+DEFAULT_QUEUES = data_path("deploy/scheduler/demo-queues.yaml")
 DEFAULT_PRICEBOOK = data_path("deploy/billing/pricebook.yaml")
 
 

@@ -7,6 +7,7 @@ Pure: figures are computed from the messages and times they are given.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,11 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
-from suanli.cli.render import GPU_MILLI, gpus, state_name
-from suanli.platform.observe import TenantCharges
+from suanli.cli.render import GPU_MILLI, amount, gpus, state_name
+from suanli.platform.observe import Borrowing, IssuedInvoice, Preemption, TenantCharges, Wait
 
 READY = "READY"
 NETWORK_ROWS = 12  # network-aware jobs listed in the printed summary (summary.json keeps them all)
+EVIDENCE_ROWS = 3  # examples per milestone in the printed summary (summary.json keeps them all)
+ALLOCATION_TARGET = 0.6  # the demo's point: most of the fleet busy (docs/demo.md, "The scenario")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,104 @@ def network_placements(jobs: Iterable[pb.Job]) -> list[NetworkPlacement]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class WaitedJob:
+    job: str
+    queue: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionSeen:
+    victim: str  # job names; the id when the job is not one of the run's
+    victim_priority: str
+    preemptor: str
+    preemptor_priority: str
+    queue: str  # the victim's
+
+
+@dataclass(frozen=True, slots=True)
+class InvoiceSeen:
+    tenant: str
+    period: str
+    invoice_id: str
+    total: str
+    currency: str
+    lines: int
+
+
+@dataclass
+class Milestones:
+    """What the scenario set out to show, each with its evidence (docs/demo.md, "Reading the summary")."""
+
+    allocation_peak: float = 0.0
+    allocation_mean: float = 0.0
+    waited: list[WaitedJob] = field(default_factory=list)
+    borrowed: list[Borrowing] = field(default_factory=list)
+    preemptions: list[PreemptionSeen] = field(default_factory=list)
+    # Held by QUOTA_EXCEEDED and never run (the scheduler's reason); jobs that waited on quota and then
+    # ran are in `waited`.
+    refused: list[WaitedJob] = field(default_factory=list)
+    invoices: list[InvoiceSeen] = field(default_factory=list)
+
+    @property
+    def reached(self) -> dict[str, bool]:
+        return {
+            "allocation": self.allocation_peak > ALLOCATION_TARGET,
+            "wait": bool(self.waited),
+            "borrow": bool(self.borrowed),
+            "preemption": bool(self.preemptions),
+            "quota_refusal": bool(self.refused),
+            "invoice": bool(self.invoices),
+        }
+
+
+def preemptions_seen(jobs: Mapping[str, pb.Job], preemptions: Iterable[Preemption]) -> list[PreemptionSeen]:
+    """The preemptions by job name and priority class, oldest first."""
+
+    def spec(job_id: str) -> pb.JobSpec | None:
+        job = jobs.get(job_id)
+        return job.spec if job is not None else None
+
+    seen = []
+    for p in sorted(preemptions, key=lambda p: p.at):
+        victim, preemptor = spec(p.victim_id), spec(p.preemptor_id)
+        seen.append(
+            PreemptionSeen(
+                victim.name if victim else p.victim_id,
+                (victim.priority_class or "-") if victim else "-",
+                preemptor.name if preemptor else p.preemptor_id,
+                (preemptor.priority_class or "-") if preemptor else "-",
+                victim.queue if victim else "",
+            )
+        )
+    return seen
+
+
+def milestones(
+    jobs: Mapping[str, pb.Job],
+    waits: Iterable[Wait],
+    refusals: Iterable[Wait],
+    preemptions: Iterable[Preemption],
+    borrowing: Iterable[Borrowing],
+    invoices: Iterable[IssuedInvoice],
+    averages: TimeAverage,
+) -> Milestones:
+    return Milestones(
+        allocation_peak=round(averages.peak_utilisation, 4),
+        allocation_mean=round(averages.utilisation, 4),
+        waited=[WaitedJob(w.job_name, w.queue, w.code, w.message) for w in waits],
+        borrowed=sorted(borrowing, key=lambda b: (-b.borrowed, b.queue, b.flavour)),
+        preemptions=preemptions_seen(jobs, preemptions),
+        refused=[WaitedJob(w.job_name, w.queue, w.code, w.message) for w in refusals],
+        invoices=[
+            InvoiceSeen(i.tenant, i.period, i.invoice_id, str(i.total), i.currency, i.lines)
+            for i in sorted(invoices, key=lambda i: (i.period, i.tenant))
+        ],
+    )
+
+
 @dataclass
 class Summary:
     submitted: int
@@ -169,9 +270,12 @@ class Summary:
     policy: str = ""
     unfinished_jobs: list[str] = field(default_factory=list)
     network_placements: list[NetworkPlacement] = field(default_factory=list)
+    milestones: Milestones = field(default_factory=Milestones)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=False)
+        data = asdict(self)
+        data["milestones"]["reached"] = self.milestones.reached
+        return json.dumps(data, indent=2, sort_keys=False)
 
     def write(self, path: Path) -> None:
         path.write_text(self.to_json() + "\n", encoding="utf-8")
@@ -246,6 +350,7 @@ def render_summary(summary: Summary) -> RenderableType:
         Text(""),
         charges,
         Text(""),
+        *milestones_section(summary.milestones),
         *_network_section(summary.network_placements),
         verdict,
     )
@@ -270,3 +375,70 @@ def _network_section(placements: Sequence[NetworkPlacement]) -> list[RenderableT
     title = Text(f"Network-aware placements ({len(placements)} jobs named a data region)", style="bold")
     tail = [Text(f"… and {more} more in summary.json", style="dim")] if more > 0 else []
     return [title, table, *tail, Text("")]
+
+
+def _mark(reached: bool) -> Text:
+    return Text("✓", style="green") if reached else Text("✗", style="red")
+
+
+def _more(items: Sequence[object]) -> str:
+    more = len(items) - EVIDENCE_ROWS
+    return f"; … {more} more in summary.json" if more > 0 else ""
+
+
+def milestones_section(m: Milestones) -> list[RenderableType]:
+    """One line per milestone: reached or not, and the evidence (a few examples; summary.json has all)."""
+    reached = m.reached
+    waits = Counter(w.code for w in m.waited)
+    rows: list[tuple[str, str]] = [
+        (
+            "allocation",
+            f"peak {_percent(m.allocation_peak)}, mean {_percent(m.allocation_mean)} of the fleet's GPUs "
+            f"(target: peak above {_percent(ALLOCATION_TARGET)})",
+        ),
+        (
+            "wait",
+            f"{len(m.waited)} job(s) waited: "
+            + (", ".join(f"{code} {n}" for code, n in waits.most_common()) or "none"),
+        ),
+        (
+            "borrow",
+            "; ".join(
+                f"{b.queue} borrowed {amount(b.flavour, b.borrowed)} {b.flavour.removeprefix('gpu:')} "
+                f"beyond its {amount(b.flavour, b.guaranteed)} (cohort {b.cohort or '-'})"
+                for b in m.borrowed[:EVIDENCE_ROWS]
+            )
+            + _more(m.borrowed)
+            or "no queue borrowed",
+        ),
+        (
+            "preemption",
+            "; ".join(
+                f"{p.preemptor} ({p.preemptor_priority}) preempted {p.victim} ({p.victim_priority})"
+                for p in m.preemptions[:EVIDENCE_ROWS]
+            )
+            + _more(m.preemptions)
+            or "none",
+        ),
+        (
+            "quota_refusal",
+            "; ".join(f"{r.job}: {r.code}: {r.message}" for r in m.refused[:EVIDENCE_ROWS]) + _more(m.refused)
+            or "none",
+        ),
+        (
+            "invoice",
+            "; ".join(
+                f"{i.tenant} {i.period} {i.total} {i.currency} ({i.lines} lines)"
+                for i in m.invoices[:EVIDENCE_ROWS]
+            )
+            + _more(m.invoices)
+            or "no period closed yet",
+        ),
+    ]
+    table = Table.grid(padding=(0, 1))
+    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, evidence in rows:
+        table.add_row(_mark(reached[key]), key, evidence)
+    return [Text("Milestones", style="bold"), table, Text("")]

@@ -34,12 +34,15 @@ from suanli.platform.observe import Observation, Observer
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES, Stack, StackConfig
 from suanli.platform.summary import (
     READY,
+    Milestones,
     Summary,
     TimeAverage,
     charge_totals,
     gpu_figures,
     job_outcomes,
+    milestones,
     network_placements,
+    preemptions_seen,
     render_summary,
     started_use,
 )
@@ -218,6 +221,8 @@ class Run:
     submit_started: float = 0.0
     submit_ended: float = 0.0
     drain_ended: float = 0.0
+    # job id -> (monotonic deadline, why): scripted jobs the demo cancels if they have not ended by then.
+    cancels: dict[str, tuple[float, str]] = field(default_factory=dict)
     _unreachable_since: float | None = None
 
     # -- checks --
@@ -275,7 +280,31 @@ class Run:
             self._problem(f"the scheduler refused {arrival.spec.name}: {exc.code().name}: {exc.details()}")
             return True
         self.observer.submitted(job)
+        if arrival.cancel_after_s is not None:
+            why = f"the demo gives up on it after {arrival.cancel_after_s:g}s (docs/demo.md, 'The scenario')"
+            self.cancels[job.id] = (time.monotonic() + arrival.cancel_after_s, why)
         return True
+
+    def cancel_due(self) -> None:
+        """Cancel the scripted jobs whose time is up and that have not ended."""
+        assert self.observer is not None
+        now = time.monotonic()
+        for job_id, (deadline, why) in list(self.cancels.items()):
+            if now < deadline:
+                continue
+            known = self.observer.jobs.get(job_id)
+            if known is not None and known.state not in FINAL_STATES:
+                try:
+                    job = self.observer.scheduler.CancelJob(
+                        pb.CancelJobRequest(job_id=job_id, reason=why), timeout=UNARY_TIMEOUT_S
+                    )
+                except grpc.RpcError as exc:
+                    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                        continue  # tried again at the next poll
+                    # Otherwise it ended meanwhile (FAILED_PRECONDITION): nothing left to cancel.
+                else:
+                    self.observer.submitted(job)
+            del self.cancels[job_id]
 
     def poll(self, *, with_charges: bool = True) -> None:
         assert self.observer is not None
@@ -303,6 +332,13 @@ class Run:
             counts=self.observer.counts(),
             placements=self.observer.placed_total,
             utilisation_avg=self.averages.utilisation,
+            milestones={
+                "waited": len(self.observer.waits),
+                "borrowing": len(self.observer.borrowing),
+                "preemptions": len(self.observer.preemptions),
+                "over quota": len(self.observer.quota_refusals()),
+                "invoices": len(self.observer.invoices),
+            },
             problems=tuple(self.problems),
             logs=str(self.logs),
         )
@@ -401,7 +437,9 @@ def _drive(run: Run) -> None:
         def show(phase: str) -> None:
             assert run.observer is not None
             jobs = list(run.observer.jobs.values())
-            live.update(dashboard(run.status(phase), run.last, jobs, run.observer.decisions), refresh=True)
+            preemptions = preemptions_seen(run.observer.jobs, run.observer.preemptions.values())
+            view = dashboard(run.status(phase), run.last, jobs, run.observer.decisions, preemptions)
+            live.update(view, refresh=True)
 
         _loop(run, show)
 
@@ -450,6 +488,7 @@ def _loop(run: Run, show: Callable[[str], None]) -> None:  # noqa: C901
                 pending_arrival = next(upcoming)
         if now >= next_poll:
             next_poll = now + options.poll_s
+            run.cancel_due()
             run.poll()
             if phase == "draining":
                 if not run.observer.unfinished():
@@ -540,4 +579,20 @@ def _summarise(run: Run, left: list[int]) -> Summary:
         policy=run.stack.config.policy,
         unfinished_jobs=[j.id for j in jobs if j.state not in FINAL_STATES][:50],
         network_placements=network_placements(jobs),
+        milestones=_milestones(run),
+    )
+
+
+def _milestones(run: Run) -> Milestones:
+    observer = run.observer
+    if observer is None:
+        return Milestones()
+    return milestones(
+        observer.jobs,
+        observer.waits.values(),
+        observer.quota_refusals(),
+        observer.preemptions.values(),
+        observer.borrowing.values(),
+        observer.invoices.values(),
+        run.averages,
     )

@@ -1,9 +1,10 @@
 """Demo workload files for `suanli up`: who submits what, how often and for how long, as a seeded plan.
 
 A workload names tenants with a share of the arrivals; each tenant has a mix of job templates (a job
-spec as in docs/jobspec.md, a weight, and a range of task durations). `plan()` turns it into a list of
-arrivals, a pure function of the file and a run id: the same seed gives the same jobs
-at the same offsets. Format: docs/demo.md ("Workload files").
+spec as in docs/jobspec.md, a weight, and a range of task durations). A `script` adds jobs at fixed
+offsets (the scenario's milestones: a borrow, a preemption, an over-quota job), each optionally cancelled
+a while after its submission. `plan()` turns it into a list of arrivals, a pure function of the file and
+a run id: the same seed gives the same jobs at the same offsets. Format: docs/demo.md ("Workload files").
 """
 
 from __future__ import annotations
@@ -69,6 +70,18 @@ class Template(_Model):
         return self
 
 
+class Scripted(_Model):
+    """One job at a fixed offset from the start of submission."""
+
+    at: Seconds = Field(ge=0)
+    tenant: str
+    duration: Seconds
+    spec: dict[str, Any]
+    # Cancel the job this long after its submission unless it has ended (a user giving up on a job that
+    # cannot be admitted, so the run still ends with every job final).
+    cancel_after: Seconds | None = None
+
+
 class Tenant(_Model):
     name: str
     weight: float = Field(default=1.0, gt=0)
@@ -84,6 +97,7 @@ class DemoWorkload(_Model):
     seed: int = 0
     arrivals: Arrivals
     tenants: list[Tenant] = Field(min_length=1)
+    script: list[Scripted] = Field(default_factory=list)
 
     @property
     def tenant_names(self) -> tuple[str, ...]:
@@ -97,6 +111,7 @@ class Arrival:
     tenant: str
     spec: pb.JobSpec
     request_id: str
+    cancel_after_s: float | None = None  # see `Scripted.cancel_after`
 
 
 def parse_workload(document: Any, source: str = "") -> DemoWorkload:
@@ -111,6 +126,13 @@ def parse_workload(document: Any, source: str = "") -> DemoWorkload:
         for m, template in enumerate(tenant.mix)
         for problem in _template_problems(tenant.name, template)
     ]
+    tenants = set(workload.tenant_names)
+    for s, scripted in enumerate(workload.script):
+        if scripted.tenant not in tenants:
+            problems.append(f"{where}script[{s}].tenant: {scripted.tenant!r} is not one of the tenants")
+            continue
+        template = Template(duration=scripted.duration, spec=scripted.spec)
+        problems += [f"{where}script[{s}].spec: {p}" for p in _template_problems(scripted.tenant, template)]
     if problems:
         raise DemoWorkloadError("\n".join(problems))
     return workload
@@ -149,19 +171,47 @@ def _instance(spec: dict[str, Any], suffix: str, duration_s: float) -> dict[str,
 
 
 def arrivals(workload: DemoWorkload, run_id: str) -> Iterator[Arrival]:
-    """Arrivals in time order, without end; request ids make a retried submit idempotent."""
+    """Arrivals in time order, without end: the random mix merged with the script (a scripted job first
+    at equal offsets); request ids make a retried submit idempotent."""
+    script = sorted(workload.script, key=lambda s: s.at)
+    seq = itertools.count(1)
+    for arrival in _random_arrivals(workload):
+        while script and script[0].at <= arrival.at_s:
+            yield _scripted(script.pop(0), next(seq), run_id)
+        yield _numbered(arrival, next(seq), run_id)
+
+
+def _scripted(scripted: Scripted, seq: int, run_id: str) -> Arrival:
+    spec = validate_document(_instance(scripted.spec, f"{seq:03d}", scripted.duration))
+    return Arrival(
+        seq, round(scripted.at, 3), scripted.tenant, to_proto(spec), f"{run_id}-{seq}", scripted.cancel_after
+    )
+
+
+def _numbered(arrival: _Draw, seq: int, run_id: str) -> Arrival:
+    spec = validate_document(_instance(arrival.template.spec, f"{seq:03d}", arrival.hold_s))
+    return Arrival(seq, round(arrival.at_s, 3), arrival.tenant, to_proto(spec), f"{run_id}-{seq}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Draw:
+    at_s: float
+    tenant: str
+    template: Template
+    hold_s: float
+
+
+def _random_arrivals(workload: DemoWorkload) -> Iterator[_Draw]:
     rng = random.Random(workload.seed)
     uniform = workload.arrivals.pattern == "uniform"
     rate_per_s = workload.arrivals.per_minute / 60.0
     tenant_weights = [t.weight for t in workload.tenants]
     at = 0.0 if uniform else rng.expovariate(rate_per_s)
-    for seq in itertools.count(1):
+    while True:
         tenant = rng.choices(workload.tenants, weights=tenant_weights)[0]
         template = rng.choices(tenant.mix, weights=[m.weight for m in tenant.mix])[0]
         low, high = template.duration_range
-        hold_s = round(rng.uniform(low, high), 1)
-        spec = validate_document(_instance(template.spec, f"{seq:03d}", hold_s))
-        yield Arrival(seq, round(at, 3), tenant.name, to_proto(spec), f"{run_id}-{seq}")
+        yield _Draw(at, tenant.name, template, round(rng.uniform(low, high), 1))
         at += 1.0 / rate_per_s if uniform else rng.expovariate(rate_per_s)
 
 

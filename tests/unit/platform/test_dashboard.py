@@ -11,9 +11,23 @@ from rich.console import Console, RenderableType
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
-from suanli.platform.dashboard import Status, dashboard, decisions_panel, network_panel, short_region
+from suanli.platform.dashboard import (
+    Status,
+    cohort_rows,
+    cohorts_panel,
+    dashboard,
+    decisions_panel,
+    network_panel,
+    short_region,
+)
 from suanli.platform.observe import Decision, Observation, TenantCharges
-from suanli.platform.summary import NetworkPlacement, Summary, network_placements, render_summary
+from suanli.platform.summary import (
+    NetworkPlacement,
+    PreemptionSeen,
+    Summary,
+    network_placements,
+    render_summary,
+)
 from suanli.sensing.adapters.fleet_file import load_fleet
 
 
@@ -175,3 +189,96 @@ def test_the_summary_lists_where_each_network_aware_job_ran_and_how_far_from_its
     row = next(line for line in printed.splitlines() if line.startswith("chat-tokyo-012"))
     assert row.split() == ["chat-tokyo-012", "succeeded", "tokyo", "20", "ms", "tokyo", "1", "ms"]
     assert '"regions": [\n        "tokyo"\n      ]' in summary.to_json()
+
+
+def _quota(flavour: str, guaranteed: int, used: int, **limits: int) -> pb.ResourceAmount:
+    return pb.ResourceAmount(
+        flavour=flavour, guaranteed=guaranteed, used=used, borrowed=max(0, used - guaranteed), **limits
+    )
+
+
+def _cohort() -> list[pb.Queue]:
+    h100 = "gpu:H100 SXM"
+    return [
+        pb.Queue(name="acme", resources=[_quota(h100, 80000, 72000)]),
+        pb.Queue(name="acme/vision", cohort="acme-teams", resources=[_quota(h100, 40000, 64000)]),
+        pb.Queue(
+            name="acme/nlp", cohort="acme-teams", resources=[_quota(h100, 40000, 8000, lending_limit=24000)]
+        ),
+        pb.Queue(name="globex", resources=[_quota("gpu:H200", 48000, 32000)]),
+    ]
+
+
+def test_the_cohort_panel_shows_what_one_team_borrows_and_the_other_lends() -> None:
+    assert cohort_rows(_cohort()) == [
+        ("acme/vision", "gpu:H100 SXM", 40000, 64000, 24000, 0),
+        ("acme/nlp", "gpu:H100 SXM", 40000, 8000, 0, 24000),
+    ]
+    lines = text(cohorts_panel(_cohort()), width=59).splitlines()
+    assert "acme-teams" in lines[0]
+    assert lines[2].split()[1:-1] == ["acme/vision", "H100", "SXM", "40", "64", "24", "-"]
+    assert lines[3].split()[1:-1] == ["acme/nlp", "H100", "SXM", "40", "8", "-", "24"]
+    assert max(len(line) for line in lines) <= 59
+
+
+def _pending(job_id: str, name: str, queue: str, code: str, message: str) -> pb.Job:
+    return pb.Job(
+        id=job_id,
+        spec=pb.JobSpec(name=name, queue=queue),
+        state=pb.JOB_STATE_PENDING,
+        pending_reason=pb.PendingReason(code=code, message=message),
+    )
+
+
+def test_the_whole_view_with_the_scenario_fits_120_columns_without_cutting_names_or_reasons() -> None:
+    nodes = [
+        pb.Node(
+            id=n.identity.node_id,
+            region=n.identity.region,
+            status="READY",
+            cpu_milli=n.cpu_cores * 1000,
+            free_cpu_milli=n.cpu_cores * 1000,
+            devices=[pb.Device(index=i, model=n.gpu_model, free_milli=1000) for i in range(n.gpus)],
+        )
+        for n in load_fleet(data_path("deploy/fleets/demo-3regions.yaml")).nodes
+    ]
+    over = "quota of queue globex exceeded for gpu:H200: requested 56000, available 16000"
+    jobs = [
+        _pending("j8", "llm-serve-405b-008", "globex", "QUOTA_EXCEEDED", over),
+        _pending(
+            "j25",
+            "urgent-report-025",
+            "initech",
+            "WAITING_FOR_PREEMPTION",
+            "waiting for 1 preempted job(s) to stop: j5",
+        ),
+        _pending(
+            "j15", "finetune-near-data-015", "acme/nlp", "NO_NODE_FITS", "0/100 nodes fit: 90 rejected by gpu"
+        ),
+    ]
+    observation = Observation(
+        at=0,
+        nodes=nodes,
+        queues=_cohort(),
+        charges={"globex": TenantCharges(Decimal("0.5"), 2, "CNY")},
+        network=[],
+    )
+    preemptions = [PreemptionSeen("research-sweep-005", "research", "urgent-report-025", "high", "initech")]
+    status = Status(
+        "submitting",
+        38,
+        25,
+        67,
+        {pb.JOB_STATE_RUNNING: 10},
+        74,
+        0.6,
+        milestones={"waited": 3, "borrowing": 1, "preemptions": 1, "over quota": 1, "invoices": 0},
+    )
+    view = text(dashboard(status, observation, jobs, [], preemptions))
+    assert max(len(line) for line in view.splitlines()) <= 120, view
+    for whole in (over, "llm-serve-405b-008", "finetune-near-data-015"):
+        assert whole in view, whole
+    assert "urgent-report-025 preempted research-sweep-005" in view and "Preemptions (1)" in view
+    assert "priority high over research in initech" in view
+    assert "Cohorts: borrowed / lent (acme-teams)" in view
+    assert "waited 3  borrowing 1  preemptions 1  over quota 1  invoices 0" in view
