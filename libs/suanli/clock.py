@@ -166,6 +166,11 @@ class StreamTimes:
         """A record stamped ``record_ms`` was consumed from ``partition`` at ``now_ms``."""
         self.partitions[partition] = self.partitions.get(partition, StreamClock()).advanced(record_ms, now_ms)
 
+    def newest(self, partition: int | None) -> int:
+        """The newest event time read from ``partition`` (-1: nothing yet)."""
+        clock = self.partitions.get(partition)
+        return -1 if clock is None else clock.newest_ms
+
     def judge(self, wall_ms: int, quiet_ms: int) -> Callable[[int | None], int | None]:
         """For this check: each partition's time (None: not to be judged yet)."""
         if self._last_check_ms is not None and wall_ms - self._last_check_ms > quiet_ms // 2:

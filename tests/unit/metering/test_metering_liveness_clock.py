@@ -98,3 +98,26 @@ async def test_a_record_timestamp_older_than_the_agents_stamp_does_not_age_the_n
     h.clock.now_ms = T0 + 4_500
     await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
     assert statuses(h.status, "a") == ["READY"]  # heard at its stamp, T0 + 2 s: 2.5 s ago, not 4.5 s
+
+
+async def test_an_agent_whose_clock_runs_five_minutes_behind_is_not_taken_for_silent() -> None:
+    # Both agents report every second; "slow" stamps its records (and occurred_at) 5 minutes in the past.
+    # Judged on its own stamps it would be 300 s silent; it reported now, beside records of correct clocks.
+    h = Harness(T0)
+    for seq in range(1, 8):
+        at = T0 + (seq - 1) * INTERVAL
+        h.clock.now_ms = at + 50
+        await h.run(lambda b, s=seq, t=at: h.metering.apply_snapshot(snapshot("ok", s, t), b, t))
+        skewed = at - 300_000
+        await h.run(lambda b, s=seq, t=skewed: h.metering.apply_snapshot(snapshot("slow", s, t), b, t))
+        await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "ok") == ["READY"]
+    assert statuses(h.status, "slow") == ["READY"]
+    # And it still goes LOST once it really stops reporting.
+    for seq in range(8, 12):
+        at = T0 + (seq - 1) * INTERVAL
+        h.clock.now_ms = at + 50
+        await h.run(lambda b, s=seq, t=at: h.metering.apply_snapshot(snapshot("ok", s, t), b, t))
+        await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    assert statuses(h.status, "slow") == ["READY", "LOST"]
+    assert statuses(h.status, "ok") == ["READY"]

@@ -78,12 +78,18 @@ class Metering:
         so a producer clock running ahead cannot push it into the future); the node counts as heard at
         the later of it and the agent's own stamp (capped likewise): a broker that reports a batch's
         first timestamp for all its records must not make a node look older than it is. ``partition``:
-        the snapshot partition it was read from, whose stream time the node's deadline runs on."""
+        the snapshot partition it was read from, whose stream time the node's deadline runs on.
+
+        A node is never heard earlier than the stream's time once its record is read: an agent whose clock
+        runs behind stamps its records in the past (CreateTime, and ``occurred_at``), yet it reported now,
+        among records of the partition stamped by correct clocks. Judged on its own stamps it would look
+        silent by its skew and flap LOST."""
         node_id = snapshot["node_id"]
         now = self.clock()
         recorded = now if record_ms is None else min(record_ms, now)
-        heard = min(max(recorded, to_ms(snapshot["occurred_at"])), now)
         self.streams.read(partition, recorded, now)
+        stamped = max(recorded, to_ms(snapshot["occurred_at"]))
+        heard = min(max(stamped, self.streams.newest(partition)), now)
         self.partition_of[node_id] = partition
         out = on_snapshot(
             batch.nodes.get(node_id),
