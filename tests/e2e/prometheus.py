@@ -1,5 +1,6 @@
 """A real Prometheus (Debian's ``prometheus`` package; `make prometheus` installs it) scraping a running
-Stack every second, and the dashboards' queries as Grafana would send them to its HTTP API."""
+Stack every second, and the dashboards of ``deploy/grafana/dashboards``: their panels' queries and
+template variables as Grafana would send them to its HTTP API."""
 
 from __future__ import annotations
 
@@ -109,7 +110,59 @@ def start(executable: str, stack: Stack, home: Path) -> Iterator[Prometheus]:
         log.close()
 
 
-def grafana_expr(expr: str) -> str:
-    """A panel's query as Grafana sends it with every template variable on All."""
+DASHBOARDS_DIR = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dashboards"
+# Grafana's value of a multi-value variable set to "All" (each dashboard variable's allValue).
+ALL = ".*"
+_REFERENCE = re.compile(r"\$\{?(\w+)\}?")
+_LABEL_VALUES = re.compile(r"label_values\((?P<match>.+), (?P<label>\w+)\)")
+# What Grafana escapes in a variable's value before putting it in a regex matcher.
+_REGEX_SPECIAL = set("\\^$*+?.()|[]{}")
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    match: str  # the series selector of its label_values(), maybe naming earlier variables
+    label: str
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    name: str  # the file's stem
+    queries: tuple[tuple[str, str], ...]  # (panel title, expr) of every panel target
+    variables: tuple[Variable, ...]  # in Grafana's order of resolution
+
+
+def dashboards() -> list[Dashboard]:
+    """Every dashboard of deploy/grafana/dashboards, panels of collapsed rows included."""
+    found = []
+    for path in sorted(DASHBOARDS_DIR.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        panels = [p for top in data["panels"] for p in (top, *top.get("panels", []))]
+        queries = tuple((p["title"], t["expr"]) for p in panels for t in p.get("targets", []))
+        variables = []
+        for variable in data["templating"]["list"]:
+            parsed = _LABEL_VALUES.fullmatch(variable["query"]["query"])
+            assert parsed, f"{path.name}: ${variable['name']} is not a label_values() query"
+            variables.append(Variable(variable["name"], parsed["match"], parsed["label"]))
+        found.append(Dashboard(path.stem, queries, tuple(variables)))
+    return found
+
+
+def regex_of(values: list[str]) -> str:
+    """A multi-value variable set to these values, as Grafana formats it for a regex matcher: each value
+    escaped (a backslash doubled for the PromQL string), in an alternation."""
+    escaped = ("".join(f"\\\\{c}" if c in _REGEX_SPECIAL else c for c in value) for value in values)
+    return f"({'|'.join(escaped)})"
+
+
+def grafana_expr(expr: str, variables: dict[str, str]) -> str:
+    """A query as Grafana sends it: ``$__rate_interval`` at this scrape interval and every dashboard
+    variable replaced by its value (``ALL`` or a ``regex_of``); a variable not given is an error."""
     expr = expr.replace("$__rate_interval", RATE_INTERVAL)
-    return re.sub(r"\$\{?(\w+)\}?", ".*", expr)
+    return _REFERENCE.sub(lambda m: variables[m.group(1)], expr)
+
+
+def references(expr: str) -> set[str]:
+    """The dashboard variables ``expr`` names."""
+    return set(_REFERENCE.findall(expr.replace("$__rate_interval", "")))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import re
 import secrets
@@ -320,32 +319,6 @@ async def test_every_catalogued_metric_is_served_with_its_labels(platform: Platf
     assert [problem for spec in METRICS for problem in _missing(spec, served)] == []
 
 
-DASHBOARDS = sorted(
-    (Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dashboards").glob("*.json")
-)
-
-
-def _panel_queries() -> list[tuple[str, str]]:
-    """(dashboard / panel title, expr) of every panel target of every dashboard."""
-    queries = []
-    for path in DASHBOARDS:
-        dashboard = json.loads(path.read_text(encoding="utf-8"))
-        for panel in dashboard["panels"]:
-            for target in panel.get("targets", []):
-                queries.append((f"{path.stem} / {panel['title']}", target["expr"]))
-    return queries
-
-
-def _variables() -> list[tuple[str, str, str]]:
-    """(dashboard / variable, metric, label) of every label_values() template variable."""
-    found = []
-    for path in DASHBOARDS:
-        for variable in json.loads(path.read_text(encoding="utf-8"))["templating"]["list"]:
-            metric, label = variable["query"]["query"].removeprefix("label_values(").rstrip(")").split(", ")
-            found.append((f"{path.stem} / ${variable['name']}", metric, label))
-    return found
-
-
 async def _idle_histogram(prom: prometheus.Prometheus, query: str) -> bool:
     """Whether the histogram of quantile ``query`` observed nothing in the rate window: its quantile is
     NaN by definition (routing's view freshness, say, between two probe rounds)."""
@@ -367,7 +340,9 @@ async def _traffic(platform: Platform, stop: asyncio.Event) -> None:
             n += 1
             token = f"{secrets.token_hex(3)}-{n}"
             await platform.submit(job_spec(f"panel-{n}", gpu_task("w", duration_s=0.5)), f"panel-{token}")
-            await routing.Resolve(rpb.ResolveRequest(from_region="frankfurt"), timeout=10)
+            # Both workload kinds: the inference dashboard reads the inference Resolves.
+            for kind in (rpb.WORKLOAD_KIND_TRAINING, rpb.WORKLOAD_KIND_INFERENCE):
+                await routing.Resolve(rpb.ResolveRequest(kind=kind, from_region="frankfurt"), timeout=10)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
 
@@ -398,7 +373,15 @@ async def test_prometheus_answers_every_dashboard_panel_and_variable(platform: P
 
 
 async def _unanswered(platform: Platform, prom: prometheus.Prometheus) -> list[str]:
-    """Every panel query and template variable that Prometheus answers without data."""
+    """Every panel query and template variable of every dashboard that Prometheus answers without data.
+
+    Each dashboard's variables are resolved in order as Grafana does (a chained one with the variables
+    before it set to every value they found), then each panel query is evaluated twice: with every
+    variable on "All" (``.*``) and with every variable set to all its values (the alternation Grafana
+    sends for a multi-value selection), which also catches a panel that filters on a label whose values
+    are not the variable's. Every dashboard is evaluated, inference included: it is built from routing's
+    inference Resolves and the capacity metrics, which exist (docs/operations.md, "Dashboards").
+    """
     await until(lambda: asyncio.to_thread(prom.ready), 30, "Prometheus ready", every=0.5)
     targets = len(platform.stack.metrics_ports)
 
@@ -409,21 +392,42 @@ async def _unanswered(platform: Platform, prom: prometheus.Prometheus) -> list[s
 
     await until(scraped_long_enough, 60, "every service scraped for 10 s", every=1.0)
     problems = []
-    for where, expr in _panel_queries():
-        query = prometheus.grafana_expr(expr)
-        rows = await asyncio.to_thread(prom.query, query)
-        values = [float(row["value"][1]) for row in rows]
-        finite = [v for v in values if math.isfinite(v)]
-        if not values:
-            problems.append(f"{where}: no data for {query}")
-        elif "histogram_quantile" in query:
-            # A series of a quantile is NaN when its group observed nothing in the window; all of them
-            # only when the whole histogram did.
-            if not finite and not await _idle_histogram(prom, query):
-                problems.append(f"{where}: {values} for {query}")
-        elif len(finite) < len(values):
-            problems.append(f"{where}: {values} for {query}")
-    for where, metric, label in _variables():
-        if not await asyncio.to_thread(prom.label_values, label, metric):
-            problems.append(f"{where}: no values of {label} on {metric}")
+    for dashboard in prometheus.dashboards():
+        values: dict[str, list[str]] = {}
+        for variable in dashboard.variables:
+            chained = {name: prometheus.regex_of(found) for name, found in values.items()}
+            match = prometheus.grafana_expr(variable.match, chained)
+            values[variable.name] = await asyncio.to_thread(prom.label_values, variable.label, match)
+            if not values[variable.name]:
+                problems.append(
+                    f"{dashboard.name} / ${variable.name}: no values of {variable.label} on {match}"
+                )
+        settings = {"All": {name: prometheus.ALL for name in values}}
+        if values and all(values.values()):
+            settings["every value"] = {name: prometheus.regex_of(found) for name, found in values.items()}
+        for title, expr in dashboard.queries:
+            for setting, variables in settings.items():
+                if setting != "All" and not prometheus.references(expr):
+                    continue  # the same query as on "All"
+                query = prometheus.grafana_expr(expr, variables)
+                problem = await _no_data(prom, query)
+                if problem:
+                    problems.append(f"{dashboard.name} / {title} ({setting}): {problem}")
     return problems
+
+
+async def _no_data(prom: prometheus.Prometheus, query: str) -> str | None:
+    """What is wrong with ``query``'s answer (no series, a non-finite value), or None when it has data."""
+    rows = await asyncio.to_thread(prom.query, query)
+    values = [float(row["value"][1]) for row in rows]
+    finite = [v for v in values if math.isfinite(v)]
+    if not values:
+        return f"no data for {query}"
+    if "histogram_quantile" in query:
+        # A series of a quantile is NaN when its group observed nothing in the window; all of them only
+        # when the whole histogram did.
+        if not finite and not await _idle_histogram(prom, query):
+            return f"{values} for {query}"
+    elif len(finite) < len(values):
+        return f"{values} for {query}"
+    return None

@@ -320,17 +320,115 @@ def _metric_names(expr: str) -> set[str]:
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
 def test_dashboard_uses_only_catalogued_metrics(path: Path) -> None:
-    dashboard = json.loads(path.read_text(encoding="utf-8"))
-    exprs = [t["expr"] for p in _panels(dashboard) for t in p["targets"]]
-    exprs += [v["query"]["query"] for v in dashboard.get("templating", {}).get("list", [])]
-    used = set().union(*(_metric_names(e) for e in exprs))
+    used = set().union(*(_metric_names(e) for e in _exprs(_load(path))))
     assert used - set(METRICS_BY_NAME) == set()
 
 
-def test_scheduling_overview_covers_the_scheduling_catalogue() -> None:
-    dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "scheduling-overview.json").read_text())
-    used = set().union(*(_metric_names(t["expr"]) for p in _panels(dashboard) for t in p["targets"]))
-    assert {m.name for m in METRICS} <= used
+# One dashboard per area (issue 16): file stem → what it answers is in docs/operations.md, "Dashboards".
+AREAS = ("overview", "scheduling", "capacity", "network", "inference", "billing", "bus")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _exprs(dashboard: dict[str, Any]) -> list[str]:
+    """Every panel target's query and every template variable's query."""
+    exprs = [t["expr"] for p in _panels(dashboard) for t in p["targets"]]
+    return exprs + [v["query"]["query"] for v in dashboard["templating"]["list"]]
+
+
+def test_one_dashboard_per_area_with_its_own_uid_and_tags() -> None:
+    assert sorted(p.stem for p in DASHBOARDS) == sorted(AREAS)
+    for path in DASHBOARDS:
+        dashboard = _load(path)
+        assert dashboard["uid"] == f"suanli-{path.stem}", path.name
+        assert dashboard["tags"] == ["suanli", path.stem], path.name
+        assert dashboard["title"].startswith("Suanli / "), path.name
+        assert dashboard["description"].strip(), path.name
+        # Each dashboard lists the others (Grafana's dashboard links by tag).
+        assert {"type": "dashboards", "tags": ["suanli"]}.items() <= dashboard["links"][0].items(), path.name
+
+
+def test_every_catalogued_metric_is_on_some_dashboard() -> None:
+    used = {name for path in DASHBOARDS for expr in _exprs(_load(path)) for name in _metric_names(expr)}
+    assert [m.name for m in METRICS if m.name not in used] == []
+
+
+def test_grafana_opens_on_the_overview(compose: dict[str, Any]) -> None:
+    grafana = compose["services"]["grafana"]
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}[
+        "/var/lib/grafana/dashboards/suanli"
+    ]
+    assert home == "/var/lib/grafana/dashboards/suanli/overview.json"
+    assert (REPO_ROOT / mounted / "overview.json").is_file()
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_panels_have_unique_ids_and_fit_the_grid(path: Path) -> None:
+    panels = _load(path)["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        assert panel["title"].strip() and (panel["type"] == "row" or panel["description"].strip()), panel[
+            "title"
+        ]
+
+
+_VARIABLE = re.compile(r"label_values\((?P<metric>suanli_\w+)(\{(?P<selector>[^}]*)\})?, (?P<label>\w+)\)")
+_REFERENCE = re.compile(r"\$\{?(\w+)\}?")
+# Grafana's own variables that panels may use.
+_BUILTINS = {"__rate_interval", "__interval", "__range"}
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_template_variables_list_a_catalogued_label_and_are_used(path: Path) -> None:
+    dashboard = _load(path)
+    variables = dashboard["templating"]["list"]
+    names = [v["name"] for v in variables]
+    panel_exprs = [t["expr"] for p in _panels(dashboard) for t in p["targets"]]
+    for i, variable in enumerate(variables):
+        query = variable["query"]["query"]
+        assert variable["definition"] == query, variable["name"]
+        match = _VARIABLE.fullmatch(query)
+        assert match, query
+        [metric] = _metric_names(match["metric"])
+        assert match["label"] in METRICS_BY_NAME[metric].labels, query
+        # A variable filters panels (or a later variable's values); one that nothing reads is clutter.
+        later = [v["query"]["query"] for v in variables[i + 1 :]]
+        assert any(variable["name"] in _REFERENCE.findall(e) for e in panel_exprs + later), variable["name"]
+        # A chained variable reads only the variables before it (Grafana resolves them in order).
+        assert set(_REFERENCE.findall(query)) <= set(names[:i]), query
+    referenced = {ref for expr in panel_exprs for ref in _REFERENCE.findall(expr)}
+    assert referenced - _BUILTINS <= set(names)
+
+
+_SELECTOR = re.compile(r"\b(suanli_[a-z0-9_]+)\{([^}]*)\}")
+_MATCHER = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
+# Labels every scraped series has: Prometheus's target labels and the scrape configs' `service`.
+_TARGET_LABELS = ("job", "instance", "service")
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_selectors_filter_on_labels_their_metric_has(path: Path) -> None:
+    # A filter on a label the metric lacks matches nothing once a variable is set to a value: an empty
+    # panel that "All" (.*) hides.
+    problems = []
+    for expr in _exprs(_load(path)):
+        for metric, selector in _SELECTOR.findall(expr):
+            [name] = _metric_names(metric)
+            allowed = {
+                *METRICS_BY_NAME[name].labels,
+                *_TARGET_LABELS,
+                *(["le"] if metric.endswith("_bucket") else []),
+            }
+            problems += [f"{metric}: {label}" for label in _MATCHER.findall(selector) if label not in allowed]
+    assert problems == []
 
 
 def test_catalogued_metrics_are_documented() -> None:
