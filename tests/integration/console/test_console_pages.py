@@ -11,7 +11,14 @@ from .consolekit import Fleet, Stream, client, log_in
 pytestmark = pytest.mark.timeout(120)
 
 PAGES = {
-    "/": ["Capacity by region and GPU model", "cn-east", "cn-west", "A100", "H200", "/10<br>"],  # 10 GPUs in all
+    "/": [
+        "Capacity by region and GPU model",
+        "cn-east",
+        "cn-west",
+        "A100",
+        "H200",
+        "/10<br>",
+    ],  # 10 GPUs in all
     "/nodes": ["e1", "e2", "w1", "H200", "GPUs (allocation)"],
     "/queues": ["acme/vision", "globex", "gpu:A100", "pending reasons"],
     "/jobs": ["By state", "pending"],
