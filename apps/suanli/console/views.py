@@ -476,6 +476,9 @@ def charges_table(usages: Sequence[TenantUsage]) -> str:
 # --- frame ---------------------------------------------------------------------------------------
 
 
+_HEAD = '<link rel="icon" href="/static/favicon.svg"><link rel="stylesheet" href="/static/console.css">'
+
+
 def document(page: Page, path: str, stream: str, headings: Mapping[str, str]) -> str:
     """The whole HTML document of ``page``: the navigation, each fragment under its heading, and the
     script that keeps them live over the event stream at ``stream``."""
@@ -491,7 +494,7 @@ def document(page: Page, path: str, stream: str, headings: Mapping[str, str]) ->
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(page.title)} · Suanli console</title>"
-        '<link rel="stylesheet" href="/static/console.css"><script src="/static/console.js" defer></script>'
+        f'{_HEAD}<script src="/static/console.js" defer></script>'
         f"</head><body><header><strong>Suanli 算力</strong><nav>{nav}</nav>"
         '<span id="live-status" class="live-status">connecting…</span>'
         '<form method="post" action="/logout"><button type="submit">Log out</button></form></header>'
@@ -504,7 +507,7 @@ def login_document(error: str, next_path: str) -> str:
     message = f'<p class="error">{esc(error)}</p>' if error else ""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Log in · Suanli console</title>'
-        '<link rel="stylesheet" href="/static/console.css"></head><body class="login"><main>'
+        f'{_HEAD}</head><body class="login"><main>'
         f"<h1>Suanli console</h1>{message}"
         '<form method="post" action="/login"><label for="token">Access token</label>'
         '<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>'
