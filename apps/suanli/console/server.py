@@ -229,7 +229,11 @@ async def guard(
         if request.method == "GET" and resolve(request.path) is not None:
             raise web.HTTPSeeOther(f"/login?next={request.path_qs}" if request.path != "/" else "/login")
         raise web.HTTPUnauthorized(text="log in first (docs/console.md)\n")
-    response = await handler(request)
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:  # redirects and errors answer with the same headers
+        exc.headers.update(SECURITY_HEADERS)
+        raise
     response.headers.update(SECURITY_HEADERS)
     return response
 
@@ -252,8 +256,9 @@ async def login(request: web.Request) -> web.Response:
     try:
         await request.app[GATEWAY].check_token(token)
     except Unavailable as exc:
-        status = 401 if exc.unauthenticated else 503
-        return _html(views.login_document(f"The scheduler did not accept it: {exc}", next_path), status)
+        if exc.unauthenticated:
+            return _html(views.login_document(f"The scheduler did not accept it: {exc}", next_path), 401)
+        return _html(views.login_document(f"Could not check it with the scheduler: {exc}", next_path), 503)
     response = web.HTTPSeeOther(next_path)
     response.set_cookie(
         COOKIE, sessions.open(), httponly=True, samesite="Strict", path="/", max_age=SESSION_TTL_S
