@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -188,8 +189,7 @@ HEADINGS = {
 
 
 def resolve(path: str) -> tuple[Builder, dict[str, str]] | None:
-    from urllib.parse import unquote
-
+    """The builder of the page at ``path`` and what its pattern matched (a job id, unquoted)."""
     for pattern, builder in PAGES:
         found = pattern.fullmatch(path)
         if found:

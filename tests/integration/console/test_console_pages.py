@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
 import pytest
 
-from suanli.console.server import COOKIE, RunningConsole
+from suanli.console.gateway import Targets
+from suanli.console.server import COOKIE, BackgroundConsole, RunningConsole
 
 from .consolekit import Fleet, Stream, client, log_in
 
@@ -108,3 +112,21 @@ async def test_stream_delivers_a_submitted_job_and_its_page(web: RunningConsole,
             assert response.status == 404
         async with http.get(f"{web.url}events?page=/nowhere") as response:
             assert response.status == 404
+
+
+async def test_background_console_serves_from_its_own_thread(scheduler: Fleet) -> None:
+    # What `suanli up` (synchronous) would use: the console on a loop of its own, stopped by close().
+    targets = Targets(scheduler.address)
+    background = await asyncio.to_thread(BackgroundConsole, targets, "", None, "127.0.0.1:0")
+    try:
+        async with client() as http:
+            await log_in(http, background.running)
+            async with http.get(f"{background.url}nodes") as response:
+                assert response.status == 200
+                assert "w1" in await response.text()
+    finally:
+        await asyncio.to_thread(background.close)
+    async with client() as http:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            async with http.get(background.url):
+                pass
