@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-all test-unit test-integration test-e2e test-alerts prometheus lint bench demo clean proto
+.PHONY: setup test test-all test-unit test-integration test-e2e test-alerts prometheus chromium lint bench demo clean proto
 
 setup: $(STAMP)
 
@@ -56,6 +56,17 @@ prometheus:
 	  command -v apt-get >/dev/null || { echo "promtool missing and no apt-get: install Prometheus's promtool" >&2; exit 1; }; \
 	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus; }
+
+# The console's browser test (tests/integration/console/test_console_browser.py) drives Debian's
+# chromium with Playwright (Playwright's own browser download needs the internet; the Debian package
+# does not); the test skips with a reason when either is missing. Installed like prometheus above.
+CHROMIUM ?= chromium
+chromium: setup
+	@$(BIN)/python -c 'import playwright' 2>/dev/null || $(BIN)/python -m pip install --quiet playwright
+	@command -v $(CHROMIUM) >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "chromium missing and no apt-get: install chromium" >&2; exit 1; }; \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium; }
 
 # Fails on the first check that fails. lint-imports sees the namespace `suanli` only through the
 # three roots on PYTHONPATH (the editable install's import hook is invisible to it).

@@ -18,6 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "suanli.cli.up:up",
         "Start the whole platform locally, submit a mixed workload from three tenants, and show it live.",
     ),
+    "console": (
+        "suanli.console.cli:console",
+        "Serve the web console: capacity, nodes, queues, jobs, network and charges, live.",
+    ),
     "job": ("suanli.cli.job:app", "Submit and follow jobs."),
     "nodes": ("suanli.cli.nodes:nodes", "List nodes with free/total CPU, memory and GPUs."),
     "queues": ("suanli.cli.queues:queues", "List queues, or show one."),
