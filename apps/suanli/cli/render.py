@@ -301,7 +301,13 @@ def accounting_fields(acct: pb.JobAccounting) -> list[tuple[str, str]]:
 def description(described: pb.JobDescription) -> RenderableType:
     """`job describe`: the job as `job get` shows it, what it used, its attempts and its events."""
     parts: list[RenderableType] = [job_detail(described.job), Text("")]
-    parts.append(_fields(accounting_fields(described.accounting)))
+    usage = accounting_fields(described.accounting)
+    if described.HasField("queue_position"):
+        where = (
+            f"{described.queue_position} of {described.queue_waiting} waiting in {described.job.spec.queue}"
+        )
+        usage.insert(0, ("Queue position", where))
+    parts.append(_fields(usage))
     if described.attempts:
         parts += [Text(""), _attempts_table(described.attempts)]
     parts += [Text(""), _events_table(described.events)]

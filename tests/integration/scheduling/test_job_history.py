@@ -69,10 +69,24 @@ async def test_the_history_names_the_preemptor_and_the_canceller_and_keeps_earli
         )
         await until(lambda: job(high.id, lambda j: j.tasks[0].node_id == "n1"), what="high placed")
 
+        # Waiting jobs of the queue in the order the cycle takes them: priority, then submission.
+        later = pb.JobSpec(name="low-2", queue="acme", priority_class="low", tasks=[task_spec("w")])
+        low2 = (await api.SubmitJob(pb.SubmitJobRequest(spec=later))).job
+        urgent = pb.JobSpec(name="high-2", queue="acme", priority_class="high", tasks=[task_spec("w")])
+        high2 = (await api.SubmitJob(pb.SubmitJobRequest(spec=urgent))).job
+        positions = {}
+        for waiting in (low, low2, high2):
+            answer = await api.DescribeJob(pb.DescribeJobRequest(job_id=waiting.id))
+            positions[waiting.id] = (answer.queue_position, answer.queue_waiting)
+        assert positions == {high2.id: (1, 3), low.id: (2, 3), low2.id: (3, 3)}
+        running_high = await api.DescribeJob(pb.DescribeJobRequest(job_id=high.id))
+        assert not running_high.HasField("queue_position")
+
         await api.CancelJob(pb.CancelJobRequest(job_id=low.id, reason="superseded by the high run"))
         described = await api.DescribeJob(pb.DescribeJobRequest(job_id=low.id))
 
         assert described.job.id == low.id and described.job.state == pb.JOB_STATE_CANCELLED
+        assert not described.HasField("queue_position")
         types = [e.type for e in described.events]
         assert types == [
             "JobSubmitted",

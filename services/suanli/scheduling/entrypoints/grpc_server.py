@@ -48,7 +48,7 @@ from suanli.scheduling.service_layer.commands import (
     UpdateQueue,
 )
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
-from suanli.scheduling.service_layer.history import StreamReader, job_history
+from suanli.scheduling.service_layer.history import StreamReader, job_history, queue_position
 from suanli.scheduling.service_layer.job_commands import JobCommands
 from suanli.scheduling.service_layer.projection import Change, Projection
 
@@ -312,7 +312,11 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             history = await job_history(self.history, job.id, as_of)
             if history is None:
                 raise JobNotFound(job.id)
-            return convert.description_message(self._message(job), history, as_of)
+            out = convert.description_message(self._message(job), history, as_of)
+            position = queue_position(self.projection, job)
+            if position is not None:
+                out.queue_position, out.queue_waiting = position
+            return out
 
     def _models(self) -> dict[str, str]:
         return {v.id: v.devices[0].model for v in self.capacity.nodes.values() if v.devices}

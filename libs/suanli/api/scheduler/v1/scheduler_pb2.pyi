@@ -623,15 +623,19 @@ class JobAccounting(_message.Message):
     def __init__(self, attempts: _Optional[int] = ..., wait_s: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., gpu_hours: _Optional[float] = ..., cpu_hours: _Optional[float] = ..., cost: _Optional[float] = ...) -> None: ...
 
 class JobDescription(_message.Message):
-    __slots__ = ("job", "events", "attempts", "accounting", "as_of")
+    __slots__ = ("job", "events", "attempts", "accounting", "as_of", "queue_position", "queue_waiting")
     JOB_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ACCOUNTING_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAITING_FIELD_NUMBER: _ClassVar[int]
     job: Job
     events: _containers.RepeatedCompositeFieldContainer[HistoryEvent]
     attempts: _containers.RepeatedCompositeFieldContainer[TaskAttempt]
     accounting: JobAccounting
     as_of: _timestamp_pb2.Timestamp
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., accounting: _Optional[_Union[JobAccounting, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    queue_position: int
+    queue_waiting: int
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., accounting: _Optional[_Union[JobAccounting, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., queue_position: _Optional[int] = ..., queue_waiting: _Optional[int] = ...) -> None: ...
