@@ -87,6 +87,7 @@ async def test_the_history_names_the_preemptor_and_the_canceller_and_keeps_earli
 
         assert described.job.id == low.id and described.job.state == pb.JOB_STATE_CANCELLED
         assert not described.HasField("queue_position")
+        assert [t.state for t in described.job.tasks] == ["CANCELLED"]  # requeued, then cancelled
         types = [e.type for e in described.events]
         assert types == [
             "JobSubmitted",

@@ -11,7 +11,7 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
-from suanli.scheduling.domain.jobs import JobView, Phase
+from suanli.scheduling.domain.jobs import JobView, Phase, TaskRun, TaskRunState
 from suanli.scheduling.domain.jobs.history import History
 from suanli.scheduling.domain.queueing import QueueSpec
 from suanli.scheduling.domain.queueing.resources import gpu_flavour
@@ -65,6 +65,14 @@ def region_verdicts(reason: Mapping[str, Any] | None) -> list[pb.RegionVerdict]:
     ]
 
 
+def _task_state(job: JobView, task: TaskRun) -> str:
+    """A task's state as answers show it: a task of a cancelled job that was never placed (or whose
+    attempt had ended when it was requeued) is CANCELLED, not PENDING: nothing will place it now."""
+    if job.phase is Phase.CANCELLED and task.state is TaskRunState.PENDING:
+        return "CANCELLED"
+    return task.state.value
+
+
 def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     s = job.spec
     spec = pb.JobSpec(
@@ -106,7 +114,7 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     tasks = [
         pb.TaskStatus(
             task_id=t.task_id,
-            state=t.state.value,
+            state=_task_state(job, t),
             node_id=t.node_id,
             gpu_indices=list(t.gpu_indices),
             gpu_milli=list(t.gpu_milli),
