@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.auth.principal import tenant_of_queue
 from suanli.cli import config
 from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, rpc_failure, scheduler
 from suanli.cli.job import PAGE_SIZE, state_option
@@ -135,7 +136,7 @@ class Charges:
                 self.address = config.server("billing", self.address, BILLING_BUILTIN)
                 self._channel = config.channel(self.address)
                 self._stub = billing_pb2_grpc.BillingStub(self._channel)
-            tenant = job.spec.queue.split("/")[0]
+            tenant = tenant_of_queue(job.spec.queue)
             request = bpb.ListChargesRequest(tenant=tenant, job_id=job.id, page_size=CHARGES_PAGE)
             cu = amount = Decimal(0)
             currency, count = "", 0
@@ -181,7 +182,7 @@ def _item(job: pb.Job, described: pb.JobDescription, billed: Billed | None) -> d
         "id": job.id,
         "name": job.spec.name,
         "queue": job.spec.queue,
-        "tenant": job.spec.queue.split("/")[0],
+        "tenant": tenant_of_queue(job.spec.queue),
         "state": pb.JobState.Name(job.state),
         "submitted_at": to_data(job).get("submitted_at"),
         "accounting": to_data(described.accounting),
@@ -249,7 +250,7 @@ def acct(
         for job in _jobs(stub, "", wanted, start, 0 if (below or tenant) else limit):
             if below is not None and not below(job.spec.queue):
                 continue
-            if tenant and job.spec.queue.split("/")[0] != tenant:
+            if tenant and tenant_of_queue(job.spec.queue) != tenant:
                 continue
             described = stub.DescribeJob(pb.DescribeJobRequest(job_id=job.id), timeout=UNARY_TIMEOUT_S)
             out.append((job, described, bills.of(job) if charges else None))

@@ -165,9 +165,12 @@ def test_a_lost_node_ends_the_attempt_as_lost() -> None:
             JobRequeued("job-1", "acme", "acme", 2, 1, Cause.NODE_LOST, "NODE_LOST: node n1 was lost", TASK),
         ),
     ]
+    # The node was alive after all: its report of the lost attempt's end comes later, and is told so.
+    events.append((at(6), TaskFinished(TASK, "job-1", "n1", 1, 143)))
     history = build_history(events, now=at(9))
     assert history.entries[3].message == "lost: NODE_LOST: node n1 was lost"
-    assert history.attempts[0].outcome == "LOST"
+    assert history.entries[5].message == "reported ended after it was recorded lost (exit code 143)"
+    assert (history.attempts[0].outcome, history.attempts[0].ended_at) == ("LOST", at(4))
     assert history.entries[4].message == (
         "requeued: attempt 1 -> 2 (NODE_LOST: NODE_LOST: node n1 was lost, task job-1-w-0); restarts 1"
     )

@@ -175,10 +175,16 @@ def _started(s: _State, e: TaskStarted, at: datetime) -> HistoryEntry:
     return HistoryEntry(at, "TaskStarted", f"started on node {e.node_id}", e.task_id, e.attempt, e.node_id)
 
 
+LATE = "LATE"  # an end reported for an attempt already recorded ended (lost): it keeps its first end
+
+
 def _ended(s: _State, key: tuple[str, int], at: datetime, outcome: str, code: int | None, reason: str) -> str:
-    """Close the attempt; returns the outcome it ended with (a stopped one: PREEMPTED or STOPPED)."""
+    """Close the attempt; returns the outcome it ended with (a stopped one: PREEMPTED or STOPPED), or
+    LATE when it had ended already."""
     current = s.attempts.get(key)
-    if current is None or current.ended_at is not None:
+    if current is not None and current.ended_at is not None:
+        return LATE
+    if current is None:
         return outcome
     if current.outcome == "STOPPING":
         outcome = "PREEMPTED" if current.preempted else "STOPPED"
@@ -187,12 +193,19 @@ def _ended(s: _State, key: tuple[str, int], at: datetime, outcome: str, code: in
     return outcome
 
 
+def _late(s: _State, key: tuple[str, int], code: int | None) -> str:
+    """An end reported for an attempt whose end is already recorded (a lost node that was alive)."""
+    was = s.attempts[key].outcome.lower()
+    return f"reported ended after it was recorded {was}" + ("" if code is None else f" (exit code {code})")
+
+
 def _finished(s: _State, e: TaskFinished, at: datetime) -> HistoryEntry:
     code = e.exit_code
     outcome = _ended(s, (e.task_id, e.attempt), at, "SUCCEEDED" if code == 0 else "FAILED", code, "")
     text = {
         "SUCCEEDED": "succeeded (exit code 0)",
         "FAILED": f"failed: exit code {code}",
+        LATE: _late(s, (e.task_id, e.attempt), code),
     }.get(outcome, f"{outcome.lower()} (exit code {code})")
     return HistoryEntry(at, "TaskFinished", text, e.task_id, e.attempt, e.node_id, exit_code=code)
 
@@ -204,7 +217,7 @@ def _failed(s: _State, e: TaskFailed, at: datetime) -> HistoryEntry:
     outcome = _ended(s, (e.task_id, e.attempt), at, "LOST" if lost else "FAILED", e.exit_code, reason)
     code = "" if e.exit_code is None else f" (exit code {e.exit_code})"
     verb = {"LOST": "lost", "FAILED": "failed"}.get(outcome, outcome.lower())
-    text = f"{verb}: {reason}{code}"
+    text = _late(s, (e.task_id, e.attempt), e.exit_code) if outcome == LATE else f"{verb}: {reason}{code}"
     return HistoryEntry(
         at, "TaskFailed", text, e.task_id, e.attempt, e.node_id, reason=reason, exit_code=e.exit_code
     )
