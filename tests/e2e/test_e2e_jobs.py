@@ -176,6 +176,14 @@ async def test_real_agent_runs_the_process_and_its_exit_code_reaches_the_job(pla
     assert pb.JobState.Name(failed.state) == "JOB_STATE_FAILED"
     (task,) = failed.tasks
     assert (task.state, task.exit_code, task.node_id) == ("FAILED", 3, REAL_NODE)
+    # Its history, from the job's record: placed and started on the agent's node, ended with exit code 3.
+    described = await platform.api().DescribeJob(pb.DescribeJobRequest(job_id=failing.id), timeout=10)
+    types = [e.type for e in described.events]
+    assert types[:3] == ["JobSubmitted", "TaskPlaced", "TaskStarted"] and types[-1] == "JobFailed", types
+    assert [e.exit_code for e in described.events if e.HasField("exit_code")] == [3]
+    (attempt,) = described.attempts
+    assert (attempt.node_id, attempt.outcome, attempt.exit_code) == (REAL_NODE, "FAILED", 3)
+    assert attempt.HasField("started_at") and attempt.HasField("ended_at")
 
     succeeded = final[passing.id]
     assert pb.JobState.Name(succeeded.state) == "JOB_STATE_SUCCEEDED"

@@ -37,6 +37,7 @@ from suanli.cli.output import (
 )
 from suanli.cli.render import (
     FINAL_STATES,
+    description,
     event_line,
     explanation,
     job_detail,
@@ -192,6 +193,22 @@ def get(
     emit(output, to_data(found), job_detail(found), name=f"job/{found.id}")
 
 
+@app.command()
+def describe(
+    job: JobRef,
+    queue: QueueFilter = "",
+    output: OutputOption = TABLE,
+    address: SchedulerOption = DEFAULT_ADDRESS,
+) -> None:
+    """Show one job with its history, like `kubectl describe`: what it used, each attempt of each task
+    (node, GPUs, when it ran, how it ended) and its events (placed where, preempted by which job,
+    cancelled by whom and why, failed with which exit code, requeued), read from the job's record."""
+    with scheduler(address) as stub:
+        job_id = resolve(stub, job, queue).id
+        described = stub.DescribeJob(pb.DescribeJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
+    emit(output, to_data(described), description(described), name=f"job/{job_id}")
+
+
 def list_jobs(
     stub: scheduler_pb2_grpc.SchedulerStub,
     queue: str,
@@ -219,7 +236,7 @@ def list_jobs(
     return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep)
 
 
-def _state_option(value: str | None) -> int:
+def state_option(value: str | None) -> int:
     """--state as the wire enum; parsed here rather than by typer so the error lists the choices."""
     try:
         return parse_state(value) if value else pb.JOB_STATE_UNSPECIFIED
@@ -266,7 +283,7 @@ def list_command(
 
     When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
     """
-    wanted = _state_option(state)
+    wanted = state_option(state)
     labels = Selector.parse(selector)
     if subtree and not queue:
         raise typer.BadParameter("--subtree needs --queue", param_hint="--subtree")

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Serve the web console: capacity, nodes, queues, jobs, network and charges, live.",
     ),
     "job": ("suanli.cli.job:app", "Submit and follow jobs."),
+    "acct": (
+        "suanli.cli.acct:acct",
+        "Accounting per job, newest first: elapsed, GPU-hours, CU-hours and cost (like sacct).",
+    ),
     "nodes": ("suanli.cli.nodes:nodes", "List nodes with free/total CPU, memory and GPUs."),
     "queues": ("suanli.cli.queues:queues", "List queues, or show one."),
     "queue": ("suanli.cli.queue:app", "Administer queues, quotas, cohorts and priority classes."),

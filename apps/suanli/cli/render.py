@@ -239,6 +239,81 @@ def job_detail(job: pb.Job) -> RenderableType:
     return Group(*parts)
 
 
+def duration(seconds: float) -> str:
+    """Seconds as sacct writes elapsed time: [D-]HH:MM:SS."""
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    text = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _optional_time(message: Message, field: str) -> str:
+    return timestamp(getattr(message, field)) if message.HasField(field) else "-"
+
+
+def _events_table(events: Sequence[pb.HistoryEvent]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", title="Events", title_justify="left")
+    for column in ("TIME", "TYPE", "TASK", "ATTEMPT", "MESSAGE"):
+        table.add_column(column, no_wrap=column != "MESSAGE")
+    for event in events:
+        table.add_row(
+            timestamp(event.at),
+            event.type,
+            event.task_id or "-",
+            str(event.attempt) if event.attempt else "-",
+            event.message,
+        )
+    return table
+
+
+def _attempts_table(attempts: Sequence[pb.TaskAttempt]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", title="Attempts", title_justify="left")
+    for column in ("TASK", "ATTEMPT", "NODE", "REGION", "GPUS", "STARTED", "ENDED", "RAN", "OUTCOME", "EXIT"):
+        table.add_column(column)
+    for a in attempts:
+        table.add_row(
+            a.task_id,
+            str(a.attempt),
+            a.node_id,
+            a.region or "-",
+            gpu_slots(pb.TaskStatus(gpu_indices=a.gpu_indices, gpu_milli=a.gpu_milli)),
+            _optional_time(a, "started_at"),
+            _optional_time(a, "ended_at"),
+            duration(a.running_s),
+            a.outcome,
+            str(a.exit_code) if a.HasField("exit_code") else "-",
+        )
+    return table
+
+
+def accounting_fields(acct: pb.JobAccounting) -> list[tuple[str, str]]:
+    return [
+        ("Attempts", str(acct.attempts)),
+        ("Waited", duration(acct.wait_s)),
+        ("Elapsed", duration(acct.elapsed_s)),
+        ("GPU-hours", f"{acct.gpu_hours:.3f}"),
+        ("CPU-hours", f"{acct.cpu_hours:.3f}"),
+        ("Expected cost", _price(acct.cost) if acct.HasField("cost") else "-"),
+    ]
+
+
+def description(described: pb.JobDescription) -> RenderableType:
+    """`job describe`: the job as `job get` shows it, what it used, its attempts and its events."""
+    parts: list[RenderableType] = [job_detail(described.job), Text("")]
+    usage = accounting_fields(described.accounting)
+    if described.HasField("queue_position"):
+        where = (
+            f"{described.queue_position} of {described.queue_waiting} waiting in {described.job.spec.queue}"
+        )
+        usage.insert(0, ("Queue position", where))
+    parts.append(_fields(usage))
+    if described.attempts:
+        parts += [Text(""), _attempts_table(described.attempts)]
+    parts += [Text(""), _events_table(described.events)]
+    return Group(*parts)
+
+
 _LOCALITY_NAMES = {
     pb.LOCALITY_NODE: "node",
     pb.LOCALITY_FABRIC: "fabric",

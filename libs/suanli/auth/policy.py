@@ -81,6 +81,7 @@ POLICY: Final = MappingProxyType(
         _m(SCHEDULER, "ListQueues"): Rule(READERS, TenantRule.LIST),
         _m(SCHEDULER, "GetQueue"): Rule(READERS, TenantRule.RESOURCE),
         _m(SCHEDULER, "ExplainJob"): Rule(READERS, TenantRule.RESOURCE),
+        _m(SCHEDULER, "DescribeJob"): Rule(READERS, TenantRule.RESOURCE),
         # Queue administration is the operator's: tenants read their own queues (ListQueues, GetQueue).
         _m(SCHEDULER, "CreateQueue"): Rule(ADMINS, TenantRule.REQUEST, "queue.name", queue=True),
         _m(SCHEDULER, "UpdateQueue"): Rule(ADMINS, TenantRule.REQUEST, "queue.name", queue=True),

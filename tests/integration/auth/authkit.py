@@ -49,6 +49,7 @@ class Platform:
     keys: KeyPaths
     scheduling_schema: str
     auth_schema: str
+    prefix: str  # of the topics the three services share
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -144,6 +145,7 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             keys,
             cfg.store_schema,
             schema,
+            prefix,
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]

@@ -170,6 +170,9 @@ def _calls() -> dict[str, Call]:
         S + "ExplainJob": lambda p, t, md: s(p).ExplainJob(
             spb.ExplainJobRequest(job_id=t.job_id), metadata=md, timeout=10
         ),
+        S + "DescribeJob": lambda p, t, md: s(p).DescribeJob(
+            spb.DescribeJobRequest(job_id=t.job_id), metadata=md, timeout=10
+        ),
         S + "CreateQueue": lambda p, t, md: s(p).CreateQueue(
             spb.CreateQueueRequest(queue=_queue(t.tenant)), metadata=md, timeout=10
         ),

@@ -93,6 +93,8 @@ COMMANDS = [
     ["job", "cancel", "j-1", "--reason", "done"],
     ["job", "watch", "j-1"],
     ["job", "explain", "j-1"],
+    ["job", "describe", "j-1"],
+    ["acct", "--no-charges"],
     ["nodes", "--region", "cn-east"],
     ["queues"],
     ["queues", "acme/vision"],

@@ -83,7 +83,9 @@ class SchedulingApp:
         c = self.c
         self._queue_config = queue_config
         admission = Admission(cfg.admission_limits(), time.monotonic)
-        servicer = SchedulerServicer(c.scheduler.commands, c.projection, c.capacity, c.explain, admission)
+        servicer = SchedulerServicer(
+            c.scheduler.commands, c.projection, c.capacity, c.explain, admission, history=c.store
+        )
         auth = await self._auth.enter_async_context(server_auth(cfg))
         interceptors = () if auth is None else (auth.interceptor,)
         self._server, self.port, _ = await start_server(servicer, cfg.listen, interceptors, cfg)

@@ -11,7 +11,8 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
-from suanli.scheduling.domain.jobs import JobView, Phase
+from suanli.scheduling.domain.jobs import JobView, Phase, TaskRun, TaskRunState
+from suanli.scheduling.domain.jobs.history import History
 from suanli.scheduling.domain.queueing import QueueSpec
 from suanli.scheduling.domain.queueing.resources import gpu_flavour
 from suanli.scheduling.service_layer.capacity import NodeView
@@ -64,6 +65,14 @@ def region_verdicts(reason: Mapping[str, Any] | None) -> list[pb.RegionVerdict]:
     ]
 
 
+def _task_state(job: JobView, task: TaskRun) -> str:
+    """A task's state as answers show it: a task of a cancelled job that was never placed (or whose
+    attempt had ended when it was requeued) is CANCELLED, not PENDING: nothing will place it now."""
+    if job.phase is Phase.CANCELLED and task.state is TaskRunState.PENDING:
+        return "CANCELLED"
+    return task.state.value
+
+
 def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     s = job.spec
     spec = pb.JobSpec(
@@ -105,7 +114,7 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     tasks = [
         pb.TaskStatus(
             task_id=t.task_id,
-            state=t.state.value,
+            state=_task_state(job, t),
             node_id=t.node_id,
             gpu_indices=list(t.gpu_indices),
             gpu_milli=list(t.gpu_milli),
@@ -135,6 +144,57 @@ def job_message(job: JobView, reason: Mapping[str, Any] | None) -> pb.Job:
     if message is not None:
         out.pending_reason.CopyFrom(message)
     return out
+
+
+def description_message(job: pb.Job, history: History, as_of: datetime) -> pb.JobDescription:
+    """DescribeJob's answer: the job as GetJob gives it, with its history as of `as_of`."""
+    acct = history.accounting
+    return pb.JobDescription(
+        job=job,
+        events=[
+            pb.HistoryEvent(
+                at=timestamp(e.at),
+                type=e.type,
+                message=e.message,
+                task_id=e.task_id,
+                attempt=e.attempt,
+                node_id=e.node_id,
+                by=e.by,
+                reason=e.reason,
+                exit_code=e.exit_code,
+            )
+            for e in history.entries
+        ],
+        attempts=[
+            pb.TaskAttempt(
+                task_id=a.task_id,
+                attempt=a.attempt,
+                node_id=a.node_id,
+                region=a.region,
+                gpu_indices=list(a.gpu_indices),
+                gpu_milli=list(a.gpu_milli),
+                placed_at=timestamp(a.placed_at),
+                started_at=timestamp(a.started_at) if a.started_at else None,
+                ended_at=timestamp(a.ended_at) if a.ended_at else None,
+                outcome=a.outcome,
+                exit_code=a.exit_code,
+                reason=a.reason,
+                running_s=a.running_s(as_of),
+                gpu_hours=a.gpu_hours(as_of),
+                price_per_hour=a.price_per_hour,
+            )
+            for a in history.attempts
+        ],
+        accounting=pb.JobAccounting(
+            attempts=acct.attempts,
+            wait_s=acct.wait_s,
+            elapsed_s=acct.elapsed_s,
+            gpu_hours=acct.gpu_hours,
+            cpu_hours=acct.cpu_hours,
+            cost=acct.cost,
+        ),
+        as_of=timestamp(as_of),
+    )
 
 
 def node_message(view: NodeView, used: Mapping[str, tuple[int, int, dict[int, int]]]) -> pb.Node:

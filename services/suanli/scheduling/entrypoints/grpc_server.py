@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -47,6 +48,7 @@ from suanli.scheduling.service_layer.commands import (
     UpdateQueue,
 )
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
+from suanli.scheduling.service_layer.history import StreamReader, job_history, queue_position
 from suanli.scheduling.service_layer.job_commands import JobCommands
 from suanli.scheduling.service_layer.projection import Change, Projection
 
@@ -64,6 +66,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         explainer: Explainer,
         admission: Admission | None = None,
         catalogue: DeviceCatalogue | None = None,
+        *,
+        history: StreamReader,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.commands = commands
         self.projection = projection
@@ -71,6 +76,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.explainer = explainer
         self.admission = admission or Admission(AdmissionLimits(), time.monotonic)
         self.catalogue = catalogue or default_catalogue()
+        self.history = history  # the event store DescribeJob reads a job's stream from
+        self.now = now
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -292,6 +299,23 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             )
             for name, count in (reason or {}).get("rejections") or rejected:
                 out.rejected_by_filter[str(name)] = int(count)
+            return out
+
+    async def DescribeJob(
+        self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.JobDescription:
+        async with rpc_errors(context):
+            # The tenant check is the projection's (a job another tenant owns answers NOT_FOUND); the
+            # history itself is read from the store, where earlier attempts and their causes are kept.
+            job = self._job(request.job_id)
+            as_of = self.now()
+            history = await job_history(self.history, job.id, as_of)
+            if history is None:
+                raise JobNotFound(job.id)
+            out = convert.description_message(self._message(job), history, as_of)
+            position = queue_position(self.projection, job)
+            if position is not None:
+                out.queue_position, out.queue_waiting = position
             return out
 
     def _models(self) -> dict[str, str]:

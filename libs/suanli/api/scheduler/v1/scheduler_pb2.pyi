@@ -543,3 +543,99 @@ class RegionVerdict(_message.Message):
     region: str
     verdict: str
     def __init__(self, region: _Optional[str] = ..., verdict: _Optional[str] = ...) -> None: ...
+
+class DescribeJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class HistoryEvent(_message.Message):
+    __slots__ = ("at", "type", "message", "task_id", "attempt", "node_id", "by", "reason", "exit_code")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    type: str
+    message: str
+    task_id: str
+    attempt: int
+    node_id: str
+    by: str
+    reason: str
+    exit_code: int
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., type: _Optional[str] = ..., message: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., by: _Optional[str] = ..., reason: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class TaskAttempt(_message.Message):
+    __slots__ = ("task_id", "attempt", "node_id", "region", "gpu_indices", "gpu_milli", "placed_at", "started_at", "ended_at", "outcome", "exit_code", "reason", "running_s", "gpu_hours", "price_per_hour")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    PLACED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_S_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    PRICE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    node_id: str
+    region: str
+    gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    gpu_milli: _containers.RepeatedScalarFieldContainer[int]
+    placed_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    outcome: str
+    exit_code: int
+    reason: str
+    running_s: float
+    gpu_hours: float
+    price_per_hour: float
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., region: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[_Iterable[int]] = ..., placed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[str] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., running_s: _Optional[float] = ..., gpu_hours: _Optional[float] = ..., price_per_hour: _Optional[float] = ...) -> None: ...
+
+class JobAccounting(_message.Message):
+    __slots__ = ("attempts", "wait_s", "elapsed_s", "gpu_hours", "cpu_hours", "cost")
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    CPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    attempts: int
+    wait_s: float
+    elapsed_s: float
+    gpu_hours: float
+    cpu_hours: float
+    cost: float
+    def __init__(self, attempts: _Optional[int] = ..., wait_s: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., gpu_hours: _Optional[float] = ..., cpu_hours: _Optional[float] = ..., cost: _Optional[float] = ...) -> None: ...
+
+class JobDescription(_message.Message):
+    __slots__ = ("job", "events", "attempts", "accounting", "as_of", "queue_position", "queue_waiting")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTING_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAITING_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    events: _containers.RepeatedCompositeFieldContainer[HistoryEvent]
+    attempts: _containers.RepeatedCompositeFieldContainer[TaskAttempt]
+    accounting: JobAccounting
+    as_of: _timestamp_pb2.Timestamp
+    queue_position: int
+    queue_waiting: int
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., accounting: _Optional[_Union[JobAccounting, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., queue_position: _Optional[int] = ..., queue_waiting: _Optional[int] = ...) -> None: ...

@@ -81,6 +81,11 @@ class SchedulerStub:
                 request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ExplainJobRequest.SerializeToString,
                 response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Explanation.FromString,
                 _registered_method=True)
+        self.DescribeJob = channel.unary_unary(
+                '/suanli.scheduler.v1.Scheduler/DescribeJob',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DescribeJobRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobDescription.FromString,
+                _registered_method=True)
         self.CreateQueue = channel.unary_unary(
                 '/suanli.scheduler.v1.Scheduler/CreateQueue',
                 request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateQueueRequest.SerializeToString,
@@ -167,6 +172,15 @@ class SchedulerServicer:
 
     def ExplainJob(self, request, context):
         """Why a job is pending, or the scores behind where it was placed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeJob(self, request, context):
+        """The job with its history, read from its event stream (the record, not the live view): every event
+        as a line (placed where, started, preempted by which job, cancelled by whom and why, failed with
+        which exit code, requeued), each attempt of each task with its placement, and what the job used.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -261,6 +275,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ExplainJob,
                     request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ExplainJobRequest.FromString,
                     response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Explanation.SerializeToString,
+            ),
+            'DescribeJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeJob,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DescribeJobRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobDescription.SerializeToString,
             ),
             'CreateQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateQueue,
@@ -536,6 +555,33 @@ class Scheduler:
             '/suanli.scheduler.v1.Scheduler/ExplainJob',
             suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.ExplainJobRequest.SerializeToString,
             suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.Explanation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/DescribeJob',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DescribeJobRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobDescription.FromString,
             options,
             channel_credentials,
             insecure,
