@@ -3,6 +3,7 @@ jobs.replies, invalid commands on jobs.commands.dlq with the reason (docs/comman
 
 from __future__ import annotations
 
+import runpy
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ tasks:
     command: python etl.py
     duration: 5s
 """
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ENVELOPE = ("event_id", "occurred_at", "producer", "subject_id")
 
 
@@ -169,4 +171,19 @@ async def test_invalid_commands_go_to_the_dead_letter_topic_and_are_answered(
             assert [j.id for j in listed.jobs] == [good["job_id"]]
     finally:
         await channel.close()
+        await app.stop()
+
+
+async def test_the_producer_example_gets_its_reply(
+    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    example = runpy.run_path(str(EXAMPLES / "commands" / "submit_by_command.py"))
+    app = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path))
+    try:
+        reply = await example["submit_by_command"](
+            kafka_bootstrap, SPEC, tenant="acme", request_id="example-1", prefix=topic_prefix
+        )
+        assert (reply["ok"], reply["code"], reply["request_id"]) == (True, "OK", "example-1")
+        assert reply["job_id"] in app.c.projection.jobs
+    finally:
         await app.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import runpy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ tasks:
     command: python train.py
     duration: 1h
 """
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 FAST = Retry(attempts=5, initial_backoff_s=0.05, max_backoff_s=0.2)
 
 
@@ -147,6 +149,32 @@ async def test_unavailable_is_retried_until_the_scheduler_answers_within_the_dea
     finally:
         await client.close()
         await app.stop()
+
+
+async def test_the_client_example_submits_and_follows_to_the_end(
+    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    example = runpy.run_path(str(EXAMPLES / "client" / "submit_and_watch.py"))
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC)
+    app = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path))
+    address = f"127.0.0.1:{app.port}"
+    try:
+        client = SchedulerClient(address, retry=FAST)  # closed by the example
+        running = asyncio.create_task(
+            example["submit_and_watch"](str(spec), request_id="ex-1", client=client)
+        )
+        async with SchedulerClient(address) as operator:
+            job = await until(lambda: _job(operator), what="the example's job")
+            await operator.cancel(job.id, "test over")
+        assert await asyncio.wait_for(running, 30) == pb.JOB_STATE_CANCELLED
+    finally:
+        await app.stop()
+
+
+async def _job(client: SchedulerClient) -> pb.Job | None:
+    jobs = await client.list()
+    return jobs[0] if jobs else None
 
 
 async def _collect(stream: Any, into: list[pb.JobEvent]) -> None:
