@@ -20,7 +20,7 @@ from suanli.jobspec import load_jobspec
 
 async def submit_and_watch(
     spec_path: str, *, request_id: str | None = None, client: SchedulerClient | None = None
-) -> pb.JobState.ValueType:
+) -> pb.JobState:
     """Submit the spec at ``spec_path``, print each state change, and return the final state."""
     spec = load_jobspec(spec_path)
     async with client or SchedulerClient.from_config() as scheduler:
