@@ -13,8 +13,9 @@ import pytest
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import EventPublisher, topic_name
 from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_REASON
+from suanli.scheduling.entrypoints.app import SchedulingApp
 
-from .helpers import TopicReader, config, envelope, publish, started, stub
+from .helpers import TopicReader, config, envelope, publish, started, stub, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -187,3 +188,37 @@ async def test_the_producer_example_gets_its_reply(
         assert reply["job_id"] in app.c.projection.jobs
     finally:
         await app.stop()
+
+
+async def test_only_the_leader_answers_and_the_next_leader_takes_the_topic_over(
+    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    cfg = config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, instance="first")
+    first = await started(cfg)
+    second = await started(
+        config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path, schema=cfg.store_schema, instance="second"),
+        leader=False,
+    )
+    running = [first, second]
+    try:
+        async with TopicReader(kafka_bootstrap, f"{topic_prefix}.jobs.replies") as replies:
+            await command(kafka_bootstrap, topic_prefix, "JobSubmissionRequested", submission("before"))
+            [before] = await replies.wait_for(lambda n, r: r["request_id"] == "before")
+            assert before["ok"] and before["producer"] == "scheduling/first"
+
+            running.remove(first)
+            await first.stop()  # a graceful hand-over: the standby's election follows
+            await until(lambda: _leads(second), timeout=20, what="the standby takes over")
+            await command(kafka_bootstrap, topic_prefix, "JobSubmissionRequested", submission("after"))
+            [after] = await replies.wait_for(lambda n, r: r["request_id"] == "after")
+            assert after["ok"] and after["producer"] == "scheduling/second"
+            # The standby never answered "before", and the new leader did not handle it again.
+            assert [r["request_id"] for _, r, _ in await replies.poll()] == ["before", "after"]
+            assert {before["job_id"], after["job_id"]} <= set(second.c.projection.jobs)
+    finally:
+        for app in running:
+            await app.stop()
+
+
+async def _leads(app: SchedulingApp) -> bool:
+    return app.is_leader and bool(app.c.projection.queues)

@@ -118,7 +118,7 @@ class CommandTopic:
         try:
             spec = parse_jobspec(str(record.get("spec") or ""), source="spec")
         except JobSpecError as exc:
-            raise InvalidArgument("; ".join(f"spec.{p}" for p in exc.problems)) from None
+            raise InvalidArgument("; ".join(_spec_problem(p) for p in exc.problems)) from None
         request = pb.SubmitJobRequest(request_id=request_id, spec=to_proto(spec))
         return await self._requests.submit(request, actor, lambda t: t == tenant)
 
@@ -225,6 +225,15 @@ def _requester(record: Mapping[str, Any]) -> tuple[str, str, Actor]:
     subject = str(record.get("principal") or "") or str(record.get("producer") or "") or "unknown"
     # No token: the command topic is a trusted-producer interface (docs/commands.md, Security).
     return request_id, tenant, Actor(subject, tenant, "")
+
+
+def _spec_problem(problem: str) -> str:
+    """A job-spec problem as a path under the command's `spec` field, like the RPC's field paths."""
+    if problem.startswith("spec"):  # the document as a whole ("spec: ...")
+        return problem
+    if problem.startswith(("line ", "not valid YAML")):
+        return f"spec: {problem}"
+    return f"spec.{problem}"
 
 
 def _key(key: bytes | None) -> str:
