@@ -21,6 +21,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import config
 
 if TYPE_CHECKING:
+    from suanli.client import SchedulerClient
     from suanli.jobspec import JobSpecError
 
 ADDRESS_ENV = "SUANLI_SCHEDULER_ADDR"
@@ -116,6 +117,20 @@ def reported(address: str) -> Iterator[None]:
 def scheduler_address(given: str) -> str:
     """The scheduler's address: the flag or its variable, else the config context's, else the default."""
     return config.server("scheduler", given, BUILTIN_ADDRESS)
+
+
+def scheduler_client(address: str) -> SchedulerClient:
+    """The client library (`suanli.client`) on the CLI's address, token and CA; a person waits, so a
+    write answered UNAVAILABLE (a standby, a restart) is tried only a few times before it is reported."""
+    from suanli.client import Retry, SchedulerClient
+
+    return SchedulerClient(
+        scheduler_address(address),
+        token=config.token(),
+        ca_pem=config.ca(),
+        deadline_s=UNARY_TIMEOUT_S,
+        retry=Retry(attempts=3),
+    )
 
 
 @contextmanager

@@ -23,33 +23,52 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import yaml
 
-CONFIG_ENV = "SUANLI_CONFIG"
-TOKEN_ENV = "SUANLI_TOKEN"
-CONTEXT_ENV = "SUANLI_CONTEXT"
-CA_ENV = "SUANLI_CA"
-DEFAULT_CONFIG = Path("~/.suanli/config.yaml")
-SERVERS = ("scheduler", "billing", "routing")
+# The file format and its reader are the client library's (suanli.client), so programs read it alike.
+from suanli.client import config as _file
+from suanli.client.channel import aio_bearer_channel, credentials
+from suanli.client.config import (
+    CA_ENV,
+    CONFIG_ENV,
+    CONTEXT_ENV,
+    DEFAULT_CONFIG,
+    SERVERS,
+    TOKEN_ENV,
+    ConfigError,
+    Context,
+    read_config,
+)
 
-
-class ConfigError(ValueError):
-    """The config file cannot be used; the message names the file and the problem."""
-
-
-@dataclass(frozen=True)
-class Context:
-    """One named context: the servers to talk to and the token to send."""
-
-    name: str
-    servers: dict[str, str] = field(default_factory=dict)
-    token: str = ""
-    ca: str = ""  # path of the CA certificate to trust (TLS); empty: plaintext
+__all__ = [
+    "CA_ENV",
+    "CONFIG_ENV",
+    "CONTEXT_ENV",
+    "DEFAULT_CONFIG",
+    "SELECTED",
+    "SERVERS",
+    "TOKEN_ENV",
+    "ConfigError",
+    "Context",
+    "Selection",
+    "active_context",
+    "aio_bearer_channel",
+    "bearer_channel",
+    "ca",
+    "channel",
+    "config_path",
+    "context_entry",
+    "read_config",
+    "save_config",
+    "server",
+    "token",
+    "write_context",
+]
 
 
 @dataclass
@@ -67,35 +86,12 @@ SELECTED = Selection()
 
 def config_path() -> Path:
     """The config file in use: ``--config``, else ``SUANLI_CONFIG``, else ``~/.suanli/config.yaml``."""
-    given = SELECTED.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG
-    return Path(given).expanduser()
-
-
-def _context(path: Path, raw: Any) -> Context:
-    if not isinstance(raw, dict) or not raw.get("name"):
-        raise ConfigError(f"{path}: every context needs a name")
-    token = str(raw.get("token") or "")
-    if not token and raw.get("token-file"):
-        token = Path(str(raw["token-file"])).expanduser().read_text().strip()
-    servers = {k: str(raw[k]) for k in SERVERS if raw.get(k)}
-    return Context(str(raw["name"]), servers, token, str(raw.get("ca") or ""))
+    return _file.config_path(SELECTED.config)
 
 
 def active_context() -> Context | None:
     """The selected context of the config file, or None when there is no file."""
-    path = config_path()
-    if not path.exists():
-        if SELECTED.context:
-            raise ConfigError(f"--context {SELECTED.context}: no config file at {path}")
-        return None
-    data = read_config(path)
-    contexts = {c.name: c for c in (_context(path, raw) for raw in data.get("contexts") or [])}
-    wanted = SELECTED.context or os.environ.get(CONTEXT_ENV) or data.get("current-context")
-    if not wanted:
-        return None
-    if wanted not in contexts:
-        raise ConfigError(f"{path}: no context {wanted!r} (known: {', '.join(sorted(contexts)) or 'none'})")
-    return contexts[wanted]
+    return _file.load_context(config_path(), SELECTED.context)
 
 
 def token() -> str:
@@ -116,10 +112,7 @@ def ca() -> bytes | None:
         path = Path(context.ca).expanduser() if context and context.ca else None
     if path is None:
         return None
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"CA certificate {path}: {exc.strerror or exc}") from None
+    return _file.read_ca(path)
 
 
 def server(kind: str, given: str, builtin: str) -> str:
@@ -164,7 +157,7 @@ def bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grp
     base = (
         grpc.insecure_channel(address)
         if ca_pem is None
-        else grpc.secure_channel(address, _credentials(ca_pem))
+        else grpc.secure_channel(address, credentials(ca_pem))
     )
     return grpc.intercept_channel(base, _Bearer(value)) if value else base
 
@@ -172,19 +165,6 @@ def bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grp
 def channel(address: str) -> grpc.Channel:
     """A channel to ``address`` with the selected token and CA (none: no token, plaintext)."""
     return bearer_channel(address, token(), ca())
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """The file's document (empty when there is no file); `ConfigError` when it is not a config."""
-    if not path.exists():
-        return {}
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not YAML ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("contexts") or [], list):
-        raise ConfigError(f"{path}: not a client config (a mapping with a list of contexts)")
-    return data
 
 
 def save_config(path: Path, data: dict[str, Any]) -> None:
@@ -214,50 +194,3 @@ def write_context(path: Path, context: Context, *, current: bool = True) -> None
     if current or not data.get("current-context"):
         data["current-context"] = context.name
     save_config(path, data)
-
-
-class _AioMetadata:
-    """Adds the bearer header to a grpc.aio call's details."""
-
-    def __init__(self, value: str) -> None:
-        self._metadata = (("authorization", f"Bearer {value}"),)
-
-    def _details(self, details: Any) -> grpc.aio.ClientCallDetails:
-        metadata = (*(details.metadata or ()), *self._metadata)
-        return grpc.aio.ClientCallDetails(
-            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-        )
-
-
-class _AioBearerUnary(_AioMetadata, grpc.aio.UnaryUnaryClientInterceptor):
-    """The asyncio twin of `_Bearer` for unary calls (grpc.aio files an interceptor under one kind only)."""
-
-    async def intercept_unary_unary(
-        self, continuation: Callable[..., Any], details: Any, request: Any
-    ) -> Any:
-        return await continuation(self._details(details), request)
-
-
-class _AioBearerStream(_AioMetadata, grpc.aio.UnaryStreamClientInterceptor):
-    """The same for server-streaming calls (WatchJob, WatchNetwork)."""
-
-    async def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: Any, request: Any
-    ) -> Any:
-        return await continuation(self._details(details), request)
-
-
-def aio_bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grpc.aio.Channel:
-    """A grpc.aio channel to ``address`` that sends ``value`` as its bearer token (empty: none); TLS
-    trusting ``ca_pem`` when given, else plaintext."""
-    interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
-    if ca_pem is None:
-        return grpc.aio.insecure_channel(address, interceptors=interceptors)
-    return grpc.aio.secure_channel(address, _credentials(ca_pem), interceptors=interceptors)
-
-
-def _credentials(ca_pem: bytes) -> grpc.ChannelCredentials:
-    # Imported on use: the TLS helpers load cryptography, which plaintext commands never need.
-    from suanli.auth.tls import channel_credentials
-
-    return channel_credentials(ca_pem)

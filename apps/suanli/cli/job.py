@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -24,6 +24,7 @@ from suanli.cli.client import (
     fail,
     reported,
     scheduler,
+    scheduler_client,
 )
 from suanli.cli.output import (
     TABLE,
@@ -49,6 +50,7 @@ from suanli.cli.render import (
 from suanli.cli.selectors import Selector, SelectorOption, in_subtree
 
 if TYPE_CHECKING:
+    from suanli.client import SchedulerClient
     from suanli.jobspec import JobSpec
 
 app = typer.Typer(help="Submit and follow jobs.", no_args_is_help=True)
@@ -69,14 +71,31 @@ def exit_code_of(state: int) -> int:
     return 0 if state == pb.JOB_STATE_SUCCEEDED else EXIT_JOB_FAILED
 
 
-def _follow(stub: scheduler_pb2_grpc.SchedulerStub, job_id: str) -> int:
+async def _follow(client: SchedulerClient, job_id: str) -> int:
     """Print the job's events until it is final; its exit code says how it ended."""
-    for event in stub.WatchJob(pb.WatchJobRequest(job_id=job_id)):
+    async for event in client.watch(job_id):  # reopened by the client when the stream drops
         stdout.print(event_line(event))
         if event.state in FINAL_STATES:
             return exit_code_of(event.state)
-    # The server ends the stream only at a final state; anything else is a dropped stream.
     raise fail(Failure(f"the watch of job {job_id} ended before the job finished", EXIT_REFUSED))
+
+
+async def _submit(address: str, spec: JobSpec, wait: bool) -> int:
+    async with scheduler_client(address) as client:
+        job = await client.submit(spec)  # one request_id for all its tries
+        queue_name = job.spec.queue or spec.queue
+        stdout.print(f"job {job.id} submitted to queue {queue_name} ({state_name(job.state)})")
+        return await _follow(client, job.id) if wait else 0
+
+
+async def _watch(address: str, job_id: str) -> int:
+    async with scheduler_client(address) as client:
+        return await _follow(client, job_id)
+
+
+async def _cancel(address: str, job_id: str, reason: str) -> pb.Job:
+    async with scheduler_client(address) as client:
+        return await client.cancel(job_id, reason)
 
 
 @app.command()
@@ -109,18 +128,10 @@ def submit(
     """
     if (file is None) == (file_option is None):
         raise typer.BadParameter("give one of FILE or -f FILE (- for stdin)", param_hint="FILE")
-    from suanli.jobspec import to_proto
-
     with reported(address):
         spec = _read_spec(file if file is not None else str(file_option), queue)
-    request = pb.SubmitJobRequest(spec=to_proto(spec), request_id=str(uuid.uuid4()))
-    with scheduler(address) as stub:
-        job = stub.SubmitJob(request, timeout=UNARY_TIMEOUT_S).job
-        queue_name = job.spec.queue or spec.queue
-        stdout.print(f"job {job.id} submitted to queue {queue_name} ({state_name(job.state)})")
-        if wait:
-            code = _follow(stub, job.id)
-    if wait and code:
+        code = asyncio.run(_submit(address, spec, wait))
+    if code:
         raise typer.Exit(code)
 
 
@@ -319,7 +330,7 @@ def cancel(
     """Cancel a job; its running tasks are stopped."""
     with scheduler(address) as stub:
         job_id = resolve(stub, job, queue).id
-        cancelled = stub.CancelJob(pb.CancelJobRequest(job_id=job_id, reason=reason), timeout=UNARY_TIMEOUT_S)
+        cancelled = asyncio.run(_cancel(address, job_id, reason))
     stdout.print(f"job {cancelled.id} {state_name(cancelled.state).lower()}")
 
 
@@ -327,7 +338,7 @@ def cancel(
 def watch(job: JobRef, queue: QueueFilter = "", address: SchedulerOption = DEFAULT_ADDRESS) -> None:
     """Stream the job's state changes until it ends: exit 0 on Succeeded, 1 on Failed or Cancelled."""
     with scheduler(address) as stub:
-        code = _follow(stub, resolve(stub, job, queue).id)
+        code = asyncio.run(_watch(address, resolve(stub, job, queue).id))
     raise typer.Exit(code)
 
 

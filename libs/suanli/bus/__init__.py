@@ -14,7 +14,14 @@ from suanli.bus.admin import (
     resolve_replication_factor,
 )
 from suanli.bus.codec import AvroCodec, Codec, default_codec
-from suanli.bus.consumer import ConsumedEvent, ConsumerSettings, EventConsumer, Handler, run_consumer
+from suanli.bus.consumer import (
+    ConsumedEvent,
+    ConsumerSettings,
+    DeadLetterHook,
+    EventConsumer,
+    Handler,
+    run_consumer,
+)
 from suanli.bus.errors import BusClosedError, RetriableError, is_retriable
 from suanli.bus.headers import EVENT_ID, EVENT_NAME
 from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
@@ -32,6 +39,7 @@ __all__ = [
     "Codec",
     "ConsumedEvent",
     "ConsumerSettings",
+    "DeadLetterHook",
     "EnsureResult",
     "EventConsumer",
     "EventPublisher",

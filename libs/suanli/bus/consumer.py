@@ -30,6 +30,7 @@ from suanli.bus.errors import BusClosedError
 from suanli.bus.headers import EVENT_ID, header
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.publisher import EventPublisher, ProducerSettings
+from suanli.bus.records import ConsumedRecord
 from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.bus.security import client_options
 from suanli.bus.topics import dlq_topic
@@ -70,6 +71,9 @@ class ConsumedEvent:
 
 
 Handler = Callable[[ConsumedEvent], Awaitable[None]]
+DeadLetterHook = Callable[[ConsumedRecord, BaseException, str], Awaitable[None]]
+"""Told of each record once its dead-letter copy is acknowledged: the record, the error and the reason
+(``decode``, ``handler``, ``retries-exhausted``); e.g. to answer the sender of a command that failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,8 @@ class EventConsumer:
     A record that fails to decode, whose handler raises a non-retriable error, or that still fails after
     its retries (``retry``: a few quick tries, then up to ``ride_out_s`` while a dependency is away) is
     copied (original key, value and headers) to ``<topic>.dlq`` with ``dlq-*`` headers saying why; then
-    its offset is committed and consumption moves on.
+    its offset is committed and consumption moves on. ``on_dead_letter``, when given, is awaited after
+    each copy; if it raises, ``run()`` fails before the offset is committed (the record comes again).
 
     ``async with`` starts the consumer and runs it in a background task; services can instead call
     ``start()`` and ``await run()``. ``stop()`` lets the record in hand finish, commits and leaves the group.
@@ -151,6 +156,7 @@ class EventConsumer:
         settings: ConsumerSettings | None = None,
         dead_letter_publisher: EventPublisher | None = None,
         dlq_for: Callable[[str], str] = dlq_topic,
+        on_dead_letter: DeadLetterHook | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self.group_id = group_id
@@ -164,6 +170,7 @@ class EventConsumer:
         self._dlq_publisher = dead_letter_publisher
         self._owns_dlq_publisher = dead_letter_publisher is None
         self._dlq_for = dlq_for
+        self._on_dead_letter = on_dead_letter
         self._consumer: AIOKafkaConsumer | None = None
         self._progress = _Progress()
         self._stopping = asyncio.Event()
@@ -405,6 +412,8 @@ class EventConsumer:
             metrics=self._metrics,
             dlq_for=self._dlq_for,
         )
+        if self._on_dead_letter is not None:
+            await self._on_dead_letter(record, error, reason)
 
     async def _retry_after(self, topic: str, delay_s: float) -> bool:
         self._metrics.retried(topic)

@@ -36,7 +36,9 @@ __all__ = [
     "DLQ_RETENTION_MS",
     "DLQ_SUFFIX",
     "FOREVER_MS",
+    "JOBS_COMMANDS",
     "JOBS_EVENTS",
+    "JOBS_REPLIES",
     "LINKS_MEASURED",
     "NETWORK_LINKS",
     "NODES_STATUS",
@@ -67,6 +69,8 @@ NETWORK_LINKS: Final = spec(catalogue.NETWORK_LINKS)
 NODES_STATUS: Final = spec(catalogue.NODES_STATUS)
 USAGE_METERED: Final = spec(catalogue.USAGE_METERED)
 JOBS_EVENTS: Final = spec(catalogue.JOBS_EVENTS)
+JOBS_COMMANDS: Final = spec(catalogue.JOBS_COMMANDS)
+JOBS_REPLIES: Final = spec(catalogue.JOBS_REPLIES)
 PLACEMENTS: Final = spec(catalogue.PLACEMENTS)
 QUEUES_EVENTS: Final = spec(catalogue.QUEUES_EVENTS)
 BILLING_EVENTS: Final = spec(catalogue.BILLING_EVENTS)

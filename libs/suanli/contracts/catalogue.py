@@ -90,6 +90,8 @@ NETWORK_LINKS: Final = "network.links"
 NODES_STATUS: Final = "nodes.status"
 USAGE_METERED: Final = "usage.metered"
 JOBS_EVENTS: Final = "jobs.events"
+JOBS_COMMANDS: Final = "jobs.commands"
+JOBS_REPLIES: Final = "jobs.replies"
 PLACEMENTS: Final = "placements"
 QUEUES_EVENTS: Final = "queues.events"
 BILLING_EVENTS: Final = "billing.events"
@@ -145,6 +147,20 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
         4,
         "job id",
         doc="Job lifecycle integration events from scheduling (submitted, cancelled, succeeded, failed).",
+    ),
+    # Commands from trusted upstream producers (docs/commands.md); keyed by request_id, so a command sent
+    # twice lands on one partition and is answered in order.
+    TopicSpec(
+        JOBS_COMMANDS,
+        4,
+        "request id",
+        doc="Job commands from upstream systems: submit and cancel, handled by the scheduling leader.",
+    ),
+    TopicSpec(
+        JOBS_REPLIES,
+        4,
+        "request id",
+        doc="The scheduler's answer to each command of jobs.commands, keyed by its request id.",
     ),
     TopicSpec(
         PLACEMENTS,
@@ -243,6 +259,10 @@ EVENTS: Final = MappingProxyType(
             _spec("JobSucceeded", "scheduling", JOBS_EVENTS, "job_id"),
             _spec("JobFailed", "scheduling", JOBS_EVENTS, "job_id"),
             _spec("JobRequeued", "scheduling", JOBS_EVENTS, "job_id"),
+            # The command topic (commands are requests, named for the fact that one was made) and replies.
+            _spec("JobSubmissionRequested", "scheduling", JOBS_COMMANDS, "request_id"),
+            _spec("JobCancellationRequested", "scheduling", JOBS_COMMANDS, "request_id"),
+            _spec("JobCommandAnswered", "scheduling", JOBS_REPLIES, "request_id"),
             # Placements and preemptions are keyed by node: each agent reads its node's orders in order.
             _spec("TaskPlaced", "scheduling", PLACEMENTS, "node_id"),
             _spec("TaskPreempted", "scheduling", PLACEMENTS, "node_id"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Any
 
 from bus_testkit import FAST_CONSUMER, FAST_RETRY, BusTopics, dlq_size, read_topic, sample_event, wait_until
 
@@ -146,3 +147,44 @@ async def test_retriable_error_dead_letters_after_the_last_attempt(
     assert header(dead.headers, DLQ_ATTEMPTS) == str(FAST_RETRY.max_attempts)
     # RetriableError is the kernel's one transient classification (suanli.bus re-exports it).
     assert header(dead.headers, DLQ_ERROR_CLASS) == "suanli.infra.transient.RetriableError"
+
+
+async def test_on_dead_letter_hears_of_each_dead_letter_after_its_copy(
+    bus_topics: BusTopics, publisher: EventPublisher
+) -> None:
+    garbage = os.urandom(32)
+    await publisher.publish_raw(bus_topics.events, b"req-1", garbage, [])
+    rejected = sample_event("JobCancelled", reason="reject")
+    await publisher.publish(bus_topics.events, "req-2", "JobCancelled", rejected)
+    await publisher.publish(
+        bus_topics.events, "req-3", "JobCancelled", sample_event("JobCancelled", reason="ok")
+    )
+    heard: list[tuple[bytes | None, str, str, int]] = []
+    handled: list[str] = []
+
+    async def handle(event: ConsumedEvent) -> None:
+        if event.record["reason"] == "reject":
+            raise QuotaRejected("over quota")
+        handled.append(event.record["reason"])
+
+    async def on_dead_letter(record: Any, error: BaseException, reason: str) -> None:
+        # Called once the copy is acknowledged: the dead-letter topic already holds it.
+        copies = await dlq_size(bus_topics)
+        heard.append((record.key, type(error).__name__, reason, copies))
+
+    async with EventConsumer(
+        bus_topics.bootstrap,
+        f"g-{secrets.token_hex(3)}",
+        [bus_topics.events],
+        handle,
+        settings=FAST_CONSUMER,
+        retry=FAST_RETRY,
+        on_dead_letter=on_dead_letter,
+    ):
+        await wait_until(lambda: handled == ["ok"], what="the good record")
+
+    assert [(key, reason, copies) for key, _, reason, copies in heard] == [
+        (b"req-1", "decode", 1),
+        (b"req-2", "handler", 2),
+    ]
+    assert heard[1][1] == "QuotaRejected"

@@ -21,6 +21,8 @@ REQUIRED = {
     "nodes.status",
     "usage.metered",
     "jobs.events",
+    "jobs.commands",
+    "jobs.replies",
     "placements",
     "queues.events",
     "billing.events",

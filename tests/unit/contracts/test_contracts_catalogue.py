@@ -54,7 +54,8 @@ def test_every_version_starts_with_the_envelope(event: str) -> None:
 
 
 def test_topics_and_keys() -> None:
-    assert len(set(TOPICS)) == len(TOPICS) == 13  # 11 + auth.events (the token ledger) + queues.events
+    # 11 + auth.events (the token ledger) + queues.events + jobs.commands and jobs.replies (upstream)
+    assert len(set(TOPICS)) == len(TOPICS) == 15
     assert catalogue.events_on(catalogue.NETWORK_LINKS) == ("NetworkLinkChanged",)
     for spec in EVENTS.values():
         assert spec.topic in TOPICS
@@ -70,6 +71,11 @@ def test_topics_and_keys() -> None:
         "PriorityClassDefined",
         "PriorityClassDeleted",
     )
+    assert catalogue.events_on(catalogue.JOBS_COMMANDS) == (
+        "JobSubmissionRequested",
+        "JobCancellationRequested",
+    )
+    assert catalogue.events_on(catalogue.JOBS_REPLIES) == ("JobCommandAnswered",)
     with pytest.raises(KeyError, match="NoSuchEvent"):
         catalogue.spec("NoSuchEvent")
 

@@ -10,7 +10,15 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from suanli.bus import ConsumerSettings, EventConsumer, Handler, TopicSpec, ensure_topics, topic_name
+from suanli.bus import (
+    ConsumerSettings,
+    DeadLetterHook,
+    EventConsumer,
+    Handler,
+    TopicSpec,
+    ensure_topics,
+    topic_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +30,8 @@ class ConsumerSpec:
     handler: Handler
     # Called each time a (re)built consumer gets its partitions, i.e. when records start flowing again.
     on_assigned: Callable[[], None] | None = None
+    # Awaited after each record this consumer dead-letters (the command topic answers its sender).
+    on_dead_letter: DeadLetterHook | None = None
 
 
 class SupervisedConsumers:
@@ -78,7 +88,12 @@ class SupervisedConsumers:
         topics = [topic_name(t, self._prefix) for t in spec.topics]
         while True:
             consumer = EventConsumer(
-                self._bootstrap, spec.group_id, topics, spec.handler, settings=self._settings
+                self._bootstrap,
+                spec.group_id,
+                topics,
+                spec.handler,
+                settings=self._settings,
+                on_dead_letter=spec.on_dead_letter,
             )
             notify: asyncio.Task[None] | None = None
             try:

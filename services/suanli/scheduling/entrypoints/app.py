@@ -1,5 +1,6 @@
 """The running scheduling service: gRPC server, capacity view, leader election and, while leader, the
-lifecycle consumer, the scheduling loop and queue configuration; the outbox relay everywhere (its own
+lifecycle consumer, the command topic's consumer (docs/commands.md), the scheduling loop and queue
+configuration; the outbox relay everywhere (its own
 lease picks one publisher). `SchedulingApp.start()/stop()`; `serve()` runs until SIGTERM/SIGINT."""
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from suanli.auth.server import server_auth
 from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, RetriableError
 from suanli.bus import topics as bus_topics
+from suanli.clock import SystemClock
 from suanli.eventstore import ConcurrencyConflict, OutboxRelay, PostgresOutboxFeed
 from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
 from suanli.eventstore.relay import OutboxMetrics
@@ -22,6 +24,7 @@ from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.infra.transient import is_transient
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.bootstrap import Components, bootstrap
+from suanli.scheduling.entrypoints.command_topic import CommandTopic
 from suanli.scheduling.entrypoints.grpc_server import SchedulerServicer, start_server
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.scheduling.service_layer.admission import Admission
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 
 VIEW_TOPICS = ("capacity.nodes", "nodes.status", "node.snapshots", "network.links")
 LEADER_TOPICS = ("tasks.lifecycle",)
+# Upstream producers' commands, consumed by the leader and answered on REPLIES (docs/commands.md).
+COMMAND_TOPICS = ("jobs.commands",)
+REPLIES = "jobs.replies"
 PRODUCED = ("jobs.events", "placements", "queues.events")
 REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
 # Capacity and status updates arrive in bursts (a fleet reports at once): they wake the cycle at most once
@@ -66,6 +72,7 @@ class SchedulingApp:
     _server: Any = None
     _view_wake: asyncio.TimerHandle | None = None
     _auth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    _command_topic: CommandTopic | None = None
 
     @property
     def c(self) -> Components:
@@ -89,7 +96,9 @@ class SchedulingApp:
         auth = await self._auth.enter_async_context(server_auth(cfg))
         interceptors = () if auth is None else (auth.interceptor,)
         self._server, self.port, _ = await start_server(servicer, cfg.listen, interceptors, cfg)
-        specs = [bus_topics.spec(t) for t in (*VIEW_TOPICS, *LEADER_TOPICS, *PRODUCED)]
+        self._requests = servicer.requests
+        topics = (*VIEW_TOPICS, *LEADER_TOPICS, *COMMAND_TOPICS, *PRODUCED, REPLIES)
+        specs = [bus_topics.spec(t) for t in topics]
         view = SupervisedConsumers(
             cfg.bootstrap,
             cfg.topic_prefix,
@@ -117,6 +126,7 @@ class SchedulingApp:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._leader_tasks, self._tasks = [], []
+        await self._close_command_topic()
         if self._server is not None:
             await self._server.stop(grace=1)
         await self._auth.aclose()
@@ -138,10 +148,27 @@ class SchedulingApp:
         log.info("state rebuilt; %d objects moved out of the collector's reach", frozen)
         cfg = self.config
         c.scheduler.commands.reports_stopped()  # until the lifecycle consumer has its partitions
+        self._command_topic = CommandTopic(
+            self._requests,
+            cfg.bootstrap,
+            bus_topics.topic_name(REPLIES, cfg.topic_prefix),
+            clock=SystemClock(),
+            producer=f"scheduling/{cfg.instance}",
+            hold=self._hold,
+        )
+        commands = self._command_topic
         lifecycle = SupervisedConsumers(
             cfg.bootstrap,
             cfg.topic_prefix,
-            [ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report, on_assigned=self._reports_flowing)],
+            [
+                ConsumerSpec("scheduling", LEADER_TOPICS, self._on_report, on_assigned=self._reports_flowing),
+                ConsumerSpec(
+                    "scheduling-commands",
+                    COMMAND_TOPICS,
+                    commands.on_command,
+                    on_dead_letter=commands.on_dead_letter,
+                ),
+            ],
             self._specs,
             check_s=cfg.topic_check_s,
             settings=CONSUMER_SETTINGS,
@@ -166,6 +193,13 @@ class SchedulingApp:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self._close_command_topic()
+
+    async def _close_command_topic(self) -> None:
+        topic, self._command_topic = self._command_topic, None
+        if topic is not None:
+            with contextlib.suppress(Exception):
+                await topic.aclose()
 
     async def _follow(self) -> None:
         """A standby tails the store so its reads (and watchers) follow the leader's writes."""
@@ -244,12 +278,16 @@ class SchedulingApp:
         try:
             await self._write(RecordTaskReport(event.event_name, event.record, event.event_id or ""))
         except NotLeader:
-            # Handled here, its offset would be committed and the next leader, starting from it, would
-            # never see the report: a finished task would look lost and run again. Hold it uncommitted
-            # until the deposition cancels this consumer (or leadership came back: then try it again).
-            while not self.c.leader.is_leader:
-                await asyncio.sleep(NOT_LEADER_RECHECK_S)
-            raise RetriableError("leadership came back while a report was held") from None
+            await self._hold()
+
+    async def _hold(self) -> NoReturn:
+        """A record that met a deposition. Handled here, its offset would be committed and the next
+        leader, starting from it, would never see it: a finished task would look lost and run again, a
+        command would go unanswered. Hold it uncommitted until the deposition cancels its consumer (or
+        leadership came back: then it is tried again)."""
+        while not self.c.leader.is_leader:
+            await asyncio.sleep(NOT_LEADER_RECHECK_S)
+        raise RetriableError("leadership came back while a record was held") from None
 
     async def _write(self, command: Any) -> None:
         """Raises NotLeader when this instance no longer leads; the caller decides what that means."""

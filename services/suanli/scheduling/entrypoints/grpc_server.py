@@ -35,16 +35,14 @@ from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert, queue_validation
-from suanli.scheduling.entrypoints.validation import check_gpu_models, validate_submit
+from suanli.scheduling.entrypoints.job_requests import JobRequests
 from suanli.scheduling.service_layer.admission import Admission, AdmissionLimits
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import (
-    CancelJob,
     CreateQueue,
     DefinePriorityClass,
     DeletePriorityClass,
     DeleteQueue,
-    SubmitJob,
     UpdateQueue,
 )
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
@@ -78,17 +76,14 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.catalogue = catalogue or default_catalogue()
         self.history = history  # the event store DescribeJob reads a job's stream from
         self.now = now
+        # Shared with the command topic's consumer (docs/commands.md): one validation and admission.
+        self.requests = JobRequests(commands, projection, capacity, self.admission, self.catalogue)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
     def _job(self, job_id: str) -> JobView:
-        if not job_id:
-            raise InvalidSpec("job_id", "is required")
-        job = self.projection.jobs.get(job_id)
         # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md).
-        if job is None or not auth_context.sees(job.spec.tenant):
-            raise JobNotFound(job_id)
-        return job
+        return self.requests.job(job_id, auth_context.sees)
 
     def _message(self, job: JobView) -> pb.Job:
         return convert.job_message(job, self.projection.pending_reasons.get(job.id))
@@ -99,13 +94,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitJobResponse:
         async with rpc_errors(context):
-            spec = validate_submit(request)
-            # A retry of a recorded submit answers with its job: never refused by a check it passed (the
-            # node reporting a model outside the catalogue may have left since) or a limit.
-            if not (spec.request_id and (spec.tenant, spec.request_id) in self.projection.by_request):
-                check_gpu_models(request.spec, self.catalogue, self.capacity.gpu_models)
-                self.admission.admit_submit(spec.tenant, self.projection.pending_jobs(spec.tenant))
-            job = await self.commands.handle(SubmitJob(spec, _actor()))
+            job = await self.requests.submit(request, _actor(), auth_context.sees)
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
@@ -144,11 +133,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
 
     async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
         async with rpc_errors(context):
-            self._job(request.job_id)
             # Who asked: the token's principal when authentication is on, else the peer address.
             peer = context.peer() if hasattr(context, "peer") else ""
             who = auth_context.label() or peer or ""
-            job = await self.commands.handle(CancelJob(request.job_id, request.reason, who, _actor()))
+            job = await self.requests.cancel(request.job_id, request.reason, who, _actor(), auth_context.sees)
             return self._message(job)
 
     async def WatchJob(

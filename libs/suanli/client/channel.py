@@ -1,0 +1,60 @@
+"""grpc.aio channels that send a bearer token and, given a CA, talk TLS: what every Suanli client opens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+
+class _AioMetadata:
+    """Adds the bearer header to a grpc.aio call's details."""
+
+    def __init__(self, value: str) -> None:
+        self._metadata = (("authorization", f"Bearer {value}"),)
+
+    def _details(self, details: Any) -> grpc.aio.ClientCallDetails:
+        metadata = (*(details.metadata or ()), *self._metadata)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+
+class _AioBearerUnary(_AioMetadata, grpc.aio.UnaryUnaryClientInterceptor):
+    """Unary calls (grpc.aio files an interceptor under one kind only)."""
+
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        """Send the call with the bearer header added."""
+        return await continuation(self._details(details), request)
+
+
+class _AioBearerStream(_AioMetadata, grpc.aio.UnaryStreamClientInterceptor):
+    """The same for server-streaming calls (WatchJob, WatchNetwork)."""
+
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        """Send the call with the bearer header added."""
+        return await continuation(self._details(details), request)
+
+
+def aio_bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grpc.aio.Channel:
+    """A grpc.aio channel to ``address`` sending ``value`` as its bearer token (empty: none).
+
+    TLS trusting ``ca_pem`` when given, else plaintext.
+    """
+    interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
+    if ca_pem is None:
+        return grpc.aio.insecure_channel(address, interceptors=interceptors)
+    return grpc.aio.secure_channel(address, credentials(ca_pem), interceptors=interceptors)
+
+
+def credentials(ca_pem: bytes) -> grpc.ChannelCredentials:
+    """TLS credentials trusting ``ca_pem``."""
+    # Imported on use: the TLS helpers load cryptography, which plaintext clients never need.
+    from suanli.auth.tls import channel_credentials
+
+    return channel_credentials(ca_pem)
