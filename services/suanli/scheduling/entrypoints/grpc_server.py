@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
@@ -99,6 +100,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 check_gpu_models(request.spec, self.catalogue, self.capacity.gpu_models)
                 self.admission.admit_submit(spec.tenant, self.projection.pending_jobs(spec.tenant))
             job = await self.commands.handle(SubmitJob(spec, _actor()))
+            trace.get_current_span().set_attributes({"job_id": job.id, "queue": spec.queue})
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
