@@ -363,19 +363,21 @@ class EventConsumer:
             # The producer's span is the parent (ConsumedEvent.context), so the handler's work and what it
             # publishes or commits continue the producer's trace.
             with tracer("suanli.bus").start_as_current_span(
-                f"{event.topic} process",
-                kind=trace.SpanKind.CONSUMER,
-                attributes={
-                    "messaging.system": "kafka",
-                    "messaging.destination.name": event.topic,
-                    "messaging.operation.type": "process",
-                    "messaging.consumer.group.name": self.group_id,
-                    "messaging.destination.partition.id": str(event.partition),
-                    "messaging.kafka.offset": event.offset,
-                    "messaging.kafka.message.key": event.key_str or "",
-                    "suanli.event_name": event.event_name,
-                },
-            ):
+                f"{event.topic} process", kind=trace.SpanKind.CONSUMER
+            ) as span:
+                if span.is_recording():  # without an SDK the attributes would be built for nothing
+                    span.set_attributes(
+                        {
+                            "messaging.system": "kafka",
+                            "messaging.destination.name": event.topic,
+                            "messaging.operation.type": "process",
+                            "messaging.consumer.group.name": self.group_id,
+                            "messaging.destination.partition.id": str(event.partition),
+                            "messaging.kafka.offset": event.offset,
+                            "messaging.kafka.message.key": event.key_str or "",
+                            "suanli.event_name": event.event_name,
+                        }
+                    )
                 await self._handler(event)
         finally:
             otel_context.detach(token)
