@@ -26,13 +26,14 @@ _W3C = TraceContextTextMapPropagator()
 # Tracers per (provider, name). A tracer fetched once at construction would stay bound to the provider of
 # that moment, and tests (or an embedded service restarted) install a new one; fetching per span costs a
 # lock and an allocation on every record.
-_tracers: dict[tuple[int, str], trace.Tracer] = {}
+# Keyed by the provider object, not its id: the key keeps it alive, so an id is never reused for another.
+_tracers: dict[tuple[object, str], trace.Tracer] = {}
 
 
 def tracer(name: str) -> trace.Tracer:
     """The tracer ``name`` of the currently installed global provider."""
     provider = trace.get_tracer_provider()
-    key = (id(provider), name)
+    key = (provider, name)
     found = _tracers.get(key)
     if found is None:
         if len(_tracers) > 64:  # providers replaced many times (tests): forget the old ones
