@@ -35,6 +35,7 @@ from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.bus.security import client_options
 from suanli.bus.topics import dlq_topic
 from suanli.telemetry.propagation import extract_context
+from suanli.telemetry.tracing import tracer
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,6 @@ class EventConsumer:
         self._idle.set()
         self._positions: dict[TopicPartition, int] = {}
         self._metrics = BusMetrics(group_id)
-        self._tracer = trace.get_tracer("suanli.bus")
 
     @property
     def codec(self) -> Codec:
@@ -369,7 +369,24 @@ class EventConsumer:
     async def _handle(self, event: ConsumedEvent) -> None:
         token = otel_context.attach(event.context)
         try:
-            with self._tracer.start_as_current_span(f"{event.topic} process", kind=trace.SpanKind.CONSUMER):
+            # The producer's span is the parent (ConsumedEvent.context), so the handler's work and what it
+            # publishes or commits continue the producer's trace.
+            with tracer("suanli.bus").start_as_current_span(
+                f"{event.topic} process", kind=trace.SpanKind.CONSUMER
+            ) as span:
+                if span.is_recording():  # without an SDK the attributes would be built for nothing
+                    span.set_attributes(
+                        {
+                            "messaging.system": "kafka",
+                            "messaging.destination.name": event.topic,
+                            "messaging.operation.type": "process",
+                            "messaging.consumer.group.name": self.group_id,
+                            "messaging.destination.partition.id": str(event.partition),
+                            "messaging.kafka.offset": event.offset,
+                            "messaging.kafka.message.key": event.key_str or "",
+                            "suanli.event_name": event.event_name,
+                        }
+                    )
                 await self._handler(event)
         finally:
             otel_context.detach(token)

@@ -18,6 +18,7 @@ from suanli.bus.errors import BusClosedError
 from suanli.bus.headers import EVENT_ID, EVENT_NAME, Headers, set_headers
 from suanli.bus.security import client_options
 from suanli.telemetry.propagation import inject_headers
+from suanli.telemetry.tracing import tracer
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,6 @@ class EventPublisher:
         self._codec = codec
         self._settings = settings or ProducerSettings()
         self._producer: AIOKafkaProducer | None = None
-        self._tracer = trace.get_tracer("suanli.bus")
 
     @property
     def codec(self) -> Codec:
@@ -145,7 +145,19 @@ class EventPublisher:
         headers: Iterable[tuple[str, bytes]] | None = None,
     ) -> RecordMetadata:
         """Encode, send and wait for the broker's acknowledgement (acks=all)."""
-        with self._tracer.start_as_current_span(f"{topic} publish", kind=trace.SpanKind.PRODUCER):
+        attributes = {
+            "messaging.system": "kafka",
+            "messaging.destination.name": topic,
+            "messaging.operation.type": "send",
+            "suanli.event_name": event_name,
+        }
+        if key is not None:
+            attributes["messaging.kafka.message.key"] = (
+                key if isinstance(key, str) else key.decode(errors="replace")
+            )
+        with tracer("suanli.bus").start_as_current_span(
+            f"{topic} publish", kind=trace.SpanKind.PRODUCER, attributes=attributes
+        ):
             out = self.encode(topic, key, event_name, record, headers=headers)
             return await self.publish_raw(out.topic, out.key, out.value, out.headers)
 

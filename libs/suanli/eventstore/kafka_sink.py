@@ -15,7 +15,8 @@ from aiokafka.errors import (
 
 from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
 from suanli.eventstore.errors import PublishFailed, RecordRefused
-from suanli.eventstore.values import OutboxRecord
+from suanli.eventstore.values import Headers, OutboxRecord
+from suanli.telemetry.tracing import TRACEPARENT
 
 # The relay hands the producer a whole batch of rows at once (appended in one go, so they still share
 # Kafka batches per partition): lingering for more records only delays the placements it carries.
@@ -34,6 +35,14 @@ REFUSED_RECORD_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+def with_traceparent(headers: Headers, traceparent: str | None) -> Headers:
+    """The stored headers plus the row's trace context as the record's one ``traceparent`` header."""
+    if traceparent is None:
+        return headers
+    kept = tuple((name, value) for name, value in headers if name != TRACEPARENT)
+    return (*kept, (TRACEPARENT, traceparent.encode()))
+
+
 class KafkaOutboxSink:
     """The relay's sink in production: outbox rows published to Kafka through an `EventPublisher`."""
 
@@ -47,7 +56,8 @@ class KafkaOutboxSink:
         relay may retry them); a row refused as a record fails with `RecordRefused`.
         """
         outcomes = await self._publisher.publish_each(
-            OutgoingRecord(r.topic, r.key, r.value, r.headers) for r in records
+            OutgoingRecord(r.topic, r.key, r.value, with_traceparent(r.headers, r.traceparent))
+            for r in records
         )
         failures: dict[int, BaseException] = {}
         for record, outcome in zip(records, outcomes, strict=True):

@@ -21,6 +21,7 @@ from suanli.eventstore.values import (
     StoredEvent,
     StreamAppend,
 )
+from suanli.telemetry.tracing import current_traceparent
 
 
 @dataclass
@@ -108,6 +109,7 @@ class _MemoryTransaction:
                 )
             )
             self._next_position += 1
+        current = current_traceparent() if outbox else None
         for message in outbox:
             self._outbox.append(
                 OutboxRecord(
@@ -118,6 +120,7 @@ class _MemoryTransaction:
                     value=message.value,
                     headers=tuple(message.headers),
                     created_at=clock.now(),
+                    traceparent=message.traceparent or current,
                 )
             )
             self._next_outbox_id += 1

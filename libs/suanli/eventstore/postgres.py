@@ -30,13 +30,16 @@ from suanli.eventstore.values import (
     StoredEvent,
     StreamAppend,
 )
+from suanli.telemetry.tracing import current_traceparent
 
 DEFAULT_SCHEMA = "eventstore"
 # Longest a statement may take: commits are small; migrations and rebuild reads are paged well below it.
 COMMAND_TIMEOUT_S = 30.0
 
 _EVENT_COLUMNS = "stream, version, position, event_id, event_name, payload, recorded_at, metadata"
-OUTBOX_COLUMNS = "id, topic, key, event_name, value, header_names, header_values, created_at, attempts"
+OUTBOX_COLUMNS = (
+    "id, topic, key, event_name, value, header_names, header_values, created_at, attempts, traceparent"
+)
 _PARKED_COLUMNS = (
     "id, topic, key, event_name, octet_length(value) AS size, attempts, last_error, created_at, parked_at"
 )
@@ -67,6 +70,7 @@ def outbox_record(row: asyncpg.Record) -> OutboxRecord:
         headers=tuple(zip(row["header_names"], map(bytes, row["header_values"]), strict=True)),
         created_at=row["created_at"],
         attempts=row["attempts"],
+        traceparent=row["traceparent"],
     )
 
 
@@ -109,8 +113,9 @@ class Statements:
             ") WITH ORDINALITY AS e(s, v, i, n, p, m, t, ord) ORDER BY ord"
         )
         self.insert_outbox = (
-            f"INSERT INTO {s}.outbox (topic, key, event_name, value, header_names, header_values, created_at)"
-            " VALUES ($1, $2, $3, $4, $5::text[], $6::bytea[], $7)"
+            f"INSERT INTO {s}.outbox"
+            " (topic, key, event_name, value, header_names, header_values, created_at, traceparent)"
+            " VALUES ($1, $2, $3, $4, $5::text[], $6::bytea[], $7, $8)"
         )
         select = f"SELECT {_EVENT_COLUMNS} FROM {s}.events"
         self.read = f"{select} WHERE stream = $1 AND version > $2 ORDER BY version"
@@ -229,6 +234,8 @@ class PostgresTransaction:
             )
         outbox = [m for a in appends for m in a.outbox]
         if outbox:
+            # Taken at append time: the relay publishes later, in a task of its own, outside any trace.
+            traceparent = current_traceparent()
             await conn.executemany(
                 sql.insert_outbox,
                 [
@@ -240,6 +247,7 @@ class PostgresTransaction:
                         [name for name, _ in m.headers],
                         [value for _, value in m.headers],
                         self._clock.now(),
+                        m.traceparent or traceparent,
                     )
                     for m in outbox
                 ],

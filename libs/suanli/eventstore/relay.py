@@ -6,6 +6,9 @@ anywhere before the mark leaves the rows unpublished and they are sent again: du
 losses are not; consumers de-duplicate by event id. When a batch comes back short the relay sleeps until
 the outbox trigger's NOTIFY or `poll_interval`, whichever comes first (the poll covers a lost notification).
 
+Each record is sent with the ``traceparent`` stored with its row (the span that appended it), so its
+consumers continue that trace; the relay's own ``outbox.publish`` span per batch links to those spans.
+
 A row the broker refuses for good is parked (`suanli.eventstore.parking`): set aside with its reason and
 attempts, counted in ``suanli_outbox_parked_total``, and the rows after it flow on; without that, one
 oversize row would be retried forever in front of every later row.
@@ -21,10 +24,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Self
 
 from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace
 from opentelemetry.metrics import Meter
 
 from suanli.eventstore import relay_metrics
@@ -34,6 +39,7 @@ from suanli.eventstore.ports import OutboxFeed, OutboxLease, OutboxSink
 from suanli.eventstore.pruning import OUTBOX_TABLE, PruneMetrics, RetentionSettings
 from suanli.eventstore.values import OutboxRecord
 from suanli.telemetry.names import OUTBOX_PARKED
+from suanli.telemetry.tracing import batch_span
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +167,12 @@ class OutboxRelay:
                 self.polls += 1
                 self._progress.read(rows)
                 if rows:
-                    try:
-                        await self._sink.publish_batch(rows)
-                        delivered = [r.id for r in rows]
-                    except PublishFailed as failed:
-                        delivered = await self._set_aside(lease, rows, failed)
+                    with self._batch_span(rows):
+                        try:
+                            await self._sink.publish_batch(rows)
+                            delivered = [r.id for r in rows]
+                        except PublishFailed as failed:
+                            delivered = await self._set_aside(lease, rows, failed)
                     await lease.mark_published(delivered)
                     self.published += len(delivered)
                     self.batches += 1
@@ -177,6 +184,26 @@ class OutboxRelay:
             if len(rows) == self._batch_size or more or self._stopping:
                 continue
             await lease.wait_for_new(self._poll_interval)
+
+    def _batch_span(self, rows: list[OutboxRecord]) -> AbstractContextManager[object]:
+        """One span per published batch, in its rows' trace when they share one, else linked to each.
+
+        Each record carries its own row's ``traceparent`` either way, so a consumer continues the writing
+        command's trace; a span per row would cost more than the send.
+        """
+        return batch_span(
+            "outbox.publish",
+            (r.traceparent for r in rows),
+            {
+                "outbox.rows": len(rows),
+                "outbox.first_id": rows[0].id,
+                "outbox.last_id": rows[-1].id,
+                "messaging.system": "kafka",
+                "messaging.destination.names": sorted({r.topic for r in rows}),
+            },
+            tracer_name="suanli.eventstore",
+            kind=trace.SpanKind.PRODUCER,
+        )
 
     async def _prune_step(self, lease: OutboxLease) -> bool:
         """One bounded pruning statement when a round is due; True while the round has more to delete."""

@@ -53,20 +53,32 @@ class StoredEvent:
 
 @dataclass(frozen=True, slots=True)
 class OutboxMessage:
-    """A Kafka record to publish once the transaction that wrote it commits."""
+    """A Kafka record to publish once the transaction that wrote it commits.
+
+    ``traceparent``: the trace the record continues. None takes the span active when the row is appended
+    (the command's), which is right unless the row is written on behalf of another trace (a batch).
+    """
 
     topic: str
     key: bytes | None
     event_name: str
     value: bytes
     headers: Headers = ()
+    traceparent: str | None = None
 
     @classmethod
     def for_event(
-        cls, topic: str, key: bytes | None, event: NewEvent, headers: Headers = ()
+        cls,
+        topic: str,
+        key: bytes | None,
+        event: NewEvent,
+        headers: Headers = (),
+        *,
+        traceparent: str | None = None,
     ) -> OutboxMessage:
         """The usual case: publish an appended event, with its id and name in headers for consumers."""
         return cls(
+            traceparent=traceparent,
             topic=topic,
             key=key,
             event_name=event.event_name,
@@ -92,6 +104,8 @@ class OutboxRecord:
     created_at: datetime
     # Failed publishing attempts counted so far (see `suanli.eventstore.parking`).
     attempts: int = 0
+    # The W3C trace context stored with the row; the relay sends it as the record's header.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Traces and metrics for every Suanli process (ARCHITECTURE §2, principle 6).
 
 ``setup()`` wires OpenTelemetry once per process; ``inject_headers`` / ``extract_context`` carry W3C trace
-context across Kafka hops; ``names`` is the catalogue of metric names dashboards are built on.
+context across Kafka hops; ``tracing`` stores it with outbox rows and ``grpc`` carries it in
+RPC metadata; ``names`` is the catalogue of metric names dashboards are built on.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from suanli.telemetry.runtime import (
     active,
     setup,
 )
+from suanli.telemetry.tracing import (
+    TRACEPARENT,
+    batch_span,
+    context_of,
+    continued,
+    current_traceparent,
+    links_of,
+    tracer,
+)
 
 __all__ = [
     "METRICS",
@@ -24,11 +34,18 @@ __all__ = [
     "METRICS_PORTS",
     "METRICS_PORT_ENV",
     "SECONDS_BUCKETS",
+    "TRACEPARENT",
     "MetricSpec",
     "Telemetry",
     "active",
+    "batch_span",
+    "context_of",
+    "continued",
+    "current_traceparent",
     "extract_context",
     "inject_headers",
+    "links_of",
     "propagated_fields",
     "setup",
+    "tracer",
 ]

@@ -35,7 +35,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 if TYPE_CHECKING:
@@ -147,6 +147,7 @@ def setup(
     instance_id: str | None = None,
     registry: CollectorRegistry | None = None,
     install_globals: bool = True,
+    span_exporter: SpanExporter | None = None,
 ) -> Telemetry:
     """Configure traces and metrics for ``service_name`` and return the handle to shut them down.
 
@@ -158,6 +159,9 @@ def setup(
     Calling setup again while the previous handle is open returns that handle when the service name
     matches (repeated start-up code is harmless) and raises ``RuntimeError`` otherwise, because one
     process exports under one ``service.name``.
+
+    ``span_exporter`` receives every span as it ends (tests pass an ``InMemorySpanExporter``), besides
+    OTLP when configured.
     """
     global _active
     with _lock:
@@ -192,6 +196,8 @@ def setup(
                 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
                 readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+            if span_exporter is not None:
+                tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
             if otlp_traces:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -7,6 +7,8 @@ import uuid
 from datetime import datetime
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 
 from suanli.eventstore import (
     NO_STREAM,
@@ -159,6 +161,28 @@ async def test_for_event_carries_id_and_name_headers(store: EventStore) -> None:
     (row,) = await store.pending_outbox()
     assert dict(row.headers) == {"event-id": str(submitted.event_id).encode(), "event-name": b"JobSubmitted"}
     assert row.value == submitted.payload
+
+
+async def test_outbox_row_keeps_the_trace_context_it_was_appended_in(store: EventStore) -> None:
+    # A private provider: the store reads the current span, whichever provider made it.
+    span = TracerProvider().get_tracer("contract").start_span("command")
+    given = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    with trace.use_span(span, end_on_exit=True):
+        await store.append(
+            "job-1",
+            0,
+            [event(), event()],
+            outbox=[message(1), OutboxMessage("jobs.events", b"k", "JobSubmitted", b"v", traceparent=given)],
+        )
+    await store.append("job-2", 0, [event()], outbox=[message(2)])
+
+    first, second, untraced = await store.pending_outbox()
+    ctx = span.get_span_context()
+    assert first.traceparent is not None
+    assert first.traceparent.split("-")[:3] == ["00", f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
+    assert second.traceparent == given
+    assert untraced.traceparent is None
+    assert first.headers == (("h", b"1"),)  # the context is a column of its own, not a stored header
 
 
 APPENDING = pytest.mark.parametrize("appending", [False, True], ids=["plain", "appending"])

@@ -12,6 +12,7 @@ from suanli.billing.service_layer.ports import LedgerUnit, UnitOfWork
 from suanli.bus import ConsumedEvent
 from suanli.eventstore import AlreadyProcessed
 from suanli.infra.transient import RetriableError, is_transient
+from suanli.telemetry.tracing import tracer
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,18 @@ class BillingHandler:
         effect = self._effect(event)
         if effect is None:
             return
+        # A child of the consumer span (the producer's trace); the ChargeRecorded outbox rows written in
+        # it keep its context, so the relayed records continue the trace.
+        name = "billing.charge" if event.topic == self._usage else "billing.record"
+        ids: dict[str, str] = {
+            k: str(event.record[k]) for k in ("job_id", "task_id", "node_id") if k in event.record
+        }
         try:
-            async with self._uow.tracked(
-                self._group, event.topic, event.partition, event.offset, event.event_id
-            ) as unit:
-                charged = await effect(unit)
+            with tracer("suanli.billing").start_as_current_span(name, attributes=ids):
+                async with self._uow.tracked(
+                    self._group, event.topic, event.partition, event.offset, event.event_id
+                ) as unit:
+                    charged = await effect(unit)
         except AlreadyProcessed:
             log.debug("%s[%d]@%d already applied", event.topic, event.partition, event.offset)
         except Exception as exc:

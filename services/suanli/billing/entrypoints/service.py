@@ -19,6 +19,7 @@ from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics
 from suanli.clock import Clock, SystemClock
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.resources.pricebook_file import PriceBookError
+from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ async def running(settings: BillingSettings, clock: Clock | None = None) -> Asyn
         )
         auth = await stack.enter_async_context(server_auth(settings))
         server, port = await start_server(
-            api, settings.listen, () if auth is None else (auth.interceptor,), settings
+            api, settings.listen, with_tracing(() if auth is None else (auth.interceptor,)), settings
         )
         stack.push_async_callback(server.stop, 5.0)
 

@@ -91,7 +91,8 @@ class TopicOutputs:
 
     def task_facts(self, facts: Iterable[TaskFact]) -> None:
         for fact in facts:
-            self._effects.send(self._topics.facts, fact.task_id.encode(), FACTS.dumps(fact))
+            # With the trace context, so the task-facts agent's window continues the input's trace.
+            self._effects.send(self._topics.facts, fact.task_id.encode(), FACTS.dumps(fact), inject_headers())
 
     def _publish(self, topic: Topic, key: str, event_name: str, record: dict[str, Any]) -> None:
         value = encode(event_name, record)

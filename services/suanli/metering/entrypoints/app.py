@@ -30,8 +30,8 @@ from typing import Any
 from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.deadletter import dead_letter
-from suanli.bus.faust import delivered, processor_app
-from suanli.bus.headers import Headers
+from suanli.bus.faust import delivered, header_list, processor_app
+from suanli.bus.headers import Headers, header
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
@@ -43,6 +43,7 @@ from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.service_layer.batches import Batches, Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Gauges
+from suanli.telemetry.tracing import TRACEPARENT, batch_span
 
 log = logging.getLogger(__name__)
 
@@ -139,15 +140,17 @@ class MeteringApp:
             (catalogue.JOBS_EVENTS, self.jobs, None),
         ]
         for name, topic, lock in routes:
-            self.app.agent(topic, name=f"metering.{name}")(self._consumer(intakes[name], lock))
+            self.app.agent(topic, name=f"metering.{name}")(
+                self._consumer(intakes[name], lock, f"metering.{name}")
+            )
         self.app.agent(self.facts, name="metering.task-facts")(
-            self._consumer(fact_intake(self.metering), self._task_side)
+            self._consumer(fact_intake(self.metering), self._task_side, "metering.window")
         )
         self.app.timer(self.settings.interval_s, name="metering.liveness")(self._liveness)
         self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
 
     def _consumer(
-        self, intake: Intake[FaustEvent, Any], lock: asyncio.Lock | None
+        self, intake: Intake[FaustEvent, Any], lock: asyncio.Lock | None, span_name: str
     ) -> Callable[[Any], AsyncIterator[None]]:
         batch_max = self.settings.batch_max
         batches = self.batches
@@ -163,8 +166,10 @@ class MeteringApp:
                 # A batch is what has already arrived, so no record waits for more to come.
                 if len(events) < batch_max and not arrived.empty():
                     continue
-                async with lock or contextlib.nullcontext():
-                    await batches.handle(events, intake)
+                # One span per batch (not per record): inside the input's trace when the batch has one.
+                with batch_span(span_name, (_traceparent(e) for e in events), {"records": len(events)}):
+                    async with lock or contextlib.nullcontext():
+                        await batches.handle(events, intake)
                 for done in events:
                     await manual.ack(done)
                 events = []
@@ -239,3 +244,7 @@ class MeteringApp:
             return int(self._partitioner(key.encode(), partitions, partitions)) in mine
 
         return owns
+
+
+def _traceparent(event: FaustEvent) -> str | None:
+    return header(header_list(event.message.headers), TRACEPARENT)

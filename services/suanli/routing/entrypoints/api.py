@@ -24,6 +24,7 @@ from suanli.routing.entrypoints.topics import RoutingTopics
 from suanli.routing.service_layer.capacity import CapacityState
 from suanli.routing.service_layer.network import NetworkState
 from suanli.routing.service_layer.records import EVENT, link_state
+from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
 CAPACITY_EVENT = "NodeCapacityChanged"
@@ -69,7 +70,7 @@ class RoutingApi:
         for reader in self.readers:
             await reader.start()
         auth = await self._auth.enter_async_context(server_auth(self.settings))
-        interceptors = () if auth is None else (auth.interceptor,)
+        interceptors = with_tracing(() if auth is None else (auth.interceptor,))
         self.server, self.port, self._health = await start_server(
             self.servicer, self.settings.listen, interceptors, self.settings
         )

@@ -20,6 +20,7 @@ from suanli.contracts.catalogue import EVENTS
 from suanli.eventstore import EventStore, NewEvent, OutboxMessage, StreamAppend, Transaction
 from suanli.scheduling.service_layer.ports import Append, Outgoing
 from suanli.scheduling.service_layer.projection import JSON_EVENTS, Projection
+from suanli.telemetry.tracing import TRACEPARENT, batch_span
 
 PendingChanges = Mapping[str, Mapping[str, Any] | None]  # job id -> its pending reason, None: it has none
 
@@ -71,15 +72,17 @@ class StoreWriter:
         projection.pending_reasons.update(await self._pending.load())
 
     async def commit(self, appends: Sequence[Append], pending: PendingChanges | None = None) -> None:
-        async with self._store.transaction(appending=True) as tx:
-            await self._fence.check(tx.connection)
-            batch = []
-            for append in appends:
-                events, outbox = self._encode(append.events)
-                batch.append(StreamAppend(append.stream, append.expected_version, events, outbox))
-            await tx.append_many(batch)
-            if pending:
-                await self._pending.write(tx, pending)
+        traces = [o.metadata.get(TRACEPARENT) for a in appends for o in a.events]
+        with batch_span("scheduling.commit", traces, {"streams": len(appends)}):
+            async with self._store.transaction(appending=True) as tx:
+                await self._fence.check(tx.connection)
+                batch = []
+                for append in appends:
+                    events, outbox = self._encode(append.events)
+                    batch.append(StreamAppend(append.stream, append.expected_version, events, outbox))
+                await tx.append_many(batch)
+                if pending:
+                    await self._pending.write(tx, pending)
 
     async def catch_up(self, projection: Projection) -> None:
         while True:
@@ -101,5 +104,7 @@ class StoreWriter:
             spec = EVENTS.get(o.name)
             if spec is not None and spec.context == "scheduling":
                 key = str(o.record[spec.key]).encode()
-                outbox.append(OutboxMessage.for_event(topic_name(spec.topic, self._prefix), key, event))
+                topic = topic_name(spec.topic, self._prefix)
+                trace = o.metadata.get(TRACEPARENT)
+                outbox.append(OutboxMessage.for_event(topic, key, event, traceparent=trace))
         return events, outbox

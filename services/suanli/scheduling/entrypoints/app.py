@@ -31,6 +31,7 @@ from suanli.scheduling.service_layer.admission import Admission
 from suanli.scheduling.service_layer.commands import ReconcileNode, RecordTaskReport, SeedQueues
 from suanli.scheduling.service_layer.errors import NotLeader
 from suanli.scheduling.service_layer.queues_config import parse_queue_config
+from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class SchedulingApp:
             c.scheduler.commands, c.projection, c.capacity, c.explain, admission, history=c.store
         )
         auth = await self._auth.enter_async_context(server_auth(cfg))
-        interceptors = () if auth is None else (auth.interceptor,)
+        interceptors = with_tracing(() if auth is None else (auth.interceptor,))
         self._server, self.port, _ = await start_server(servicer, cfg.listen, interceptors, cfg)
         self._requests = servicer.requests
         topics = (*VIEW_TOPICS, *LEADER_TOPICS, *COMMAND_TOPICS, *PRODUCED, REPLIES)

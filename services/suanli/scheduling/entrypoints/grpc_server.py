@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
@@ -95,6 +96,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     ) -> pb.SubmitJobResponse:
         async with rpc_errors(context):
             job = await self.requests.submit(request, _actor(), auth_context.sees)
+            trace.get_current_span().set_attributes({"job_id": job.id, "queue": job.spec.queue})
             return pb.SubmitJobResponse(job=self._message(job))
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:

@@ -22,6 +22,7 @@ from suanli.scheduling.service_layer.envelopes import Envelopes
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics
 from suanli.scheduling.service_layer.projection import Projection, job_stream
 from suanli.scheduling.service_layer.write_lock import WriteLock
+from suanli.telemetry.tracing import continued
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +115,12 @@ class CycleRunner:
             self._clock.now(),
             self._lost_fence,
         )
-        appends = [
-            Append(job_stream(job_id), projection.jobs[job_id].version, self._envelopes.events(decisions))
-            for job_id, decisions in outcome.decisions.items()
-        ]
+        appends = []
+        for job_id, decisions in outcome.decisions.items():
+            # Decided in the job's own trace (its submission's), so its placement continues that trace.
+            with continued(projection.traces.get(job_id)):
+                events = self._envelopes.events(decisions)
+            appends.append(Append(job_stream(job_id), projection.jobs[job_id].version, events))
         changed: dict[str, Any] = {
             job_id: reason
             for job_id, reason in outcome.pending.items()

@@ -11,6 +11,7 @@ from suanli.contracts.catalogue import EVENTS
 from suanli.scheduling.domain.jobs import JobEvent, JobView, event_name, evolve, follow_ups
 from suanli.scheduling.service_layer.payloads import body
 from suanli.scheduling.service_layer.ports import Outgoing
+from suanli.telemetry.tracing import TRACEPARENT, current_traceparent
 
 _FOLLOW_UP_ROUNDS = 4
 
@@ -55,4 +56,9 @@ class Envelopes:
     ) -> Outgoing:
         event_id = self._ids()
         envelope = new_envelope(self._producer, subject, event_id=event_id, occurred_at=self._clock.now())
+        # The trace of the command (or, in a cycle, of the job's submission) decided this event: stored
+        # with it and its outbox row, so the record's consumers continue that trace.
+        traceparent = current_traceparent()
+        if traceparent is not None:
+            metadata = {**(metadata or {}), TRACEPARENT: traceparent}
         return Outgoing(name, {**envelope, **record}, event_id, metadata or {})

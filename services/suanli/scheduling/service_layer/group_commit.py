@@ -22,6 +22,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+
 from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
 from suanli.scheduling.service_layer.ports import Append, Writer
 from suanli.scheduling.service_layer.projection import Projection
@@ -61,6 +64,8 @@ class Plan:
 class _Ticket:
     command: Any
     future: asyncio.Future[Any]
+    # The caller's trace context: the drainer plans the command in it, so its events carry the caller's trace.
+    trace: Context = field(default_factory=otel_context.get_current)
 
     def resolve(self, outcome: Callable[[], Any]) -> None:
         if self.future.done():  # the caller gave up (cancelled); the decision stands regardless
@@ -195,11 +200,14 @@ class GroupCommitter:
         touched: set[str] = set()
         chain: set[str] = set()  # streams only chained plans touched so far
         for ticket in tickets:
+            token = otel_context.attach(ticket.trace)
             try:
                 plan = self.planners[type(ticket.command)](ticket.command)
             except Exception as exc:
                 ticket.fail(exc)
                 continue
+            finally:
+                otel_context.detach(token)
             clash = plan.streams & touched
             if clash and not (plan.chained and clash <= chain):
                 deferred.append(ticket)

@@ -21,6 +21,7 @@ from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
 from suanli.scheduling.domain.queueing.admin import with_class, without_class
 from suanli.scheduling.service_layer.payloads import JOB_EVENTS, parse
 from suanli.scheduling.service_layer.queues_config import queue_from_record
+from suanli.telemetry.tracing import TRACEPARENT
 
 JOB_STREAM = "job-"
 QUEUE_STREAM = "queue-"
@@ -86,6 +87,8 @@ class Projection:
         # job's stopping tasks). Kept so that per-cycle and per-snapshot work does not grow with history.
         self.live: dict[str, JobView] = {}
         self.task_owner: dict[str, str] = {}  # task id -> job id
+        # Live job id -> the trace its submission ran in: a cycle decides for it in that trace.
+        self.traces: dict[str, str] = {}
         # (tenant, request_id) -> job id: idempotency keys are per tenant.
         self.by_request: dict[tuple[str, str], str] = {}
         self.queues: dict[str, QueueSpec] = {}
@@ -153,6 +156,8 @@ class Projection:
             seq = int(event.metadata.get("seq", event.position))
             self._seq = max(self._seq, seq)
             job = submitted(fact, seq, at)
+            if TRACEPARENT in event.metadata:
+                self.traces[job_id] = event.metadata[TRACEPARENT]
             if job.spec.request_id:
                 self.by_request[(job.spec.tenant, job.spec.request_id)] = job_id
             for task in job.tasks:
@@ -166,6 +171,7 @@ class Projection:
         self._count_pending(job)
         if job.phase.final and not job.active:
             self.live.pop(job_id, None)
+            self.traces.pop(job_id, None)
         else:
             self.live[job_id] = job
         if job.phase.final:
