@@ -8,8 +8,9 @@ network matrix is the routing service's `GetNetwork`; routing being away blanks 
 
 Along the way it notes the scenario's milestones (docs/demo.md, "The scenario"): every job seen waiting
 and why, quota refusals, preemptions (victim and preemptor, from the preemptor's WAITING_FOR_PREEMPTION
-reason or the victim's "preempted by" task reason), the most each queue borrowed from its cohort, and the
-invoices billing has issued.
+reason or the victim's "preempted by" task reason while it is under way, and from the recorded
+TaskPreempted of every job that restarted, so a poll that missed the moment misses nothing), the most
+each queue borrowed from its cohort, and the invoices billing has issued.
 """
 
 from __future__ import annotations
@@ -177,9 +178,12 @@ class Observer:
             job = active.get(job_id) or self.scheduler.GetJob(
                 pb.GetJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S
             )
+            restarted = job.restarts > known.restarts
             self.jobs[job_id] = job
             self._note_placements(job, now)
             self._note_waits(job, now)
+            if restarted:
+                self._note_preemptions(job_id, now)
 
     def _note_waits(self, job: pb.Job, now: float) -> None:
         reason = job.pending_reason
@@ -196,6 +200,17 @@ class Observer:
             if task.reason.startswith(PREEMPTED_BY):
                 preemptor = task.reason.removeprefix(PREEMPTED_BY).strip()
                 self.preemptions.setdefault((job.id, preemptor), Preemption(job.id, preemptor, now))
+
+    def _note_preemptions(self, job_id: str, now: float) -> None:
+        """A job that restarted: its history says whether a preemption did it, and by which job.
+
+        The reasons above show a preemption only while it is under way (a second or two); a poll that
+        misses that window would miss it, the recorded TaskPreempted never is.
+        """
+        described = self.scheduler.DescribeJob(pb.DescribeJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
+        for event in described.events:
+            if event.type == "TaskPreempted" and event.by:
+                self.preemptions.setdefault((job_id, event.by), Preemption(job_id, event.by, now))
 
     def _note_placements(self, job: pb.Job, now: float) -> None:
         for task in job.tasks:

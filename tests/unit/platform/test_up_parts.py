@@ -292,3 +292,49 @@ def test_the_small_fleets_workload_plans_the_same_tenants_without_a_script() -> 
     small = load_workload(data_path("deploy/workloads/small.yaml"))
     assert small.tenant_names == load_workload(MIXED).tenant_names and not small.script
     assert all(a.cancel_after_s is None for a in plan(small, 60, "r"))
+
+
+class _Scheduler:
+    """The scheduler RPCs `refresh_jobs` calls, answering from fixed messages."""
+
+    def __init__(self, listed: list[pb.Job], described: dict[str, pb.JobDescription]) -> None:
+        self.listed = listed
+        self.described = described
+        self.asked: list[str] = []
+
+    def ListJobs(self, request: pb.ListJobsRequest, timeout: float) -> pb.ListJobsResponse:
+        return pb.ListJobsResponse(jobs=[j for j in self.listed if j.state == request.state])
+
+    def GetJob(self, request: pb.GetJobRequest, timeout: float) -> pb.Job:
+        return next(j for j in self.listed if j.id == request.job_id)
+
+    def DescribeJob(self, request: pb.DescribeJobRequest, timeout: float) -> pb.JobDescription:
+        self.asked.append(request.job_id)
+        return self.described[request.job_id]
+
+
+def test_a_preemption_over_between_two_polls_is_found_in_the_victims_history() -> None:
+    # No poll saw the victim stopping or the preemptor waiting: the victim just shows one more restart.
+    observer = Observer("127.0.0.1:1", "127.0.0.1:1", ["initech"])
+    try:
+        observer.submitted(pb.Job(id="j5", spec=pb.JobSpec(name="sweep-005"), state=pb.JOB_STATE_RUNNING))
+        observer.submitted(pb.Job(id="j6", spec=pb.JobSpec(name="other-006"), state=pb.JOB_STATE_RUNNING))
+        restarted = pb.Job(id="j5", spec=pb.JobSpec(name="sweep-005"), state=pb.JOB_STATE_PENDING, restarts=1)
+        history = pb.JobDescription(
+            events=[
+                pb.HistoryEvent(type="TaskPlaced", task_id="j5-t-0", attempt=1),
+                pb.HistoryEvent(
+                    type="TaskPreempted", task_id="j5-t-0", attempt=1, by="j9", reason="preempted by j9"
+                ),
+                pb.HistoryEvent(type="JobRequeued", attempt=2),
+            ]
+        )
+        unchanged = pb.Job(id="j6", spec=pb.JobSpec(name="other-006"), state=pb.JOB_STATE_RUNNING)
+        fake = _Scheduler([restarted, unchanged], {"j5": history})
+        observer.scheduler = fake  # type: ignore[assignment]
+        observer.refresh_jobs(3.0)
+        observer.refresh_jobs(4.0)  # no new restart: not asked again
+    finally:
+        observer.close()
+    assert list(observer.preemptions) == [("j5", "j9")]
+    assert fake.asked == ["j5"]  # only the job that restarted, once
