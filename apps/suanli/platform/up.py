@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import grpc
 from rich.console import Console
@@ -48,6 +49,9 @@ from suanli.platform.summary import (
 )
 from suanli.platform.supervisor import group_members
 from suanli.platform.workload import Arrival, DemoWorkload, arrivals, load_workload
+
+if TYPE_CHECKING:
+    from suanli.console.server import BackgroundConsole
 
 MARKER = ".suanli-up"
 EXIT_FAILED = 1
@@ -344,6 +348,33 @@ class Run:
         )
 
 
+def _start_console(stack: Stack, console: Console) -> BackgroundConsole | None:
+    """The web console on :8088, or a free port when that one is taken (docs/console.md)."""
+    # On use: the console loads aiohttp, which `suanli up --help` should not wait for.
+    from suanli.console.gateway import Targets
+    from suanli.console.server import DEFAULT_LISTEN as CONSOLE_LISTEN
+    from suanli.console.server import BackgroundConsole
+
+    targets = Targets(stack.scheduler_addr, stack.billing_addr, stack.routing_addr)
+    web: BackgroundConsole | None = None
+    for listen in (CONSOLE_LISTEN, "127.0.0.1:0"):
+        try:
+            web = BackgroundConsole(targets, stack.admin_token or "", stack.ca, listen)
+            break
+        except OSError:
+            continue
+    if web is None:
+        console.print("web console: could not listen (see the log); the platform runs without it")
+        return None
+    how = (
+        f"log in with the key {web.running.login_key}"
+        if web.running.key_generated
+        else f"log in with the platform-admin token: the `token:` of context 'up' in {stack.client_config}"
+    )
+    console.print(f"web console: {web.url} ({how})", markup=False, soft_wrap=True)
+    return web
+
+
 def run_up(options: UpOptions, console: Console) -> int:
     workload = load_workload(options.workload)
     expected_nodes = _fleet_size(options.fleet)
@@ -362,6 +393,7 @@ def run_up(options: UpOptions, console: Console) -> int:
     stack = Stack(config)
     run = Run(options, workload, console, stack)
     processes: list[Recorded] = []
+    web: BackgroundConsole | None = None
     with _terminate_like_ctrl_c():
         try:
             console.print(f"starting the platform in {options.home} (logs: {run.logs}/*.log)")
@@ -395,6 +427,7 @@ def run_up(options: UpOptions, console: Console) -> int:
             )
             metrics = ", ".join(f"{name} :{port}" for name, port in sorted(stack.metrics_ports.items()))
             console.print(f"/metrics on 127.0.0.1: {metrics}")
+            web = _start_console(stack, console)
             run.wait_for_fleet(expected_nodes)
             if run.healthy():
                 _drive(run)
@@ -408,6 +441,8 @@ def run_up(options: UpOptions, console: Console) -> int:
                 # Nothing may keep the children from being stopped: not a closed channel, not a
                 # terminal that went away (SIGHUP) and now fails every write.
                 with contextlib.suppress(Exception):
+                    if web is not None:
+                        web.close()
                     if run.observer is not None:
                         run.observer.close()
                     console.print("stopping the platform…")

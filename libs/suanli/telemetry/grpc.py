@@ -8,6 +8,7 @@ to it through ``trace.get_current_span()``. An aborted call is recorded with its
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
@@ -39,6 +40,14 @@ def _finish(span: trace.Span, context: grpc.aio.ServicerContext) -> None:
         span.set_status(trace.Status(trace.StatusCode.ERROR, f"{code.name}: {context.details() or ''}"))
 
 
+def _asynchronous(handler: grpc.RpcMethodHandler) -> bool:
+    if handler.unary_unary is not None:
+        return inspect.iscoroutinefunction(handler.unary_unary)
+    if handler.unary_stream is not None:
+        return inspect.isasyncgenfunction(handler.unary_stream)
+    return False
+
+
 class TracingServerInterceptor(grpc.aio.ServerInterceptor):
     """Runs every unary and server-streaming handler inside a SERVER span continuing the caller's trace."""
 
@@ -49,8 +58,10 @@ class TracingServerInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler:
         """The method's handler, wrapped in a span when it is unary or server-streaming."""
         handler = await continuation(details)
-        if handler is None:
-            return None
+        if handler is None or not _asynchronous(handler):
+            # A synchronous servicer (grpc_health's HealthServicer) runs as grpc runs it: wrapping it in
+            # a coroutine would await its plain answer (TypeError) and block the loop in its Watch.
+            return handler
         method = details.method
         parent = _parent(details.invocation_metadata)
         if handler.unary_unary is not None:

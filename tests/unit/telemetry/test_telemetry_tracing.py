@@ -183,3 +183,20 @@ async def test_grpc_call_continues_the_callers_trace(spans: InMemorySpanExporter
     assert server_spans[1].status.status_code is trace.StatusCode.ERROR
     assert server_spans[1].attributes is not None
     assert server_spans[1].attributes["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+async def test_a_synchronous_servicer_is_served_as_grpc_serves_it() -> None:
+    # The services register grpc_health's synchronous HealthServicer: wrapped in a coroutine its plain
+    # answer was awaited (TypeError) and every readiness probe failed.
+    server = grpc.aio.server(interceptors=with_tracing())
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            answer = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=5
+            )
+    finally:
+        await server.stop(None)
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING
