@@ -33,6 +33,9 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
+MIGRATION_TIMEOUT_S = 3600.0  # per migration file
+
+
 def check_schema(schema: str) -> str:
     """Schema names are spliced into SQL, so only plain lower-case identifiers are accepted."""
     if not _SCHEMA.match(schema):
@@ -83,7 +86,9 @@ async def migrate(
                 if recorded != migration.checksum:
                     raise MigrationError(f"{schema}: {migration.version} changed after it was applied")
                 continue
-            await conn.execute(migration.sql)
+            # Not the pool's statement timeout (30 s): an index built over a large table, or a server
+            # busy with other work, takes longer, and a migration cut short would stop the service for good.
+            await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT_S)
             await conn.execute(
                 "INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)",
                 migration.version,

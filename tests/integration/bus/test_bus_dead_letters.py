@@ -181,10 +181,12 @@ async def test_on_dead_letter_hears_of_each_dead_letter_after_its_copy(
         retry=FAST_RETRY,
         on_dead_letter=on_dead_letter,
     ):
-        await wait_until(lambda: handled == ["ok"], what="the good record")
+        # The three keys may sit on different partitions: no order between them is promised.
+        await wait_until(lambda: handled == ["ok"] and len(heard) == 2, what="the good record, two letters")
 
-    assert [(key, reason, copies) for key, _, reason, copies in heard] == [
-        (b"req-1", "decode", 1),
-        (b"req-2", "handler", 2),
+    assert sorted((key, name, reason) for key, name, reason, _ in heard) == [
+        (b"req-1", "CorruptEventError", "decode"),
+        (b"req-2", "QuotaRejected", "handler"),
     ]
-    assert heard[1][1] == "QuotaRejected"
+    # Each was heard after its own copy reached the dead-letter topic: the first saw one, the second two.
+    assert [copies for *_, copies in heard] == [1, 2]
