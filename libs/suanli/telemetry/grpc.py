@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
@@ -31,6 +32,13 @@ def _parent(metadata: Any) -> Context | None:
 def _attributes(method: str) -> dict[str, str]:
     service, _, name = method.lstrip("/").partition("/")
     return {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
+
+
+def _server_span(method: str, parent: Context | None) -> AbstractContextManager[trace.Span]:
+    """The SERVER span of one call of ``method``, a child of the caller's context ``parent``."""
+    return tracer(_TRACER).start_as_current_span(
+        method.lstrip("/"), context=parent, kind=trace.SpanKind.SERVER, attributes=_attributes(method)
+    )
 
 
 def _finish(span: trace.Span, context: grpc.aio.ServicerContext) -> None:
@@ -68,12 +76,7 @@ class TracingServerInterceptor(grpc.aio.ServerInterceptor):
             inner = handler.unary_unary
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                with tracer(_TRACER).start_as_current_span(
-                    method.lstrip("/"),
-                    context=parent,
-                    kind=trace.SpanKind.SERVER,
-                    attributes=_attributes(method),
-                ) as span:
+                with _server_span(method, parent) as span:
                     try:
                         return await inner(request, context)
                     finally:
@@ -88,12 +91,7 @@ class TracingServerInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.unary_stream
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                with tracer(_TRACER).start_as_current_span(
-                    method.lstrip("/"),
-                    context=parent,
-                    kind=trace.SpanKind.SERVER,
-                    attributes=_attributes(method),
-                ) as span:
+                with _server_span(method, parent) as span:
                     try:
                         async for item in inner_stream(request, context):
                             yield item

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import asyncpg
 import pytest
 
+from suanli.eventstore.lease import LeaseLost, PgLease
 from suanli.eventstore.migrator import migrate
 from suanli.infra.polling import until
-from suanli.scheduling.adapters.leader import LeaderElection
+from suanli.scheduling.adapters.leader import LEASE, LeaderElection
 from suanli.scheduling.service_layer.errors import NotLeader
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,6 +33,13 @@ class Candidate:
     election: LeaderElection
     deposed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+
+    async def lead(self) -> int:
+        """Start campaigning with no rival and wait until elected; the epoch."""
+        self.start()
+        await eventually(lambda: self.election.is_leader, "the first candidate elected")
+        assert self.election.epoch is not None
+        return self.election.epoch
 
     def start(self) -> None:
         async def elected() -> None:
@@ -84,10 +92,7 @@ async def test_a_leader_whose_lease_ran_out_can_write_nothing_and_steps_down(
     first, second = candidate(pg_dsn, schema), candidate(pg_dsn, schema)
     conn = await asyncpg.connect(pg_dsn)
     try:
-        first.start()
-        await eventually(lambda: first.election.is_leader, "the first candidate elected")
-        epoch = first.election.epoch
-        assert epoch is not None
+        epoch = await first.lead()
         await fenced_write(conn, first.election, schema)  # the leader writes
         second.start()
         await asyncio.sleep(LEASE_S / 2)
@@ -98,11 +103,15 @@ async def test_a_leader_whose_lease_ran_out_can_write_nothing_and_steps_down(
         await eventually(lambda: second.election.is_leader, "the standby taking over")
         assert second.election.epoch == epoch + 1
         await eventually(first.deposed.is_set, "the old leader stepping down at its next renewal")
-        # Before that renewal it still believed it led: a write with its epoch is refused all the same.
-        first.election._epoch = epoch
-        with pytest.raises(NotLeader, match=f"epoch {epoch} was taken over or ran out"):
+        # Before that renewal it still believed it led: a write fenced with its epoch is refused all the same.
+        stale = PgLease(schema, LEASE, lease_s=LEASE_S, poll_s=0.2)
+        with pytest.raises(LeaseLost, match=f"lease of epoch {epoch} was taken over or ran out"):
+            async with conn.transaction():
+                await stale.check(conn, epoch)
+                await conn.execute(f"INSERT INTO {schema}.writes VALUES (1)")
+        # And a deposed election refuses every write itself.
+        with pytest.raises(NotLeader, match="does not hold the leader lease"):
             await fenced_write(conn, first.election, schema)
-        first.election._epoch = None
         assert await conn.fetchval(f"SELECT count(*) FROM {schema}.writes") == 1  # only the first write
         await fenced_write(conn, second.election, schema)  # the new leader writes
         assert await conn.fetchval(f"SELECT max(epoch) FROM {schema}.leases") == epoch + 1
@@ -118,10 +127,7 @@ async def test_a_leader_paused_inside_a_write_is_rolled_back_before_the_standby_
     first, second = candidate(pg_dsn, schema), candidate(pg_dsn, schema)
     conn = await asyncpg.connect(pg_dsn)
     try:
-        first.start()
-        await eventually(lambda: first.election.is_leader, "the first candidate elected")
-        epoch = first.election.epoch
-        assert epoch is not None
+        epoch = await first.lead()
         transaction = conn.transaction()
         await transaction.start()
         await first.election.check(conn)
@@ -150,8 +156,7 @@ async def test_a_crashed_leaders_session_is_replaced_within_a_poll_not_a_lease(
     first, second = candidate(pg_dsn, schema), candidate(pg_dsn, schema)
     admin = await asyncpg.connect(pg_dsn)
     try:
-        first.start()
-        await eventually(lambda: first.election.is_leader, "the first candidate elected")
+        await first.lead()
         second.start()
         await asyncio.sleep(0.5)
         assert not second.election.is_leader
