@@ -75,7 +75,9 @@ def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
         "--home",
         str(home),
     ]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The user's CLI config, which `suanli up` gives its context: kept out of the real ~/.suanli.
+    env = {**os.environ, "SUANLI_CONFIG": str(base / "cli" / "config.yaml")}
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         out, _ = process.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -85,6 +87,25 @@ def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
         pytest.fail(f"suanli up did not finish within {RUN_TIMEOUT_S}s:\n{out[-5000:]}")
     yield subprocess.CompletedProcess(argv, process.returncode, out), home
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_up_makes_its_context_current_in_the_users_cli_config(
+    run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, home = run
+    user_config = home.parent / "cli" / "config.yaml"
+    assert f"the CLI's context 'up' is now current in {user_config}" in result.stdout
+    assert user_config.stat().st_mode & 0o777 == 0o600  # it holds a platform-admin token
+    document = yaml.safe_load(user_config.read_text())
+    assert document["current-context"] == "up"
+    (context,) = [c for c in document["contexts"] if c["name"] == "up"]
+    printed = re.search(r"scheduler (\S+), billing (\S+), routing (\S+);", result.stdout)
+    assert printed, result.stdout[-4000:]
+    assert (context["scheduler"], context["billing"], context["routing"]) == printed.groups()
+    assert context["token"] and Path(context["ca"]) == home / "tls" / "ca.pem"
+    # The same context as <home>/config.yaml, which a --no-context run leaves as the only copy.
+    assert yaml.safe_load((home / "config.yaml").read_text())["contexts"] == [context]
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)

@@ -11,15 +11,14 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from suanli.auth.audit import AuditEntry, read_entries, select
 from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
 from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.eventstore import PostgresEventStore
 
-stdout = Console(highlight=False, soft_wrap=True)
+COLUMNS = ("time", "subject", "tenant", "token", "action", "target", "target_tenant", "detail")
 
 
 def _time(text: str | None, option: str) -> datetime | None:
@@ -61,6 +60,9 @@ def audit(
     auth_schema: Annotated[
         str, typer.Option("--auth-schema", help="The token ledger's schema.")
     ] = AUTH_SCHEMA,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
 ) -> None:
     """Who did what: jobs submitted and cancelled, tokens issued and revoked, oldest first."""
     if not dsn:
@@ -71,18 +73,28 @@ def audit(
     except OSError as exc:
         raise fail(Failure(f"cannot reach PostgreSQL: {exc}", EXIT_UNREACHABLE)) from None
     rows = select(found, tenant=tenant, subject=subject, since=window[0], until=window[1])[-limit:]
-    table = Table(title=f"audit: {len(rows)} entries")
-    for name in ("time (UTC)", "subject", "tenant", "token", "action", "target", "target tenant", "detail"):
-        table.add_column(name)
-    for e in rows:
-        table.add_row(
-            f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
-            e.subject,
-            e.tenant or "-",
-            e.token_id or "-",
-            e.action,
-            e.target,
-            e.target_tenant or "-",
-            e.detail,
-        )
-    stdout.print(table)
+    items = [_item(e) for e in rows]
+    table = Rows(
+        COLUMNS,
+        [[item[c] or "-" for c in COLUMNS] for item in items],
+        title=f"audit: {len(rows)} entries (times UTC)",
+        wrap=frozenset({"detail"}),
+        kind="entry",
+        names=[f"{item['time']}/{item['action']}" for item in items],
+        items=items,
+        key="entries",
+    )
+    emit_rows(output, {"entries": items}, table, no_headers=no_headers, sort_by=sort_by)
+
+
+def _item(entry: AuditEntry) -> dict[str, str]:
+    return {
+        "time": f"{entry.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
+        "subject": entry.subject,
+        "tenant": entry.tenant,
+        "token": entry.token_id,
+        "action": entry.action,
+        "target": entry.target,
+        "target_tenant": entry.target_tenant,
+        "detail": entry.detail,
+    }

@@ -19,12 +19,12 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from suanli.auth.ledger import DEFAULT_SCHEMA, TokenLedger, TokenRecord
 from suanli.auth.principal import Role
 from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
 from suanli.cli.client import EXIT_USAGE, Failure, fail
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.clock import SystemClock
 from suanli.errors import RequestError
 from suanli.eventstore import PostgresEventStore
@@ -138,30 +138,53 @@ def create(
     print(token)
 
 
-def _table(records: list[TokenRecord]) -> Table:
-    table = Table(title="tokens")
-    for name in ("id", "subject", "tenant", "roles", "issued", "expires", "revoked"):
-        table.add_column(name)
-    for r in records:
-        revoked = f"{r.revoked_at:%Y-%m-%d %H:%M} by {r.revoked_by}" if r.revoked_at else "-"
-        table.add_row(
-            r.token_id,
-            r.subject,
-            r.tenant or "-",
-            ",".join(r.roles),
-            f"{r.issued_at:%Y-%m-%d %H:%M}",
-            f"{r.expires_at:%Y-%m-%d %H:%M}",
-            revoked,
-        )
-    return table
+TOKEN_COLUMNS = ("id", "subject", "tenant", "roles", "issued", "expires", "revoked", "revoked_by", "reason")
+
+
+def _token_item(r: TokenRecord) -> dict[str, str]:
+    def at(value: object) -> str:
+        return f"{value:%Y-%m-%d %H:%M}" if value else ""
+
+    return {
+        "id": r.token_id,
+        "subject": r.subject,
+        "tenant": r.tenant,
+        "roles": ",".join(r.roles),
+        "issued": at(r.issued_at),
+        "expires": at(r.expires_at),
+        "revoked": at(r.revoked_at),
+        "revoked_by": r.revoked_by,
+        "reason": r.reason,
+    }
+
+
+def token_rows(records: list[TokenRecord]) -> Rows:
+    """The ledger as a list answer (never the tokens themselves: only their ids)."""
+    items = [_token_item(r) for r in records]
+    return Rows(
+        TOKEN_COLUMNS,
+        [[item[c] or "-" for c in TOKEN_COLUMNS] for item in items],
+        title=f"tokens: {len(items)} (times UTC)",
+        wide=frozenset({"reason"}),
+        kind="token",
+        items=items,
+        key="tokens",
+    )
 
 
 @token_app.command("list")
-def list_tokens(dsn: Dsn = "", schema: Schema = DEFAULT_SCHEMA) -> None:
+def list_tokens(
+    dsn: Dsn = "",
+    schema: Schema = DEFAULT_SCHEMA,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+) -> None:
     """Every token in the ledger with its subject, tenant, roles, expiry and revocation."""
     if not dsn:
         raise fail(Failure("no ledger: pass --dsn or set SUANLI_PG_DSN", EXIT_USAGE))
-    stdout.print(_table(_with_ledger(dsn, schema, lambda ledger: ledger.tokens())))
+    rows = token_rows(_with_ledger(dsn, schema, lambda ledger: ledger.tokens()))
+    emit_rows(output, {"tokens": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
 
 
 @token_app.command("revoke")

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from suanli.cli.client import EXIT_USAGE, Failure, fail
+from suanli.cli.config import config_path
 from suanli.data import data_path
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES
 from suanli.platform.up import UpError, UpOptions, run_up
@@ -52,7 +53,7 @@ def up(
         bool,
         typer.Option(
             "--auth/--no-auth",
-            help="Tokens on every gRPC service; the CLI's context is written to <home>/config.yaml "
+            help="Tokens on every gRPC service; the CLI's context carries a platform-admin token "
             "(docs/security.md).",
         ),
     ] = True,
@@ -62,6 +63,15 @@ def up(
             "--tls/--no-tls",
             help="TLS on every gRPC service with a development CA in <home>/tls/ (the CLI's context "
             "trusts it; docs/security.md).",
+        ),
+    ] = True,
+    context: Annotated[
+        bool,
+        typer.Option(
+            "--context/--no-context",
+            help="Write the CLI's context 'up' (addresses, token, CA) into your CLI config (--config, "
+            "SUANLI_CONFIG or ~/.suanli/config.yaml) and make it current; without, only "
+            "<home>/config.yaml has it.",
         ),
     ] = True,
 ) -> None:
@@ -81,6 +91,7 @@ def up(
         headless=headless,
         auth=auth,
         tls=tls,
+        user_config=config_path() if context else None,
     )
     try:
         # Headless output goes to logs and CI: long lines stay whole instead of wrapping at 80 columns.

@@ -48,6 +48,7 @@ class Status:
     milestones: dict[str, int] = field(default_factory=dict)  # the scenario's counts (observe.py)
     problems: tuple[str, ...] = ()
     logs: str = ""
+    endpoints: str = ""  # where the CLI and the console reach the platform
 
 
 def _bar(ratio: float, width: int = 12) -> Text:
@@ -393,7 +394,8 @@ def dashboard(
             queues_panel(observation.queues),
         ),
     )
-    footer = Text(f"Ctrl-C stops everything. Logs: {status.logs}", style="dim")
+    reach = f"{status.endpoints} (context 'up'). " if status.endpoints else ""
+    footer = Text(f"{reach}Ctrl-C stops everything. Logs: {status.logs}", style="dim")
     title = Text("suanli up", style="bold cyan") + Text(f"  1 GPU = {GPU_MILLI} milli", style="dim")
     return Group(
         title,

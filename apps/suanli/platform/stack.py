@@ -22,7 +22,7 @@ from suanli.data import data_path
 from suanli.eventstore import PostgresEventStore
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.dsn import with_database
-from suanli.infra.net import free_loopback_port
+from suanli.infra.net import free_loopback_port, preferred_loopback_port
 from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgres
 from suanli.platform.health import grpc_serving
 from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
@@ -74,6 +74,13 @@ class StackConfig:
     # TLS on every gRPC server (docs/security.md): a development CA and certificates in <home>/tls/; the
     # CLI context trusts that CA.
     tls: bool = True
+    # The services' well-known ports (scheduler 50051, billing 50055, routing 50053: the CLI's built-in
+    # defaults) where free, else any; off, every port is picked at random (tests running side by side).
+    well_known_ports: bool = False
+
+
+# The CLI's built-in addresses (suanli.client.config): a platform on these is found with no config at all.
+WELL_KNOWN_PORTS = {"scheduler": 50051, "billing": 50055, "routing": 50053}
 
 
 @dataclass
@@ -164,16 +171,23 @@ class Stack:
         if cfg.database:
             self.pg = _fresh_database(self.pg, cfg.database)
         asyncio.run(ensure_topics(self.bootstrap, CATALOGUE, prefix=cfg.topic_prefix))
-        self.scheduler_addr = f"127.0.0.1:{free_loopback_port()}"
-        self.billing_addr = f"127.0.0.1:{free_loopback_port()}"
-        self.routing_addr = f"127.0.0.1:{free_loopback_port()}"
+        self.scheduler_addr = self._address("scheduler")
+        self.billing_addr = self._address("billing")
+        self.routing_addr = self._address("routing")
         if cfg.tls:
             self.ca = create_dev_certificates(cfg.home / "tls").ca.read_bytes()
         if cfg.auth:
             self._start_auth()
+        self.client_config = cfg.home / "config.yaml"
+        write_context(self.client_config, self.context())
+
+    def _address(self, service: str) -> str:
+        if self.config.well_known_ports:
+            return f"127.0.0.1:{preferred_loopback_port(WELL_KNOWN_PORTS[service])}"
+        return f"127.0.0.1:{free_loopback_port()}"
 
     def _start_auth(self) -> None:
-        """A fresh key pair (the database is fresh too), the admin token, and the CLI's context."""
+        """A fresh key pair (the database is fresh too) and the admin token."""
         assert self.pg is not None
         dsn = self.pg.dsn
         keys = KeyPaths(self.config.home / "auth")
@@ -192,14 +206,16 @@ class Stack:
                 return token
 
         self.admin_token = asyncio.run(mint())
-        self.client_config = self.config.home / "config.yaml"
+
+    def context(self) -> Context:
+        """The CLI's context for this platform: its addresses, the admin token and the CA (if any)."""
         servers = {
             "scheduler": self.scheduler_addr,
             "billing": self.billing_addr,
             "routing": self.routing_addr,
         }
         ca = str(DevCertificates.under(self.config.home / "tls").ca) if self.config.tls else ""
-        write_context(self.client_config, Context("up", servers, self.admin_token, ca))
+        return Context("up", servers, self.admin_token, ca)
 
     def metrics_env(self, name: str) -> dict[str, str]:
         """The environment that gives service ``name`` its own /metrics port (see `metrics_ports`)."""

@@ -27,6 +27,7 @@ from rich.live import Live
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.client import UNARY_TIMEOUT_S
+from suanli.cli.config import write_context
 from suanli.cli.render import FINAL_STATES
 from suanli.infra.postgres import embedded_running, stop_embedded
 from suanli.infra.process import pid_alive
@@ -75,6 +76,9 @@ class UpOptions:
     headless: bool = False
     auth: bool = True  # tokens on (docs/security.md)
     tls: bool = True  # TLS on every gRPC server, a development CA (docs/security.md)
+    # The user's CLI config (kubeconfig-like) that gets the context 'up', made current; None: only
+    # <home>/config.yaml has it.
+    user_config: Path | None = None
     poll_s: float = 1.0
     report_s: float = 5.0  # headless: seconds between progress lines
     fleet_timeout_s: float = 120.0
@@ -227,6 +231,7 @@ class Run:
     drain_ended: float = 0.0
     # job id -> (monotonic deadline, why): scripted jobs the demo cancels if they have not ended by then.
     cancels: dict[str, tuple[float, str]] = field(default_factory=dict)
+    endpoints: str = ""  # the dashboard footer's addresses, once the platform listens
     _unreachable_since: float | None = None
 
     # -- checks --
@@ -345,7 +350,42 @@ class Run:
             },
             problems=tuple(self.problems),
             logs=str(self.logs),
+            endpoints=self.endpoints,
         )
+
+
+def _announce_context(stack: Stack, options: UpOptions, console: Console) -> None:
+    """Write the CLI's context 'up' where the user's CLI finds it, and say how to use it."""
+    context = stack.context()
+    if options.user_config is not None:
+        write_context(options.user_config, context)
+        where = (
+            f"the CLI's context 'up' is now current in {options.user_config}: `suanli job list` works "
+            "in any terminal (`suanli config use-context NAME` switches back)"
+        )
+    else:
+        where = f"the CLI's context 'up': export SUANLI_CONFIG={stack.client_config}   then `suanli job list`"
+    console.print(where, markup=False, soft_wrap=True)
+    if stack.admin_token and stack.pg is not None:
+        console.print(
+            f"auth is on{', TLS is on' if stack.ca else ''}: the context carries a platform-admin token"
+            f"{' and trusts the development CA' if stack.ca else ''}; more tokens: "
+            f"SUANLI_PG_DSN='{stack.pg.dsn}' suanli auth token create "
+            f"--home {options.home} -s alice -t acme -r tenant-member",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _endpoints(stack: Stack, web: BackgroundConsole | None) -> str:
+    parts = [
+        f"scheduler {stack.scheduler_addr}",
+        f"billing {stack.billing_addr}",
+        f"routing {stack.routing_addr}",
+    ]
+    if web is not None:
+        parts.append(f"console {web.url}")
+    return " · ".join(parts)
 
 
 def _start_console(stack: Stack, console: Console) -> BackgroundConsole | None:
@@ -387,6 +427,7 @@ def run_up(options: UpOptions, console: Console) -> int:
         broker_own_session=True,
         auth=options.auth,
         tls=options.tls,
+        well_known_ports=True,
     )
     if options.policy:
         config = replace(config, policy=options.policy)
@@ -410,16 +451,7 @@ def run_up(options: UpOptions, console: Console) -> int:
                 token=stack.admin_token,
                 ca_pem=stack.ca,
             )
-            if stack.client_config is not None and stack.pg is not None:
-                console.print(
-                    f"auth is on{', TLS is on' if stack.ca else ''}; the CLI's context 'up' "
-                    f"(platform-admin token{', the development CA' if stack.ca else ''}): "
-                    f"export SUANLI_CONFIG={stack.client_config}   then e.g. `suanli job list`\n"
-                    f"more tokens: SUANLI_PG_DSN='{stack.pg.dsn}' suanli auth token create "
-                    f"--home {options.home} -s alice -t acme -r tenant-member",
-                    markup=False,
-                    soft_wrap=True,
-                )
+            _announce_context(stack, options, console)
             console.print(
                 f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}, "
                 f"routing {stack.routing_addr}; "
@@ -428,6 +460,7 @@ def run_up(options: UpOptions, console: Console) -> int:
             metrics = ", ".join(f"{name} :{port}" for name, port in sorted(stack.metrics_ports.items()))
             console.print(f"/metrics on 127.0.0.1: {metrics}")
             web = _start_console(stack, console)
+            run.endpoints = _endpoints(stack, web)
             run.wait_for_fleet(expected_nodes)
             if run.healthy():
                 _drive(run)

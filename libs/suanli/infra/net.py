@@ -13,6 +13,20 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def preferred_loopback_port(port: int) -> int:
+    """``port`` on 127.0.0.1 when it is free a moment ago, else any free port.
+
+    Well-known ports let a user reach a local platform without looking its addresses up, and falling
+    back keeps a second platform (or anything else on that port) from stopping this one.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return free_loopback_port()
+        return port
+
+
 def accepts_tcp(host: str, port: int, timeout: float = 0.5) -> bool:
     """Whether ``host:port`` accepts a TCP connection within ``timeout`` seconds."""
     try:

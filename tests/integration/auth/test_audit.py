@@ -4,6 +4,8 @@ and revoked which token, read back from PostgreSQL, filterable by tenant, subjec
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 from datetime import UTC, datetime, timedelta
 
 from scheduling.helpers import task_spec
@@ -56,11 +58,10 @@ async def test_command_events_name_their_principal_and_audit_lists_them(plat: Pl
     ]
 
     def audit(*args: str) -> list[str]:
-        result = RUNNER.invoke(app, ["audit", *args, *schemas])
+        result = RUNNER.invoke(app, ["audit", "-o", "csv", "--no-headers", *args, *schemas])
         assert result.exit_code == 0, result.output
-        # Rows as their cells joined by one separator (column widths vary with the content).
-        rows = [line for line in result.output.splitlines() if "│" in line]
-        return [" | ".join(c.strip() for c in row.strip("│ ").split("│")) for row in rows]
+        # Each entry as its cells joined by one separator (csv: a cell may hold commas).
+        return [" | ".join(row) for row in csv.reader(io.StringIO(result.stdout))]
 
     own = await asyncio.to_thread(audit, "--tenant", OWN)
     submit = next(line for line in own if job.id in line and "submit job" in line)

@@ -4,6 +4,7 @@ services of the package fixture (authentication on) and the real token ledger in
 from __future__ import annotations
 
 import asyncio
+import json
 import stat
 from pathlib import Path
 
@@ -53,14 +54,19 @@ async def test_init_create_list_revoke(plat: Platform, pg_dsn: str, tmp_path: Pa
     assert {q.name for q in queues.queues} == {"acme", "acme/team"}
 
     listed = await cli("auth", "token", "list", *ledger)
-    assert listed.exit_code == 0 and "carol" in listed.output and "viewer" in listed.output
-    token_id = next(line.split()[1] for line in listed.output.splitlines() if "carol" in line)
+    assert listed.exit_code == 0, listed.output
+    carol = next(line.split() for line in listed.output.splitlines() if "carol" in line)
+    token_id = carol[0]
+    assert carol[1:4] == ["carol", "acme", "viewer"] and carol[-2:] == ["-", "-"]  # not revoked
 
     revoked = await cli("auth", "token", "revoke", token_id, "--reason", "left", *ledger)
     assert revoked.exit_code == 0, revoked.output
-    after = await cli("auth", "token", "list", *ledger)
-    row = next(line for line in after.output.splitlines() if token_id in line)
-    assert " by os:" in row  # revoked, and by whom (the operator's OS user)
+    after = await cli("auth", "token", "list", "-o", "json", *ledger)
+    (record,) = [t for t in json.loads(after.stdout)["tokens"] if t["id"] == token_id]
+    assert record["revoked"] and record["reason"] == "left"
+    assert record["revoked_by"].startswith("os:")  # and by whom (the operator's OS user)
+    wide = await cli("auth", "token", "list", "-o", "wide", "--no-headers", *ledger)
+    assert next(line for line in wide.output.splitlines() if token_id in line).endswith("left")
     twice = await cli("auth", "token", "revoke", token_id, *ledger)
     assert twice.exit_code == 2 and "already revoked" in twice.output
     unknown = await cli("auth", "token", "revoke", "tok-nope", *ledger)
