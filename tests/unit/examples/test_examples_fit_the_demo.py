@@ -2,7 +2,8 @@
 deploy/scheduler/queues.yaml, and some node of the demo fleet satisfies every task's constraints.
 
 An example that names a queue or a GPU model nobody has would sit pending forever in the demo. The
-examples of examples/jobs and every job in a YAML block of docs/jobspec.md (the reference first) also go
+examples of examples/jobs and every job in a YAML block of the README and docs/ (docs/jobspec.md's
+reference first, then jobs inside wrappers such as the demo workload's templates) also go
 through the scheduler's own path: SubmitJob's checks, then one cycle on the empty demo fleet, which places
 them or leaves them waiting for quota only."""
 
@@ -96,13 +97,31 @@ def test_example_is_admissible_in_the_demo(path: Path, queues: QueueConfig, flee
 DOC_BLOCKS = re.compile(r"```yaml\n(.*?)```", re.DOTALL)
 
 
+OTHER_DOCS = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+DOCS = [REPO_ROOT / "docs" / "jobspec.md", *sorted(p for p in OTHER_DOCS if p.name != "jobspec.md")]
+
+
+def job_documents(value: object) -> list[dict[str, object]]:
+    """The job specs in a YAML document: the document itself, or one a wrapper holds (the demo
+    workload's `spec:`, a what-if file's `job:`), at any depth."""
+    if isinstance(value, dict):
+        if "tasks" in value and "queue" in value:
+            return [value]
+        return [job for v in value.values() for job in job_documents(v)]
+    if isinstance(value, list):
+        return [job for v in value for job in job_documents(v)]
+    return []
+
+
 def doc_examples() -> list[tuple[str, JobSpec]]:
-    """Every job in a YAML block of docs/jobspec.md, named by the block and its place in it."""
-    text = (REPO_ROOT / "docs" / "jobspec.md").read_text()
+    """Every job in a YAML block of the README and docs/ (docs/jobspec.md's reference first), named by
+    its file, the block and its place in it."""
     out = []
-    for b, block in enumerate(DOC_BLOCKS.findall(text)):
-        for d, document in enumerate(yaml.safe_load_all(block)):
-            out.append((f"jobspec.md-{b}-{d}-{document['name']}", validate_document(document)))
+    for doc in DOCS:
+        for b, block in enumerate(DOC_BLOCKS.findall(doc.read_text())):
+            for d, document in enumerate(yaml.safe_load_all(block)):
+                for j, job in enumerate(job_documents(document)):
+                    out.append((f"{doc.name}-{b}-{d}-{j}-{job['name']}", validate_document(job)))
     return out
 
 
@@ -139,7 +158,9 @@ def demo_network(fleet: FleetSpec) -> NetworkSnapshot:
 
 def test_the_reference_and_every_doc_example_are_found() -> None:
     names = [name for name, _ in doc_examples()]
-    assert names[0] == "jobspec.md-0-0-resnet50-ddp" and len(names) >= 5, names
+    assert names[0] == "jobspec.md-0-0-0-resnet50-ddp" and len(names) >= 7, names
+    # The jobs inside the demo workload's and the what-if file's wrappers count too.
+    assert {n.split("-", 1)[0] for n in names} >= {"jobspec.md", "demo.md", "simulate.md"}, names
 
 
 @pytest.mark.parametrize(
