@@ -6,14 +6,14 @@ import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import grpc
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc
-from suanli.cli import paging
+from suanli.cli import paging, watching
 from suanli.cli.client import (
     DEFAULT_ADDRESS,
     EXIT_JOB_FAILED,
@@ -30,6 +30,7 @@ from suanli.cli.output import (
     TABLE,
     NoHeadersOption,
     OutputOption,
+    Rows,
     SortByOption,
     emit,
     emit_rows,
@@ -48,6 +49,7 @@ from suanli.cli.render import (
     to_data,
 )
 from suanli.cli.selectors import Selector, SelectorOption, in_subtree
+from suanli.cli.watching import IntervalOption, WatchOption
 
 if TYPE_CHECKING:
     from suanli.client import SchedulerClient
@@ -247,6 +249,11 @@ def list_jobs(
     return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep)
 
 
+def jobs_answer(jobs: Sequence[pb.Job]) -> tuple[dict[str, Any], Rows]:
+    """A job listing as `-o json|yaml` give it whole, and as its rows."""
+    return {"jobs": [to_data(j) for j in jobs]}, jobs_rows(jobs)
+
+
 def state_option(value: str | None) -> int:
     """--state as the wire enum; parsed here rather than by typer so the error lists the choices."""
     try:
@@ -288,11 +295,14 @@ def list_command(
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
+    watch_rows: WatchOption = False,
+    interval: IntervalOption = 2.0,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
     """List jobs, newest first, following the scheduler's pages until --limit.
 
-    When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
+    When more are left, stderr says how to go on: --continue TOKEN lists the next ones. With --watch,
+    each job that appears or changes is printed as it does, until Ctrl-C.
     """
     wanted = state_option(state)
     labels = Selector.parse(selector)
@@ -304,18 +314,30 @@ def list_command(
         return (below is None or below(job.spec.queue)) and labels.matches(job.spec.labels)
 
     with scheduler(address) as stub:
-        jobs, token = list_jobs(
-            stub,
-            "" if subtree else queue,  # the server filters one queue; a subtree is filtered here
-            wanted,
-            limit,
-            token=continue_token,
-            newest_first=not oldest_first,
-            keep=keep if below is not None or labels else None,
-        )
-    emit_rows(
-        output, {"jobs": [to_data(j) for j in jobs]}, jobs_rows(jobs), no_headers=no_headers, sort_by=sort_by
-    )
+
+        def listing() -> tuple[list[pb.Job], str]:
+            return list_jobs(
+                stub,
+                "" if subtree else queue,  # the server filters one queue; a subtree is filtered here
+                wanted,
+                limit,
+                token=continue_token,
+                newest_first=not oldest_first,
+                keep=keep if below is not None or labels else None,
+            )
+
+        if watch_rows:
+            watching.watch(
+                lambda: jobs_answer(listing()[0]),
+                output,
+                interval_s=interval,
+                no_headers=no_headers,
+                sort_by=sort_by,
+            )
+            return
+        jobs, token = listing()
+    data, rows = jobs_answer(jobs)
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
     if token:
         note(f"(first {len(jobs)} shown; --continue {token} for more, --limit 0 lists all)")
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli import paging
 from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, scheduler
-from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, SortByOption, emit_rows
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.cli.render import nodes_rows, to_data
 from suanli.cli.selectors import Selector, SelectorOption
+from suanli.cli.watching import IntervalOption, WatchOption, watch
 
 PAGE_SIZE = 500
 
@@ -23,9 +24,14 @@ def nodes(
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
+    watch_rows: WatchOption = False,
+    interval: IntervalOption = 2.0,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
-    """List nodes with free/total CPU, memory and GPUs."""
+    """List nodes with free/total CPU, memory and GPUs.
+
+    With --watch, each node again as it changes.
+    """
     labels = Selector.parse(selector)
     with scheduler(address) as stub:
 
@@ -34,7 +40,13 @@ def nodes(
             page = stub.ListNodes(request, timeout=UNARY_TIMEOUT_S)
             return page.nodes, page.next_page_token
 
-        found, _ = paging.collect(fetch, page_size=PAGE_SIZE)
-    found = [n for n in found if labels.matches(n.labels)]
-    data = {"nodes": [to_data(n) for n in found]}
-    emit_rows(output, data, nodes_rows(found), no_headers=no_headers, sort_by=sort_by)
+        def answer() -> tuple[dict[str, Any], Rows]:
+            found, _ = paging.collect(fetch, page_size=PAGE_SIZE)
+            found = [n for n in found if labels.matches(n.labels)]
+            return {"nodes": [to_data(n) for n in found]}, nodes_rows(found)
+
+        if watch_rows:
+            watch(answer, output, interval_s=interval, no_headers=no_headers, sort_by=sort_by)
+            return
+        data, rows = answer()
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)

@@ -125,7 +125,7 @@ class Rows:
     group: int = 0
 
 
-def _plain(cell: Cell) -> str:
+def plain_text(cell: Cell) -> str:
     return cell.plain if isinstance(cell, Text) else cell
 
 
@@ -149,7 +149,7 @@ def rows_table(rows: Rows, *, wide: bool = False, headers: bool = True) -> Table
     return table
 
 
-def _unique(values: Sequence[Any]) -> list[Any]:
+def unique_items(values: Sequence[Any]) -> list[Any]:
     """Each item once, in order: an item of several rows is still one entry (by identity)."""
     seen: set[int] = set()
     unique = []
@@ -165,7 +165,7 @@ def rows_csv(rows: Rows, *, headers: bool = True) -> str:
     writer = csv.writer(out, lineterminator="\n")
     if headers:
         writer.writerow(rows.columns)
-    writer.writerows([_plain(c) for c in row] for row in rows.rows)
+    writer.writerows([plain_text(c) for c in row] for row in rows.rows)
     return out.getvalue()
 
 
@@ -199,7 +199,7 @@ def sorted_rows(rows: Rows, sort_by: str) -> Rows:
     keys: list[tuple[int, float, str]]
     if _normal(spec) in by_column:
         index = by_column[_normal(spec)]
-        keys = [_sort_key(_plain(row[index])) for row in rows.rows]
+        keys = [_sort_key(plain_text(row[index])) for row in rows.rows]
     elif spec.startswith(("{", ".", "$")) and rows.items:
         path = JsonPath.compile(spec if spec.startswith("{") else "{" + spec + "}")
         keys = [_sort_key(next(iter(path.values(item)), None)) for item in rows.items]
@@ -392,12 +392,12 @@ def emit_rows(out: Output, data: Any, rows: Rows, *, no_headers: bool = False, s
     """
     rows = sorted_rows(rows, sort_by)
     if sort_by and rows.key and isinstance(data, dict):
-        data = {**data, rows.key: _unique(rows.items)}
+        data = {**data, rows.key: unique_items(rows.items)}
     fmt = out.format
     if fmt is Format.CSV:
         typer.echo(rows_csv(rows, headers=not no_headers), nl=False)
     elif fmt is Format.NAME:
-        names = list(dict.fromkeys(rows.names)) if rows.names else [_plain(row[0]) for row in rows.rows]
+        names = list(dict.fromkeys(rows.names)) if rows.names else [plain_text(row[0]) for row in rows.rows]
         for name in names:
             typer.echo(f"{rows.kind}/{name}" if rows.kind else name)
     elif out.human:
