@@ -58,7 +58,7 @@ def test_defaults() -> None:
     assert (settings.db_schema, settings.group, settings.listen, settings.period) == (
         "billing",
         "billing",
-        "0.0.0.0:50055",
+        "127.0.0.1:50055",
         PeriodKind.MONTHLY,
     )
     assert (settings.topic_prefix, settings.metrics_port) == ("", None)

@@ -41,7 +41,10 @@ class BillingSettings(AuthSettings):
         description="PostgreSQL schema (ledger and event store)",
     )
     group: str = Field("billing", description="consumer group (and tracking key)")
-    listen: str = Field("0.0.0.0:50055", description="gRPC address (port 0 picks one)")
+    listen: str = Field(
+        "127.0.0.1:50055",
+        description="gRPC address (port 0 picks one); loopback unless told, like the other services.",
+    )
     period: str = Field(
         "monthly",
         description="`monthly`, `weekly`, `daily`, `hourly`, or whole minutes dividing a day (`5m`, `2h`)",
