@@ -67,7 +67,7 @@ def test_an_empty_shared_variable_is_unset() -> None:
 @pytest.mark.parametrize(
     ("env", "named"),
     [
-        ({}, "SUANLI_PG_DSN is not set"),
+        ({}, "SUANLI_SCHEDULING_PG_DSN or SUANLI_PG_DSN is not set"),
         ({**REQUIRED, "SUANLI_SCHEDULING_INTERVAL_S": "0"}, "SUANLI_SCHEDULING_INTERVAL_S"),
         ({**REQUIRED, "SUANLI_SCHEDULING_DISRUPTION_THRESHOLD": "1.5"}, "DISRUPTION_THRESHOLD"),
         ({**REQUIRED, "SUANLI_SCHEDULING_OVERCOMMIT_RATIO": "0.5"}, "SUANLI_SCHEDULING_OVERCOMMIT_RATIO"),
@@ -112,7 +112,7 @@ def test_the_command_passes_the_flags_it_was_given(monkeypatch: pytest.MonkeyPat
 def test_a_missing_or_bad_setting_is_a_usage_error() -> None:
     result = CliRunner().invoke(serve_app(), [], env=UNSET)
     assert result.exit_code == 2
-    assert "SUANLI_PG_DSN is not set" in result.output
+    assert "SUANLI_SCHEDULING_PG_DSN or SUANLI_PG_DSN is not set" in " ".join(result.output.split())
     result = CliRunner().invoke(serve_app(), ["--disruption-threshold", "2"], env={**UNSET, **REQUIRED})
     assert result.exit_code == 2
     assert "SUANLI_SCHEDULING_DISRUPTION_THRESHOLD" in result.output
