@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
 from suanli.billing.entrypoints.service import INPUTS as BILLING_INPUTS
 from suanli.billing.entrypoints.settings import BillingSettings
-from suanli.bus.acls import KafkaUser
+from suanli.bus.acls import DEFAULT_USER_PREFIX, KafkaUser
 from suanli.contracts.catalogue import EVENTS
-from suanli.eventstore.roles import ServiceRole
+from suanli.eventstore.roles import DEFAULT_ROLE_PREFIX, ServiceRole
 from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import FACTS, MeteringTopics
 from suanli.routing.entrypoints.settings import RoutingSettings
@@ -27,9 +26,6 @@ from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.sensing.adapters.bus import CONSUMED_TOPICS, PRODUCED_TOPICS
 from suanli.sensing.entrypoints.settings import GROUP_PREFIX as AGENT_GROUP_PREFIX
 from suanli.settings import ServiceSettings
-
-DEFAULT_ROLE_PREFIX = "suanli_"
-DEFAULT_USER_PREFIX = "suanli-"
 
 # The process that produces each bounded context's events (suanli.contracts.catalogue.CONTEXTS): the node
 # agent runs sensing and execution; the token ledger's outbox is relayed as the auth user.
@@ -84,18 +80,32 @@ def _produced_by(process: str) -> tuple[str, ...]:
     return tuple(sorted(topics - set(COMMAND_TOPICS)))
 
 
+def _stream_processor(
+    name: str,
+    settings: type[MeteringSettings | RoutingSettings],
+    touches: set[str],
+    internal: str,
+    prefix: str,
+) -> KafkaUser:
+    """A faust service: its app id is its consumer group and the prefix of its changelogs."""
+    writes = _produced_by(name)
+    # The group carries the topic prefix already; the changelogs' prefix gets it from `acl_bindings`.
+    app_id = settings.model_construct(topic_prefix="", app_id="").group_id
+    group = settings.model_construct(topic_prefix=prefix, app_id="").group_id
+    return KafkaUser(
+        name,
+        writes=writes,
+        reads=tuple(sorted(touches - set(writes) - {internal})),
+        internal=(app_id, internal),
+        groups=(group,),
+        creates=tuple(sorted(touches)),
+    )
+
+
 def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> list[KafkaUser]:
     """The SASL user of every process, with the topics it writes and reads and its consumer groups."""
     metering_touches = {t.name for t in MeteringTopics.specs()}
     routing_touches = {t.name for t in RoutingTopics.specs()}
-    metering_writes = _produced_by("metering")
-    routing_writes = _produced_by("routing")
-    # Faust names its changelogs after the app id, which is the consumer group: the group carries the
-    # topic prefix already, the topic-name prefix gets it from `acl_bindings`.
-    metering_app = MeteringSettings.model_construct(topic_prefix="", app_id="").group_id
-    routing_app = RoutingSettings.model_construct(topic_prefix="", app_id="").group_id
-    metering_group = MeteringSettings.model_construct(topic_prefix=topic_prefix, app_id="").group_id
-    routing_group = RoutingSettings.model_construct(topic_prefix=topic_prefix, app_id="").group_id
     scheduling_reads = (*VIEW_TOPICS, *LEADER_TOPICS, *COMMAND_TOPICS)
     scheduling_writes = _produced_by("scheduling")
     billing_writes = _produced_by("billing")
@@ -107,27 +117,14 @@ def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> li
             groups=(AGENT_GROUP_PREFIX,),
             creates=tuple(t.name for t in (*PRODUCED_TOPICS, *CONSUMED_TOPICS)),
         ),
-        KafkaUser(
-            "metering",
-            writes=metering_writes,
-            reads=tuple(sorted(metering_touches - set(metering_writes) - {FACTS.name})),
-            # The faust app's changelogs and its re-keyed facts topic; its group is the app id.
-            internal=(metering_app, FACTS.name),
-            groups=(metering_group,),
-            creates=tuple(sorted(metering_touches)),
-        ),
-        KafkaUser(
-            "routing",
-            writes=routing_writes,
-            reads=tuple(sorted(routing_touches - set(routing_writes) - {PROBES.name})),
-            internal=(routing_app, PROBES.name),
-            groups=(routing_group,),
-            creates=tuple(sorted(routing_touches)),
-        ),
+        # Metering re-keys every task fact into its own topic; routing re-keys probes by region pair.
+        _stream_processor("metering", MeteringSettings, metering_touches, FACTS.name, topic_prefix),
+        _stream_processor("routing", RoutingSettings, routing_touches, PROBES.name, topic_prefix),
         KafkaUser(
             "scheduling",
             writes=scheduling_writes,
             reads=scheduling_reads,
+            # Its groups: scheduling (reports), scheduling-commands, scheduling-view-<instance>.
             groups=("scheduling",),
             creates=tuple(sorted({*scheduling_reads, *scheduling_writes})),
         ),
@@ -135,6 +132,7 @@ def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> li
             "billing",
             writes=billing_writes,
             reads=BILLING_INPUTS,
+            # The stock group (not this shell's SUANLI_BILLING_GROUP): deploy/kafka/acls.sh is committed.
             groups=(_setting(BillingSettings, "group", {}),),
             creates=tuple(sorted({*BILLING_INPUTS, *billing_writes})),
         ),

@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from suanli.cli import access
+from suanli.bus.acls import DEFAULT_USER_PREFIX
+from suanli.eventstore.roles import DEFAULT_ROLE_PREFIX
 from suanli.infra import devstack
 from suanli.infra.postgres import PostgresMode
 
@@ -101,7 +102,7 @@ def db_roles(
         help="An administrator's DSN (a superuser, or a role with CREATEROLE that owns the database).",
     ),
     role_prefix: str = typer.Option(
-        access.DEFAULT_ROLE_PREFIX,
+        DEFAULT_ROLE_PREFIX,
         "--role-prefix",
         help="Prefix of every role name (suanli_scheduling, ...).",
     ),
@@ -122,6 +123,7 @@ def db_roles(
 
     import asyncpg
 
+    from suanli.cli import access
     from suanli.eventstore.roles import provision
 
     roles = access.service_roles(role_prefix)
@@ -146,22 +148,25 @@ def db_roles(
         table.add_row(r.role, r.schema or "—", ", ".join(r.reads) or "—", password)
     console.print(table)
     console.print(
-        "services connect as their role: SUANLI_SCHEDULING_PG_DSN, SUANLI_BILLING_PG_DSN, SUANLI_ROUTING_PG_DSN"
+        "services connect as their role: SUANLI_SCHEDULING_PG_DSN, SUANLI_BILLING_PG_DSN, "
+        "SUANLI_ROUTING_PG_DSN"
     )
 
 
 @app.command("kafka-acls")
 def kafka_acls(
-    bootstrap: str = typer.Option("kafka-1:9092", "--bootstrap", help="Broker the Kafka tools connect to."),
+    bootstrap: str = typer.Option(
+        "kafka-1:9092,kafka-2:9092,kafka-3:9092", "--bootstrap", help="Brokers the Kafka tools connect to."
+    ),
     command_config: str = typer.Option(
-        "/tmp/admin.properties", "--command-config", help="The tools' client properties (a super user's)."
+        "/tmp/suanli-kafka/admin.properties",
+        "--command-config",
+        help="The tools' client properties (a super user's).",
     ),
     tools: str = typer.Option(
         "/opt/kafka/bin", "--tools", help="Directory of kafka-acls.sh and kafka-configs.sh."
     ),
-    user_prefix: str = typer.Option(
-        access.DEFAULT_USER_PREFIX, "--user-prefix", help="Prefix of every SASL user."
-    ),
+    user_prefix: str = typer.Option(DEFAULT_USER_PREFIX, "--user-prefix", help="Prefix of every SASL user."),
     topic_prefix: str = typer.Option("", "--topic-prefix", help="The deployment's SUANLI_TOPIC_PREFIX."),
     as_json: bool = typer.Option(False, "--json", help="The ACL entries as JSON data instead of a script."),
 ) -> None:
@@ -174,6 +179,7 @@ def kafka_acls(
     import json
 
     from suanli.bus.acls import acl_bindings, kafka_acls_commands, scram_user_commands
+    from suanli.cli import access
 
     users = access.kafka_users(user_prefix, topic_prefix)
     acls = acl_bindings(users, topic_prefix)

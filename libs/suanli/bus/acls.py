@@ -18,6 +18,7 @@ from enum import StrEnum
 from suanli.contracts.catalogue import dlq_topic, qualified
 
 __all__ = [
+    "DEFAULT_USER_PREFIX",
     "Acl",
     "KafkaUser",
     "Pattern",
@@ -27,6 +28,9 @@ __all__ = [
     "password_variable",
     "scram_user_commands",
 ]
+
+
+DEFAULT_USER_PREFIX = "suanli-"  # suanli-scheduling, suanli-agent, ...
 
 
 class Resource(StrEnum):
@@ -80,30 +84,26 @@ class Acl:
 def acl_bindings(users: Iterable[KafkaUser], prefix: str = "") -> list[Acl]:
     """Every allow entry the users need, topic names under the deployment's ``prefix``, sorted, unique."""
     found: set[Acl] = set()
+    topic, group = Resource.TOPIC, Resource.GROUP
+    literal, prefixed = Pattern.LITERAL, Pattern.PREFIXED
     for user in users:
-
-        def allow(resource: Resource, pattern: Pattern, name: str, *operations: str) -> None:
-            for operation in operations:
-                found.add(Acl(user.principal, resource, pattern, name, operation))
-
-        for topic in user.writes:
-            allow(Resource.TOPIC, Pattern.LITERAL, qualified(topic, prefix), "Write", "Describe")
-        for topic in user.reads:
-            physical = qualified(topic, prefix)
-            allow(Resource.TOPIC, Pattern.LITERAL, physical, "Read", "Describe")
-            allow(Resource.TOPIC, Pattern.LITERAL, dlq_topic(physical), "Write", "Describe")
-        for topic in user.creates:
-            physical = qualified(topic, prefix)
-            for name in (physical, dlq_topic(physical)):
-                allow(Resource.TOPIC, Pattern.LITERAL, name, "Create", "Describe")
-        for internal in user.internal:
-            allow(Resource.TOPIC, Pattern.PREFIXED, qualified(internal, prefix), "All")
-        for group in user.groups:
-            allow(Resource.GROUP, Pattern.PREFIXED, group, "Read", "Describe")
+        wanted: list[tuple[Resource, Pattern, str, tuple[str, ...]]] = []
+        for name in user.writes:
+            wanted.append((topic, literal, qualified(name, prefix), ("Write", "Describe")))
+        for name in user.reads:
+            physical = qualified(name, prefix)
+            wanted.append((topic, literal, physical, ("Read", "Describe")))
+            wanted.append((topic, literal, dlq_topic(physical), ("Write", "Describe")))
+        for name in user.creates:
+            physical = qualified(name, prefix)
+            wanted += [(topic, literal, n, ("Create", "Describe")) for n in (physical, dlq_topic(physical))]
+        wanted += [(topic, prefixed, qualified(name, prefix), ("All",)) for name in user.internal]
+        wanted += [(group, prefixed, name, ("Read", "Describe")) for name in user.groups]
+        found.update(Acl(user.principal, r, p, n, op) for r, p, n, ops in wanted for op in ops)
     return sorted(found)
 
 
-def password_variable(user: str, prefix: str = "suanli-") -> str:
+def password_variable(user: str, prefix: str = DEFAULT_USER_PREFIX) -> str:
     """The variable holding ``user``'s SCRAM password: ``SUANLI_KAFKA_<NAME>_PASSWORD``."""
     return f"SUANLI_KAFKA_{user.removeprefix(prefix).upper().replace('-', '_')}_PASSWORD"
 
@@ -114,7 +114,7 @@ def scram_user_commands(
     command_config: str,
     mechanism: str = "SCRAM-SHA-512",
     tool: str = "kafka-configs.sh",
-    prefix: str = "suanli-",
+    prefix: str = DEFAULT_USER_PREFIX,
 ) -> list[str]:
     """Shell lines setting each user's SCRAM credential from its `password_variable`.
 
@@ -127,8 +127,9 @@ def scram_user_commands(
         argv = shlex.join(
             [tool, "--bootstrap-server", bootstrap, "--command-config", command_config, "--alter"]
         )
+        config = f'"{mechanism}=[password=${{{variable}}}]"'
         lines.append(
-            f'if [ -n "${{{variable}:-}}" ]; then {argv} --add-config "{mechanism}=[password=${{{variable}}}]"'
+            f'if [ -n "${{{variable}:-}}" ]; then {argv} --add-config {config}'
             f" --entity-type users --entity-name {shlex.quote(user.name)}; fi"
         )
     return lines
@@ -147,8 +148,8 @@ def kafka_acls_commands(
     for acl in acls:
         operations.setdefault((acl.principal, acl.resource, acl.pattern, acl.name), set()).add(acl.operation)
     grouped: dict[tuple[str, Pattern, tuple[str, ...]], list[tuple[Resource, str]]] = {}
-    for (principal, resource, pattern, name), ops in operations.items():
-        grouped.setdefault((principal, pattern, tuple(sorted(ops))), []).append((resource, name))
+    for (principal, resource, pattern, name), allowed in operations.items():
+        grouped.setdefault((principal, pattern, tuple(sorted(allowed))), []).append((resource, name))
     lines = []
     for (principal, pattern, ops), resources in grouped.items():
         argv = [tool, "--bootstrap-server", bootstrap, "--command-config", command_config, "--add"]

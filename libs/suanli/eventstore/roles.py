@@ -27,7 +27,9 @@ import asyncpg
 
 from suanli.eventstore.migrator import check_schema, migrate
 
-__all__ = ["ServiceRole", "provision", "scram_verifier"]
+__all__ = ["DEFAULT_ROLE_PREFIX", "ServiceRole", "provision", "scram_verifier"]
+
+DEFAULT_ROLE_PREFIX = "suanli_"  # suanli_scheduling, suanli_billing, ...
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LOCK = "suanli.eventstore.roles"
@@ -115,10 +117,9 @@ async def _role(conn: asyncpg.Connection, role: str, password: str | None) -> No
         literal = await conn.fetchval("SELECT quote_literal($1)", scram_verifier(password))
         statement += f" PASSWORD {literal}"
     await conn.execute(statement)
-    if not exists:
-        # A non-superuser administrator must be a member to hand the role its schema and to migrate as it.
-        if not await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
-            await conn.execute(f'GRANT "{role}" TO CURRENT_USER')
+    # A non-superuser administrator must be a member to hand the role its schema and to migrate as it.
+    if not exists and not await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
+        await conn.execute(f'GRANT "{role}" TO CURRENT_USER')
 
 
 async def _schema(conn: asyncpg.Connection, schema: str, role: str) -> None:
@@ -162,5 +163,6 @@ async def _reader(conn: asyncpg.Connection, schema: str, owner: str, reader: str
     await conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{reader}"')
     # Tables the owner creates later (its next migrations) are readable too.
     await conn.execute(
-        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{owner}" IN SCHEMA "{schema}" GRANT SELECT ON TABLES TO "{reader}"'
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{owner}" IN SCHEMA "{schema}"'
+        f' GRANT SELECT ON TABLES TO "{reader}"'
     )

@@ -89,7 +89,9 @@ async def _state(cluster: Cluster) -> list[tuple[object, ...]]:
             " WHERE nspname IN ('scheduling', 'billing', 'auth') ORDER BY nspname"
         )
         defaults = await conn.fetch("SELECT defaclacl::text AS acl FROM pg_default_acl ORDER BY 1")
-        database = await conn.fetchval("SELECT datacl::text FROM pg_database WHERE datname = current_database()")
+        database = await conn.fetchval(
+            "SELECT datacl::text FROM pg_database WHERE datname = current_database()"
+        )
     finally:
         await conn.close()
     return [tuple(r.values()) for r in (*roles, *schemas, *defaults)] + [(database,)]
@@ -105,7 +107,9 @@ async def test_provisioning_twice_or_concurrently_leaves_the_same_roles_and_gran
     first = await _state(cluster)
     await _provision(cluster)
     assert await _state(cluster) == first
-    roles = {row[0]: row[1:] for row in first if isinstance(row[0], str) and row[0].startswith(cluster.prefix)}
+    roles = {
+        row[0]: row[1:] for row in first if isinstance(row[0], str) and row[0].startswith(cluster.prefix)
+    }
     assert set(roles) == {f"{cluster.prefix}{s}" for s in ("auth", "scheduling", "billing", "routing")}
     # Not superuser, no CREATEDB, no CREATEROLE, may log in, no replication, no row-security bypass.
     assert set(roles.values()) == {(False, False, False, True, False, False)}
@@ -221,7 +225,9 @@ def test_doctor_sees_a_service_role_as_least_privilege_and_warns_on_the_superuse
     runner = CliRunner(env={"COLUMNS": "200"})
 
     def role_check(dsn: str) -> dict[str, str]:
-        result = runner.invoke(app, ["doctor", "--dsn", dsn, "--kafka", "127.0.0.1:1", "--production", "-o", "json"])
+        result = runner.invoke(
+            app, ["doctor", "--dsn", dsn, "--kafka", "127.0.0.1:1", "--production", "-o", "json"]
+        )
         return {c["check"]: c for c in json.loads(result.stdout)["checks"]}["postgres.role"]
 
     assert role_check(cluster.dsn("scheduling"))["level"] == "OK"

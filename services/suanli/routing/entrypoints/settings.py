@@ -59,7 +59,8 @@ class RoutingSettings(AuthSettings):
         PG_DSN_ENV,
         "",
         own="SUANLI_ROUTING_PG_DSN",
-        description="PostgreSQL of the token ledger (auth on only), as routing's own role (else SUANLI_PG_DSN).",
+        description="PostgreSQL of the token ledger (auth on only), as routing's own role "
+        "(else SUANLI_PG_DSN).",
     )
     metrics_port: int | None = shared(
         METRICS_PORT_ENV, METRICS_PORTS["routing"], description="Port of /metrics (0 picks a free one)."
