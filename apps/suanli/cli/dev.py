@@ -118,26 +118,16 @@ def db_roles(
     printed; a role whose variable is unset keeps its password (a new one cannot log in until given one).
     Safe to run again and from several starters at once.
     """
-    import asyncio
     import os
 
-    import asyncpg
-
     from suanli.cli import access
+    from suanli.cli.outbox import with_connection
     from suanli.eventstore.roles import provision
 
     roles = access.service_roles(role_prefix)
     variables = {r.role: access.password_variable(r, role_prefix) for r in roles}
     passwords = {role: os.environ[var] for role, var in variables.items() if os.environ.get(var)}
-
-    async def run() -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await provision(conn, roles, passwords, lock_database=not shared_database)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
+    with_connection(dsn, lambda conn: provision(conn, roles, passwords, lock_database=not shared_database))
     table = Table("role", "owns schema", "reads", "password")
     for r in roles:
         password = (

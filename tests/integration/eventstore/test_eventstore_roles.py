@@ -220,6 +220,18 @@ def test_the_cli_sets_passwords_from_the_environment_and_never_prints_them(clust
     assert runner.invoke(app, argv).exit_code == 0  # again: nothing to do, no error
 
 
+def test_the_cli_fails_cleanly_on_a_server_it_cannot_reach_or_that_refuses(cluster: Cluster) -> None:
+    runner = CliRunner(env={"COLUMNS": "200"})
+    unreachable = runner.invoke(app, ["dev", "db-roles", "--dsn", "postgresql://x@127.0.0.1:1/x"])
+    assert unreachable.exit_code == 4 and "PostgreSQL" in unreachable.output
+    asyncio.run(_provision(cluster))
+    # A service role is no administrator: it may not create roles.
+    refused = runner.invoke(
+        app, ["dev", "db-roles", "--dsn", cluster.dsn("scheduling"), "--role-prefix", "zz_"]
+    )
+    assert refused.exit_code == 4 and "InsufficientPrivilege" in refused.output
+
+
 def test_doctor_sees_a_service_role_as_least_privilege_and_warns_on_the_superuser(cluster: Cluster) -> None:
     asyncio.run(_provision(cluster))
     runner = CliRunner(env={"COLUMNS": "200"})

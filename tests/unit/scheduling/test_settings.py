@@ -17,7 +17,7 @@ from suanli.settings import SettingsError
 REQUIRED = {"SUANLI_PG_DSN": "postgresql://db/x", "SUANLI_KAFKA_BOOTSTRAP": "broker:9092"}
 # Unset for the CLI runs, so the process environment of whoever runs the tests does not leak in.
 UNSET: dict[str, str | None] = {
-    SchedulingSettings.env_name(field): None for field in SchedulingSettings.model_fields
+    name: None for field in SchedulingSettings.model_fields for name in SchedulingSettings.env_names(field)
 }
 
 
@@ -57,6 +57,25 @@ def test_environment_then_flags() -> None:
     assert settings.topic_prefix == "t1" and settings.metrics_port == 0
     assert settings.interval_s == 0.2  # a flag that is None was not given
     assert settings.policy == "bestfit"
+
+
+@pytest.mark.parametrize("from_process", [False, True])
+def test_the_services_own_dsn_wins_over_the_shared_one(
+    from_process: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each service connects as its own database role (docs/security.md); SUANLI_PG_DSN is the fallback.
+    own = {**REQUIRED, "SUANLI_SCHEDULING_PG_DSN": "postgresql://suanli_scheduling@db/x"}
+    for env, expected in ((own, own["SUANLI_SCHEDULING_PG_DSN"]), (REQUIRED, REQUIRED["SUANLI_PG_DSN"])):
+        if from_process:
+            for name, value in {**UNSET, **env}.items():
+                if value is None:
+                    monkeypatch.delenv(name, raising=False)
+                else:
+                    monkeypatch.setenv(name, value)
+            assert SchedulingSettings.load().dsn == expected
+        else:
+            assert SchedulingSettings.load(env).dsn == expected
+    assert SchedulingSettings.env_names("dsn") == ("SUANLI_SCHEDULING_PG_DSN", "SUANLI_PG_DSN")
 
 
 def test_an_empty_shared_variable_is_unset() -> None:
