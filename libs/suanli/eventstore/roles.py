@@ -89,13 +89,16 @@ async def provision(
         raise ValueError(f"schemas read but owned by no role: {', '.join(unknown)}")
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", _LOCK)
-        database = await conn.fetchval("SELECT current_database()")
+        database, admin = await conn.fetchrow("SELECT quote_ident(current_database()), current_user")
+        if admin in {r.role for r in roles}:
+            # Narrowing it would take the administrator's own rights away in the middle of the run.
+            raise ValueError(f"{admin} is the administrator running this, not a service role")
         if lock_database:
-            await conn.execute(f'REVOKE CONNECT, TEMPORARY ON DATABASE "{database}" FROM PUBLIC')
+            await conn.execute(f"REVOKE CONNECT, TEMPORARY ON DATABASE {database} FROM PUBLIC")
             await conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
         for spec in roles:
             await _role(conn, spec.role, passwords.get(spec.role))
-            await conn.execute(f'GRANT CONNECT ON DATABASE "{database}" TO "{spec.role}"')
+            await conn.execute(f'GRANT CONNECT ON DATABASE {database} TO "{spec.role}"')
             if spec.schema:
                 await _schema(conn, spec.schema, spec.role)
         for spec in roles:

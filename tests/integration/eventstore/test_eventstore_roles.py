@@ -117,6 +117,17 @@ async def test_provisioning_twice_or_concurrently_leaves_the_same_roles_and_gran
     assert owners == {s: f"{cluster.prefix}{s}" for s in ("scheduling", "billing", "auth")}
 
 
+async def test_the_administrator_is_never_made_a_service_role(cluster: Cluster) -> None:
+    conn = await asyncpg.connect(cluster.admin)
+    try:
+        admin = await conn.fetchval("SELECT current_user")
+        with pytest.raises(ValueError, match="administrator"):
+            await provision(conn, [ServiceRole(admin, schema=f"{cluster.prefix}x")])
+        assert await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    finally:
+        await conn.close()
+
+
 async def test_each_service_migrates_and_writes_its_own_schema_as_its_own_role(cluster: Cluster) -> None:
     await _provision(cluster)
     async with await PostgresEventStore.connect(cluster.dsn("scheduling"), schema="scheduling") as store:
