@@ -102,6 +102,13 @@ async def _append(store: PostgresEventStore) -> None:
     await store.append(f"probe-{uuid.uuid4().hex[:8]}", NO_STREAM, [event])
 
 
+async def _append_as(cluster: Cluster, service: str) -> int:
+    """Open the service's schema as its role (migrating it), append an event; the events now there."""
+    async with await PostgresEventStore.connect(cluster.dsn(service), schema=service) as store:
+        await _append(store)
+        return len(await store.read_all(0, 10))
+
+
 async def test_provisioning_twice_or_concurrently_leaves_the_same_roles_and_grants(cluster: Cluster) -> None:
     await asyncio.gather(*(_provision(cluster) for _ in range(3)))
     first = await _state(cluster)
@@ -130,9 +137,7 @@ async def test_the_administrator_is_never_made_a_service_role(cluster: Cluster) 
 
 async def test_each_service_migrates_and_writes_its_own_schema_as_its_own_role(cluster: Cluster) -> None:
     await _provision(cluster)
-    async with await PostgresEventStore.connect(cluster.dsn("scheduling"), schema="scheduling") as store:
-        await _append(store)
-        assert len(await store.read_all(0, 10)) == 1
+    assert await _append_as(cluster, "scheduling") == 1
     async with await PostgresEventStore.connect(cluster.dsn("billing"), schema="billing") as store:
         # Billing's own migrations: tables, functions and triggers, all created by its role.
         assert await migrate_billing(store)
@@ -145,8 +150,7 @@ async def test_each_service_migrates_and_writes_its_own_schema_as_its_own_role(c
 async def test_a_service_role_is_denied_another_services_tables(cluster: Cluster) -> None:
     await _provision(cluster)
     for service in ("scheduling", "billing"):
-        async with await PostgresEventStore.connect(cluster.dsn(service), schema=service) as store:
-            await _append(store)
+        await _append_as(cluster, service)
     for reader, owner in (("scheduling", "billing"), ("billing", "scheduling"), ("routing", "billing")):
         conn = await asyncpg.connect(cluster.dsn(reader))
         try:
@@ -165,8 +169,7 @@ async def test_a_service_role_is_denied_another_services_tables(cluster: Cluster
 
 async def test_services_read_the_token_ledger_and_cannot_write_it(cluster: Cluster) -> None:
     await _provision(cluster)
-    async with await PostgresEventStore.connect(cluster.dsn("auth"), schema="auth") as ledger:
-        await _append(ledger)
+    await _append_as(cluster, "auth")
     for service in ("scheduling", "billing", "routing"):
         # What a gRPC service does at start to refuse revoked tokens: open the ledger (no DDL) and read.
         async with await PostgresEventStore.connect(cluster.dsn(service), schema="auth") as store:
@@ -183,9 +186,7 @@ async def test_a_schema_made_before_provisioning_is_handed_to_its_role(cluster: 
     finally:
         await conn.close()
     await _provision(cluster)
-    async with await PostgresEventStore.connect(cluster.dsn("scheduling"), schema="scheduling") as store:
-        await _append(store)
-        assert len(await store.read_all(0, 10)) == 1
+    assert await _append_as(cluster, "scheduling") == 1
 
 
 async def test_the_verifier_is_the_one_postgres_computes(cluster: Cluster) -> None:
