@@ -40,9 +40,16 @@ class SettingsError(ValueError):
     """A setting is missing or invalid; the message names the environment variable or flag."""
 
 
-def shared(env: str, default: Any = ..., **field: Any) -> Any:
-    """A field read from a platform-wide variable (``SUANLI_KAFKA_BOOTSTRAP``) whatever the prefix."""
-    return Field(default, validation_alias=AliasChoices(env, env.lower()), **field)
+def shared(env: str, default: Any = ..., *, own: str | None = None, **field: Any) -> Any:
+    """A field read from a platform-wide variable (``SUANLI_KAFKA_BOOTSTRAP``) whatever the prefix.
+
+    ``own`` names a variable of this service alone that wins over the shared one when both are set
+    (``SUANLI_SCHEDULING_PG_DSN``: each service connects as its own database role).
+    """
+    names = (env,) if own is None else (own, env)
+    return Field(
+        default, validation_alias=AliasChoices(*(n for name in names for n in (name, name.lower()))), **field
+    )
 
 
 SettingsT = TypeVar("SettingsT", bound="ServiceSettings")
@@ -124,13 +131,19 @@ class ServiceSettings(BaseSettings):
 
     @classmethod
     def env_name(cls, field: str) -> str:
-        """The environment variable that sets ``field``."""
+        """The environment variable that sets ``field`` (the first of `env_names`)."""
+        return cls.env_names(field)[0]
+
+    @classmethod
+    def env_names(cls, field: str) -> tuple[str, ...]:
+        """The environment variables that set ``field``, the one that wins first."""
         alias = cls.model_fields[field].validation_alias
         if isinstance(alias, AliasChoices):
-            first = alias.choices[0]
-            return str(first)
+            # A choice spelling the field's own name lets code pass it by name; it is no variable.
+            names = (str(choice).upper() for choice in alias.choices if choice != field)
+            return tuple(dict.fromkeys(names))
         prefix = str(cls.model_config.get("env_prefix", ""))
-        return f"{prefix}{field}".upper()
+        return (f"{prefix}{field}".upper(),)
 
 
 def option(settings: type[ServiceSettings], field: str, *flags: str, **extra: Any) -> Any:
@@ -158,8 +171,8 @@ def _from_mapping(cls: type[ServiceSettings], env: Mapping[str, str]) -> dict[st
     upper = {key.upper(): value for key, value in env.items() if value != ""}
     values: dict[str, Any] = {}
     for name in cls.model_fields:
-        variable = cls.env_name(name)
-        if variable in upper:
+        variable = next((v for v in cls.env_names(name) if v in upper), None)
+        if variable is not None:
             values[name] = upper[variable]
     return values
 
@@ -168,7 +181,9 @@ def _describe(cls: type[ServiceSettings], exc: ValidationError) -> str:
     problems = []
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else ""
-        name = field if field not in cls.model_fields else cls.env_name(field)
+        # A field read through aliases is reported under its first alias, not its own name.
+        owner = next((f for f in cls.model_fields if field in (f, *cls.env_names(f))), None)
+        name = field if owner is None else " or ".join(cls.env_names(owner))
         if error["type"] == "missing":
             problems.append(f"{name} is not set")
         else:

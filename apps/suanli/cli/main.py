@@ -52,7 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "dev": (
         "suanli.cli.dev:app",
-        "Start, inspect and stop the local broker and PostgreSQL; create development TLS certificates.",
+        "Start, inspect and stop the local broker and PostgreSQL; create development TLS certificates; "
+        "provision database roles and Kafka ACLs.",
     ),
     "auth": ("suanli.cli.auth:app", "Signing key and access tokens (docs/security.md)."),
     "config": (

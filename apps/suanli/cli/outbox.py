@@ -34,7 +34,8 @@ Schemas = Annotated[
 ]
 
 
-def _run(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
+def with_connection(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    """``work`` on one connection to ``dsn``; an unreachable or refusing server is a clean CLI failure."""
     import asyncpg
 
     async def main() -> T:
@@ -89,7 +90,7 @@ def parked(
             rows += [_row_data(name, r) for r in await parked_outbox_rows(conn, name, limit)]
         return rows, missing
 
-    rows, missing = _run(dsn, work)
+    rows, missing = with_connection(dsn, work)
     listed = Rows(
         ("schema", "id", "topic", "event", "size", "attempts", "parked_at", "reason"),
         [
@@ -135,7 +136,7 @@ def unpark(
     async def work(conn: Any) -> list[int]:
         return await unpark_outbox_rows(conn, schema, ids)
 
-    back = _run(dsn, work)
+    back = with_connection(dsn, work)
     stdout.print(f"{len(back)} row(s) back in line in {schema}: {', '.join(map(str, back)) or '-'}")
     if len(back) != len(set(ids)):
         raise fail(

@@ -27,6 +27,8 @@ from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgr
 from suanli.platform.health import grpc_serving
 from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
 
+# The per-service DSN variables, which win over SUANLI_PG_DSN in each service's settings.
+SERVICE_DSN_ENVS = ("SUANLI_SCHEDULING_PG_DSN", "SUANLI_BILLING_PG_DSN", "SUANLI_ROUTING_PG_DSN")
 DEFAULT_FLEET = data_path("deploy/fleets/demo-3regions.yaml")
 # The demo's queues (`suanli up`): quotas sized to the demo fleet; tests pass their own.
 DEFAULT_QUEUES = data_path("deploy/scheduler/demo-queues.yaml")
@@ -118,6 +120,9 @@ class Stack:
         return {
             "SUANLI_KAFKA_BOOTSTRAP": self.bootstrap,
             "SUANLI_PG_DSN": self.pg.dsn,
+            # One database role on one machine (docs/security.md, "PostgreSQL: one role per service"):
+            # a service's own DSN left in the shell (from a compose deployment) must not win over it.
+            **dict.fromkeys(SERVICE_DSN_ENVS, self.pg.dsn),
             "SUANLI_TOPIC_PREFIX": self.config.topic_prefix,
             "SUANLI_SCHEDULER_ADDR": self.scheduler_addr,
             "SUANLI_BILLING_ADDR": self.billing_addr,

@@ -71,13 +71,19 @@ async def migrate(
         # serialises two schemas' migrations, which is harmless.
         lock_name = f"suanli.eventstore.migrator:{schema}"
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", lock_name)
-        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        # DDL only where something is missing: CREATE SCHEMA IF NOT EXISTS checks the database's CREATE
+        # privilege even when the schema exists, and a service's least-privilege role has none (its
+        # schema is provisioned for it, docs/security.md), nor CREATE on a schema it only reads.
+        exists = await conn.fetchval("SELECT to_regnamespace($1) IS NOT NULL", f'"{schema}"')
+        if not exists:
+            await conn.execute(f'CREATE SCHEMA "{schema}"')
         await conn.execute(f'SET LOCAL search_path TO "{schema}"')
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version text PRIMARY KEY, checksum text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
+        if await conn.fetchval("SELECT to_regclass($1) IS NULL", f'"{schema}".schema_migrations'):
+            await conn.execute(
+                "CREATE TABLE schema_migrations ("
+                " version text PRIMARY KEY, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
         rows = await conn.fetch("SELECT version, checksum FROM schema_migrations")
         done = {r["version"]: r["checksum"] for r in rows}
         for migration in migrations if migrations is not None else load_migrations():

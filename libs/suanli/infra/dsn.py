@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 
 def with_database(dsn: str, database: str) -> str:
@@ -14,3 +14,11 @@ def with_database(dsn: str, database: str) -> str:
 def database_of(dsn: str) -> str:
     """The database ``dsn`` names (``postgres`` when it names none)."""
     return urlsplit(dsn).path.lstrip("/") or "postgres"
+
+
+def with_user(dsn: str, user: str, password: str | None = None) -> str:
+    """``dsn`` connecting as ``user`` (with ``password``, URL-quoted), same server and database."""
+    parts = urlsplit(dsn)
+    host = parts.netloc.rpartition("@")[2]
+    login = quote(user, safe="") + (f":{quote(password, safe='')}" if password is not None else "")
+    return urlunsplit((parts.scheme, f"{login}@{host}", parts.path, parts.query, parts.fragment))

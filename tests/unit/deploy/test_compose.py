@@ -79,10 +79,17 @@ def test_postgres_has_volume_and_healthcheck(compose: dict[str, Any]) -> None:
     assert any(v.split(":")[0] in compose["volumes"] for v in pg["volumes"])
 
 
+# Mounted from a directory each operator creates (`suanli dev certs`, docker-compose.yml's header): the
+# certificates are secrets, not repository files.
+TLS_MOUNT = "${SUANLI_COMPOSE_TLS:-./.suanli/compose-tls}:/etc/suanli/tls:ro"
+
+
 def _host_paths(compose: dict[str, Any]) -> list[str]:
     paths: list[str] = []
     for svc in compose["services"].values():
         for volume in svc.get("volumes", []):
+            if volume == TLS_MOUNT:
+                continue
             source = volume["source"] if isinstance(volume, dict) else volume.split(":")[0]
             if source.startswith(("./", "../", "/")):
                 paths.append(source)
@@ -106,7 +113,7 @@ def test_named_volumes_are_declared(compose: dict[str, Any]) -> None:
         v.split(":")[0]
         for svc in compose["services"].values()
         for v in svc.get("volumes", [])
-        if isinstance(v, str) and not v.startswith((".", "/"))
+        if isinstance(v, str) and not v.startswith((".", "/")) and v != TLS_MOUNT
     }
     assert used <= declared
 
@@ -165,11 +172,13 @@ def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 SUANLI_SERVICES = {"scheduling", "metering", "routing", "billing", "fleet"}
+# One-shot steps from the same image: `suanli dev db-roles` provisions the services' database roles.
+ONE_SHOTS = {"db-roles"}
 USES_POSTGRES = {"scheduling", "billing"}
 BOOTSTRAP = "kafka-1:9092,kafka-2:9092,kafka-3:9092"
 
 
-def _suanli_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _built(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Services built from the repository's Dockerfile."""
     return {
         name: svc
@@ -178,9 +187,14 @@ def _suanli_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _suanli_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The long-running Suanli processes (not the one-shot steps)."""
+    return {name: svc for name, svc in _built(compose).items() if name not in ONE_SHOTS}
+
+
 def test_the_platform_services_are_built_from_the_dockerfile(compose: dict[str, Any]) -> None:
+    assert set(_built(compose)) == SUANLI_SERVICES | ONE_SHOTS
     services = _suanli_services(compose)
-    assert set(services) == SUANLI_SERVICES
     commands = {name: svc["command"] for name, svc in services.items()}
     assert commands["scheduling"][:2] == ["serve", "scheduling"]
     assert commands["metering"][:2] == ["serve", "metering"]
@@ -227,9 +241,8 @@ def test_suanli_services_have_the_environment_they_need(compose: dict[str, Any])
         for broker in ("kafka-1", "kafka-2", "kafka-3"):
             assert depends[broker]["condition"] == "service_healthy", (name, broker)
         if name in USES_POSTGRES:
-            dsn = env["SUANLI_PG_DSN"]
-            assert dsn.startswith("postgresql://suanli:${SUANLI_PG_PASSWORD"), name
-            assert dsn.endswith("@postgres:5432/suanli"), name
+            # Its own role's DSN (test_every_service_has_its_own_database_role_and_kafka_user).
+            assert env[f"SUANLI_{name.upper()}_PG_DSN"].endswith("@postgres:5432/suanli"), name
             assert depends["postgres"]["condition"] == "service_healthy", name
         if "SUANLI_METRICS_PORT" in env:
             assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://otel-collector:4318/v1/traces", name
@@ -456,3 +469,121 @@ def test_otel_collector_pipelines_reference_defined_components(compose: dict[str
     assert {"4318", "8889"} <= published
     assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
     assert config["exporters"]["prometheus"]["endpoint"].endswith(":8889")
+
+
+# --- security: SASL_SSL listeners, no plaintext port, one database role and Kafka user per service ------
+
+BROKERS = ("kafka-1", "kafka-2", "kafka-3")
+
+
+def _published(svc: dict[str, Any]) -> list[int]:
+    """Container ports a service publishes on the host ("29092:29092", "127.0.0.1:3000:3000", long form)."""
+    ports = []
+    for entry in svc.get("ports", []):
+        ports.append(int(entry["target"]) if isinstance(entry, dict) else int(str(entry).rsplit(":", 1)[1]))
+    return ports
+
+
+def _listeners(env: dict[str, Any]) -> dict[str, int]:
+    return {
+        entry.split("://")[0]: int(entry.rsplit(":", 1)[1]) for entry in env["KAFKA_LISTENERS"].split(",")
+    }
+
+
+def test_every_kafka_listener_is_sasl_ssl_and_only_the_external_one_is_published(
+    compose: dict[str, Any],
+) -> None:
+    for name in BROKERS:
+        svc = compose["services"][name]
+        env = svc["environment"]
+        protocols = dict(entry.split(":") for entry in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+        listeners = _listeners(env)
+        assert {protocols[listener] for listener in listeners} == {"SASL_SSL"}, name
+        assert env["KAFKA_SASL_ENABLED_MECHANISMS"] == "SCRAM-SHA-512"
+        assert env["KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL"] == "SCRAM-SHA-512"
+        # Every advertised listener is one of the SASL_SSL ones.
+        advertised = {entry.split("://")[0] for entry in env["KAFKA_ADVERTISED_LISTENERS"].split(",")}
+        assert advertised <= set(listeners)
+        assert _published(svc) == [listeners["EXTERNAL"]], name
+        # Authorisation on, deny by default, the admin the only super user.
+        assert env["KAFKA_AUTHORIZER_CLASS_NAME"].endswith("StandardAuthorizer")
+        assert env["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+        assert env["KAFKA_SUPER_USERS"] == "User:admin"
+        assert svc["entrypoint"][-2:] == ["/etc/suanli/kafka/suanli-kafka.sh", "broker"]
+        assert "./deploy/kafka:/etc/suanli/kafka:ro" in svc["volumes"] and TLS_MOUNT in svc["volumes"]
+
+
+def test_no_plaintext_port_is_published(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert "ports" not in services["postgres"]
+    for name, svc in _suanli_services(compose).items():
+        if _published(svc):
+            # A published Suanli port is a gRPC API, served over TLS only.
+            assert svc["environment"]["SUANLI_TLS_CERT"].startswith("/etc/suanli/tls/"), name
+            assert TLS_MOUNT in svc["volumes"], name
+            assert "secure_channel" in " ".join(svc["healthcheck"]["test"]), name
+    for name, svc in services.items():
+        assert not {5432, 9092, 9093} & set(_published(svc)), name
+
+
+def test_every_service_has_its_own_database_role_and_kafka_user(compose: dict[str, Any]) -> None:
+    from suanli.bus.acls import password_variable
+    from suanli.cli import access
+    from suanli.scheduling.entrypoints.settings import SchedulingSettings
+
+    roles = {r.role for r in access.service_roles()}
+    users = {u.name for u in access.kafka_users()}
+    init_env = compose["services"]["kafka-init"]["environment"]
+    seen_users, seen_roles = set(), set()
+    for name, svc in _suanli_services(compose).items():
+        env = svc["environment"]
+        assert env["SUANLI_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", name
+        assert env["SUANLI_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512", name
+        assert env["SUANLI_KAFKA_SSL_CAFILE"] == "/etc/suanli/tls/ca.pem", name
+        user = env["SUANLI_KAFKA_SASL_USERNAME"]
+        assert user in users and user != "admin", name
+        variable = password_variable(user)
+        assert env["SUANLI_KAFKA_SASL_PASSWORD"] == f"${{{variable}:?set {variable}}}", name
+        assert variable in init_env, name  # kafka-init gives the user that password
+        seen_users.add(user)
+        assert "SUANLI_PG_DSN" not in env, name  # never the shared (superuser) DSN
+        if name in USES_POSTGRES:
+            variable = f"SUANLI_{name.upper()}_PG_DSN"
+            if name == "scheduling":
+                assert SchedulingSettings.env_name("dsn") == variable
+            role = env[variable].removeprefix("postgresql://").split(":")[0]
+            assert role in roles and role != "suanli", name
+            seen_roles.add(role)
+            assert env[variable].startswith(f"postgresql://{role}:${{SUANLI_{name.upper()}_PG_PASSWORD:?"), (
+                name
+            )
+            assert svc["depends_on"]["db-roles"]["condition"] == "service_completed_successfully", name
+        assert svc["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully", name
+    assert len(seen_users) == len(_suanli_services(compose))  # one user per service
+    assert len(seen_roles) == len(USES_POSTGRES)
+
+
+def test_the_database_roles_are_provisioned_by_the_cli_as_the_owner(compose: dict[str, Any]) -> None:
+    from suanli.cli import access
+
+    step = compose["services"]["db-roles"]
+    assert step["command"] == ["dev", "db-roles"]
+    assert step["restart"] == "on-failure"
+    assert step["depends_on"]["postgres"]["condition"] == "service_healthy"
+    env = step["environment"]
+    pg = compose["services"]["postgres"]["environment"]
+    assert env["SUANLI_PG_ADMIN_DSN"].startswith(f"postgresql://{pg['POSTGRES_USER']}:${{SUANLI_PG_PASSWORD")
+    for role in access.service_roles():
+        assert access.password_variable(role) in env, role.role
+    for name in USES_POSTGRES:
+        dsn_password = f"SUANLI_{name.upper()}_PG_PASSWORD"
+        assert env[dsn_password].startswith(f"${{{dsn_password}:?"), name  # required where it is used
+
+
+def test_kafka_init_applies_the_generated_acls_as_the_admin(compose: dict[str, Any]) -> None:
+    step = compose["services"]["kafka-init"]
+    assert step["entrypoint"][-2:] == ["/etc/suanli/kafka/suanli-kafka.sh", "init"]
+    assert "./deploy/kafka:/etc/suanli/kafka:ro" in step["volumes"]
+    for broker in BROKERS:
+        assert step["depends_on"][broker]["condition"] == "service_healthy"
+    assert step["environment"]["SUANLI_KAFKA_BOOTSTRAP"] == BOOTSTRAP

@@ -17,7 +17,7 @@ from suanli.settings import SettingsError
 REQUIRED = {"SUANLI_PG_DSN": "postgresql://db/x", "SUANLI_KAFKA_BOOTSTRAP": "broker:9092"}
 # Unset for the CLI runs, so the process environment of whoever runs the tests does not leak in.
 UNSET: dict[str, str | None] = {
-    SchedulingSettings.env_name(field): None for field in SchedulingSettings.model_fields
+    name: None for field in SchedulingSettings.model_fields for name in SchedulingSettings.env_names(field)
 }
 
 
@@ -59,6 +59,25 @@ def test_environment_then_flags() -> None:
     assert settings.policy == "bestfit"
 
 
+@pytest.mark.parametrize("from_process", [False, True])
+def test_the_services_own_dsn_wins_over_the_shared_one(
+    from_process: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each service connects as its own database role (docs/security.md); SUANLI_PG_DSN is the fallback.
+    own = {**REQUIRED, "SUANLI_SCHEDULING_PG_DSN": "postgresql://suanli_scheduling@db/x"}
+    for env, expected in ((own, own["SUANLI_SCHEDULING_PG_DSN"]), (REQUIRED, REQUIRED["SUANLI_PG_DSN"])):
+        if from_process:
+            for name, value in {**UNSET, **env}.items():
+                if value is None:
+                    monkeypatch.delenv(name, raising=False)
+                else:
+                    monkeypatch.setenv(name, value)
+            assert SchedulingSettings.load().dsn == expected
+        else:
+            assert SchedulingSettings.load(env).dsn == expected
+    assert SchedulingSettings.env_names("dsn") == ("SUANLI_SCHEDULING_PG_DSN", "SUANLI_PG_DSN")
+
+
 def test_an_empty_shared_variable_is_unset() -> None:
     # `suanli up` exports SUANLI_TOPIC_PREFIX="" for "no prefix"; unset leaves the bus to resolve it.
     assert SchedulingSettings.load({**REQUIRED, "SUANLI_TOPIC_PREFIX": ""}).topic_prefix is None
@@ -67,7 +86,7 @@ def test_an_empty_shared_variable_is_unset() -> None:
 @pytest.mark.parametrize(
     ("env", "named"),
     [
-        ({}, "SUANLI_PG_DSN is not set"),
+        ({}, "SUANLI_SCHEDULING_PG_DSN or SUANLI_PG_DSN is not set"),
         ({**REQUIRED, "SUANLI_SCHEDULING_INTERVAL_S": "0"}, "SUANLI_SCHEDULING_INTERVAL_S"),
         ({**REQUIRED, "SUANLI_SCHEDULING_DISRUPTION_THRESHOLD": "1.5"}, "DISRUPTION_THRESHOLD"),
         ({**REQUIRED, "SUANLI_SCHEDULING_OVERCOMMIT_RATIO": "0.5"}, "SUANLI_SCHEDULING_OVERCOMMIT_RATIO"),
@@ -112,7 +131,7 @@ def test_the_command_passes_the_flags_it_was_given(monkeypatch: pytest.MonkeyPat
 def test_a_missing_or_bad_setting_is_a_usage_error() -> None:
     result = CliRunner().invoke(serve_app(), [], env=UNSET)
     assert result.exit_code == 2
-    assert "SUANLI_PG_DSN is not set" in result.output
+    assert "SUANLI_SCHEDULING_PG_DSN or SUANLI_PG_DSN is not set" in " ".join(result.output.split())
     result = CliRunner().invoke(serve_app(), ["--disruption-threshold", "2"], env={**UNSET, **REQUIRED})
     assert result.exit_code == 2
     assert "SUANLI_SCHEDULING_DISRUPTION_THRESHOLD" in result.output

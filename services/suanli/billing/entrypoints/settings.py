@@ -28,7 +28,11 @@ class BillingSettings(AuthSettings):
     LEDGER_DSN_FALLBACK = "pg_dsn"
 
     kafka_bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="broker list")
-    pg_dsn: str = shared(PG_DSN_ENV, description="PostgreSQL")
+    pg_dsn: str = shared(
+        PG_DSN_ENV,
+        own="SUANLI_BILLING_PG_DSN",
+        description="PostgreSQL, as billing's own role (else SUANLI_PG_DSN)",
+    )
     topic_prefix: str = shared(TOPIC_PREFIX_ENV, "", description="topic namespace")
     metrics_port: int | None = shared(
         METRICS_PORT_ENV, None, description="`/metrics` port, 0 picks one (`billing`'s fixed port is 9105)"

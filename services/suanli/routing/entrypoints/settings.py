@@ -55,7 +55,13 @@ class RoutingSettings(AuthSettings):
     )
     topic_prefix: str = shared(TOPIC_PREFIX_ENV, "", description="Namespace for every topic.")
     # Routing keeps no tables; with authentication on it reads the token ledger's revocations there.
-    pg_dsn: str = shared(PG_DSN_ENV, "", description="PostgreSQL of the token ledger (auth on only).")
+    pg_dsn: str = shared(
+        PG_DSN_ENV,
+        "",
+        own="SUANLI_ROUTING_PG_DSN",
+        description="PostgreSQL of the token ledger (auth on only), as routing's own role "
+        "(else SUANLI_PG_DSN).",
+    )
     metrics_port: int | None = shared(
         METRICS_PORT_ENV, METRICS_PORTS["routing"], description="Port of /metrics (0 picks a free one)."
     )

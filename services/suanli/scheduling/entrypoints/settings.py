@@ -33,7 +33,11 @@ class SchedulingSettings(AuthSettings):
     model_config = SettingsConfigDict(env_prefix="SUANLI_SCHEDULING_")
     LEDGER_DSN_FALLBACK = "dsn"
 
-    dsn: str = shared(PG_DSN_ENV, description="PostgreSQL DSN of the event store.")
+    dsn: str = shared(
+        PG_DSN_ENV,
+        own="SUANLI_SCHEDULING_PG_DSN",
+        description="PostgreSQL DSN of the event store, as scheduling's own role (else SUANLI_PG_DSN).",
+    )
     bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="Kafka bootstrap servers HOST:PORT[,...].")
     queues_path: FilePath | None = Field(
         None,

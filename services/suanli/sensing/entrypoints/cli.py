@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from suanli.sensing.entrypoints.settings import SensingSettings
+from suanli.sensing.entrypoints.settings import GROUP_PREFIX, SensingSettings
 
 if TYPE_CHECKING:
     from suanli.sensing.entrypoints.runtime import RunSettings
@@ -152,7 +152,7 @@ def agent(
                 faults_path=faults_file,
             )
 
-        group = f"sensing-fleet-{fleet.name}"
+        group = f"{GROUP_PREFIX}fleet-{fleet.name}"
         typer.echo(f"simulating {len(fleet.nodes)} nodes in {len(fleet.regions)} regions ({fleet.name})")
     else:
         try:
@@ -176,7 +176,7 @@ def agent(
                 typer.echo(f"no GPUs: {real.gpu.reason}; reporting the host only", err=True)
             return real.host
 
-        group = f"sensing-agent-{identity.node_id}"
+        group = f"{GROUP_PREFIX}agent-{identity.node_id}"
 
     if once:
         asyncio.run(_print_once(build))

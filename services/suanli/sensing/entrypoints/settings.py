@@ -26,6 +26,10 @@ from suanli.settings import (
 )
 from suanli.telemetry import METRICS_PORT_ENV, METRICS_PORTS
 
+# Every agent's placements consumer group starts with it (sensing-agent-<node>, sensing-fleet-<fleet>),
+# so one prefixed Kafka ACL covers them (`suanli dev kafka-acls`).
+GROUP_PREFIX = "sensing-"
+
 
 class SensingSettings(ServiceSettings):
     """`suanli agent`: where the node is, how often it reports, the broker it reports to."""
