@@ -47,9 +47,10 @@ from suanli.scheduling.service_layer.commands import (
     UpdateQueue,
 )
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
-from suanli.scheduling.service_layer.history import StreamReader, job_history, queue_position
+from suanli.scheduling.service_layer.history import StreamReader, job_history
 from suanli.scheduling.service_layer.job_commands import JobCommands
 from suanli.scheduling.service_layer.projection import Change, Projection
+from suanli.scheduling.service_layer.start_estimates import StartEstimates
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
 JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
@@ -86,8 +87,15 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md).
         return self.requests.job(job_id, auth_context.sees)
 
-    def _message(self, job: JobView) -> pb.Job:
-        return convert.job_message(job, self.projection.pending_reasons.get(job.id))
+    def _message(self, job: JobView, estimates: StartEstimates | None = None) -> pb.Job:
+        out = convert.job_message(job, self.projection.pending_reasons.get(job.id))
+        if job.waiting:
+            estimates = estimates or self._estimates()
+            convert.start_estimate(out, estimates.of(job))
+        return out
+
+    def _estimates(self) -> StartEstimates:
+        return StartEstimates(self.projection, self.capacity, self.now())
 
     # -- RPCs ----------------------------------------------------------------------------------------
 
@@ -131,7 +139,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             )
             page = matching[:size]
             token = convert.encode_token(filters, page[-1].seq) if len(matching) > size else ""
-            return pb.ListJobsResponse(jobs=[self._message(j) for j in page], next_page_token=token)
+            estimates = self._estimates()  # each queue replayed once for the page
+            return pb.ListJobsResponse(
+                jobs=[self._message(j, estimates) for j in page], next_page_token=token
+            )
 
     async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
         async with rpc_errors(context):
@@ -303,9 +314,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if history is None:
                 raise JobNotFound(job.id)
             out = convert.description_message(self._message(job), history, as_of)
-            position = queue_position(self.projection, job)
-            if position is not None:
-                out.queue_position, out.queue_waiting = position
+            if out.job.HasField("queue_position"):
+                out.queue_position, out.queue_waiting = out.job.queue_position, out.job.queue_waiting
             return out
 
     def _models(self) -> dict[str, str]:
