@@ -26,6 +26,7 @@ from suanli.cli.client import (
     scheduler,
     scheduler_client,
 )
+from suanli.cli.logs import logs
 from suanli.cli.output import (
     TABLE,
     NoHeadersOption,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from suanli.jobspec import JobSpec
 
 app = typer.Typer(help="Submit and follow jobs.", no_args_is_help=True)
+app.command("logs")(logs)
 
 # The server caps pages anyway; this keeps one answer small enough to render while the next is fetched.
 PAGE_SIZE = 100

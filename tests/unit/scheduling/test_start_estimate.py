@@ -14,8 +14,17 @@ def _at(seconds: float) -> datetime:
     return NOW + timedelta(seconds=seconds)
 
 
-def _gpu(job_id: str, seq: int, gpus: int, duration_s: float | None = 600.0, **kw: object) -> Waiting:
-    return Waiting(job_id, kw.pop("priority", 0), seq, 1000, 1000, gpus * 1000, duration_s=duration_s, **kw)  # type: ignore[arg-type]
+def _gpu(
+    job_id: str,
+    seq: int,
+    gpus: int,
+    duration_s: float | None = 600.0,
+    *,
+    priority: int = 0,
+    gpu_models: frozenset[str] = frozenset(),
+    reason: str = "",
+) -> Waiting:
+    return Waiting(job_id, priority, seq, 1000, 1000, gpus * 1000, gpu_models, duration_s, reason)
 
 
 def _held(gpus: int, ends_in_s: float | None) -> Held:

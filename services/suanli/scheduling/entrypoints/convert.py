@@ -14,8 +14,8 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.scheduling.domain.jobs import JobView, Phase, TaskRun, TaskRunState
 from suanli.scheduling.domain.jobs.history import History
 from suanli.scheduling.domain.queueing import QueueSpec
-from suanli.scheduling.domain.queueing.start_estimate import StartEstimate
 from suanli.scheduling.domain.queueing.resources import gpu_flavour
+from suanli.scheduling.domain.queueing.start_estimate import StartEstimate
 from suanli.scheduling.service_layer.capacity import NodeView
 from suanli.scheduling.service_layer.errors import InvalidSpec
 from suanli.scheduling.service_layer.projection import Projection

@@ -15,6 +15,8 @@ tenant (another tenant's job or queue answers NOT_FOUND, lists hold only the cal
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -28,11 +30,16 @@ from opentelemetry import trace
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
+from suanli.auth.interceptor import AUTHORIZATION
 from suanli.auth.principal import tenant_of_queue
 from suanli.auth.tls import TlsSettings, add_port
+from suanli.contracts import labels as node_labels
+from suanli.errors import FailedPrecondition
 from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.rpc import rpc_errors
+from suanli.scheduling.adapters.agent_logs import AgentLogClient
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
+from suanli.scheduling.domain.jobs.logs import LogTarget, locate
 from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert, queue_validation
@@ -54,6 +61,8 @@ from suanli.scheduling.service_layer.start_estimates import StartEstimates
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
 JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
+# A follower waiting for its attempt to start looks again at least this often (and at each change).
+LOG_WAIT_POLL_S = 1.0
 Explainer = Callable[[tuple[NodeAvailability, ...], Job], Any]
 
 
@@ -69,6 +78,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         *,
         history: StreamReader,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        agent_logs: AgentLogClient | None = None,
     ) -> None:
         self.commands = commands
         self.projection = projection
@@ -78,6 +88,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.catalogue = catalogue or default_catalogue()
         self.history = history  # the event store DescribeJob reads a job's stream from
         self.now = now
+        self.agent_logs = agent_logs or AgentLogClient()  # StreamJobLogs' way to the nodes' agents
         # Shared with the command topic's consumer (docs/commands.md): one validation and admission.
         self.requests = JobRequests(commands, projection, capacity, self.admission, self.catalogue)
 
@@ -318,6 +329,65 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 out.queue_position, out.queue_waiting = out.job.queue_position, out.job.queue_waiting
             return out
 
+    async def StreamJobLogs(
+        self, request: pb.StreamJobLogsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobLogChunk]:
+        async with rpc_errors(context):
+            # The tenant check is the projection's, as for DescribeJob; the agent checks the token again.
+            job = self._job(request.job_id)
+            target = await self._log_target(job, request)
+            endpoint = self._logs_endpoint(target.node_id)
+            chunks = self.agent_logs.stream(
+                target.node_id,
+                endpoint,
+                target.task_id,
+                target.attempt,
+                follow=request.follow and not target.ended,
+                metadata=_forwarded(context),
+            )
+            async for data in chunks:
+                yield pb.JobLogChunk(
+                    task_id=target.task_id, attempt=target.attempt, node_id=target.node_id, data=data
+                )
+
+    async def _log_target(self, job: JobView, request: pb.StreamJobLogsRequest) -> LogTarget:
+        """The started attempt the request means; a follower waits for one not started yet."""
+        changes = self.projection.watch(job.id) if request.follow else None
+        try:
+            while True:
+                history = await job_history(self.history, job.id, self.now())
+                job = self.projection.jobs.get(job.id, job)
+                attempts = history.attempts if history is not None else ()
+                found = locate(job.id, job.spec.tasks, attempts, job.attempt, request.task, request.attempt)
+                if isinstance(found, LogTarget):
+                    return found
+                if job.phase.final:
+                    raise FailedPrecondition(
+                        f"{found.why} and the job is {job.phase.value}: it has no output"
+                    )
+                if changes is None:
+                    raise FailedPrecondition(f"{found.why}: no output yet (follow to wait for it)")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changes.get(), LOG_WAIT_POLL_S)
+        finally:
+            if changes is not None:
+                self.projection.unwatch(job.id, changes)
+
+    def _logs_endpoint(self, node_id: str) -> str:
+        """Where the node's agent serves its task logs (its label), or why there is nowhere to ask."""
+        view = self.capacity.nodes.get(node_id)
+        if view is None:
+            raise FailedPrecondition(f"node {node_id} is no longer known: its task logs cannot be reached")
+        labels = dict(view.labels)
+        if labels.get(node_labels.AGENT_MODE) == "simulated":
+            raise FailedPrecondition(f"node {node_id} is simulated: its tasks write no logs")
+        endpoint = labels.get(node_labels.LOGS_ENDPOINT)
+        if not endpoint:
+            raise FailedPrecondition(
+                f"node {node_id} serves no task logs (its agent runs without --logs-listen)"
+            )
+        return endpoint
+
     def _models(self) -> dict[str, str]:
         return {v.id: v.devices[0].model for v in self.capacity.nodes.values() if v.devices}
 
@@ -351,6 +421,11 @@ def _actor() -> Actor | None:
     """The caller of the RPC being served, as command events record it (None without authentication)."""
     principal = auth_context.current()
     return None if principal is None else Actor(principal.subject, principal.tenant, principal.token_id)
+
+
+def _forwarded(context: grpc.aio.ServicerContext) -> list[tuple[str, str | bytes]]:
+    """The caller's token, for the agent to check again (nothing without authentication)."""
+    return [(k, v) for k, v in context.invocation_metadata() or () if k.lower() == AUTHORIZATION]
 
 
 def _event(change: Change, message: str) -> pb.JobEvent:

@@ -55,10 +55,9 @@ class StartEstimates:
         held = []
         for job in self._projection.jobs.values():
             for task in job.active:
-                node = nodes.get(task.node_id)
-                if node is not None:  # room on a node out of the pool is not the pool's
-                    model = node.gpus[0].model if node.gpus else ""
-                    held.append(self._held(task, model))
+                on = nodes.get(task.node_id)
+                if on is not None:  # room on a node out of the pool is not the pool's
+                    held.append(self._held(task, on.gpus[0].model if on.gpus else ""))
         self._pool = (total, tuple(held))
         return self._pool
 

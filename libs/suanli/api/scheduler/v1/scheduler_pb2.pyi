@@ -647,3 +647,27 @@ class JobDescription(_message.Message):
     queue_position: int
     queue_waiting: int
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., accounting: _Optional[_Union[JobAccounting, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., queue_position: _Optional[int] = ..., queue_waiting: _Optional[int] = ...) -> None: ...
+
+class StreamJobLogsRequest(_message.Message):
+    __slots__ = ("job_id", "task", "attempt", "follow")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task: str
+    attempt: int
+    follow: bool
+    def __init__(self, job_id: _Optional[str] = ..., task: _Optional[str] = ..., attempt: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+
+class JobLogChunk(_message.Message):
+    __slots__ = ("task_id", "attempt", "node_id", "data")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    node_id: str
+    data: bytes
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...

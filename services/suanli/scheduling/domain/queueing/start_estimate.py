@@ -122,9 +122,7 @@ class _Pool:
             return None
         if job.gpu_milli == 0:
             return ""
-        fits = [
-            m for m, free in sorted(self.gpu.items()) if free >= job.gpu_milli and _allowed(job, m)
-        ]
+        fits = [m for m, free in sorted(self.gpu.items()) if free >= job.gpu_milli and _allowed(job, m)]
         return fits[0] if fits else None
 
 
@@ -159,9 +157,7 @@ def estimate_starts(
     return out
 
 
-def _replay(
-    job: Waiting, pool: _Pool, total: Room, earliest: datetime
-) -> tuple[datetime | None, str]:
+def _replay(job: Waiting, pool: _Pool, total: Room, earliest: datetime) -> tuple[datetime | None, str]:
     """When ``job`` starts in the replay (and the room it takes from then on), or why that is unknown."""
     if job.reason not in CAPACITY_REASONS:
         return None, f"waits on {job.reason}, not on capacity"
