@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from suanli.jobspec import JobSpec
 
 app = typer.Typer(help="Submit and follow jobs.", no_args_is_help=True)
-app.command("logs")(logs)
 
 # The server caps pages anyway; this keeps one answer small enough to render while the next is fetched.
 PAGE_SIZE = 100
@@ -356,3 +355,7 @@ def explain(
         job_id = resolve(stub, job, queue).id
         explained = stub.ExplainJob(pb.ExplainJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
     emit(output, to_data(explained), explanation(explained), name=f"job/{job_id}")
+
+
+# `suanli job logs`: its own module (the stream from the node's agent), listed with the job commands.
+app.command("logs")(logs)
