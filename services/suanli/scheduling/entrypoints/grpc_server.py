@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health
 from grpc_reflection.v1alpha import reflection
 from opentelemetry import trace
 
@@ -36,7 +36,7 @@ from suanli.auth.tls import TlsSettings, add_port
 from suanli.contracts import labels as node_labels
 from suanli.errors import FailedPrecondition
 from suanli.resources import DeviceCatalogue, default_catalogue
-from suanli.rpc import rpc_errors
+from suanli.rpc import add_health, rpc_errors
 from suanli.scheduling.adapters.agent_logs import AgentLogClient
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
 from suanli.scheduling.domain.jobs.logs import LogTarget, locate
@@ -453,10 +453,7 @@ async def start_server(
     """
     server = grpc.aio.server(interceptors=interceptors)
     pb_grpc.add_SchedulerServicer_to_server(servicer, server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_servicer: health.HealthServicer = add_health(server, SERVICE_NAME)
     reflection.enable_server_reflection(
         (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME),
         server,

@@ -14,14 +14,13 @@ import socket
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from suanli.api.sensing.v1 import agent_logs_pb2 as pb
 from suanli.api.sensing.v1 import agent_logs_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.server import AuthSettings, server_auth
 from suanli.auth.tls import add_port
-from suanli.rpc import rpc_errors
+from suanli.rpc import add_health, rpc_errors
 from suanli.sensing.adapters.task_logs import TaskLogNotFound, TaskLogs
 from suanli.sensing.service_layer.agent import NodeAgent
 
@@ -54,10 +53,7 @@ async def start_logs_server(
     """Serve on ``listen`` (host:port; port 0 picks one); the server and its bound port."""
     server = grpc.aio.server(interceptors=interceptors)
     pb_grpc.add_AgentLogsServicer_to_server(servicer, server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    add_health(server, SERVICE_NAME)
     port = add_port(server, listen, tls)
     await server.start()
     return server, port
