@@ -24,6 +24,7 @@ from suanli.errors import (
     Unauthenticated,
     Unavailable,
 )
+from suanli.rpc import DEPENDENCY_UNAVAILABLE
 
 Metadata = Sequence[tuple[str, str | bytes]]
 
@@ -74,9 +75,11 @@ class AgentLogClient:
             kind = _KINDS.get(exc.code())
             if kind is not None:
                 raise kind(exc.details() or f"the agent of node {node_id} refused") from None
+            # Worded as the kernel words a dependency that is away, so a client tells it from a
+            # scheduler it cannot reach.
             raise Unavailable(
-                f"the agent of node {node_id} at {endpoint} does not answer for its logs "
-                f"({exc.code().name}: {exc.details()})"
+                f"{DEPENDENCY_UNAVAILABLE} (the agent of node {node_id} at {endpoint} does not answer "
+                f"for its logs: {exc.code().name}: {exc.details()})"
             ) from None
         finally:
             call.cancel()
