@@ -335,6 +335,19 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         async with rpc_errors(context):
             # The tenant check is the projection's, as for DescribeJob; the agent checks the token again.
             job = self._job(request.job_id)
+            if request.follow:  # may stay open as long as the task runs: counted like a WatchJob stream
+                self.admission.open_watch()
+        try:
+            async for chunk in self._job_logs(job, request, context):
+                yield chunk
+        finally:
+            if request.follow:
+                self.admission.close_watch()
+
+    async def _job_logs(
+        self, job: JobView, request: pb.StreamJobLogsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobLogChunk]:
+        async with rpc_errors(context):
             target = await self._log_target(job, request)
             endpoint = self._logs_endpoint(target.node_id)
             chunks = self.agent_logs.stream(
