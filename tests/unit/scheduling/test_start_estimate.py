@@ -15,14 +15,14 @@ from suanli.scheduling.domain.queueing.start_estimate import (
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 # Two nodes of 4 GPUs each.
 NODES = {"n1": Room(32_000, 128_000, 4000), "n2": Room(32_000, 128_000, 4000)}
-ANY = frozenset(NODES)
+ANY = tuple(NODES)
 
 
 def _at(seconds: float) -> datetime:
     return NOW + timedelta(seconds=seconds)
 
 
-def _task(gpus: int, nodes: frozenset[str] = ANY) -> TaskDemand:
+def _task(gpus: int, nodes: tuple[str, ...] = ANY) -> TaskDemand:
     return TaskDemand(Room(1000, 1000, gpus * 1000), nodes)
 
 
@@ -84,13 +84,13 @@ def test_a_job_waiting_on_quota_or_on_nodes_it_cannot_use_has_no_estimate() -> N
     assert out["q"].start_at is None and out["q"].note == "waits on QUOTA_EXCEEDED, not on capacity"
     out = estimate_starts([_job("big", 1, _task(8))], NODES, [], NOW)
     assert out["big"].note == "no nodes it may run on hold its gang, even empty"
-    out = estimate_starts([_job("none", 1, _task(1, frozenset()))], NODES, [], NOW)
+    out = estimate_starts([_job("none", 1, _task(1, ()))], NODES, [], NOW)
     assert out["none"].start_at is None
 
 
 def test_the_nodes_a_task_may_run_on_are_the_only_room_it_takes() -> None:
     held = [_held("n2", 4, 120)]
-    out = estimate_starts([_job("pinned", 1, _task(1, frozenset({"n2"})))], NODES, held, NOW)
+    out = estimate_starts([_job("pinned", 1, _task(1, ("n2",)))], NODES, held, NOW)
     assert out["pinned"].start_at == _at(120)  # n1's free GPUs are not ones it may use
     out = estimate_starts([_job("any", 1, _task(1))], NODES, held, NOW)
     assert out["any"].start_at == NOW
@@ -109,6 +109,6 @@ def test_free_room_the_cycle_found_no_fit_in_is_not_promised_now() -> None:
 def test_cpu_only_jobs_wait_on_cpu_and_memory() -> None:
     nodes = {"c1": Room(4000, 8000, 0)}
     held = [Held("c1", Room(3000, 1000, 0), _at(60))]
-    task = TaskDemand(Room(2000, 1000, 0), frozenset({"c1"}))
+    task = TaskDemand(Room(2000, 1000, 0), ("c1",))
     out = estimate_starts([_job("c", 1, task, duration_s=10.0)], nodes, held, NOW)
     assert out["c"].start_at == _at(60)

@@ -89,6 +89,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.history = history  # the event store DescribeJob reads a job's stream from
         self.now = now
         self.agent_logs = agent_logs or AgentLogClient()  # StreamJobLogs' way to the nodes' agents
+        self._estimates_at: tuple[tuple[int, int], StartEstimates] | None = None
         # Shared with the command topic's consumer (docs/commands.md): one validation and admission.
         self.requests = JobRequests(commands, projection, capacity, self.admission, self.catalogue)
 
@@ -106,7 +107,13 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         return out
 
     def _estimates(self) -> StartEstimates:
-        return StartEstimates(self.projection, self.capacity, self.now())
+        """Queue estimates, replayed again once the projection moved or a second has passed (reads
+        that poll, like a dashboard's, then cost one replay per queue and second at most)."""
+        now = self.now()
+        key = (self.projection.position, int(now.timestamp()))
+        if self._estimates_at is None or self._estimates_at[0] != key:
+            self._estimates_at = (key, StartEstimates(self.projection, self.capacity, now))
+        return self._estimates_at[1]
 
     # -- RPCs ----------------------------------------------------------------------------------------
 

@@ -83,7 +83,8 @@ class StartEstimates:
 
     def _demand(self, task: AcceptedTask) -> TaskDemand:
         room = Room(task.cpu_milli, task.memory_mib, task.gpu_count * task.gpu_milli)
-        return TaskDemand(room, frozenset(n.id for n in self._nodes if _may_run_on(task, n)))
+        # The view's nodes come in id order: the order first fit tries them in.
+        return TaskDemand(room, tuple(n.id for n in self._nodes if _may_run_on(task, n)))
 
 
 def _may_run_on(task: AcceptedTask, node: Node) -> bool:

@@ -74,7 +74,7 @@ class TaskDemand:
     GPU models already applied)."""
 
     room: Room
-    nodes: frozenset[str]
+    nodes: tuple[str, ...]  # in the order first fit tries them
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,18 +110,24 @@ def _size(task: TaskDemand) -> tuple[int, int, int]:
 
 
 def _first_fit(free: Mapping[str, Room], tasks: Sequence[TaskDemand]) -> list[tuple[str, Room]] | None:
-    """A node for each task (largest first, first node in id order with room), or None."""
-    left = dict(free)
+    """A node for each task (largest first, the first of its nodes with room), or None."""
+    taken: dict[str, Room] = {}  # what earlier tasks of the gang took, per node
     placed = []
-    for task in sorted(
-        tasks, key=lambda t: (t.room.gpu_milli, t.room.cpu_milli, t.room.memory_mib), reverse=True
-    ):
-        node = next((n for n in sorted(task.nodes) if n in left and left[n].fits(task.room)), None)
+    for task in sorted(tasks, key=_size, reverse=True):
+        node = next((n for n in task.nodes if _room_left(free, taken, n).fits(task.room)), None)
         if node is None:
             return None
-        left[node] = left[node] - task.room
+        taken[node] = taken.get(node, Room()) + task.room
         placed.append((node, task.room))
     return placed
+
+
+def _room_left(free: Mapping[str, Room], taken: Mapping[str, Room], node: str) -> Room:
+    room = free.get(node)
+    if room is None:
+        return Room(-1, -1, -1)  # not in the pool: fits nothing
+    held = taken.get(node)
+    return room if held is None else room - held
 
 
 class _Pool:
