@@ -10,7 +10,7 @@ import pytest
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 
-from .helpers import capacity, config, envelope, publish, started, stub, task_spec, until
+from .helpers import config, envelope, node_seen, publish, started, stub, task_spec, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,14 +27,7 @@ async def test_a_waiting_job_gets_its_position_and_the_start_the_running_one_fre
     app = await started(config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path))
     channel, api = stub(app)
     try:
-        await publish(
-            kafka_bootstrap, topic_prefix, "capacity.nodes", "n1", "NodeCapacityChanged", capacity("n1", 1)
-        )
-
-        async def one_node() -> bool:
-            return len((await api.ListNodes(pb.ListNodesRequest())).nodes) == 1
-
-        await until(one_node, what="capacity view")
+        await node_seen(api, kafka_bootstrap, topic_prefix, "n1", gpus=1)
         first = (await api.SubmitJob(pb.SubmitJobRequest(spec=_spec("first", 600.0)))).job
 
         async def placed() -> pb.Job | None:
