@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 
@@ -71,3 +72,17 @@ async def rpc_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
         await context.abort(
             grpc.StatusCode.UNAVAILABLE, f"{DEPENDENCY_UNAVAILABLE} ({type(exc).__name__}: {exc})"
         )
+
+
+def add_health(server: grpc.aio.Server, service_name: str) -> Any:
+    """Serve gRPC health on ``server``: SERVING for the server as a whole and for ``service_name``.
+
+    Returns the health servicer, whose statuses a server may change later (a standby, a shutdown).
+    """
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    for name in ("", service_name):
+        servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return servicer

@@ -26,6 +26,7 @@ from suanli.cli.client import (
     scheduler,
     scheduler_client,
 )
+from suanli.cli.logs import logs
 from suanli.cli.output import (
     TABLE,
     NoHeadersOption,
@@ -376,3 +377,7 @@ def explain(
         job_id = resolve(stub, job, queue).id
         explained = stub.ExplainJob(pb.ExplainJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
     emit(output, to_data(explained), explanation(explained), name=f"job/{job_id}")
+
+
+# `suanli job logs`: its own module (the stream from the node's agent), listed with the job commands.
+app.command("logs")(logs)

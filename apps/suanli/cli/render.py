@@ -107,7 +107,8 @@ def _reason_line(reason: pb.PendingReason) -> str:
 
 
 def jobs_rows(jobs: Iterable[pb.Job]) -> Rows:
-    """The job list; `-o wide` adds the priority class, where the tasks run, the labels, the update."""
+    """The job list; `-o wide` adds the priority class, where the tasks run, the labels, the update, and
+    a waiting job's queue position and estimated start (like `squeue --start`)."""
     jobs = list(jobs)
     rows = []
     for job in jobs:
@@ -129,6 +130,8 @@ def jobs_rows(jobs: Iterable[pb.Job]) -> Rows:
                 ",".join(nodes) or "-",
                 _mapping(job.spec.labels),
                 timestamp(job.updated_at),
+                f"{job.queue_position}/{job.queue_waiting}" if job.HasField("queue_position") else "-",
+                _estimated_start(job) if job.HasField("queue_position") else "-",
             )
         )
     return Rows(
@@ -158,6 +161,8 @@ JOB_COLUMNS = (
     "nodes",
     "labels",
     "updated",
+    "position",
+    "est_start",
 )
 
 
@@ -184,6 +189,13 @@ def _mapping(values: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "-"
 
 
+def _estimated_start(job: pb.Job, why: bool = False) -> str:
+    """When a waiting job may start, or "unknown" (with ``why``: and the reason the scheduler gives)."""
+    if job.HasField("estimated_start_at"):
+        return timestamp(job.estimated_start_at)
+    return f"unknown: {job.estimated_start_note}" if why and job.estimated_start_note else "unknown"
+
+
 def job_detail(job: pb.Job) -> RenderableType:
     spec = job.spec
     rows: list[tuple[str, Any]] = [
@@ -206,6 +218,9 @@ def job_detail(job: pb.Job) -> RenderableType:
     ]
     if job.pending_reason.code:
         rows.append(("Pending", _reason_line(job.pending_reason)))
+    if job.HasField("queue_position"):
+        where = f"{job.queue_position} of {job.queue_waiting} waiting in {spec.queue}"
+        rows += [("Queue position", where), ("Estimated start", _estimated_start(job, why=True))]
     parts: list[RenderableType] = [_fields(rows)]
     if job.tasks:
         tasks = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
@@ -301,13 +316,7 @@ def accounting_fields(acct: pb.JobAccounting) -> list[tuple[str, str]]:
 def description(described: pb.JobDescription) -> RenderableType:
     """`job describe`: the job as `job get` shows it, what it used, its attempts and its events."""
     parts: list[RenderableType] = [job_detail(described.job), Text("")]
-    usage = accounting_fields(described.accounting)
-    if described.HasField("queue_position"):
-        where = (
-            f"{described.queue_position} of {described.queue_waiting} waiting in {described.job.spec.queue}"
-        )
-        usage.insert(0, ("Queue position", where))
-    parts.append(_fields(usage))
+    parts.append(_fields(accounting_fields(described.accounting)))  # the queue position: job_detail's
     if described.attempts:
         parts += [Text(""), _attempts_table(described.attempts)]
     parts += [Text(""), _events_table(described.events)]

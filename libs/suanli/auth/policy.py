@@ -28,6 +28,8 @@ from suanli.auth.principal import Role
 SCHEDULER: Final = "suanli.scheduler.v1.Scheduler"
 BILLING: Final = "suanli.billing.v1.Billing"
 ROUTING: Final = "suanli.routing.v1.Routing"
+# Served by each node agent (docs/sensing.md, "Task logs"); the scheduler calls it with its caller's token.
+AGENT_LOGS: Final = "suanli.sensing.v1.AgentLogs"
 # Served without a token when the open-health setting is on (the default): probes and tooling.
 OPEN_SERVICES: Final = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
 
@@ -82,6 +84,7 @@ POLICY: Final = MappingProxyType(
         _m(SCHEDULER, "GetQueue"): Rule(READERS, TenantRule.RESOURCE),
         _m(SCHEDULER, "ExplainJob"): Rule(READERS, TenantRule.RESOURCE),
         _m(SCHEDULER, "DescribeJob"): Rule(READERS, TenantRule.RESOURCE),
+        _m(SCHEDULER, "StreamJobLogs"): Rule(READERS, TenantRule.RESOURCE),
         # Queue administration is the operator's: tenants read their own queues (ListQueues, GetQueue).
         _m(SCHEDULER, "CreateQueue"): Rule(ADMINS, TenantRule.REQUEST, "queue.name", queue=True),
         _m(SCHEDULER, "UpdateQueue"): Rule(ADMINS, TenantRule.REQUEST, "queue.name", queue=True),
@@ -96,6 +99,8 @@ POLICY: Final = MappingProxyType(
         _m(ROUTING, "Resolve"): Rule(READERS, TenantRule.NONE),
         _m(ROUTING, "GetNetwork"): Rule(READERS, TenantRule.NONE),
         _m(ROUTING, "WatchNetwork"): Rule(READERS, TenantRule.NONE),
+        # The tenant is the one the attempt's placement named, recorded with its log by the agent.
+        _m(AGENT_LOGS, "StreamTaskLog"): Rule(READERS, TenantRule.RESOURCE),
     }
 )
 

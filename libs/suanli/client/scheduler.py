@@ -200,6 +200,19 @@ class SchedulerClient:
                     raise
                 await self._sleep(self.retry.pause_s(failures, self._rng))
 
+    async def logs(
+        self, job_id: str, task: str = "", attempt: int = 0, *, follow: bool = False
+    ) -> AsyncIterator[pb.JobLogChunk]:
+        """The output of one attempt of one of the job's tasks, as its node's agent streams it.
+
+        ``task``: its id or name (empty: the job's only task); ``attempt`` from 1 (0: the latest).
+        ``follow`` waits for the attempt to start and streams until it ends, so it has no deadline.
+        Not retried: a stream opened again would repeat the output from its start.
+        """
+        request = pb.StreamJobLogsRequest(job_id=job_id, task=task, attempt=attempt, follow=follow)
+        async for chunk in self._stub.StreamJobLogs(request):
+            yield chunk
+
     # -- retries -----------------------------------------------------------------------------------
 
     async def _call(self, method: Callable[..., Awaitable[T]], request: Any, deadline_s: float | None) -> T:

@@ -11,6 +11,7 @@ from typing import Any
 
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler, ProducerSettings
 from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
+from suanli.contracts import labels as labels_catalogue
 from suanli.resources import DeviceCatalogue, default_catalogue
 from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics, order_consumer
 from suanli.sensing.adapters.confinement import Confinement, detect_cgroup
@@ -36,7 +37,8 @@ from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 
 # Labels every agent publishes, so operators and the scheduler can tell how a node is observed.
-MODE_LABEL = "suanli.io/agent-mode"
+MODE_LABEL = labels_catalogue.AGENT_MODE
+LOGS_ENDPOINT_LABEL = labels_catalogue.LOGS_ENDPOINT
 GPU_COLLECTOR_LABEL = "suanli.io/gpu-collector"
 GPU_UNAVAILABLE_LABEL = "suanli.io/gpu-unavailable"
 DRIVER_LABEL = "suanli.io/nvidia-driver"
@@ -64,6 +66,8 @@ class RealAgentConfig:
     # Read only for the confinement's pass-through names (None: the agent's own environment).
     agent_env: Mapping[str, str] | None = None
     confinement: Confinement = field(default_factory=Confinement)
+    # Where the scheduler reaches this agent's task logs (published as a label); empty: not served.
+    logs_endpoint: str = ""
 
 
 @dataclass(slots=True)
@@ -87,6 +91,8 @@ def build_real_agent(
     """One agent for this machine: NVML when it works, host-only (and labelled so) when it does not."""
     gpu = NvmlCollector.open(nvml)
     labels = {MODE_LABEL: "real"}
+    if config.logs_endpoint:
+        labels[LOGS_ENDPOINT_LABEL] = config.logs_endpoint
     if isinstance(gpu, NvmlUnavailable):
         labels |= {GPU_COLLECTOR_LABEL: "none", GPU_UNAVAILABLE_LABEL: gpu.reason}
         collector = NodeCollector(HostCollector(), None, gpu_missing=gpu.reason)

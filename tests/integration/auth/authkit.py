@@ -25,6 +25,9 @@ from suanli.contracts import default_registry, sample_records
 from suanli.eventstore import PostgresEventStore
 from suanli.routing.bootstrap import routing_api
 from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.sensing.adapters.task_logs import TaskLogs
+from suanli.sensing.entrypoints.logs_server import LogsEndpoint
+from suanli.sensing.entrypoints.settings import SensingSettings
 
 OWN, OTHER = "acme", "globex"
 REGION = "cn-east"
@@ -50,6 +53,8 @@ class Platform:
     scheduling_schema: str
     auth_schema: str
     prefix: str  # of the topics the three services share
+    agent_logs: str = ""  # a node agent's logs endpoint (AgentLogs), over ``agent_log_dir``
+    agent_log_dir: Path = Path()
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -137,6 +142,11 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
         api = routing_api(routing_cfg)
         await api.start()
         stack.push_async_callback(api.stop)
+        log_dir = tmp / "agent-logs"
+        log_dir.mkdir()
+        agent_settings = SensingSettings.load({}, **auth)
+        endpoint = LogsEndpoint(TaskLogs(log_dir, "matrix-node"), "127.0.0.1:0", agent_settings)
+        agent_logs = await stack.enter_async_context(endpoint.serving())
         p = Platform(
             f"127.0.0.1:{scheduling.port}",
             f"127.0.0.1:{billing.grpc_port}",
@@ -146,6 +156,8 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             cfg.store_schema,
             schema,
             prefix,
+            agent_logs,
+            log_dir,
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as spb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as spb_grpc
+from suanli.api.sensing.v1 import agent_logs_pb2 as apb
+from suanli.api.sensing.v1 import agent_logs_pb2_grpc as apb_grpc
 from suanli.auth.policy import POLICY, TenantRule
 from suanli.auth.principal import PLATFORM_WIDE, Role
 from suanli.auth.tokens import Grant, load_private_key, sign
@@ -108,6 +111,7 @@ def _calls() -> dict[str, Call]:
     S = "/suanli.scheduler.v1.Scheduler/"
     B = "/suanli.billing.v1.Billing/"
     R = "/suanli.routing.v1.Routing/"
+    A = "/suanli.sensing.v1.AgentLogs/"
 
     def s(p: Platform) -> spb_grpc.SchedulerStub:
         return spb_grpc.SchedulerStub(p.channel(p.scheduler))
@@ -146,6 +150,16 @@ def _calls() -> dict[str, Call]:
             spb.DeletePriorityClassRequest(name=name), metadata=md, timeout=10
         )
 
+    def agent_log(p: Platform, t: Target, md: Any) -> Any:
+        # The target job's task as if its attempt had run on the agent: a log, and whose it is.
+        task_id = f"{t.job_id}-w"
+        (p.agent_log_dir / f"{task_id}.1.log").write_text("matrix\n")
+        (p.agent_log_dir / f"{task_id}.1.json").write_text(
+            json.dumps({"tenant": t.tenant, "job_id": t.job_id})
+        )
+        stub = apb_grpc.AgentLogsStub(p.channel(p.agent_logs))
+        return _first(stub.StreamTaskLog(apb.StreamTaskLogRequest(task_id=task_id, attempt=1), metadata=md))
+
     def submit(p: Platform, t: Target, md: Any) -> Any:
         spec = spb.JobSpec(name="matrix", queue=f"{t.tenant}", tasks=[task_spec("w")])
         return s(p).SubmitJob(spb.SubmitJobRequest(spec=spec), metadata=md, timeout=10)
@@ -172,6 +186,10 @@ def _calls() -> dict[str, Call]:
         ),
         S + "DescribeJob": lambda p, t, md: s(p).DescribeJob(
             spb.DescribeJobRequest(job_id=t.job_id), metadata=md, timeout=10
+        ),
+        # Follow: the job waits for a node (none in this platform), so the stream stays open, empty.
+        S + "StreamJobLogs": lambda p, t, md: _first(
+            s(p).StreamJobLogs(spb.StreamJobLogsRequest(job_id=t.job_id, follow=True), metadata=md)
         ),
         S + "CreateQueue": lambda p, t, md: s(p).CreateQueue(
             spb.CreateQueueRequest(queue=_queue(t.tenant)), metadata=md, timeout=10
@@ -202,6 +220,7 @@ def _calls() -> dict[str, Call]:
         R + "WatchNetwork": lambda p, t, md: _first(
             r(p).WatchNetwork(rpb.WatchNetworkRequest(), metadata=md)
         ),
+        A + "StreamTaskLog": agent_log,
     }
 
 
@@ -225,7 +244,7 @@ def _visible_tenants(method: str, answer: Any) -> set[str]:
 def test_the_tables_cover_every_rpc_the_protos_define() -> None:
     defined = {
         f"/{service.full_name}/{m.name}"
-        for module in (spb, bpb, rpb)
+        for module in (spb, bpb, rpb, apb)
         for service in module.DESCRIPTOR.services_by_name.values()
         for m in service.methods
     }

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scheduling.helpers import envelope, publish
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.contracts import default_registry, sample_records
+from suanli.contracts import labels as node_labels
 
 from .clikit import Scheduler, until, write_spec
 
@@ -110,3 +113,63 @@ async def test_describe_and_acct_of_a_run_job_then_a_cancelled_one(
     assert away.stdout.splitlines()[0].startswith("1 jobs: ")
     none = await scheduler.cli("acct", "--tenant", "nobody", "--no-charges", "-o", "json")
     assert none.exit_code == 0 and json.loads(none.stdout) == {"jobs": []}
+
+
+LOGS_JOB = """
+name: {name}
+queue: initech
+tasks:
+  - name: w
+    resources: {{cpu: "1", memory: 1Gi, gpu: {gpus}}}
+    command: python train.py
+    duration: 10m
+"""
+
+
+async def test_job_logs_says_why_it_has_none_and_get_shows_the_queue_position(
+    scheduler: Scheduler, tmp_path: Path
+) -> None:
+    job = await scheduler.submit(write_spec(tmp_path, "logs", LOGS_JOB.format(name="logs-run", gpus=1)))
+    task = await _placed(scheduler, job)
+    await scheduler.lifecycle("TaskStarted", task, job, device_indices=[0], pid=7)
+    await scheduler.state(job, pb.JOB_STATE_RUNNING)
+
+    # The test's nodes have no agent serving logs: said, not an empty answer.
+    result = await scheduler.cli("job", "logs", "logs-run")
+    assert result.exit_code == 3, result.output
+    assert f"FAILED_PRECONDITION: node {task.node_id} serves no task logs" in result.output
+    result = await scheduler.cli("job", "logs", "logs-run", "--task", "ps")
+    assert result.exit_code == 3, result.output
+    assert f"NOT_FOUND: job {job} has no task 'ps' (tasks: w)" in result.output
+
+    # A node whose agent advertises logs it does not answer for: the agent is away, not the scheduler.
+    away = closed_address()
+    snapshot = {
+        **sample_records(default_registry().current("NodeSnapshot"))[0],
+        **envelope(task.node_id),
+        "node_id": task.node_id,
+        "region": "cn-east",
+        "labels": {node_labels.LOGS_ENDPOINT: away},
+        "task_ids": [task.task_id],
+    }
+    await publish(
+        scheduler.bootstrap, scheduler.prefix, "node.snapshots", task.node_id, "NodeSnapshot", snapshot
+    )
+
+    async def advertised() -> bool:
+        nodes = (await scheduler.api.ListNodes(pb.ListNodesRequest())).nodes
+        return any(n.labels.get(node_labels.LOGS_ENDPOINT) == away for n in nodes)
+
+    await until(advertised, what="the node's logs endpoint")
+    result = await scheduler.cli("job", "logs", "logs-run")
+    assert result.exit_code == 4, result.output
+    assert f"the agent of node {task.node_id} at {away} does not answer" in result.output
+
+    # No node holds 5 GPUs: it waits, first in its queue, with no start to promise and why.
+    big = await scheduler.submit(write_spec(tmp_path, "big", LOGS_JOB.format(name="logs-big", gpus=5)))
+    shown = await scheduler.cli("job", "get", big)
+    assert shown.exit_code == 0, shown.output
+    assert "Queue position   1 of 1 waiting in initech" in shown.stdout
+    assert "Estimated start  unknown: " in shown.stdout
+    wide = await scheduler.cli("job", "list", "-q", "initech", "-s", "pending", "-o", "wide", "--no-headers")
+    assert wide.stdout.split()[-2:] == ["1/1", "unknown"], wide.stdout

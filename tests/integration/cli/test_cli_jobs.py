@@ -200,7 +200,8 @@ async def test_one_output_style_and_jobs_by_name(scheduler: Scheduler, tmp_path:
     csv_lines = (await out("-o", "csv")).splitlines()
     assert csv_lines[0].startswith("id,name,queue,kind,state,") and csv_lines[1].startswith(f"{newer},named,")
     wide = (await out("-o", "wide")).splitlines()
-    assert wide[0].split()[-6:] == ["PRIORITY", "CLASS", "REGIONS", "NODES", "LABELS", "UPDATED"]
+    wide_columns = ["PRIORITY", "CLASS", "REGIONS", "NODES", "LABELS", "UPDATED", "POSITION", "EST", "START"]
+    assert wide[0].split()[-9:] == wide_columns
     assert (
         await scheduler.cli("nodes", "-o", "name", "--sort-by", "-node")
     ).stdout == "node/w1\nnode/e2\nnode/e1\n"

@@ -186,3 +186,17 @@ def task_spec(name: str = "w", gpu_count: int = 1, gpu_milli: int = 1000, replic
             cpu_milli=1000, memory_mib=1024, gpu_count=gpu_count, gpu_milli=gpu_milli, gpu_memory_mib=4096
         ),
     )
+
+
+async def node_seen(
+    api: pb_grpc.SchedulerStub, bootstrap: str, prefix: str, node_id: str, gpus: int = 4
+) -> None:
+    """Publish a node's capacity as metering would, and wait until the scheduler's view lists it."""
+    await publish(
+        bootstrap, prefix, "capacity.nodes", node_id, "NodeCapacityChanged", capacity(node_id, gpus)
+    )
+
+    async def listed() -> bool:
+        return any(n.id == node_id for n in (await api.ListNodes(pb.ListNodesRequest())).nodes)
+
+    await until(listed, what=f"node {node_id} in the capacity view")

@@ -310,4 +310,5 @@ async def test_forged_placements_are_dead_lettered_and_write_nothing_outside_the
     assert not marker.exists()
     outside = [p for p in tmp_path.rglob("*") if agent_dir not in (p, *p.parents)]
     assert outside == []
-    assert sorted(p.name for p in logs.iterdir()) == ["good-1.1.log"]
+    # The log and beside it whose it is (the tenant the logs endpoint checks).
+    assert sorted(p.name for p in logs.iterdir()) == ["good-1.1.json", "good-1.1.log"]

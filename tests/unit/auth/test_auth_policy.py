@@ -7,6 +7,7 @@ from pathlib import Path
 from suanli.api.billing.v1 import billing_pb2
 from suanli.api.routing.v1 import routing_pb2
 from suanli.api.scheduler.v1 import scheduler_pb2
+from suanli.api.sensing.v1 import agent_logs_pb2
 from suanli.auth.policy import POLICY, TenantRule, is_open, markdown
 from suanli.auth.principal import Role
 
@@ -16,7 +17,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "security.md"
 def test_every_rpc_of_every_service_has_a_rule() -> None:
     defined = {
         f"/{service.full_name}/{method.name}"
-        for module in (scheduler_pb2, billing_pb2, routing_pb2)
+        for module in (scheduler_pb2, billing_pb2, routing_pb2, agent_logs_pb2)
         for service in module.DESCRIPTOR.services_by_name.values()
         for method in service.methods
     }

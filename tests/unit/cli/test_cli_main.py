@@ -62,7 +62,7 @@ def test_a_lazy_command_runs_and_an_unknown_one_is_refused() -> None:
     ("words", "expected"),
     [
         ("suanli jo", ["job"]),
-        ("suanli job l", ["list"]),
+        ("suanli job l", ["list", "logs"]),
         ("suanli job list -o ", ["table", "wide", "name", "json", "yaml", "csv", "jsonpath="]),
     ],
 )

@@ -22,6 +22,7 @@ from suanli.eventstore.kafka_sink import RELAY_PRODUCER, KafkaOutboxSink
 from suanli.eventstore.relay import OutboxMetrics
 from suanli.infra.gc_tuning import freeze_survivors, tune_for_latency
 from suanli.infra.transient import is_transient
+from suanli.scheduling.adapters.agent_logs import AgentLogClient
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
 from suanli.scheduling.bootstrap import Components, bootstrap
 from suanli.scheduling.entrypoints.command_topic import CommandTopic
@@ -71,6 +72,7 @@ class SchedulingApp:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _leader_tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _server: Any = None
+    _agent_logs: AgentLogClient | None = None
     _view_wake: asyncio.TimerHandle | None = None
     _auth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     _command_topic: CommandTopic | None = None
@@ -91,8 +93,16 @@ class SchedulingApp:
         c = self.c
         self._queue_config = queue_config
         admission = Admission(cfg.admission_limits(), time.monotonic)
+        agent_logs = AgentLogClient(cfg.agent_ca.read_bytes() if cfg.agent_ca is not None else None)
+        self._agent_logs = agent_logs
         servicer = SchedulerServicer(
-            c.scheduler.commands, c.projection, c.capacity, c.explain, admission, history=c.store
+            c.scheduler.commands,
+            c.projection,
+            c.capacity,
+            c.explain,
+            admission,
+            history=c.store,
+            agent_logs=agent_logs,
         )
         auth = await self._auth.enter_async_context(server_auth(cfg))
         interceptors = with_tracing(() if auth is None else (auth.interceptor,))
@@ -130,6 +140,8 @@ class SchedulingApp:
         await self._close_command_topic()
         if self._server is not None:
             await self._server.stop(grace=1)
+        if self._agent_logs is not None:
+            await self._agent_logs.close()
         await self._auth.aclose()
         if self.components is not None:
             await self.components.store.close()

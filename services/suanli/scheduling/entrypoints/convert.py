@@ -15,6 +15,7 @@ from suanli.scheduling.domain.jobs import JobView, Phase, TaskRun, TaskRunState
 from suanli.scheduling.domain.jobs.history import History
 from suanli.scheduling.domain.queueing import QueueSpec
 from suanli.scheduling.domain.queueing.resources import gpu_flavour
+from suanli.scheduling.domain.queueing.start_estimate import StartEstimate
 from suanli.scheduling.service_layer.capacity import NodeView
 from suanli.scheduling.service_layer.errors import InvalidSpec
 from suanli.scheduling.service_layer.projection import Projection
@@ -34,6 +35,16 @@ LOCALITIES = {
     "region": pb.LOCALITY_REGION,
     "any": pb.LOCALITY_ANY,
 }
+
+
+def start_estimate(out: pb.Job, estimate: StartEstimate | None) -> None:
+    """A waiting job's queue position and estimated start, into its message (unset: not waiting)."""
+    if estimate is None:
+        return
+    out.queue_position, out.queue_waiting = estimate.position, estimate.waiting
+    if estimate.start_at is not None:
+        out.estimated_start_at.CopyFrom(timestamp(estimate.start_at))
+    out.estimated_start_note = estimate.note
 
 
 def timestamp(at: datetime | None) -> Timestamp:

@@ -15,24 +15,31 @@ tenant (another tenant's job or queue answers NOT_FOUND, lists hold only the cal
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health
 from grpc_reflection.v1alpha import reflection
 from opentelemetry import trace
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
+from suanli.auth.interceptor import AUTHORIZATION
 from suanli.auth.principal import tenant_of_queue
 from suanli.auth.tls import TlsSettings, add_port
+from suanli.contracts import labels as node_labels
+from suanli.errors import FailedPrecondition
 from suanli.resources import DeviceCatalogue, default_catalogue
-from suanli.rpc import rpc_errors
+from suanli.rpc import add_health, rpc_errors
+from suanli.scheduling.adapters.agent_logs import AgentLogClient
 from suanli.scheduling.domain.jobs import Actor, JobView, Phase
+from suanli.scheduling.domain.jobs.logs import LogTarget, locate
 from suanli.scheduling.domain.model import Job
 from suanli.scheduling.domain.queueing import NodeAvailability
 from suanli.scheduling.entrypoints import convert, queue_validation
@@ -47,12 +54,15 @@ from suanli.scheduling.service_layer.commands import (
     UpdateQueue,
 )
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
-from suanli.scheduling.service_layer.history import StreamReader, job_history, queue_position
+from suanli.scheduling.service_layer.history import StreamReader, job_history
 from suanli.scheduling.service_layer.job_commands import JobCommands
 from suanli.scheduling.service_layer.projection import Change, Projection
+from suanli.scheduling.service_layer.start_estimates import StartEstimates
 
 SERVICE_NAME = "suanli.scheduler.v1.Scheduler"
 JOB_STATE_NAMES = {v: k for k, v in convert.STATES.items()}
+# A follower waiting for its attempt to start looks again at least this often (and at each change).
+LOG_WAIT_POLL_S = 1.0
 Explainer = Callable[[tuple[NodeAvailability, ...], Job], Any]
 
 
@@ -68,6 +78,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         *,
         history: StreamReader,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        agent_logs: AgentLogClient | None = None,
     ) -> None:
         self.commands = commands
         self.projection = projection
@@ -77,6 +88,8 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.catalogue = catalogue or default_catalogue()
         self.history = history  # the event store DescribeJob reads a job's stream from
         self.now = now
+        self.agent_logs = agent_logs or AgentLogClient()  # StreamJobLogs' way to the nodes' agents
+        self._estimates_at: tuple[tuple[int, int], StartEstimates] | None = None
         # Shared with the command topic's consumer (docs/commands.md): one validation and admission.
         self.requests = JobRequests(commands, projection, capacity, self.admission, self.catalogue)
 
@@ -86,8 +99,21 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md).
         return self.requests.job(job_id, auth_context.sees)
 
-    def _message(self, job: JobView) -> pb.Job:
-        return convert.job_message(job, self.projection.pending_reasons.get(job.id))
+    def _message(self, job: JobView, estimates: StartEstimates | None = None) -> pb.Job:
+        out = convert.job_message(job, self.projection.pending_reasons.get(job.id))
+        if job.waiting:
+            estimates = estimates or self._estimates()
+            convert.start_estimate(out, estimates.of(job))
+        return out
+
+    def _estimates(self) -> StartEstimates:
+        """Queue estimates, replayed again once the projection moved or a second has passed (reads
+        that poll, like a dashboard's, then cost one replay per queue and second at most)."""
+        now = self.now()
+        key = (self.projection.position, int(now.timestamp()))
+        if self._estimates_at is None or self._estimates_at[0] != key:
+            self._estimates_at = (key, StartEstimates(self.projection, self.capacity, now))
+        return self._estimates_at[1]
 
     # -- RPCs ----------------------------------------------------------------------------------------
 
@@ -131,7 +157,10 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             )
             page = matching[:size]
             token = convert.encode_token(filters, page[-1].seq) if len(matching) > size else ""
-            return pb.ListJobsResponse(jobs=[self._message(j) for j in page], next_page_token=token)
+            estimates = self._estimates()  # each queue replayed once for the page
+            return pb.ListJobsResponse(
+                jobs=[self._message(j, estimates) for j in page], next_page_token=token
+            )
 
     async def CancelJob(self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
         async with rpc_errors(context):
@@ -303,10 +332,81 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             if history is None:
                 raise JobNotFound(job.id)
             out = convert.description_message(self._message(job), history, as_of)
-            position = queue_position(self.projection, job)
-            if position is not None:
-                out.queue_position, out.queue_waiting = position
+            if out.job.HasField("queue_position"):
+                out.queue_position, out.queue_waiting = out.job.queue_position, out.job.queue_waiting
             return out
+
+    async def StreamJobLogs(
+        self, request: pb.StreamJobLogsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobLogChunk]:
+        async with rpc_errors(context):
+            # The tenant check is the projection's, as for DescribeJob; the agent checks the token again.
+            job = self._job(request.job_id)
+            if request.follow:  # may stay open as long as the task runs: counted like a WatchJob stream
+                self.admission.open_watch()
+        try:
+            async for chunk in self._job_logs(job, request, context):
+                yield chunk
+        finally:
+            if request.follow:
+                self.admission.close_watch()
+
+    async def _job_logs(
+        self, job: JobView, request: pb.StreamJobLogsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobLogChunk]:
+        async with rpc_errors(context):
+            target = await self._log_target(job, request)
+            endpoint = self._logs_endpoint(target.node_id)
+            chunks = self.agent_logs.stream(
+                target.node_id,
+                endpoint,
+                target.task_id,
+                target.attempt,
+                follow=request.follow and not target.ended,
+                metadata=_forwarded(context),
+            )
+            async for data in chunks:
+                yield pb.JobLogChunk(
+                    task_id=target.task_id, attempt=target.attempt, node_id=target.node_id, data=data
+                )
+
+    async def _log_target(self, job: JobView, request: pb.StreamJobLogsRequest) -> LogTarget:
+        """The started attempt the request means; a follower waits for one not started yet."""
+        changes = self.projection.watch(job.id) if request.follow else None
+        try:
+            while True:
+                history = await job_history(self.history, job.id, self.now())
+                job = self.projection.jobs.get(job.id, job)
+                attempts = history.attempts if history is not None else ()
+                found = locate(job.id, job.spec.tasks, attempts, job.attempt, request.task, request.attempt)
+                if isinstance(found, LogTarget):
+                    return found
+                if job.phase.final:
+                    raise FailedPrecondition(
+                        f"{found.why} and the job is {job.phase.value}: it has no output"
+                    )
+                if changes is None:
+                    raise FailedPrecondition(f"{found.why}: no output yet (follow to wait for it)")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changes.get(), LOG_WAIT_POLL_S)
+        finally:
+            if changes is not None:
+                self.projection.unwatch(job.id, changes)
+
+    def _logs_endpoint(self, node_id: str) -> str:
+        """Where the node's agent serves its task logs (its label), or why there is nowhere to ask."""
+        view = self.capacity.nodes.get(node_id)
+        if view is None:
+            raise FailedPrecondition(f"node {node_id} is no longer known: its task logs cannot be reached")
+        labels = dict(view.labels)
+        if labels.get(node_labels.AGENT_MODE) == "simulated":
+            raise FailedPrecondition(f"node {node_id} is simulated: its tasks write no logs")
+        endpoint = labels.get(node_labels.LOGS_ENDPOINT)
+        if not endpoint:
+            raise FailedPrecondition(
+                f"node {node_id} serves no task logs (its agent runs without --logs-listen)"
+            )
+        return endpoint
 
     def _models(self) -> dict[str, str]:
         return {v.id: v.devices[0].model for v in self.capacity.nodes.values() if v.devices}
@@ -343,6 +443,11 @@ def _actor() -> Actor | None:
     return None if principal is None else Actor(principal.subject, principal.tenant, principal.token_id)
 
 
+def _forwarded(context: grpc.aio.ServicerContext) -> list[tuple[str, str | bytes]]:
+    """The caller's token, for the agent to check again (nothing without authentication)."""
+    return [(k, v) for k, v in context.invocation_metadata() or () if k.lower() == AUTHORIZATION]
+
+
 def _event(change: Change, message: str) -> pb.JobEvent:
     return pb.JobEvent(
         job_id=change.job.id,
@@ -368,10 +473,7 @@ async def start_server(
     """
     server = grpc.aio.server(interceptors=interceptors)
     pb_grpc.add_SchedulerServicer_to_server(servicer, server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_servicer: health.HealthServicer = add_health(server, SERVICE_NAME)
     reflection.enable_server_reflection(
         (pb.DESCRIPTOR.services_by_name["Scheduler"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME),
         server,

@@ -116,6 +116,11 @@ class SchedulingSettings(AuthSettings):
     metrics_port: int | None = shared(
         METRICS_PORT_ENV, None, ge=0, description="Port of /metrics (0 picks one; none: no endpoint)."
     )
+    agent_ca: FilePath | None = Field(
+        None,
+        description="CA (PEM) of the agents' logs-endpoint certificates: StreamJobLogs dials agents over "
+        "TLS (unset: plaintext).",
+    )
 
     def admission_limits(self) -> AdmissionLimits:
         """The API's per-tenant and per-instance limits."""

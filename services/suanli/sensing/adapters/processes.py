@@ -28,6 +28,7 @@ from suanli.sensing.adapters.confinement import (
     preexec,
     resolve_user,
 )
+from suanli.sensing.adapters.task_logs import write_owner
 from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import Placement, task_environment
 from suanli.sensing.domain.records import TaskUsage
@@ -116,6 +117,7 @@ class ProcessLauncher:
             path = (self._log_dir / f"{name}.log").resolve()
             if path.parent != self._log_dir:  # ids are validated on parsing; this is the last line
                 raise LaunchError(f"task log {path} would fall outside {self._log_dir}")
+            write_owner(self._log_dir, placement)
             output = path.open("ab")
         cgroup = None
         try:

@@ -6,11 +6,13 @@ The sensing service's command line, mounted by the root `suanli` CLI.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,6 +21,7 @@ import typer
 from suanli.sensing.entrypoints.settings import GROUP_PREFIX, SensingSettings
 
 if TYPE_CHECKING:
+    from suanli.sensing.entrypoints.logs_server import LogsEndpoint
     from suanli.sensing.entrypoints.runtime import RunSettings
     from suanli.sensing.service_layer.host import AgentHost
     from suanli.sensing.service_layer.ports import EventSink
@@ -76,6 +79,10 @@ def agent(
         typer.Option("--sim-duration", help=_help("sim_duration_s")),
     ] = None,
     task_log_dir: Annotated[Path | None, typer.Option("--task-log-dir", help=_help("task_log_dir"))] = None,
+    logs_listen: Annotated[str | None, typer.Option("--logs-listen", help=_help("logs_listen"))] = None,
+    logs_advertise: Annotated[
+        str | None, typer.Option("--logs-advertise", help=_help("logs_advertise"))
+    ] = None,
     run_as: Annotated[list[str] | None, typer.Option("--run-as", help=_help("run_as"))] = None,
     cgroup_parent: Annotated[
         Path | None, typer.Option("--cgroup-parent", file_okay=False, help=_help("cgroup_parent"))
@@ -126,6 +133,8 @@ def agent(
             grace_s=grace_s,
             sim_duration_s=sim_duration_s,
             task_log_dir=task_log_dir,
+            logs_listen=logs_listen,
+            logs_advertise=logs_advertise,
             run_as=run_as,
             cgroup_parent=cgroup_parent,
             metrics_port=metrics_port,
@@ -136,6 +145,7 @@ def agent(
             if fleet is None:
                 raise FaultError("--faults scripts a simulated fleet: it needs --simulate")
             load_faults(faults_file, fleet)  # a bad file at start is a usage error; later, only logged
+        endpoint = _logs_endpoint(settings, fleet is not None)
     except (SettingsError, FleetError, FaultError) as exc:
         raise typer.BadParameter(str(exc)) from exc
 
@@ -170,10 +180,15 @@ def agent(
             confinement=settings.confinement(),
         )
 
+        serving = endpoint
+
         def build(sink: EventSink) -> AgentHost:
-            real = build_real_agent(config, sink)
+            address = serving.address if serving is not None else ""
+            real = build_real_agent(replace(config, logs_endpoint=address), sink)
             if isinstance(real.gpu, NvmlUnavailable):
                 typer.echo(f"no GPUs: {real.gpu.reason}; reporting the host only", err=True)
+            if serving is not None:
+                serving.bind(next(iter(real.host.agents.values())))
             return real.host
 
         group = f"{GROUP_PREFIX}agent-{identity.node_id}"
@@ -189,7 +204,23 @@ def agent(
         probe_interval_s=settings.probe_interval_s,
         self_fence_s=settings.self_fence_s,
     )
-    asyncio.run(_serve(run, build, settings.probe_port, settings.metrics_port))
+    asyncio.run(_serve(run, build, settings.probe_port, settings.metrics_port, endpoint))
+
+
+def _logs_endpoint(settings: SensingSettings, simulated: bool) -> LogsEndpoint | None:
+    """The task-logs endpoint the settings ask for (None: not served); a usage error when it cannot be."""
+    if not settings.logs_listen:
+        return None
+    if simulated:
+        raise typer.BadParameter("--logs-listen serves real tasks' logs: a simulated fleet runs no processes")
+    if settings.task_log_dir is None:
+        raise typer.BadParameter("--logs-listen serves the logs --task-log-dir keeps: give both")
+    from suanli.sensing.adapters.task_logs import TaskLogs
+    from suanli.sensing.entrypoints.logs_server import LogsEndpoint
+
+    # The node id as `settings.identity` makes it.
+    logs = TaskLogs(settings.task_log_dir, settings.node_id or socket.gethostname())
+    return LogsEndpoint(logs, settings.logs_listen, settings, settings.logs_advertise)
 
 
 class _PrintSink:
@@ -216,7 +247,13 @@ async def _print_once(build: Build) -> None:
         typer.echo(f"... and {len(sink.events) - 2} more events for {len(host.agents)} nodes")
 
 
-async def _serve(settings: RunSettings, build: Build, probe_port: int, metrics_port: int | None) -> None:
+async def _serve(
+    settings: RunSettings,
+    build: Build,
+    probe_port: int,
+    metrics_port: int | None,
+    logs: LogsEndpoint | None = None,
+) -> None:
     from suanli.sensing.adapters.probes import start_probe_listener
     from suanli.sensing.entrypoints.runtime import serve
     from suanli.telemetry import setup
@@ -229,7 +266,9 @@ async def _serve(settings: RunSettings, build: Build, probe_port: int, metrics_p
         loop.add_signal_handler(sig, stop.set)
     server = await start_probe_listener("0.0.0.0", probe_port) if probe_port else None
     try:
-        await serve(settings, build, stop)
+        # The logs endpoint first: its address is one of the labels the node registers with.
+        async with logs.serving() if logs is not None else contextlib.nullcontext():
+            await serve(settings, build, stop)
     finally:
         if server is not None:
             server.close()

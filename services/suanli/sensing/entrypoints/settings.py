@@ -14,13 +14,13 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
+from suanli.auth.server import AuthSettings
 from suanli.sensing.adapters.confinement import DEFAULT_TASK_PATH, Confinement
 from suanli.sensing.adapters.probes import Peer
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.settings import (
     KAFKA_BOOTSTRAP_ENV,
     TOPIC_PREFIX_ENV,
-    ServiceSettings,
     SettingsConfigDict,
     shared,
 )
@@ -31,8 +31,11 @@ from suanli.telemetry import METRICS_PORT_ENV, METRICS_PORTS
 GROUP_PREFIX = "sensing-"
 
 
-class SensingSettings(ServiceSettings):
-    """`suanli agent`: where the node is, how often it reports, the broker it reports to."""
+class SensingSettings(AuthSettings):
+    """`suanli agent`: where the node is, how often it reports, the broker it reports to.
+
+    The authentication and TLS settings (platform-wide names) are those of its logs endpoint.
+    """
 
     model_config = SettingsConfigDict(env_prefix="SUANLI_SENSING_")
 
@@ -72,6 +75,16 @@ class SensingSettings(ServiceSettings):
         description="Simulated task length when the placement has no duration_s nor SUANLI_SIM_DURATION_S.",
     )
     task_log_dir: Path | None = Field(None, description="Write each task's output to a file here.")
+    logs_listen: str | None = Field(
+        None,
+        description="Serve the task logs (AgentLogs gRPC) on HOST:PORT (port 0 picks one); needs "
+        "--task-log-dir. Unset: not served.",
+    )
+    logs_advertise: str | None = Field(
+        None,
+        description="HOST:PORT the scheduler dials for the logs, published as the node's "
+        "suanli.io/logs-endpoint label (default: the listen host, or the host name, and the bound port).",
+    )
     task_path: str = Field(DEFAULT_TASK_PATH, min_length=1, description="PATH a task starts with.")
     task_passthrough: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="Agent environment variables handed to tasks by name (e.g. LD_LIBRARY_PATH)."

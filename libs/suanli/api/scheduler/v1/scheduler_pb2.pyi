@@ -200,7 +200,7 @@ class PendingReason(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "tasks", "pending_reason", "restarts", "submitted_at", "updated_at", "regions", "price_per_hour")
+    __slots__ = ("id", "spec", "state", "tasks", "pending_reason", "restarts", "submitted_at", "updated_at", "regions", "price_per_hour", "queue_position", "queue_waiting", "estimated_start_at", "estimated_start_note")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +211,10 @@ class Job(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     REGIONS_FIELD_NUMBER: _ClassVar[int]
     PRICE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAITING_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_START_AT_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_START_NOTE_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -221,7 +225,11 @@ class Job(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     regions: _containers.RepeatedScalarFieldContainer[str]
     price_per_hour: float
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., pending_reason: _Optional[_Union[PendingReason, _Mapping]] = ..., restarts: _Optional[int] = ..., submitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., regions: _Optional[_Iterable[str]] = ..., price_per_hour: _Optional[float] = ...) -> None: ...
+    queue_position: int
+    queue_waiting: int
+    estimated_start_at: _timestamp_pb2.Timestamp
+    estimated_start_note: str
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., pending_reason: _Optional[_Union[PendingReason, _Mapping]] = ..., restarts: _Optional[int] = ..., submitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., regions: _Optional[_Iterable[str]] = ..., price_per_hour: _Optional[float] = ..., queue_position: _Optional[int] = ..., queue_waiting: _Optional[int] = ..., estimated_start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., estimated_start_note: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -639,3 +647,27 @@ class JobDescription(_message.Message):
     queue_position: int
     queue_waiting: int
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[TaskAttempt, _Mapping]]] = ..., accounting: _Optional[_Union[JobAccounting, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., queue_position: _Optional[int] = ..., queue_waiting: _Optional[int] = ...) -> None: ...
+
+class StreamJobLogsRequest(_message.Message):
+    __slots__ = ("job_id", "task", "attempt", "follow")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task: str
+    attempt: int
+    follow: bool
+    def __init__(self, job_id: _Optional[str] = ..., task: _Optional[str] = ..., attempt: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+
+class JobLogChunk(_message.Message):
+    __slots__ = ("task_id", "attempt", "node_id", "data")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    node_id: str
+    data: bytes
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...

@@ -86,6 +86,11 @@ class SchedulerStub:
                 request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DescribeJobRequest.SerializeToString,
                 response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobDescription.FromString,
                 _registered_method=True)
+        self.StreamJobLogs = channel.unary_stream(
+                '/suanli.scheduler.v1.Scheduler/StreamJobLogs',
+                request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.StreamJobLogsRequest.SerializeToString,
+                response_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobLogChunk.FromString,
+                _registered_method=True)
         self.CreateQueue = channel.unary_unary(
                 '/suanli.scheduler.v1.Scheduler/CreateQueue',
                 request_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.CreateQueueRequest.SerializeToString,
@@ -186,6 +191,15 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamJobLogs(self, request, context):
+        """The output (stdout and stderr) of one attempt of one of the job's tasks, streamed from the agent of
+        the node it ran on through this service (a caller never needs to reach an agent; docs/api.md,
+        "Task logs"). follow: wait for the attempt to start, then stream until it has ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateQueue(self, request, context):
         """Queue administration (platform admins; docs/queues.md). Recorded as events; the queue file only
         seeds an empty store.
@@ -280,6 +294,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.DescribeJob,
                     request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DescribeJobRequest.FromString,
                     response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobDescription.SerializeToString,
+            ),
+            'StreamJobLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamJobLogs,
+                    request_deserializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.StreamJobLogsRequest.FromString,
+                    response_serializer=suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobLogChunk.SerializeToString,
             ),
             'CreateQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateQueue,
@@ -582,6 +601,33 @@ class Scheduler:
             '/suanli.scheduler.v1.Scheduler/DescribeJob',
             suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.DescribeJobRequest.SerializeToString,
             suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamJobLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/suanli.scheduler.v1.Scheduler/StreamJobLogs',
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.StreamJobLogsRequest.SerializeToString,
+            suanli_dot_scheduler_dot_v1_dot_scheduler__pb2.JobLogChunk.FromString,
             options,
             channel_credentials,
             insecure,
