@@ -89,7 +89,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.history = history  # the event store DescribeJob reads a job's stream from
         self.now = now
         self.agent_logs = agent_logs or AgentLogClient()  # StreamJobLogs' way to the nodes' agents
-        self._estimates_at: tuple[tuple[int, int], StartEstimates] | None = None
+        self._estimates_at: tuple[datetime, StartEstimates] | None = None
         # Shared with the command topic's consumer (docs/commands.md): one validation and admission.
         self.requests = JobRequests(commands, projection, capacity, self.admission, self.catalogue)
 
@@ -102,18 +102,26 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     def _message(self, job: JobView, estimates: StartEstimates | None = None) -> pb.Job:
         out = convert.job_message(job, self.projection.pending_reasons.get(job.id))
         if job.waiting:
-            estimates = estimates or self._estimates()
+            estimates = estimates or self._estimates((job,))
             convert.start_estimate(out, estimates.of(job))
         return out
 
-    def _estimates(self) -> StartEstimates:
-        """Queue estimates, replayed again once the projection moved or a second has passed (reads
-        that poll, like a dashboard's, then cost one replay per queue and second at most)."""
+    def _estimates(self, jobs: Sequence[JobView]) -> StartEstimates:
+        """Queue estimates, replayed again once the last replay is older than a second, or than ten
+        times what it cost, whichever is longer: reads that poll (a dashboard, a `--watch`) then spend
+        at most a tenth of the event loop on estimates however deep the queues. A waiting job among
+        ``jobs`` that the last replay did not see (submitted since) gets a replay at once."""
         now = self.now()
-        key = (self.projection.position, int(now.timestamp()))
-        if self._estimates_at is None or self._estimates_at[0] != key:
-            self._estimates_at = (key, StartEstimates(self.projection, self.capacity, now))
-        return self._estimates_at[1]
+        cached = self._estimates_at
+        if cached is not None:
+            at, estimates = cached
+            if (now - at).total_seconds() < max(1.0, 10 * estimates.spent_s) and all(
+                estimates.covers(j) for j in jobs if j.waiting
+            ):
+                return estimates
+        estimates = StartEstimates(self.projection, self.capacity, now)
+        self._estimates_at = (now, estimates)
+        return estimates
 
     # -- RPCs ----------------------------------------------------------------------------------------
 
@@ -157,7 +165,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             )
             page = matching[:size]
             token = convert.encode_token(filters, page[-1].seq) if len(matching) > size else ""
-            estimates = self._estimates()  # each queue replayed once for the page
+            estimates = self._estimates(page)  # each queue replayed once for the page
             return pb.ListJobsResponse(
                 jobs=[self._message(j, estimates) for j in page], next_page_token=token
             )

@@ -8,6 +8,7 @@ run on (its node selector, regions and GPU models).
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
 from suanli.scheduling.domain.jobs import JobView, TaskRun, TaskRunState
@@ -34,6 +35,12 @@ class StartEstimates:
         self._nodes = capacity.schedulable()
         self._queues: dict[str, dict[str, StartEstimate]] = {}
         self._held: tuple[Held, ...] | None = None
+        self.spent_s = 0.0  # CPU time the replays took so far (the RPC server spaces them by it)
+
+    def covers(self, job: JobView) -> bool:
+        """Whether the job's queue was replayed with the job in it (a job submitted since was not)."""
+        queue = self._queues.get(job.spec.queue)
+        return queue is None or job.id in queue
 
     def of(self, job: JobView) -> StartEstimate | None:
         """The job's position and estimated start; None for a job that is not waiting."""
@@ -47,7 +54,9 @@ class StartEstimates:
                 for j in self._projection.live.values()
                 if j.waiting and j.spec.queue == queue
             ]
+            started = time.perf_counter()
             self._queues[queue] = estimate_starts(waiting, rooms, self._held_room(), self._now)
+            self.spent_s += time.perf_counter() - started
         return self._queues[queue].get(job.id)
 
     def _held_room(self) -> tuple[Held, ...]:
