@@ -1,5 +1,5 @@
 """`suanli up --headless --duration 90` with its defaults (the demo fleet, queues and scenario), as a user
-(or CI) runs it: it must exit 0 with every submitted job final, every tenant charged and every
+(or CI) runs it, while another terminal lists jobs through the context it made current: it must exit 0 with every submitted job final, every tenant charged and every
 network-aware job within its bounds; reach each milestone of the scenario (GPU allocation above 60 %, jobs
 that wait, a borrow in a cohort, a preemption, an over-quota job with its reason, an invoice: docs/demo.md,
 "The scenario"); and leave no process behind: not a service, not the agent, not the broker, not the
@@ -15,6 +15,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -78,6 +80,9 @@ def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
     # The user's CLI config, which `suanli up` gives its context: kept out of the real ~/.suanli.
     env = {**os.environ, "SUANLI_CONFIG": str(base / "cli" / "config.yaml")}
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # Meanwhile, a person in another terminal: plain `suanli job list`, no address, no token given.
+    probe = threading.Thread(target=_list_jobs_through_the_context, args=(process, env), daemon=True)
+    probe.start()
     try:
         out, _ = process.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -85,8 +90,23 @@ def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
         process.send_signal(signal.SIGTERM)
         out, _ = process.communicate(timeout=90)
         pytest.fail(f"suanli up did not finish within {RUN_TIMEOUT_S}s:\n{out[-5000:]}")
+    probe.join(timeout=30)
     yield subprocess.CompletedProcess(argv, process.returncode, out), home
     shutil.rmtree(base, ignore_errors=True)
+
+
+LISTED: list[subprocess.CompletedProcess[str]] = []  # the other terminal's `suanli job list` answers
+
+
+def _list_jobs_through_the_context(process: subprocess.Popen[str], env: dict[str, str]) -> None:
+    """`suanli job list -o name` with only the environment a user has, until it lists jobs (or `up` ends)."""
+    argv = [sys.executable, "-m", "suanli.cli.main", "job", "list", "-o", "name", "--limit", "5"]
+    while process.poll() is None:
+        listed = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+        LISTED.append(listed)
+        if listed.returncode == 0 and listed.stdout.strip():
+            return
+        time.sleep(2)
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
@@ -104,6 +124,10 @@ def test_up_makes_its_context_current_in_the_users_cli_config(
     assert printed, result.stdout[-4000:]
     assert (context["scheduler"], context["billing"], context["routing"]) == printed.groups()
     assert context["token"] and Path(context["ca"]) == home / "tls" / "ca.pem"
+    # Another terminal's plain `suanli job list` reached the run's scheduler through it, with its token.
+    assert LISTED, "the CLI was never tried"
+    last = LISTED[-1]
+    assert last.returncode == 0 and last.stdout.split()[0].startswith("job/"), (last.stdout, last.stderr)
     # The same context as <home>/config.yaml, which a --no-context run leaves as the only copy.
     assert yaml.safe_load((home / "config.yaml").read_text())["contexts"] == [context]
 
