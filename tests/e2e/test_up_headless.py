@@ -1,9 +1,10 @@
 """`suanli up --headless --duration 90` with its defaults (the demo fleet, queues and scenario), as a user
-(or CI) runs it, while another terminal lists jobs through the context it made current: it must exit 0 with every submitted job final, every tenant charged and every
-network-aware job within its bounds; reach each milestone of the scenario (GPU allocation above 60 %, jobs
-that wait, a borrow in a cohort, a preemption, an over-quota job with its reason, an invoice: docs/demo.md,
-"The scenario"); and leave no process behind: not a service, not the agent, not the broker, not the
-embedded PostgreSQL it started. One run serves every test of the module."""
+(or CI) runs it, while another terminal lists jobs through the context it made current: it must exit 0
+with every submitted job final, every tenant charged and every network-aware job within its bounds;
+reach each milestone of the scenario (GPU allocation above 60 %, jobs that wait, a borrow in a cohort, a
+preemption, an over-quota job with its reason, an invoice: docs/demo.md, "The scenario"); and leave no
+process behind: not a service, not the agent, not the broker, not the embedded PostgreSQL it started.
+One run serves every test of the module."""
 
 from __future__ import annotations
 
