@@ -8,8 +8,10 @@ enough to continue the trace (``tracestate`` and baggage are not kept; the platf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from types import TracebackType
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -110,6 +112,75 @@ def batch_span(
         links=links_of(values) if len(distinct) > 1 else (),
         attributes={**(attributes or {}), "batch.traces": len(distinct)},
     )
+
+
+class SpansPerTrace:
+    """One span per distinct trace among the items of a batch: outputs stay in their input's trace.
+
+    For work whose outputs must continue their input's trace (a usage record its task's, a placement
+    its job's) where one batch span would have to start a trace of its own.
+
+    `scope(traceparent)` makes the span of that trace current for the block (created on first use, a
+    child of the span ``traceparent`` names, linked to ``links``: the batch or cycle it ran in); items
+    of one trace share a span (``key`` groups otherwise, e.g. one per job). Every span starts when the
+    batch started and ends when the whole batch does (its outputs are committed together), so its
+    duration is the batch's. Items without a traceparent get one span in the current context.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        links: Sequence[Link] = (),
+        tracer_name: str = "suanli",
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+    ) -> None:
+        self._name = name
+        self._attributes = dict(attributes or {})
+        self._links = list(links)
+        self._tracer_name = tracer_name
+        self._kind = kind
+        self._start_ns = time.time_ns()
+        self._spans: dict[str, Span] = {}
+        self._items: dict[str, int] = {}
+
+    def __enter__(self) -> SpansPerTrace:
+        self._start_ns = time.time_ns()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for key, span in self._spans.items():
+            span.set_attribute("records", self._items[key])
+            if exc is not None:
+                record_error(span, exc)
+            span.end()
+        self._spans.clear()
+
+    def span(self, traceparent: str | None, key: str | None = None) -> Span:
+        """The span of ``traceparent``'s trace (or of ``key``), started on first use."""
+        parent = context_of(traceparent)
+        if key is None:
+            key = format(trace.get_current_span(parent).get_span_context().trace_id, "032x") if parent else ""
+        found = self._spans.get(key)
+        if found is None:
+            found = self._spans[key] = tracer(self._tracer_name).start_span(
+                self._name,
+                context=parent,
+                kind=self._kind,
+                links=self._links,
+                attributes=self._attributes,
+                start_time=self._start_ns,
+            )
+            self._items[key] = 0
+        self._items[key] += 1
+        return found
+
+    def scope(self, traceparent: str | None, key: str | None = None) -> AbstractContextManager[Span]:
+        """Make the span of ``traceparent``'s trace (or of ``key``) current for the block."""
+        return trace.use_span(self.span(traceparent, key), end_on_exit=False)
 
 
 @contextmanager
