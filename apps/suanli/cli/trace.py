@@ -32,6 +32,8 @@ TRACES_ENV = "SUANLI_TRACES_URL"
 BUILTIN_TRACES = "http://127.0.0.1:16686"
 SUBMIT = "suanli.scheduler.v1.Scheduler/SubmitJob"
 TIMEOUT_S = 10.0
+# The attributes that say what a span was about, as the timeline's detail.
+DETAIL_TAGS = ("suanli.event_name", "messaging.destination.name", "messaging.destination.names", "node_id")
 
 TracesOption = Annotated[
     str,
@@ -68,14 +70,21 @@ class Hop:
     def detail(self) -> str:
         """What the span was about, in a few words (the event, topic or node)."""
         tags = self.tags
-        parts = [
-            str(tags[k])
-            for k in ("suanli.event_name", "messaging.destination.name", "messaging.destination.names", "node_id")
-            if tags.get(k) not in (None, "")
-        ]
+        parts = [_plain(tags[k]) for k in DETAIL_TAGS if tags.get(k) not in (None, "")]
         if tags.get("error"):
             parts.append("ERROR")
         return " ".join(dict.fromkeys(parts))
+
+
+def _plain(value: Any) -> str:
+    """A tag's value as text; an array attribute (Jaeger sends it as JSON text) as its items."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            items = json.loads(value)
+        except ValueError:
+            return value
+        return " ".join(str(i) for i in items) if isinstance(items, list) else value
+    return str(value)
 
 
 def traces_url(given: str) -> str:

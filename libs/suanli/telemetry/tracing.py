@@ -152,11 +152,12 @@ class SpansPerTrace:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        end = time.time_ns()
         for key, span in self._spans.items():
             span.set_attribute("records", self._items[key])
             if exc is not None:
                 record_error(span, exc)
-            span.end()
+            span.end(end_time=end)
         self._spans.clear()
 
     def span(self, traceparent: str | None, key: str | None = None) -> Span:
