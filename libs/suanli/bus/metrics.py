@@ -65,5 +65,9 @@ class BusMetrics:
             if highwater is None or position is None:
                 continue
             per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(0, highwater - position)
+        self.set_lags(per_topic)
+
+    def set_lags(self, per_topic: dict[str, int]) -> None:
+        """Each topic's lag, summed over this member's partitions of it."""
         for topic, lag in per_topic.items():
             self._lag.set(lag, {"group": self._group, "topic": topic})

@@ -86,6 +86,7 @@ class MeteringApp:
             settings.bootstrap,
             partitions=self.names.partitions,
             fetch_wait_ms=settings.fetch_wait_ms,
+            metrics=bus_metrics,
         )
         self._dlq: dict[str, Any] = {}
         self._partitioner = DefaultPartitioner()
