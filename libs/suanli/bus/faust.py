@@ -25,7 +25,7 @@ from faust.types import AppT
 
 from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.headers import Headers
-from suanli.bus.metrics import BusMetrics
+from suanli.bus.metrics import BusMetrics, lags
 from suanli.bus.security import kafka_security
 
 
@@ -96,17 +96,15 @@ def stream_lags(consumer: Any) -> dict[str, int]:
     The ends are the high watermarks fetch responses carry (no ListOffsets request, as for the bus
     consumer); the positions are faust's read offsets, the last record given to a stream (faust has no
     public accessor for them). Partitions not read by a stream (table changelogs, not fetched yet) are
-    left out; on Tansu a high watermark can trail by part of a batch, hence the clamp at zero.
+    left out.
     """
     read: Mapping[Any, int | None] = getattr(consumer, "_read_offset", {})
-    per_topic: dict[str, int] = {}
-    for tp in consumer.assignment():
+
+    def position(tp: Any) -> int | None:
         offset = read.get(tp)
-        highwater = consumer.highwater(tp)
-        if offset is None or highwater is None:
-            continue
-        per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(0, highwater - (offset + 1))
-    return per_topic
+        return None if offset is None else offset + 1
+
+    return lags(consumer.assignment(), consumer.highwater, position)
 
 
 def processor_app(
