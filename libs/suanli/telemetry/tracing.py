@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 
 from opentelemetry import context as otel_context
@@ -114,6 +115,34 @@ def batch_span(
     )
 
 
+@dataclass(eq=False, slots=True)
+class _Group:
+    span: Span
+    context: Context  # the span made current, built once for all of the group's items
+    items: int = 0
+
+
+class _Scope:
+    """The group's span current for a block; an error leaving the block is recorded on it."""
+
+    __slots__ = ("_group", "_token")
+
+    def __init__(self, group: _Group) -> None:
+        self._group = group
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        self._token = otel_context.attach(self._group.context)
+        return self._group.span
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+        if exc is not None:
+            record_error(self._group.span, exc)
+
+
 class SpansPerTrace:
     """One span per distinct trace among the items of a batch: outputs stay in their input's trace.
 
@@ -124,7 +153,8 @@ class SpansPerTrace:
     child of the span ``traceparent`` names, linked to ``links``: the batch or cycle it ran in); items
     of one trace share a span (``key`` groups otherwise, e.g. one per job). Every span starts when the
     batch started and ends when the whole batch does (its outputs are committed together), so its
-    duration is the batch's. Items without a traceparent get one span in the current context.
+    duration is the batch's. Items without a traceparent get one span in the current context. A
+    ``traceparent`` seen before in the batch costs a dictionary lookup (bench/tracing.py).
     """
 
     def __init__(
@@ -142,8 +172,8 @@ class SpansPerTrace:
         self._tracer_name = tracer_name
         self._kind = kind
         self._start_ns = time.time_ns()
-        self._spans: dict[str, Span] = {}
-        self._items: dict[str, int] = {}
+        self._groups: dict[str, _Group] = {}  # by trace id (or key)
+        self._seen: dict[tuple[str | None, str | None], _Group] = {}  # by (traceparent, key) as given
 
     def __enter__(self) -> SpansPerTrace:
         self._start_ns = time.time_ns()
@@ -153,21 +183,25 @@ class SpansPerTrace:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         end = time.time_ns()
-        for key, span in self._spans.items():
-            span.set_attribute("records", self._items[key])
+        for group in self._groups.values():
+            group.span.set_attribute("records", group.items)
             if exc is not None:
-                record_error(span, exc)
-            span.end(end_time=end)
-        self._spans.clear()
+                record_error(group.span, exc)
+            group.span.end(end_time=end)
+        self._groups.clear()
+        self._seen.clear()
 
-    def span(self, traceparent: str | None, key: str | None = None) -> Span:
-        """The span of ``traceparent``'s trace (or of ``key``), started on first use."""
+    def _group(self, traceparent: str | None, key: str | None) -> _Group:
+        given = (traceparent, key)
+        found = self._seen.get(given)
+        if found is not None:
+            return found
         parent = context_of(traceparent)
         if key is None:
             key = format(trace.get_current_span(parent).get_span_context().trace_id, "032x") if parent else ""
-        found = self._spans.get(key)
+        found = self._groups.get(key)
         if found is None:
-            found = self._spans[key] = tracer(self._tracer_name).start_span(
+            span = tracer(self._tracer_name).start_span(
                 self._name,
                 context=parent,
                 kind=self._kind,
@@ -175,13 +209,15 @@ class SpansPerTrace:
                 attributes=self._attributes,
                 start_time=self._start_ns,
             )
-            self._items[key] = 0
-        self._items[key] += 1
+            found = self._groups[key] = _Group(span, trace.set_span_in_context(span))
+        self._seen[given] = found
         return found
 
     def scope(self, traceparent: str | None, key: str | None = None) -> AbstractContextManager[Span]:
-        """Make the span of ``traceparent``'s trace (or of ``key``) current for the block."""
-        return trace.use_span(self.span(traceparent, key), end_on_exit=False)
+        """Make the span of ``traceparent``'s trace (or of ``key``) current for the block (one item)."""
+        group = self._group(traceparent, key)
+        group.items += 1
+        return _Scope(group)
 
 
 @contextmanager
