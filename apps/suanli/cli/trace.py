@@ -13,6 +13,7 @@ splits the job's path into phases between landmark spans (queue, placement, deli
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -32,6 +33,7 @@ TRACES_ENV = "SUANLI_TRACES_URL"
 BUILTIN_TRACES = "http://127.0.0.1:16686"
 SUBMIT = "suanli.scheduler.v1.Scheduler/SubmitJob"
 TIMEOUT_S = 10.0
+LOOKBACK_US = 30 * 24 * 3600 * 1_000_000  # how far back a job's traces are searched
 # The attributes that say what a span was about, as the timeline's detail.
 DETAIL_TAGS = ("suanli.event_name", "messaging.destination.name", "messaging.destination.names", "node_id")
 
@@ -134,10 +136,13 @@ def _hops(trace: dict[str, Any]) -> list[Hop]:
 def job_hops(base: str, job_id: str) -> list[Hop]:
     """Every span of the traces holding a span tagged with the job, by start time."""
     services = _get(base, "/api/services").get("data") or []
+    # A search window wide enough for any job the store still holds (the trace store ignores it).
+    end_us = time.time_ns() // 1000
+    window = {"start": str(end_us - LOOKBACK_US), "end": str(end_us), "limit": "20"}
     tags = json.dumps({"job_id": job_id})
     found: dict[str, Hop] = {}
     for service in services:
-        answer = _get(base, "/api/traces", {"service": service, "tags": tags, "limit": "20"})
+        answer = _get(base, "/api/traces", {"service": service, "tags": tags, **window})
         for trace in answer.get("data") or []:
             for hop in _hops(trace):
                 found.setdefault(hop.span_id, hop)
