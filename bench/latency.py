@@ -345,6 +345,8 @@ def main() -> None:
             database=f"suanli_bench_{secrets.token_hex(4)}",
             snapshot_interval_s=args.interval,
             scheduling_interval_s=0.2,
+            # Measured as before the trace store existed (docs/BENCHMARKS.md): no span export.
+            traces=False,
             **network,
         )
         with Stack(config) as stack:

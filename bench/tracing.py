@@ -5,7 +5,8 @@ the SDK with nothing exporting (a service without OTLP), and the SDK exporting t
 "Before" is the span as the consumer started it until the trace-map change (name and kind only, a tracer
 fetched once); "after" is `EventConsumer._handle`'s span now (tracer looked up per record, eight
 attributes when the span records). Also the outbox side: `current_traceparent()` per append and the
-relay's batch span.
+relay's batch span; and a metering batch of 100 records handled under one `batch_span` (one span, the
+records' traces as links) against `SpansPerTrace` (one span per trace, each record handled in its own).
 
     .venv/bin/python bench/tracing.py
 """
@@ -23,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from suanli import telemetry
 from suanli.telemetry import batch_span, current_traceparent, extract_context, tracer
+from suanli.telemetry.tracing import SpansPerTrace
 
 N = 20_000
 HEADERS = [("event-id", b"e"), ("traceparent", b"00-" + b"a" * 32 + b"-" + b"b" * 16 + b"-01")]
@@ -69,12 +71,14 @@ def _per_call_us(fn: Callable[[], None]) -> float:
     return min(timeit.repeat(fn, number=N, repeat=5)) / N * 1e6
 
 
-def _paired_us(a: Callable[[], None], b: Callable[[], None], rounds: int = 15) -> tuple[float, float]:
+def _paired_us(
+    a: Callable[[], None], b: Callable[[], None], rounds: int = 15, number: int = N // 4
+) -> tuple[float, float]:
     """Best per-call time of ``a`` and of ``b``, measured in alternation so machine load hits both alike."""
     best_a = best_b = float("inf")
     for _ in range(rounds):
-        best_a = min(best_a, timeit.timeit(a, number=N // 4) / (N // 4) * 1e6)
-        best_b = min(best_b, timeit.timeit(b, number=N // 4) / (N // 4) * 1e6)
+        best_a = min(best_a, timeit.timeit(a, number=number) / number * 1e6)
+        best_b = min(best_b, timeit.timeit(b, number=number) / number * 1e6)
     return best_a, best_b
 
 
@@ -95,6 +99,40 @@ def _row(label: str) -> None:
     )
 
 
+BATCH = 100
+
+
+def _parents(distinct: int) -> list[str]:
+    out = []
+    for i in range(distinct):
+        with tracer("bench").start_as_current_span(f"in{i}"):
+            value = current_traceparent()
+        assert value is not None
+        out.append(value)
+    return [out[i % distinct] for i in range(BATCH)]
+
+
+def _batch_row(label: str) -> None:
+    cells = []
+    for distinct in (1, BATCH):
+        records = _parents(distinct)
+
+        def one_span(records: list[str] = records) -> None:
+            with batch_span("metering.window", records, {"records": BATCH}):
+                for _ in records:
+                    pass
+
+        def per_trace(records: list[str] = records) -> None:
+            with SpansPerTrace("metering.window", attributes={"batch.records": BATCH}) as spans:
+                for record in records:
+                    with spans.scope(record):
+                        pass
+
+        a, b = _paired_us(one_span, per_trace, rounds=7, number=100)
+        cells.append(f"{a:.0f} → {b:.0f} µs")
+    print(f"| {label} | {cells[0]} | {cells[1]} |")
+
+
 def main() -> int:
     print(
         f"{platform.node()} CPython {sys.version.split()[0]}: best of 15 alternating rounds of {N // 4} calls"
@@ -108,6 +146,13 @@ def main() -> int:
     handle = telemetry.setup("bench", span_exporter=InMemorySpanExporter())
     _row("SDK, in-memory exporter")
     handle.shutdown()
+    print(f"\nmetering batch of {BATCH} records, one batch_span → SpansPerTrace, per batch:")
+    print(f"| provider | 1 trace | {BATCH} traces |")
+    print("|---|---|---|")
+    for label, exporter in (("SDK, no exporter", None), ("SDK, in-memory exporter", InMemorySpanExporter())):
+        handle = telemetry.setup("bench", span_exporter=exporter)
+        _batch_row(label)
+        handle.shutdown()
     return 0
 
 

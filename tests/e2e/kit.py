@@ -53,6 +53,8 @@ def stack_config(home: Path, **overrides: Any) -> StackConfig:
         "database": f"suanli_e2e_{secrets.token_hex(4)}",
         "snapshot_interval_s": 1.0,
         "scheduling_interval_s": 0.2,
+        # No trace store unless a test asks for one (test_e2e_traces): exporting costs CPU on 2 cores.
+        "traces": False,
     }
     return StackConfig(**(values | overrides))
 

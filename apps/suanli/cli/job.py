@@ -1,4 +1,4 @@
-"""`suanli job ...`: submit a YAML job spec, inspect, list, cancel, watch and explain jobs."""
+"""`suanli job ...`: submit a YAML job spec, inspect, list, cancel, watch, explain and trace jobs."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ from suanli.cli.render import (
     to_data,
 )
 from suanli.cli.selectors import Selector, SelectorOption, in_subtree
+from suanli.cli.trace import TracesOption, show_trace
 from suanli.cli.watching import IntervalOption, WatchOption
 
 if TYPE_CHECKING:
@@ -377,6 +378,24 @@ def explain(
         job_id = resolve(stub, job, queue).id
         explained = stub.ExplainJob(pb.ExplainJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
     emit(output, to_data(explained), explanation(explained), name=f"job/{job_id}")
+
+
+@app.command()
+def trace(
+    job: JobRef,
+    queue: QueueFilter = "",
+    traces: TracesOption = "",
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+    address: SchedulerOption = DEFAULT_ADDRESS,
+) -> None:
+    """Show the job's timeline across services from its traces: each span (service, name, start offset
+    from the submission, duration) and where the time went (queue, placement, delivery, start, run,
+    metering, charge). Spans are read from a Jaeger query API (--traces)."""
+    with scheduler(address) as stub:
+        job_id = resolve(stub, job, queue).id
+    show_trace(job_id, traces, output, no_headers=no_headers, sort_by=sort_by)
 
 
 # `suanli job logs`: its own module (the stream from the node's agent), listed with the job commands.

@@ -26,6 +26,7 @@ from suanli.infra.net import free_loopback_port, preferred_loopback_port
 from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgres
 from suanli.platform.health import grpc_serving
 from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
+from suanli.telemetry.spanstore import SpanStoreServer
 
 # The per-service DSN variables, which win over SUANLI_PG_DSN in each service's settings.
 SERVICE_DSN_ENVS = ("SUANLI_SCHEDULING_PG_DSN", "SUANLI_BILLING_PG_DSN", "SUANLI_ROUTING_PG_DSN")
@@ -79,6 +80,11 @@ class StackConfig:
     # The services' well-known ports (scheduler 50051, billing 50055, routing 50053: the CLI's built-in
     # defaults) where free, else any; off, every port is picked at random (tests running side by side).
     well_known_ports: bool = False
+    # A trace store (suanli.telemetry.spanstore) every process exports its spans to over OTLP/gRPC;
+    # the CLI context's `traces` entry points `suanli job trace` at its query API.
+    traces: bool = True
+    # The batch span processor's delay: spans reach the store this long after they end at most.
+    trace_export_delay_ms: int = 500
 
 
 # The CLI's built-in addresses (suanli.client.config): a platform on these is found with no config at all.
@@ -100,6 +106,7 @@ class Stack:
     admin_token: str = ""
     client_config: Path | None = None
     ca: bytes | None = None  # the CA the servers' certificates chain to; None: plaintext
+    spans: SpanStoreServer | None = None  # the trace store, when `StackConfig.traces`
     # Each service's /metrics port by its name in the supervisor, picked when it is first started and
     # kept across restarts, so a scraper (the metrics test, a local Prometheus) knows where to look.
     metrics_ports: dict[str, int] = field(default_factory=dict)
@@ -132,6 +139,7 @@ class Stack:
             "SUANLI_METRICS_PORT": "0",
             **self._auth_env(),
             **self._tls_env(),
+            **(self.spans.env(self.config.trace_export_delay_ms) if self.spans is not None else {}),
         }
 
     def _tls_env(self) -> dict[str, str]:
@@ -176,6 +184,8 @@ class Stack:
         if cfg.database:
             self.pg = _fresh_database(self.pg, cfg.database)
         asyncio.run(ensure_topics(self.bootstrap, CATALOGUE, prefix=cfg.topic_prefix))
+        if cfg.traces:
+            self.spans = SpanStoreServer().start()
         self.scheduler_addr = self._address("scheduler")
         self.billing_addr = self._address("billing")
         self.routing_addr = self._address("routing")
@@ -218,6 +228,7 @@ class Stack:
             "scheduler": self.scheduler_addr,
             "billing": self.billing_addr,
             "routing": self.routing_addr,
+            **({"traces": self.spans.query_url} if self.spans is not None else {}),
         }
         ca = str(DevCertificates.under(self.config.home / "tls").ca) if self.config.tls else ""
         return Context("up", servers, self.admin_token, ca)
@@ -342,6 +353,9 @@ class Stack:
 
     def stop(self) -> None:
         self.supervisor.stop_all()
+        if self.spans is not None:
+            # After the services: their last spans are flushed to it as they shut down.
+            self.spans.stop()
         if self.broker is not None:
             self.broker.stop()
             self.broker = None

@@ -459,6 +459,13 @@ def run_up(options: UpOptions, console: Console) -> int:
             )
             metrics = ", ".join(f"{name} :{port}" for name, port in sorted(stack.metrics_ports.items()))
             console.print(f"/metrics on 127.0.0.1: {metrics}")
+            if stack.spans is not None:
+                console.print(
+                    f"traces: {stack.spans.query_url} (Jaeger query API; `suanli job trace JOB`), "
+                    f"OTLP/gRPC in at {stack.spans.otlp_endpoint}",
+                    markup=False,
+                    soft_wrap=True,
+                )
             web = _start_console(stack, console)
             run.endpoints = _endpoints(stack, web)
             run.wait_for_fleet(expected_nodes)

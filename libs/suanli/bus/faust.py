@@ -25,6 +25,7 @@ from faust.types import AppT
 
 from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.headers import Headers
+from suanli.bus.metrics import BusMetrics, lags
 from suanli.bus.security import kafka_security
 
 
@@ -85,7 +86,30 @@ def broker_urls(bootstrap: str) -> list[str]:
     return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
 
 
-def processor_app(group_id: str, bootstrap: str, *, partitions: int, fetch_wait_ms: int) -> Any:
+# How often a faust worker reports its consumer lag (the bus consumer reports it after every fetch).
+LAG_INTERVAL_S = 2.0
+
+
+def stream_lags(consumer: Any) -> dict[str, int]:
+    """Records between what a faust consumer handed its streams and the partition ends, per topic.
+
+    The ends are the high watermarks fetch responses carry (no ListOffsets request, as for the bus
+    consumer); the positions are faust's read offsets, the last record given to a stream (faust has no
+    public accessor for them). Partitions not read by a stream (table changelogs, not fetched yet) are
+    left out.
+    """
+    read: Mapping[Any, int | None] = getattr(consumer, "_read_offset", {})
+
+    def position(tp: Any) -> int | None:
+        offset = read.get(tp)
+        return None if offset is None else offset + 1
+
+    return lags(consumer.assignment(), consumer.highwater, position)
+
+
+def processor_app(
+    group_id: str, bootstrap: str, *, partitions: int, fetch_wait_ms: int, metrics: BusMetrics | None = None
+) -> Any:
     """A faust app set up the way the platform's stream processors need on any Kafka-protocol broker.
 
     Tansu answers ListOffsets(latest) with the base offset of the last batch + 1, and faust's changelog
@@ -93,6 +117,7 @@ def processor_app(group_id: str, bootstrap: str, *, partitions: int, fetch_wait_
     batch. faust's 60 s group timeouts hold a fresh group's first join for half a minute on Tansu and
     leave a crashed worker's partitions idle for a minute; the bus consumer uses 10 s as well. The fetch
     wait is the processor's own (``ShortFetchTransport``), set before anything creates the consumer.
+    With ``metrics``, a timer reports the worker's consumer lag (`stream_lags`).
     """
     app: Any = faust.App(
         group_id,
@@ -111,4 +136,10 @@ def processor_app(group_id: str, bootstrap: str, *, partitions: int, fetch_wait_
         broker_heartbeat_interval=1.0,
     )
     app.transport = ShortFetchTransport(app, fetch_max_wait_ms=fetch_wait_ms)
+    if metrics is not None:
+        # suanli_consumer_lag for the worker's streams, as every bus consumer serves it.
+        @app.timer(LAG_INTERVAL_S, name="suanli.consumer-lag")
+        async def report_lag() -> None:
+            metrics.set_lags(stream_lags(app.consumer))
+
     return app

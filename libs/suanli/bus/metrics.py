@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from opentelemetry import metrics
 
@@ -12,6 +15,23 @@ from suanli.telemetry.names import (
     DEAD_LETTERED,
     described,
 )
+
+
+def lags(
+    partitions: Iterable[Any], highwater: Callable[[Any], int | None], position: Callable[[Any], int | None]
+) -> dict[str, int]:
+    """Per topic, the records between each partition's ``position`` and its ``highwater``, summed.
+
+    Partitions without either are left out. On Tansu the high watermark can trail by part of a batch,
+    hence the clamp at zero.
+    """
+    per_topic: dict[str, int] = {}
+    for tp in partitions:
+        end, at = highwater(tp), position(tp)
+        if end is None or at is None:
+            continue
+        per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(0, end - at)
+    return per_topic
 
 
 class BusMetrics:
@@ -54,16 +74,10 @@ class BusMetrics:
         self._retries.add(1, self._of(topic))
 
     def observe_lag(self, consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int]) -> None:
-        """Lag from the high watermarks fetch responses carry, so it costs no ListOffsets request.
+        """Lag from the high watermarks fetch responses carry, so it costs no ListOffsets request."""
+        self.set_lags(lags(consumer.assignment(), consumer.highwater, positions.get))
 
-        On Tansu the high watermark can trail by part of a batch, hence the clamp at zero.
-        """
-        per_topic: dict[str, int] = {}
-        for tp in consumer.assignment():
-            highwater = consumer.highwater(tp)
-            position = positions.get(tp)
-            if highwater is None or position is None:
-                continue
-            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(0, highwater - position)
+    def set_lags(self, per_topic: dict[str, int]) -> None:
+        """Each topic's lag, summed over this member's partitions of it."""
         for topic, lag in per_topic.items():
             self._lag.set(lag, {"group": self._group, "topic": topic})

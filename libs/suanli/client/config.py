@@ -8,6 +8,7 @@ The file (``SUANLI_CONFIG``, default ``~/.suanli/config.yaml``; `suanli up` writ
         scheduler: 127.0.0.1:50051
         billing: 127.0.0.1:50055
         routing: 127.0.0.1:50053
+        traces: http://127.0.0.1:16686   # optional: where `suanli job trace` reads spans
         token: eyJhbGciOi...        # or token-file: /path/to/token
         ca: /path/to/ca.pem         # optional: talk TLS, trusting this CA
 
@@ -29,7 +30,8 @@ TOKEN_ENV = "SUANLI_TOKEN"
 CONTEXT_ENV = "SUANLI_CONTEXT"
 CA_ENV = "SUANLI_CA"
 DEFAULT_CONFIG = Path("~/.suanli/config.yaml")
-SERVERS = ("scheduler", "billing", "routing")
+# `traces`: the base URL of a Jaeger query API (compose: Jaeger's :16686; `suanli up`: its trace store).
+SERVERS = ("scheduler", "billing", "routing", "traces")
 
 
 class ConfigError(ValueError):

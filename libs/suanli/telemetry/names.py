@@ -173,7 +173,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "gauge",
         "1",
         ("group", "topic"),
-        "every consumer (bus)",
+        "every consumer: the bus's (scheduling, billing, sensing) and the faust workers' (metering, routing)",
         "Records between a consumer group's position and the partition end, summed over partitions.",
     ),
     MetricSpec(

@@ -7,7 +7,8 @@ configured:
   ``service.version``, ``service.instance.id``; ``OTEL_RESOURCE_ATTRIBUTES`` adds more);
 - a Prometheus ``/metrics`` endpoint when a port is given (argument or ``SUANLI_METRICS_PORT``; 0 picks a
   free port, reported as :attr:`Telemetry.metrics_port`);
-- OTLP http/protobuf export of traces and/or metrics only when the standard ``OTEL_EXPORTER_OTLP_*ENDPOINT``
+- OTLP export of traces (http/protobuf, or gRPC with ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc``) and/or
+  metrics (http/protobuf) only when the standard ``OTEL_EXPORTER_OTLP_*ENDPOINT``
   variables say where to, so a laptop run without a collector never stalls on connection errors.
 
 OpenTelemetry lets a process install its global providers once. The first :func:`setup` installs them; a
@@ -199,9 +200,7 @@ def setup(
             if span_exporter is not None:
                 tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
             if otlp_traces:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-                tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+                tracer_provider.add_span_processor(BatchSpanProcessor(_otlp_span_exporter()))
             meter_provider = MeterProvider(
                 resource=resource,
                 metric_readers=readers,
@@ -268,6 +267,8 @@ def _resource(service_name: str, service_version: str | None, instance_id: str |
             "service.namespace": NAMESPACE,
             "service.version": service_version,
             "service.instance.id": instance_id,
+            # Several processes may share a service name (replicas, a restart): spans say which one.
+            "process.pid": os.getpid(),
         }
     )
 
@@ -288,6 +289,22 @@ def _metrics_port(explicit: int | None) -> int | None:
     return port
 
 
+def _protocol(signal: str) -> str:
+    return os.environ.get(
+        f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+    ).strip()
+
+
+def _otlp_span_exporter() -> SpanExporter:
+    if _protocol("TRACES") == "grpc":
+        from suanli.telemetry.otlp import GrpcSpanExporter
+
+        return GrpcSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
+
+
 def _otlp_enabled(signal: str) -> bool:
     # OTEL_{TRACES,METRICS}_EXPORTER=none is the standard way to switch a signal off even when an
     # endpoint is inherited from the environment.
@@ -295,14 +312,14 @@ def _otlp_enabled(signal: str) -> bool:
         return False
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    protocol = os.environ.get(
-        f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-    ).strip()
+    protocol = _protocol(signal)
     enabled = bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
         or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "").strip()
     )
-    if enabled and protocol and protocol != "http/protobuf":
+    # Spans also go over gRPC (suanli.telemetry.otlp); metrics only over http/protobuf.
+    supported = ("http/protobuf", "grpc") if signal == "TRACES" else ("http/protobuf",)
+    if enabled and protocol and protocol not in supported:
         log.warning("OTLP protocol %r is not supported; exporting %s with http/protobuf", protocol, signal)
     return enabled
 

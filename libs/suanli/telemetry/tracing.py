@@ -8,8 +8,11 @@ enough to continue the trace (``tracestate`` and baggage are not kept; the platf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from types import TracebackType
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -110,6 +113,111 @@ def batch_span(
         links=links_of(values) if len(distinct) > 1 else (),
         attributes={**(attributes or {}), "batch.traces": len(distinct)},
     )
+
+
+@dataclass(eq=False, slots=True)
+class _Group:
+    span: Span
+    context: Context  # the span made current, built once for all of the group's items
+    items: int = 0
+
+
+class _Scope:
+    """The group's span current for a block; an error leaving the block is recorded on it."""
+
+    __slots__ = ("_group", "_token")
+
+    def __init__(self, group: _Group) -> None:
+        self._group = group
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        self._token = otel_context.attach(self._group.context)
+        return self._group.span
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+        if exc is not None:
+            record_error(self._group.span, exc)
+
+
+class SpansPerTrace:
+    """One span per distinct trace among the items of a batch: outputs stay in their input's trace.
+
+    For work whose outputs must continue their input's trace (a usage record its task's, a placement
+    its job's) where one batch span would have to start a trace of its own.
+
+    `scope(traceparent)` makes the span of that trace current for the block (created on first use, a
+    child of the span ``traceparent`` names, linked to ``links``: the batch or cycle it ran in); items
+    of one trace share a span (``key`` groups otherwise, e.g. one per job). Every span starts when the
+    batch started and ends when the whole batch does (its outputs are committed together), so its
+    duration is the batch's. Items without a traceparent get one span in the current context. A
+    ``traceparent`` seen before in the batch costs a dictionary lookup (bench/tracing.py).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        links: Sequence[Link] = (),
+        tracer_name: str = "suanli",
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+    ) -> None:
+        self._name = name
+        self._attributes = dict(attributes or {})
+        self._links = list(links)
+        self._tracer_name = tracer_name
+        self._kind = kind
+        self._start_ns = time.time_ns()
+        self._groups: dict[str, _Group] = {}  # by trace id (or key)
+        self._seen: dict[tuple[str | None, str | None], _Group] = {}  # by (traceparent, key) as given
+
+    def __enter__(self) -> SpansPerTrace:
+        self._start_ns = time.time_ns()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        end = time.time_ns()
+        for group in self._groups.values():
+            group.span.set_attribute("records", group.items)
+            if exc is not None:
+                record_error(group.span, exc)
+            group.span.end(end_time=end)
+        self._groups.clear()
+        self._seen.clear()
+
+    def _group(self, traceparent: str | None, key: str | None) -> _Group:
+        given = (traceparent, key)
+        found = self._seen.get(given)
+        if found is not None:
+            return found
+        parent = context_of(traceparent)
+        if key is None:
+            key = format(trace.get_current_span(parent).get_span_context().trace_id, "032x") if parent else ""
+        found = self._groups.get(key)
+        if found is None:
+            span = tracer(self._tracer_name).start_span(
+                self._name,
+                context=parent,
+                kind=self._kind,
+                links=self._links,
+                attributes=self._attributes,
+                start_time=self._start_ns,
+            )
+            found = self._groups[key] = _Group(span, trace.set_span_in_context(span))
+        self._seen[given] = found
+        return found
+
+    def scope(self, traceparent: str | None, key: str | None = None) -> AbstractContextManager[Span]:
+        """Make the span of ``traceparent``'s trace (or of ``key``) current for the block (one item)."""
+        group = self._group(traceparent, key)
+        group.items += 1
+        return _Scope(group)
 
 
 @contextmanager

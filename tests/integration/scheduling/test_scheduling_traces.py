@@ -107,13 +107,23 @@ async def test_placement_record_and_its_consumer_continue_the_submit_trace(
         for s in spans.get_finished_spans()
         if s.name == "scheduling.commit" and _hex(s.context.trace_id) == trace_id
     ]
-    # Two commits in the trace: the submit's (JobSubmitted) and the cycle's (TaskPlaced), both inside it.
+    # Two commits in the trace: the submit's (JobSubmitted) inside SubmitJob, the cycle's (TaskPlaced)
+    # inside the cycle's decision for the job, itself a child of SubmitJob linked to the cycle's span.
+    decide = _only(spans, "scheduling.decide", trace.SpanKind.INTERNAL)
+    assert decide.parent is not None and decide.parent.span_id == submit.context.span_id
+    assert decide.attributes is not None and decide.attributes["job_id"] == job.id
+    linked = {(link.context.trace_id, link.context.span_id) for link in decide.links}
+    [cycle] = [s for s in spans.get_finished_spans() if (s.context.trace_id, s.context.span_id) in linked]
+    assert cycle.name == "scheduling.cycle" and cycle.parent is None
     assert len(commits) >= 2
-    assert all(c.parent is not None and c.parent.span_id == submit.context.span_id for c in commits)
+    assert {c.parent.span_id for c in commits if c.parent is not None} == {
+        submit.context.span_id,
+        decide.context.span_id,
+    }
 
-    # TaskPlaced: decided by a cycle in the job's trace, so the record carries the same trace id.
+    # TaskPlaced: decided by a cycle in the job's trace; the record's parent is that decision.
     placed_trace, placed_parent = _ids(dict(event.headers)["traceparent"])
-    assert placed_trace == trace_id
+    assert (placed_trace, placed_parent) == (trace_id, _hex(decide.context.span_id, 16))
     assert event.record["job_id"] == job.id
 
     # The consumer's handler runs in a CONSUMER span whose parent is the span named in the header.

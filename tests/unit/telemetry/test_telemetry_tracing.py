@@ -19,6 +19,7 @@ from suanli.eventstore.pruning import RetentionSettings
 from suanli.infra.polling import until
 from suanli.telemetry import batch_span, context_of, current_traceparent, tracer
 from suanli.telemetry.grpc import client_interceptors, with_tracing
+from suanli.telemetry.tracing import SpansPerTrace
 
 STALE = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
 
@@ -200,3 +201,36 @@ async def test_a_synchronous_servicer_is_served_as_grpc_serves_it() -> None:
     finally:
         await server.stop(None)
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_spans_per_trace_keep_each_input_in_its_own_trace(spans: InMemorySpanExporter) -> None:
+    tps = []
+    for i in range(2):
+        with tracer("tests").start_as_current_span(f"in{i}"):
+            tps.append(current_traceparent())
+    with tracer("tests").start_as_current_span("cycle") as cycle:
+        link = trace.Link(cycle.get_span_context())
+    with SpansPerTrace("work", attributes={"batch.records": 4}, links=[link]) as per_trace:
+        for tp in (tps[0], tps[1], tps[0], None):
+            with per_trace.scope(tp):
+                assert current_traceparent() is not None
+        with per_trace.scope(tps[1], key="job-2") as keyed:
+            keyed.set_attribute("job_id", "job-2")
+
+    work = [s for s in spans.get_finished_spans() if s.name == "work"]
+    by_parent = {
+        s.parent.span_id if s.parent else None: s for s in work if "job_id" not in (s.attributes or {})
+    }
+    inputs = [_named(spans, f"in{i}") for i in range(2)]
+    # One span per trace, a child of that trace's input, however the batch interleaved them.
+    first, second = by_parent[inputs[0].context.span_id], by_parent[inputs[1].context.span_id]
+    assert first.context.trace_id == inputs[0].context.trace_id and (first.attributes or {})["records"] == 2
+    assert second.context.trace_id == inputs[1].context.trace_id and (second.attributes or {})["records"] == 1
+    # No traceparent: a span of its own in the current context (none here: a root).
+    assert by_parent[None].context.trace_id not in {i.context.trace_id for i in inputs}
+    # A key groups apart from the trace (one span per job); every span links the batch's span.
+    [keyed_span] = [s for s in work if (s.attributes or {}).get("job_id") == "job-2"]
+    assert keyed_span.context.trace_id == inputs[1].context.trace_id
+    assert len(work) == 4
+    assert all([lk.context.span_id for lk in s.links] == [cycle.get_span_context().span_id] for s in work)
+    assert len({s.start_time for s in work}) == 1 and len({s.end_time for s in work}) == 1

@@ -43,7 +43,7 @@ from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.service_layer.batches import Batches, Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Gauges
-from suanli.telemetry.tracing import TRACEPARENT, batch_span
+from suanli.telemetry.tracing import TRACEPARENT, SpansPerTrace
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ class MeteringApp:
             settings.bootstrap,
             partitions=self.names.partitions,
             fetch_wait_ms=settings.fetch_wait_ms,
+            metrics=bus_metrics,
         )
         self._dlq: dict[str, Any] = {}
         self._partitioner = DefaultPartitioner()
@@ -166,10 +167,12 @@ class MeteringApp:
                 # A batch is what has already arrived, so no record waits for more to come.
                 if len(events) < batch_max and not arrived.empty():
                     continue
-                # One span per batch (not per record): inside the input's trace when the batch has one.
-                with batch_span(span_name, (_traceparent(e) for e in events), {"records": len(events)}):
+                # One span per trace in the batch (not per record), a child of the records' span: what a
+                # record yields (facts, usage windows) is published inside it, so it stays in the trace
+                # of the record it came from however the batch was mixed.
+                with SpansPerTrace(span_name, attributes={"batch.records": len(events)}) as spans:
                     async with lock or contextlib.nullcontext():
-                        await batches.handle(events, intake)
+                        await batches.handle(events, intake, lambda e: spans.scope(_traceparent(e)))
                 for done in events:
                     await manual.ack(done)
                 events = []

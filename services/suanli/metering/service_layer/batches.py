@@ -11,8 +11,10 @@ ids: a second run re-sends the same records.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -25,6 +27,13 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")  # a consumed record, as the consumer delivers it
 R_contra = TypeVar("R_contra", contravariant=True)
 I = TypeVar("I")  # noqa: E741 -- what a record decodes to
+
+# What a record is handled inside (the adapter's trace context for it); nothing by default.
+Scope = Callable[[R], AbstractContextManager[object]]
+
+
+def _no_scope(record: object) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
 
 
 class DeadLetters(Protocol[R_contra]):
@@ -59,18 +68,21 @@ class Batches(Generic[R]):
         self._dead_letter = dead_letter
         self._describe = describe
 
-    async def handle(self, records: Sequence[R], intake: Intake[R, I]) -> None:
-        """Handle ``records`` in order; returns once each is handled or dead-lettered."""
+    async def handle(self, records: Sequence[R], intake: Intake[R, I], scope: Scope[R] = _no_scope) -> None:
+        """Handle ``records`` in order, each inside ``scope(record)``; returns once each is handled or
+        dead-lettered."""
         batch = self._begin()
         try:
             for record in records:
-                intake.apply(intake.decode(record), batch)
+                with scope(record):
+                    intake.apply(intake.decode(record), batch)
             await batch.commit()
         except Exception as exc:
             if len(records) > 1:
                 log.info("batch of %d failed (%r); handling its records one by one", len(records), exc)
             for record in records:
-                await self.handle_one(record, intake)
+                with scope(record):
+                    await self.handle_one(record, intake)
 
     async def handle_one(self, record: R, intake: Intake[R, I]) -> None:
         try:

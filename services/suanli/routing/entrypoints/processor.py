@@ -86,6 +86,7 @@ class NetworkViewProcessor:
             settings.bootstrap,
             partitions=PROBES.partitions,
             fetch_wait_ms=settings.fetch_wait_ms,
+            metrics=bus_metrics,
         )
         self.measured = self.app.topic(self.names.measured, **_RAW)
         self.probes = self.app.topic(self.names.probes, **_RAW)

@@ -11,6 +11,9 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from opentelemetry.context import Context
+from opentelemetry.trace import Link
+
 from suanli.clock import Clock
 from suanli.scheduling.domain.jobs import DEFAULT_LOST_FENCE, DEFAULT_WAVE_SIZE
 from suanli.scheduling.domain.model import TaskRequest
@@ -22,7 +25,7 @@ from suanli.scheduling.service_layer.envelopes import Envelopes
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics
 from suanli.scheduling.service_layer.projection import Projection, job_stream
 from suanli.scheduling.service_layer.write_lock import WriteLock
-from suanli.telemetry.tracing import continued
+from suanli.telemetry.tracing import SpansPerTrace, tracer
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,22 @@ class CycleRunner:
                 self._idle_reported = True
             return 0
         self._idle_reported = False
+        # The cycle is one span of its own (a root: it serves every job at once); what it decides for a
+        # job is recorded in a span of that job's trace linked to it, so a job's trace shows its cycle.
+        with tracer("suanli.scheduling").start_as_current_span(
+            "scheduling.cycle", context=Context(), attributes={"cycle": self._count}
+        ) as cycle:
+            with SpansPerTrace(
+                "scheduling.decide",
+                attributes={"cycle": self._count},
+                links=[Link(cycle.get_span_context())],
+                tracer_name="suanli.scheduling",
+            ) as decided:
+                admitted = await self._cycle(projection, started, decided)
+            cycle.set_attribute("jobs.admitted", admitted)
+            return admitted
+
+    async def _cycle(self, projection: Projection, started: float, decided: SpansPerTrace) -> int:
         requests = [t.request() for j in projection.live.values() if not j.phase.final for t in j.spec.tasks]
         placer = self._placer_factory(requests, self._count)
         nodes = self._capacity.schedulable()
@@ -118,7 +137,8 @@ class CycleRunner:
         appends = []
         for job_id, decisions in outcome.decisions.items():
             # Decided in the job's own trace (its submission's), so its placement continues that trace.
-            with continued(projection.traces.get(job_id)):
+            with decided.scope(projection.traces.get(job_id), key=job_id) as span:
+                span.set_attribute("job_id", job_id)
                 events = self._envelopes.events(decisions)
             appends.append(Append(job_stream(job_id), projection.jobs[job_id].version, events))
         changed: dict[str, Any] = {
