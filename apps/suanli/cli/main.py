@@ -188,6 +188,7 @@ def serve_app() -> typer.Typer:
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
+    from suanli.serving.entrypoints import cli as serving
 
     serve = typer.Typer(help=COMMANDS["serve"][1], no_args_is_help=True)
     for name, service in (
@@ -195,6 +196,7 @@ def serve_app() -> typer.Typer:
         ("metering", metering),
         ("routing", routing),
         ("billing", billing),
+        ("serving", serving),
     ):
         serve.command(name)(service.serve)
     return serve

@@ -28,6 +28,7 @@ from suanli.auth.principal import Role
 SCHEDULER: Final = "suanli.scheduler.v1.Scheduler"
 BILLING: Final = "suanli.billing.v1.Billing"
 ROUTING: Final = "suanli.routing.v1.Routing"
+SERVING: Final = "suanli.serving.v1.Serving"
 # Served without a token when the open-health setting is on (the default): probes and tooling.
 OPEN_SERVICES: Final = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
 
@@ -96,6 +97,13 @@ POLICY: Final = MappingProxyType(
         _m(ROUTING, "Resolve"): Rule(READERS, TenantRule.NONE),
         _m(ROUTING, "GetNetwork"): Rule(READERS, TenantRule.NONE),
         _m(ROUTING, "WatchNetwork"): Rule(READERS, TenantRule.NONE),
+        # Services are named within their tenant: the queue's first segment, or the tenant field.
+        _m(SERVING, "CreateService"): Rule(WRITERS, TenantRule.REQUEST, "queue", queue=True),
+        _m(SERVING, "GetService"): Rule(READERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "ListServices"): Rule(READERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "ScaleService"): Rule(WRITERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "DeleteService"): Rule(WRITERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "WatchService"): Rule(READERS, TenantRule.REQUEST, "tenant"),
     }
 )
 

@@ -45,6 +45,7 @@ __all__ = [
     "NODE_SNAPSHOTS",
     "PLACEMENTS",
     "QUEUES_EVENTS",
+    "SERVICES_EVENTS",
     "TASKS_LIFECYCLE",
     "TOPIC_PREFIX_ENV",
     "USAGE_METERED",
@@ -75,6 +76,7 @@ PLACEMENTS: Final = spec(catalogue.PLACEMENTS)
 QUEUES_EVENTS: Final = spec(catalogue.QUEUES_EVENTS)
 BILLING_EVENTS: Final = spec(catalogue.BILLING_EVENTS)
 AUTH_EVENTS: Final = spec(catalogue.AUTH_EVENTS)
+SERVICES_EVENTS: Final = spec(catalogue.SERVICES_EVENTS)
 
 
 def resolve_prefix(prefix: str | None = None) -> str:

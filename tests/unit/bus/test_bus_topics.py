@@ -27,6 +27,7 @@ REQUIRED = {
     "queues.events",
     "billing.events",
     "auth.events",
+    "services.events",
 }
 COMPACTED = {"capacity.nodes", "network.links", "nodes.status"}
 
