@@ -1,0 +1,222 @@
+"""Serving with the scheduler on the real broker and PostgreSQL: a service's replicas become inference
+jobs placed by the scheduler, follow scaling, are replaced when their job fails, are cancelled on delete;
+garbage on the consumed topics goes to their dead-letter topics and the service keeps answering."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from scheduling.helpers import (
+    TopicReader,
+    capacity,
+    config,
+    envelope,
+    publish,
+    publish_raw,
+    started,
+    until,
+)
+
+from suanli.api.serving.v1 import serving_pb2 as pb
+from suanli.api.serving.v1 import serving_pb2_grpc as pb_grpc
+from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_REASON
+from suanli.contracts import default_registry, sample_records
+from suanli.serving.domain.service import REPLICA_ENV
+from suanli.serving.entrypoints.service import RunningServing, running
+from suanli.serving.entrypoints.settings import ServingSettings
+
+pytestmark = pytest.mark.timeout(180)
+
+GPU = "A100 80GB SXM"
+QUEUES = f"""
+priority_classes: {{serving: 500, batch: 100}}
+queues:
+  - name: acme
+    quotas:
+      gpu:{GPU}: 64000
+"""
+SPEC = f"""
+name: chat
+queue: acme
+model: llama-2-7b
+resources: {{gpu: 0.5, gpu_models: [{GPU}], cpu: "2", memory: 8Gi}}
+command: python -m server
+min_replicas: 2
+max_replicas: 4
+target: {{concurrency: 8}}
+regions: [cn-east, cn-west]
+"""
+
+
+@dataclass
+class Stack:
+    api: pb_grpc.ServingStub
+    serving: RunningServing
+    bootstrap: str
+    prefix: str
+    schema: str
+
+
+@asynccontextmanager
+async def stack(pg_dsn: str, bootstrap: str, prefix: str, tmp: Path) -> AsyncIterator[Stack]:
+    scheduler = await started(config(pg_dsn, bootstrap, prefix, tmp, queues_yaml=QUEUES))
+    try:
+        for node, region in (("n1", "cn-east"), ("n2", "cn-west")):
+            record = capacity(node, gpus=2, model=GPU, region=region)
+            await publish(bootstrap, prefix, "capacity.nodes", node, "NodeCapacityChanged", record)
+        schema = f"srv_{secrets.token_hex(4)}"
+        settings = ServingSettings.load(
+            {},
+            kafka_bootstrap=bootstrap,
+            pg_dsn=pg_dsn,
+            topic_prefix=prefix,
+            db_schema=schema,
+            listen="127.0.0.1:0",
+            watch_poll_s=0.1,
+        )
+        async with running(settings) as serving:
+            channel = grpc.aio.insecure_channel(f"127.0.0.1:{serving.grpc_port}")
+            try:
+                yield Stack(pb_grpc.ServingStub(channel), serving, bootstrap, prefix, schema)
+            finally:
+                await channel.close()
+    finally:
+        await scheduler.stop()
+
+
+async def _placed(s: Stack, count: int) -> pb.Service | None:
+    service = await s.api.GetService(pb.GetServiceRequest(tenant="acme", name="chat"))
+    placed = [r for r in service.replicas if r.state == "placed"]
+    return service if len(placed) == count == len(service.replicas) else None
+
+
+def _replica_placements(records: list[tuple[str, dict[str, Any], dict[str, bytes]]]) -> list[dict[str, Any]]:
+    return [r for n, r, _ in records if n == "TaskPlaced" and REPLICA_ENV in (r.get("env") or {})]
+
+
+async def test_replicas_are_placed_scaled_replaced_and_cancelled(
+    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    async with (
+        stack(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path) as s,
+        TopicReader(kafka_bootstrap, f"{topic_prefix}.services.events") as events,
+        TopicReader(kafka_bootstrap, f"{topic_prefix}.placements") as placements,
+        TopicReader(kafka_bootstrap, f"{topic_prefix}.jobs.events") as jobs,
+    ):
+        created = await s.api.CreateService(pb.CreateServiceRequest(spec=SPEC))
+        assert (created.tenant, created.queue, created.desired_replicas) == ("acme", "acme", 2)
+
+        # Two inference jobs, one per allowed region (spread), placed by the scheduler.
+        service = await until(lambda: _placed(s, 2), 30, "two replicas placed")
+        assert sorted(r.region for r in service.replicas) == ["cn-east", "cn-west"]
+        assert all(r.guaranteed and r.job_id for r in service.replicas)
+        first = await placements.wait_for(lambda n, r: n == "TaskPlaced" and REPLICA_ENV in r["env"], 2)
+        assert {p["node_id"] for p in first} == {"n1", "n2"}
+        [submitted] = await jobs.wait_for(
+            lambda n, r: n == "JobSubmitted" and r["job_id"] == service.replicas[0].job_id
+        )
+        assert (submitted["kind"], submitted["preemptible"], submitted["priority_class"]) == (
+            "INFERENCE",
+            False,
+            "serving",
+        )
+        assert submitted["principal"]["subject"] == "serving"
+        await events.wait_for(lambda n, r: n == "ServiceCreated" and r["name"] == "chat")
+        [scaled] = await events.wait_for(lambda n, r: n == "ServiceScaled" and r["reason"] == "created")
+        assert (scaled["from_replicas"], scaled["to_replicas"]) == (0, 2)
+        await events.wait_for(lambda n, r: n == "ReplicaPlaced", 2)
+        # The same history is the service's stream in its own schema.
+        rows = await s.serving.store.read(f"service-{created.service_id}")
+        assert [e.event_name for e in rows[:2]] == ["ServiceCreated", "ServiceScaled"]
+
+        # Scale to 3: a third, preemptible (surge) replica.
+        scaled_up = await s.api.ScaleService(pb.ScaleServiceRequest(tenant="acme", name="chat", replicas=3))
+        assert scaled_up.desired_replicas == 3
+        service = await until(lambda: _placed(s, 3), 30, "three replicas placed")
+        assert sum(not r.guaranteed for r in service.replicas) == 1
+        with pytest.raises(grpc.aio.AioRpcError) as out_of_range:
+            await s.api.ScaleService(pb.ScaleServiceRequest(tenant="acme", name="chat", replicas=9))
+        assert out_of_range.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert out_of_range.value.details() == "replicas: 9 is outside min_replicas..max_replicas (2..4)"
+
+        # A replica's task fails on its node: the scheduler fails the job, serving replaces the replica.
+        victim = service.replicas[0]
+        [placed] = [p for p in _replica_placements(await placements.poll()) if p["job_id"] == victim.job_id]
+        failed = {
+            **envelope(placed["task_id"]),
+            "task_id": placed["task_id"],
+            "job_id": victim.job_id,
+            "node_id": placed["node_id"],
+            "attempt": placed["attempt"],
+            "reason": "CUDA error: an illegal memory access",
+            "kind": "DEVICE_ERROR",
+            "exit_code": 1,
+        }
+        await publish(kafka_bootstrap, topic_prefix, "tasks.lifecycle", placed["task_id"], "TaskFailed", failed)
+        [replaced] = await events.wait_for(
+            lambda n, r: n == "ServiceScaled" and r["reason"] == "replica-replaced", timeout=30
+        )
+        assert (replaced["replica_id"], replaced["from_replicas"], replaced["to_replicas"]) == (
+            victim.replica_id,
+            3,
+            3,
+        )
+        [stopped] = await events.wait_for(lambda n, r: n == "ReplicaStopped")
+        assert (stopped["replica_id"], stopped["cause"], stopped["final"]) == (victim.replica_id, "failed", True)
+        service = await until(lambda: _placed(s, 3), 30, "the replacement placed")
+        assert victim.replica_id not in {r.replica_id for r in service.replicas}
+
+        # Delete: every replica's job is cancelled.
+        live_jobs = {r.job_id for r in service.replicas}
+        deleted = await s.api.DeleteService(pb.DeleteServiceRequest(tenant="acme", name="chat"))
+        assert deleted.state == "deleted"
+        cancelled = await jobs.wait_for(lambda n, r: n == "JobCancelled" and r["job_id"] in live_jobs, 3)
+        assert {c["job_id"] for c in cancelled} == live_jobs
+        assert (await s.api.GetService(pb.GetServiceRequest(tenant="acme", name="chat"))).replicas == []
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await s.api.ScaleService(pb.ScaleServiceRequest(tenant="acme", name="chat", replicas=2))
+        assert gone.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+async def test_bad_specs_unknown_services_and_garbage_on_the_consumed_topics(
+    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    async with stack(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path) as s:
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await s.api.CreateService(
+                pb.CreateServiceRequest(spec=SPEC.replace("min_replicas: 2", "min_replicas: 2\nreplica: 3"))
+            )
+        assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert bad.value.details() == "spec.replica: unknown field"
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await s.api.GetService(pb.GetServiceRequest(tenant="globex", name="chat"))
+        assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+
+        # Not Avro; and a well-formed event that does not belong on jobs.replies.
+        stray = {**sample_records(default_registry().current("QueueDeleted"))[0], **envelope("q")}
+        for topic in ("jobs.replies", "placements"):
+            await publish_raw(kafka_bootstrap, topic_prefix, topic, b"not avro")
+        await publish(kafka_bootstrap, topic_prefix, "jobs.replies", "q", "QueueDeleted", stray)
+        async with TopicReader(kafka_bootstrap, f"{topic_prefix}.jobs.replies.dlq") as dlq:
+            dead = await dlq.wait_for(lambda n, r: True, 2, timeout=30)
+            reasons = sorted(h[DLQ_REASON].decode() for _, _, h in dlq.records)
+            assert reasons == ["decode", "handler"], dead
+            [handler] = [h for _, _, h in dlq.records if h[DLQ_REASON] == b"handler"]
+            assert handler[DLQ_ERROR_MESSAGE].decode() == "QueueDeleted is not an event of jobs.replies"
+        async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements.dlq") as dlq:
+            await dlq.wait_for(lambda n, r: True, timeout=30)
+
+        # Still serving: a service is created and its replicas placed.
+        await s.api.CreateService(pb.CreateServiceRequest(spec=SPEC))
+        await until(lambda: _placed(s, 2), 30, "replicas placed after the garbage")
+        listed = await s.api.ListServices(pb.ListServicesRequest(tenant="acme"))
+        assert [x.name for x in listed.services] == ["chat"]
+        assert json.loads(listed.services[0].spec)["model"] == "llama-2-7b"
