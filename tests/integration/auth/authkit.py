@@ -25,6 +25,8 @@ from suanli.contracts import default_registry, sample_records
 from suanli.eventstore import PostgresEventStore
 from suanli.routing.bootstrap import routing_api
 from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.serving.entrypoints.service import running as serving_running
+from suanli.serving.entrypoints.settings import ServingSettings
 
 OWN, OTHER = "acme", "globex"
 REGION = "cn-east"
@@ -49,7 +51,8 @@ class Platform:
     keys: KeyPaths
     scheduling_schema: str
     auth_schema: str
-    prefix: str  # of the topics the three services share
+    prefix: str  # of the topics the services share
+    serving: str = ""
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -128,6 +131,15 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
     routing_cfg = RoutingSettings.load(
         {}, bootstrap=kafka_bootstrap, topic_prefix=prefix, listen="127.0.0.1:0", **auth
     )
+    serving_cfg = ServingSettings.load(
+        {},
+        kafka_bootstrap=kafka_bootstrap,
+        pg_dsn=pg_dsn,
+        topic_prefix=prefix,
+        db_schema=f"srv_{secrets.token_hex(4)}",
+        listen="127.0.0.1:0",
+        **auth,
+    )
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(await PostgresEventStore.connect(pg_dsn, schema=schema))
         ledger = TokenLedger(store, SystemClock())
@@ -137,6 +149,7 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
         api = routing_api(routing_cfg)
         await api.start()
         stack.push_async_callback(api.stop)
+        serving = await stack.enter_async_context(serving_running(serving_cfg))
         p = Platform(
             f"127.0.0.1:{scheduling.port}",
             f"127.0.0.1:{billing.grpc_port}",
@@ -146,6 +159,7 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             cfg.store_schema,
             schema,
             prefix,
+            f"127.0.0.1:{serving.grpc_port}",
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]
