@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queues": ("suanli.cli.queues:queues", "List queues, or show one."),
     "queue": ("suanli.cli.queue:app", "Administer queues, quotas, cohorts and priority classes."),
     "bill": ("suanli.cli.bill:app", "Usage, charges and invoices from the billing service."),
+    "service": ("suanli.cli.service:app", "Create, scale, watch and delete inference services."),
     "network": (
         "suanli.cli.network:network",
         "The network view: region RTT / loss / status matrix (and site paths with --sites).",

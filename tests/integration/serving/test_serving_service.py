@@ -4,6 +4,7 @@ garbage on the consumed topics goes to their dead-letter topics and the service 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
+from click.testing import Result
 from scheduling.helpers import (
     TopicReader,
     capacity,
@@ -24,16 +26,28 @@ from scheduling.helpers import (
     started,
     until,
 )
+from typer.testing import CliRunner
 
 from suanli.api.serving.v1 import serving_pb2 as pb
 from suanli.api.serving.v1 import serving_pb2_grpc as pb_grpc
 from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_REASON
+from suanli.cli.main import app
 from suanli.contracts import default_registry, sample_records
 from suanli.serving.domain.service import REPLICA_ENV
 from suanli.serving.entrypoints.service import RunningServing, running
 from suanli.serving.entrypoints.settings import ServingSettings
 
 pytestmark = pytest.mark.timeout(180)
+
+RUNNER = CliRunner(
+    env={"COLUMNS": "240", "SUANLI_TOKEN": None, "SUANLI_CONFIG": None, "SUANLI_CONTEXT": None}
+)
+
+
+async def cli(*args: str) -> Result:
+    """Run `suanli ARGS` off the event loop (the services under test run on it)."""
+    return await asyncio.to_thread(RUNNER.invoke, app, list(args))
+
 
 GPU = "A100 80GB SXM"
 QUEUES = f"""
@@ -160,7 +174,9 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
             "kind": "DEVICE_ERROR",
             "exit_code": 1,
         }
-        await publish(kafka_bootstrap, topic_prefix, "tasks.lifecycle", placed["task_id"], "TaskFailed", failed)
+        await publish(
+            kafka_bootstrap, topic_prefix, "tasks.lifecycle", placed["task_id"], "TaskFailed", failed
+        )
         [replaced] = await events.wait_for(
             lambda n, r: n == "ServiceScaled" and r["reason"] == "replica-replaced", timeout=30
         )
@@ -170,7 +186,11 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
             3,
         )
         [stopped] = await events.wait_for(lambda n, r: n == "ReplicaStopped")
-        assert (stopped["replica_id"], stopped["cause"], stopped["final"]) == (victim.replica_id, "failed", True)
+        assert (stopped["replica_id"], stopped["cause"], stopped["final"]) == (
+            victim.replica_id,
+            "failed",
+            True,
+        )
         service = await until(lambda: _placed(s, 3), 30, "the replacement placed")
         assert victim.replica_id not in {r.replica_id for r in service.replicas}
 
@@ -214,9 +234,29 @@ async def test_bad_specs_unknown_services_and_garbage_on_the_consumed_topics(
         async with TopicReader(kafka_bootstrap, f"{topic_prefix}.placements.dlq") as dlq:
             await dlq.wait_for(lambda n, r: True, timeout=30)
 
-        # Still serving: a service is created and its replicas placed.
-        await s.api.CreateService(pb.CreateServiceRequest(spec=SPEC))
+        # Still serving: a service is created (with the CLI) and its replicas placed.
+        spec = tmp_path / "chat.yaml"
+        spec.write_text(SPEC)
+        addr = ("--serving", f"127.0.0.1:{s.serving.grpc_port}")
+        created = await cli("service", "create", "-f", str(spec), *addr)
+        assert created.exit_code == 0, created.output
         await until(lambda: _placed(s, 2), 30, "replicas placed after the garbage")
-        listed = await s.api.ListServices(pb.ListServicesRequest(tenant="acme"))
-        assert [x.name for x in listed.services] == ["chat"]
-        assert json.loads(listed.services[0].spec)["model"] == "llama-2-7b"
+        listed = await cli("service", "list", "-t", "acme", "-o", "json", *addr)
+        assert listed.exit_code == 0, listed.output
+        [item] = json.loads(listed.stdout)["services"]
+        assert (item["name"], item["placed_replicas"], json.loads(item["spec"])["model"]) == (
+            "chat",
+            2,
+            "llama-2-7b",
+        )
+        shown = await cli("service", "get", "chat", "-t", "acme", *addr)
+        assert shown.exit_code == 0 and "2 of 2 replicas placed" in shown.output, shown.output
+        refused = await cli("service", "scale", "chat", "-t", "acme", "--replicas", "9", *addr)
+        assert refused.exit_code == 3, refused.output
+        assert "INVALID_ARGUMENT: replicas: 9 is outside min_replicas..max_replicas (2..4)" in refused.output
+        deleted = await cli("service", "delete", "chat", "-t", "acme", "-o", "name", *addr)
+        assert (deleted.exit_code, deleted.stdout.strip()) == (0, "service/chat"), deleted.output
+        watched = await cli("service", "watch", "chat", "-t", "acme", *addr)
+        assert watched.exit_code == 0 and watched.output.startswith("Current  acme/chat deleted"), (
+            watched.output
+        )

@@ -207,3 +207,27 @@ async def test_a_refused_submission_is_not_replaced_and_facts_of_other_jobs_chan
     out = (await _outbox(store))[before:]
     assert [n for _, n, _ in out] == ["ReplicaStopped"]
     assert out[0][2]["cause"] == "refused" and "INVALID_ARGUMENT" in out[0][2]["reason"]
+
+
+async def test_the_example_spec_is_valid_and_its_replica_jobs_are_valid_job_specs() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from suanli.jobspec.load import validate_document
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "services" / "chat.yaml"
+    store, service = _setup()
+    async with store.begin() as unit:
+        await service.create(unit, "", yaml.safe_load(example.read_text()), 0, "")
+    commands = [r for _, n, r in await _outbox(store) if n == "JobSubmissionRequested"]
+    jobs = [validate_document(json.loads(c["spec"])) for c in commands]
+    assert [(j.kind, j.queue, j.tasks[0].resources.regions) for j in jobs] == [
+        ("inference", "globex", ["washington-dc"]),
+        ("inference", "globex", ["frankfurt"]),
+    ]
+    task = jobs[0].tasks[0]
+    assert (task.command, task.args[:2]) == (
+        "python -m vllm.entrypoints.openai.api_server",
+        ["--model", "meta-llama/Llama-2-7b-chat-hf"],
+    )
