@@ -144,10 +144,16 @@ def _spec_text(path: str) -> str:
 @app.command()
 def create(
     file: Annotated[
-        str, typer.Option("--file", "-f", show_default=False, help="The service spec (YAML or JSON); - reads stdin.")
+        str,
+        typer.Option(
+            "--file", "-f", show_default=False, help="The service spec (YAML or JSON); - reads stdin."
+        ),
     ],
     queue: Annotated[
-        str, typer.Option("--queue", "-q", show_default=False, help="Queue of the replicas (default: the spec's).")
+        str,
+        typer.Option(
+            "--queue", "-q", show_default=False, help="Queue of the replicas (default: the spec's)."
+        ),
     ] = "",
     replicas: Annotated[
         int, typer.Option("--replicas", min=0, help="Replicas to start with (0: min_replicas).")

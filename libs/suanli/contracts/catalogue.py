@@ -190,7 +190,7 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
         SERVICES_EVENTS,
         4,
         "service id",
-        doc="Inference services and their replicas: created, scaled, deleted; replicas requested, placed, lost.",
+        doc="Inference services and their replicas: created, scaled, deleted; replicas requested, placed.",
     ),
 )
 TOPICS_BY_NAME: Final = MappingProxyType({t.name: t for t in TOPIC_SPECS})

@@ -1,4 +1,4 @@
-"""Serving (推理服务): inference services as a workload kind of the platform (docs/serving.md, docs/inference.md).
+"""Serving (推理服务): inference services as a workload kind (docs/serving.md, docs/inference.md).
 
 `domain/` is the pure core: the service spec, the replicas' speed, the autoscalers, and the service
 aggregate (`domain/service.py`) whose decisions are events and orders to the scheduler;

@@ -35,7 +35,7 @@ class Serving:
     clock: Clock
 
     def relay(self, publisher: EventPublisher) -> OutboxRelay:
-        """The relay publishing serving's outbox (its events and the scheduler commands) through `publisher`."""
+        """The relay publishing serving's outbox (events, scheduler commands) through `publisher`."""
         feed = PostgresOutboxFeed(self.settings.pg_dsn, schema=self.settings.db_schema, clock=self.clock)
         return OutboxRelay(feed, KafkaOutboxSink(publisher), poll_interval=RELAY_POLL_S)
 

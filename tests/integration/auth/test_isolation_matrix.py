@@ -108,6 +108,22 @@ async def _service(p: Platform, tenant: str, name: str) -> None:
     await api.CreateService(request, metadata=bearer(p.tokens[Role.PLATFORM_ADMIN]), timeout=10)
 
 
+def _create_service(p: Platform, t: Target, md: Any) -> Any:
+    spec = _service_spec(t.tenant, f"matrix-{next(_FRESH)}")
+    api = vpb_grpc.ServingStub(p.channel(p.serving))
+    return api.CreateService(vpb.CreateServiceRequest(spec=spec, queue=t.tenant), metadata=md, timeout=10)
+
+
+async def _delete_service(p: Platform, t: Target, md: Any) -> Any:
+    # Each cell deletes a fresh service, so an earlier cell's delete does not answer NOT_FOUND.
+    name = f"matrix-{next(_FRESH)}"
+    await _service(p, t.tenant, name)
+    api = vpb_grpc.ServingStub(p.channel(p.serving))
+    return await api.DeleteService(
+        vpb.DeleteServiceRequest(tenant=t.tenant, name=name), metadata=md, timeout=10
+    )
+
+
 async def _first(call: Any) -> Any:
     """The first message of a stream, or None when the server accepted it but had nothing to say yet."""
     try:
@@ -138,16 +154,6 @@ def _calls() -> dict[str, Call]:
 
     def v(p: Platform) -> vpb_grpc.ServingStub:
         return vpb_grpc.ServingStub(p.channel(p.serving))
-
-    def create_service(p: Platform, t: Target, md: Any) -> Any:
-        spec = _service_spec(t.tenant, f"matrix-{next(_FRESH)}")
-        return v(p).CreateService(vpb.CreateServiceRequest(spec=spec, queue=t.tenant), metadata=md, timeout=10)
-
-    async def delete_service(p: Platform, t: Target, md: Any) -> Any:
-        name = f"matrix-{next(_FRESH)}"
-        await _service(p, t.tenant, name)
-        request = vpb.DeleteServiceRequest(tenant=t.tenant, name=name)
-        return await v(p).DeleteService(request, metadata=md, timeout=10)
 
     async def cancel(p: Platform, t: Target, md: Any) -> Any:
         # Each cell cancels a fresh job, so an earlier cell's cancel does not answer FAILED_PRECONDITION.
@@ -233,7 +239,7 @@ def _calls() -> dict[str, Call]:
         R + "WatchNetwork": lambda p, t, md: _first(
             r(p).WatchNetwork(rpb.WatchNetworkRequest(), metadata=md)
         ),
-        V + "CreateService": create_service,
+        V + "CreateService": _create_service,
         V + "GetService": lambda p, t, md: v(p).GetService(
             vpb.GetServiceRequest(tenant=t.tenant, name="matrix"), metadata=md, timeout=10
         ),
@@ -243,7 +249,7 @@ def _calls() -> dict[str, Call]:
         V + "ScaleService": lambda p, t, md: v(p).ScaleService(
             vpb.ScaleServiceRequest(tenant=t.tenant, name="matrix", replicas=1), metadata=md, timeout=10
         ),
-        V + "DeleteService": delete_service,
+        V + "DeleteService": _delete_service,
         V + "WatchService": lambda p, t, md: _first(
             v(p).WatchService(vpb.WatchServiceRequest(tenant=t.tenant, name="matrix"), metadata=md)
         ),

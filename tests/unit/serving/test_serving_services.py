@@ -125,9 +125,18 @@ async def test_requeued_is_not_final_and_scale_up_adds_preemptible_surge_replica
     async with store.begin() as unit:
         await service.job_answered(unit, "serving-svc-1-r1", True, "job-1", "OK", "")
         await service.task_placed(unit, "svc-1-r1", "job-1", "n1", "cn-east", "s", 1)
-        await service.job_requeued(unit, "job-1", 1, "node lost")
+        await service.job_requeued(unit, "job-1", 2, "node lost")
+        await service.task_placed(unit, "svc-1-r1", "job-1", "n1", "cn-east", "s", 1)  # late, void
     stored = await store.get("acme", "chat")
     assert stored is not None and stored.service.replicas["svc-1-r1"].state is ReplicaState.PENDING
+    async with store.begin() as unit:
+        await service.task_placed(unit, "svc-1-r1", "job-1", "n2", "cn-east", "s", 2)
+    stored = await store.get("acme", "chat")
+    assert stored is not None
+    assert (stored.service.replicas["svc-1-r1"].state, stored.service.replicas["svc-1-r1"].node_id) == (
+        ReplicaState.PLACED,
+        "n2",
+    )
     before = len(await _outbox(store))
     async with store.begin() as unit:
         await service.scale(unit, "acme", "chat", 3, "alice@acme")
@@ -183,7 +192,7 @@ async def test_refusals_name_the_field() -> None:
         "at 90% use",
     )
     async with store.begin() as unit:
-        with pytest.raises(InvalidField, match="^queue: is required"):
+        with pytest.raises(InvalidField, match=r"^queue: is required"):
             await service.create(unit, "", SPEC, 0, "")
     await _create(store, service)
     async with store.begin() as unit:

@@ -30,7 +30,12 @@ class _Rows:
 
 class InMemoryServices:
     def __init__(
-        self, tx: Transaction, rows: _Rows, topics: tuple[str, str], new_id: Callable[[], uuid.UUID], clock: Clock
+        self,
+        tx: Transaction,
+        rows: _Rows,
+        topics: tuple[str, str],
+        new_id: Callable[[], uuid.UUID],
+        clock: Clock,
     ) -> None:
         self._tx = tx
         self._rows = rows
@@ -90,9 +95,9 @@ class InMemoryServing:
     async def tracked(
         self, group: str, topic: str, partition: int, offset: int, event_id: str | None = None
     ) -> AsyncIterator[InMemoryServices]:
-        async with self.store.tracking_transaction(group, topic, partition, offset, event_id=event_id) as tx:
-            async with self._unit(tx) as unit:
-                yield unit
+        tracking = self.store.tracking_transaction(group, topic, partition, offset, event_id=event_id)
+        async with tracking as tx, self._unit(tx) as unit:
+            yield unit
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[InMemoryServices]:

@@ -51,7 +51,8 @@ class ReplicasOutOfRange(InvalidArgument):
 
     def __init__(self, wanted: int, spec: ServiceSpec) -> None:
         super().__init__(
-            f"replicas: {wanted} is outside min_replicas..max_replicas ({spec.min_replicas}..{spec.max_replicas})"
+            f"replicas: {wanted} is outside min_replicas..max_replicas "
+            f"({spec.min_replicas}..{spec.max_replicas})"
         )
 
 
@@ -133,6 +134,7 @@ class ReplicaStopped:
     cause: str  # failed | finished | cancelled | refused | requeued
     reason: str
     final: bool  # the job is over (the replica is replaced); False: the scheduler places it again
+    attempt: int = 0  # requeued: the job's new attempt (placements of older ones are void)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +286,9 @@ class Service:
         lost = ReplicaStopped(self.service_id, replica.replica_id, "", "refused", f"{code}: {message}", True)
         return self._record(Decision((lost,)))
 
-    def placed(self, replica_id: str, job_id: str, node_id: str, region: str, site: str, attempt: int) -> Decision:
+    def placed(
+        self, replica_id: str, job_id: str, node_id: str, region: str, site: str, attempt: int
+    ) -> Decision:
         replica = self.replicas.get(replica_id)
         if replica is None or replica.state is ReplicaState.RELEASING or attempt < replica.attempt:
             return Decision()
@@ -297,10 +301,11 @@ class Service:
         return decision + self._record(Decision((event,)))
 
     def job_requeued(self, job_id: str, attempt: int, reason: str) -> Decision:
+        """The scheduler requeued the job as `attempt` (JobRequeued carries the new attempt number)."""
         replica = self._by_job(job_id)
-        if replica is None or replica.state is not ReplicaState.PLACED or attempt < replica.attempt:
+        if replica is None or replica.state is ReplicaState.RELEASING or attempt <= replica.attempt:
             return Decision()
-        lost = ReplicaStopped(self.service_id, replica.replica_id, job_id, "requeued", reason, False)
+        lost = ReplicaStopped(self.service_id, replica.replica_id, job_id, "requeued", reason, False, attempt)
         return self._record(Decision((lost,)))
 
     def job_ended(self, job_id: str, cause: str, reason: str, policy: ReplicaPolicy) -> Decision:
@@ -359,7 +364,14 @@ class Service:
                     attempt=event.attempt,
                 )
             case ReplicaStopped(final=False):
-                self._update(event.replica_id, state=ReplicaState.PENDING, node_id="", site="", placed_region="")
+                self._update(
+                    event.replica_id,
+                    state=ReplicaState.PENDING,
+                    node_id="",
+                    site="",
+                    placed_region="",
+                    attempt=event.attempt,
+                )
             case ReplicaStopped() | ReplicaReleased():
                 if isinstance(event, ReplicaReleased) and not event.job_id:
                     self._update(event.replica_id, state=ReplicaState.RELEASING)
@@ -409,9 +421,7 @@ class Service:
             region = self._next_region(serving)
             job = replica_job(self, seq, replica_id, guaranteed, region, policy)
             event = ReplicaRequested(self.service_id, replica_id, request_id, seq, guaranteed, region, job)
-            decision += self._record(
-                Decision((event,), (SubmitReplica(request_id, self.tenant, job),))
-            )
+            decision += self._record(Decision((event,), (SubmitReplica(request_id, self.tenant, job),)))
         return decision
 
     def _next_region(self, serving: Sequence[Replica]) -> str:

@@ -100,7 +100,9 @@ class ServiceSpec(_Spec):
     name: str
     model: str
     resources: Resources
-    queue: str = ""  # the tenant's queue the replicas' jobs go to (or `--queue`); the tenant is its first segment
+    queue: str = (
+        ""  # the tenant's queue the replicas' jobs go to (or `--queue`); the tenant is its first segment
+    )
     command: str = ""  # what each replica runs (a simulated fleet needs none)
     args: list[str] = Field(default_factory=list)
     min_replicas: int = 1

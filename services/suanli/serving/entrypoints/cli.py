@@ -19,7 +19,7 @@ def serve(
     listen: str | None = option(ServingSettings, "listen", "--listen"),
     metrics_port: int | None = option(ServingSettings, "metrics_port", "--metrics-port"),
 ) -> None:
-    """Serving: keep inference services at their replica count through the scheduler; serve the Serving gRPC API.
+    """Serving: keep inference services at their replica count through the scheduler; serve its gRPC API.
 
     Broker from SUANLI_KAFKA_BOOTSTRAP, database from SUANLI_PG_DSN; see docs/serving.md, "Settings".
     """

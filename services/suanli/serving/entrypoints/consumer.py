@@ -87,7 +87,9 @@ class ServingHandler:
     `RetriableError`, so the bus retries it in place.
     """
 
-    def __init__(self, service: ServingService, uow: UnitOfWork, group: str, topics: Mapping[str, str]) -> None:
+    def __init__(
+        self, service: ServingService, uow: UnitOfWork, group: str, topics: Mapping[str, str]
+    ) -> None:
         self._service = service
         self._uow = uow
         self._group = group

@@ -63,7 +63,9 @@ class ServingApi(pb_grpc.ServingServicer):
                 created = await self._service.create(unit, queue, document, request.replicas, _principal())
             return await self._answer(created.tenant, created.name)
 
-    async def GetService(self, request: pb.GetServiceRequest, context: grpc.aio.ServicerContext) -> pb.Service:
+    async def GetService(
+        self, request: pb.GetServiceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Service:
         async with rpc_errors(context):
             tenant, name = _named(request.tenant, request.name)
             return await self._answer(tenant, name)
@@ -145,8 +147,9 @@ def _may_use(queue: str) -> None:
     principal = auth_context.current()
     tenant = tenant_of_queue(queue)
     if queue and principal is not None and not principal.sees(tenant):
+        mine = principal.tenant or "(none)"
         raise PermissionDenied(
-            f"queue {queue!r} belongs to tenant {tenant!r}: this token is for tenant {principal.tenant or '(none)'!r}"
+            f"queue {queue!r} belongs to tenant {tenant!r}: this token is for tenant {mine!r}"
         )
 
 

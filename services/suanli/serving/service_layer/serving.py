@@ -98,7 +98,9 @@ class ServingService:
     ) -> None:
         service = await unit.of_replica(replica_id)
         if service is not None:
-            await self._decide(unit, service, service.placed(replica_id, job_id, node_id, region, site, attempt))
+            await self._decide(
+                unit, service, service.placed(replica_id, job_id, node_id, region, site, attempt)
+            )
 
     async def job_requeued(self, unit: Services, job_id: str, attempt: int, reason: str) -> None:
         service = await unit.of_job(job_id)
