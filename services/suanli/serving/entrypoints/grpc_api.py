@@ -11,14 +11,13 @@ from datetime import datetime
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
+from suanli import rpc
 from suanli.api.serving.v1 import serving_pb2 as pb
 from suanli.api.serving.v1 import serving_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.principal import tenant_of_queue
-from suanli.auth.tls import TlsSettings, add_port
+from suanli.auth.tls import TlsSettings
 from suanli.errors import PermissionDenied
 from suanli.rpc import rpc_errors
 from suanli.serving.domain.service import Service, ServiceState
@@ -228,16 +227,6 @@ async def start_server(
     tls: TlsSettings | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Serve Serving, health and reflection on `address` (port 0 picks one); returns the bound port."""
-    server = grpc.aio.server(interceptors=interceptors)
-    register: Callable[[ServingApi, grpc.aio.Server], None] = pb_grpc.add_ServingServicer_to_server
-    register(api, server)  # the generated function is untyped; this says what it takes
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = add_port(server, address, tls)
-    if port == 0:
-        raise OSError(f"cannot bind gRPC address {address}")
-    await server.start()
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server, port
+    add: Callable[[ServingApi, grpc.aio.Server], None] = pb_grpc.add_ServingServicer_to_server
+    # The generated function is untyped; `add` says what it takes.
+    return await rpc.start_server(lambda server: add(api, server), SERVICE_NAME, address, interceptors, tls)

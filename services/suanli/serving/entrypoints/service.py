@@ -82,21 +82,12 @@ async def serve(settings: ServingSettings, stop: asyncio.Event) -> None:
 
 def main(settings: ServingSettings) -> None:
     """Foreground process: telemetry, SIGTERM/SIGINT → graceful stop."""
-    import signal
-
     from suanli import telemetry
+    from suanli.infra.process import run_until_signalled
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     handle = telemetry.setup("serving", metrics_port=settings.metrics_port)
-
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(settings, stop)
-
     try:
-        asyncio.run(_main())
+        run_until_signalled(lambda stop: serve(settings, stop))
     finally:
         handle.shutdown()
