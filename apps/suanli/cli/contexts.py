@@ -105,6 +105,7 @@ def set_context(
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="Scheduler HOST:PORT.")] = None,
     billing: Annotated[str | None, typer.Option("--billing", help="Billing HOST:PORT.")] = None,
     routing: Annotated[str | None, typer.Option("--routing", help="Routing HOST:PORT.")] = None,
+    serving: Annotated[str | None, typer.Option("--serving", help="Serving HOST:PORT.")] = None,
     token: Annotated[str | None, typer.Option("--token", help="Access token to send.")] = None,
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="Read the token from this file on every call.")
@@ -118,7 +119,12 @@ def set_context(
     path, data = _document()
     entries = _entries(data)
     entry = next((c for c in entries if c["name"] == name), None) or {"name": name}
-    for key, value in (("scheduler", scheduler), ("billing", billing), ("routing", routing)):
+    for key, value in (
+        ("scheduler", scheduler),
+        ("billing", billing),
+        ("routing", routing),
+        ("serving", serving),
+    ):
         if value is not None:
             entry[key] = value
     if token is not None:

@@ -41,7 +41,7 @@ Addr = Annotated[
         envvar=ADDR_ENV,
         metavar="HOST:PORT",
         show_default=False,
-        help=f"Serving gRPC address (env {ADDR_ENV}; default {BUILTIN_ADDR}).",
+        help=f"Serving gRPC address (env {ADDR_ENV}; default: the config context's, else {BUILTIN_ADDR}).",
     ),
 ]
 Tenant = Annotated[

@@ -29,7 +29,7 @@ TOKEN_ENV = "SUANLI_TOKEN"
 CONTEXT_ENV = "SUANLI_CONTEXT"
 CA_ENV = "SUANLI_CA"
 DEFAULT_CONFIG = Path("~/.suanli/config.yaml")
-SERVERS = ("scheduler", "billing", "routing")
+SERVERS = ("scheduler", "billing", "routing", "serving")
 
 
 class ConfigError(ValueError):

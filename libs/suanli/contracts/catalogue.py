@@ -294,6 +294,7 @@ EVENTS: Final = MappingProxyType(
             _spec("ReplicaRequested", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ReplicaSubmitted", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ReplicaPlaced", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaStarted", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ReplicaStopped", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ReplicaReleased", "serving", SERVICES_EVENTS, "service_id"),
         ]

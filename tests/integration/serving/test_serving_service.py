@@ -108,7 +108,7 @@ async def stack(pg_dsn: str, bootstrap: str, prefix: str, tmp: Path) -> AsyncIte
 
 async def _placed(s: Stack, count: int) -> pb.Service | None:
     service = await s.api.GetService(pb.GetServiceRequest(tenant="acme", name="chat"))
-    placed = [r for r in service.replicas if r.state == "placed"]
+    placed = [r for r in service.replicas if r.state in ("placed", "running")]
     return service if len(placed) == count == len(service.replicas) else None
 
 
@@ -150,6 +150,22 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
         # The same history is the service's stream in its own schema.
         rows = await s.serving.store.read(f"service-{created.service_id}")
         assert [e.event_name for e in rows[:2]] == ["ServiceCreated", "ServiceScaled"]
+
+        # The agent starts a replica's task: the replica runs.
+        started_on = first[0]
+        started = {
+            **envelope(started_on["task_id"]),
+            "task_id": started_on["task_id"],
+            "job_id": started_on["job_id"],
+            "node_id": started_on["node_id"],
+            "attempt": started_on["attempt"],
+            "device_indices": [0],
+            "pid": 4242,
+        }
+        await publish(
+            kafka_bootstrap, topic_prefix, "tasks.lifecycle", started_on["task_id"], "TaskStarted", started
+        )
+        await events.wait_for(lambda n, r: n == "ReplicaStarted" and r["job_id"] == started_on["job_id"])
 
         # Scale to 3: a third, preemptible (surge) replica.
         scaled_up = await s.api.ScaleService(pb.ScaleServiceRequest(tenant="acme", name="chat", replicas=3))

@@ -240,3 +240,19 @@ async def test_the_example_spec_is_valid_and_its_replica_jobs_are_valid_job_spec
         "python -m vllm.entrypoints.openai.api_server",
         ["--model", "meta-llama/Llama-2-7b-chat-hf"],
     )
+
+
+async def test_a_started_replica_runs_and_a_late_placement_keeps_it_running() -> None:
+    store, service = _setup()
+    await _create(store, service)
+    async with store.begin() as unit:
+        await service.job_answered(unit, "serving-svc-1-r1", True, "job-1", "OK", "")
+        await service.task_started(unit, "job-1", "n1", 1)  # read before its placement
+        await service.task_placed(unit, "svc-1-r1", "job-1", "n1", "cn-east", "site-a", 1)
+        await service.task_started(unit, "job-1", "n1", 1)  # redelivered
+    stored = await store.get("acme", "chat")
+    assert stored is not None
+    replica = stored.service.replicas["svc-1-r1"]
+    assert (replica.state, replica.site, stored.service.ready) == (ReplicaState.RUNNING, "site-a", 1)
+    names = [n for _, n, _ in await _outbox(store)]
+    assert names.count("ReplicaStarted") == 1 and names.count("ReplicaPlaced") == 1

@@ -7,7 +7,7 @@ of the scheduler's command topic (`jobs.commands`), written with the events in o
 
 Replica states, and what moves them:
 
-    requested --job id known--> pending --TaskPlaced--> placed
+    requested --job id known--> pending --TaskPlaced--> placed --TaskStarted--> running
     pending/placed --JobRequeued--> pending (the scheduler places it again; ReplicaStopped final=false)
     any --job failed, finished, cancelled elsewhere, refused--> gone (ReplicaStopped final=true), replaced
     any --scale down, delete--> releasing (no job id yet: cancelled when it is known) or gone
@@ -38,6 +38,7 @@ class ReplicaState(StrEnum):
     REQUESTED = "requested"
     PENDING = "pending"
     PLACED = "placed"
+    RUNNING = "running"
     RELEASING = "releasing"
 
 
@@ -127,6 +128,15 @@ class ReplicaPlaced:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaStarted:
+    service_id: str
+    replica_id: str
+    job_id: str
+    node_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaStopped:
     service_id: str
     replica_id: str
@@ -152,6 +162,7 @@ Event = (
     | ReplicaRequested
     | ReplicaSubmitted
     | ReplicaPlaced
+    | ReplicaStarted
     | ReplicaStopped
     | ReplicaReleased
 )
@@ -292,13 +303,27 @@ class Service:
         replica = self.replicas.get(replica_id)
         if replica is None or replica.state is ReplicaState.RELEASING or attempt < replica.attempt:
             return Decision()
-        if replica.state is ReplicaState.PLACED and (replica.attempt, replica.node_id) == (attempt, node_id):
+        if replica.state in _ON_NODE and (replica.attempt, replica.node_id, replica.site) == (
+            attempt,
+            node_id,
+            site,
+        ):
             return Decision()  # a redelivered placement
         decision = Decision()
         if not replica.job_id:
             decision += self._record(Decision((ReplicaSubmitted(self.service_id, replica_id, job_id),)))
         event = ReplicaPlaced(self.service_id, replica_id, job_id, node_id, region, site, attempt)
         return decision + self._record(Decision((event,)))
+
+    def started(self, job_id: str, node_id: str, attempt: int) -> Decision:
+        """The replica's task started on its node (the agent's TaskStarted)."""
+        replica = self._by_job(job_id)
+        if replica is None or replica.state in (ReplicaState.RELEASING, ReplicaState.RUNNING):
+            return Decision()
+        if attempt < replica.attempt:
+            return Decision()
+        event = ReplicaStarted(self.service_id, replica.replica_id, job_id, node_id, attempt)
+        return self._record(Decision((event,)))
 
     def job_requeued(self, job_id: str, attempt: int, reason: str) -> Decision:
         """The scheduler requeued the job as `attempt` (JobRequeued carries the new attempt number)."""
@@ -331,7 +356,8 @@ class Service:
 
     @property
     def ready(self) -> int:
-        return sum(r.state is ReplicaState.PLACED for r in self.replicas.values())
+        """Replicas placed on a node (started or not)."""
+        return sum(r.state in _ON_NODE for r in self.replicas.values())
 
     def replica_of_job(self, job_id: str) -> Replica | None:
         return self._by_job(job_id)
@@ -356,11 +382,19 @@ class Service:
             case ReplicaPlaced():
                 self._update(
                     event.replica_id,
-                    state=ReplicaState.PLACED,
+                    state=_after_placed(self, event),
                     job_id=event.job_id,
                     node_id=event.node_id,
                     placed_region=event.region,
                     site=event.site,
+                    attempt=event.attempt,
+                )
+            case ReplicaStarted():
+                self._update(
+                    event.replica_id,
+                    state=ReplicaState.RUNNING,
+                    job_id=event.job_id,
+                    node_id=event.node_id,
                     attempt=event.attempt,
                 )
             case ReplicaStopped(final=False):
@@ -449,6 +483,17 @@ class Service:
 
     def _by_job(self, job_id: str) -> Replica | None:
         return next((r for r in self.replicas.values() if r.job_id == job_id), None)
+
+
+_ON_NODE = (ReplicaState.PLACED, ReplicaState.RUNNING)
+
+
+def _after_placed(service: Service, event: ReplicaPlaced) -> ReplicaState:
+    # Topics are read in no order relative to each other: a start already seen for this attempt stays.
+    replica = service.replicas.get(event.replica_id)
+    if replica is not None and replica.state is ReplicaState.RUNNING and replica.attempt == event.attempt:
+        return ReplicaState.RUNNING
+    return ReplicaState.PLACED
 
 
 def _after_submit(service: Service, event: ReplicaSubmitted) -> ReplicaState:

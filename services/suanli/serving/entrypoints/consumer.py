@@ -22,7 +22,7 @@ from suanli.serving.service_layer.serving import ServingService
 
 log = logging.getLogger(__name__)
 
-INPUTS = ("jobs.replies", "jobs.events", "placements")
+INPUTS = ("jobs.replies", "jobs.events", "placements", "tasks.lifecycle")
 
 Effect = Callable[[Services], Awaitable[None]]
 # (service, record) -> the effect to run in a unit of work, or None when the record is not ours.
@@ -67,6 +67,10 @@ def _placed(s: ServingService, r: Mapping[str, Any]) -> Effect | None:
     )
 
 
+def _started(s: ServingService, r: Mapping[str, Any]) -> Effect:
+    return lambda unit: s.task_started(unit, r["job_id"], r["node_id"], int(r["attempt"]))
+
+
 HANDLERS: Mapping[tuple[str, str], Handler] = MappingProxyType(
     {
         ("jobs.replies", "JobCommandAnswered"): _answered,
@@ -76,6 +80,7 @@ HANDLERS: Mapping[tuple[str, str], Handler] = MappingProxyType(
         ("jobs.events", "JobCancelled"): lambda s, r: _ended(s, r, "JobCancelled"),
         ("jobs.events", "JobRequeued"): _requeued,
         ("placements", "TaskPlaced"): _placed,
+        ("tasks.lifecycle", "TaskStarted"): _started,
     }
 )
 

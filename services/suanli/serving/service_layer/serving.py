@@ -102,6 +102,11 @@ class ServingService:
                 unit, service, service.placed(replica_id, job_id, node_id, region, site, attempt)
             )
 
+    async def task_started(self, unit: Services, job_id: str, node_id: str, attempt: int) -> None:
+        service = await unit.of_job(job_id)
+        if service is not None:
+            await self._decide(unit, service, service.started(job_id, node_id, attempt))
+
     async def job_requeued(self, unit: Services, job_id: str, attempt: int, reason: str) -> None:
         service = await unit.of_job(job_id)
         if service is not None:
