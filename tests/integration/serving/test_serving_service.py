@@ -167,6 +167,24 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
         )
         await events.wait_for(lambda n, r: n == "ReplicaStarted" and r["job_id"] == started_on["job_id"])
 
+        # Its node is lost under it: the scheduler requeues the job (a restart, not a failure) and places
+        # it again; the replica waits for it (ReplicaStopped, not final) instead of being replaced.
+        lost = {**started, **envelope(started_on["task_id"]), "reason": "node lost", "kind": "NODE_LOST"}
+        lost = {k: v for k, v in lost.items() if k not in ("device_indices", "pid")} | {"exit_code": None}
+        await publish(
+            kafka_bootstrap, topic_prefix, "tasks.lifecycle", started_on["task_id"], "TaskFailed", lost
+        )
+        [requeued] = await events.wait_for(lambda n, r: n == "ReplicaStopped" and not r["final"], timeout=30)
+        assert (requeued["job_id"], requeued["cause"], requeued["attempt"]) == (
+            started_on["job_id"],
+            "requeued",
+            2,
+        )
+        await placements.wait_for(lambda n, r: n == "TaskPlaced" and r["job_id"] == started_on["job_id"], 2)
+        service = await until(lambda: _placed(s, 2), 30, "the requeued replica placed again")
+        again = next(r for r in service.replicas if r.job_id == started_on["job_id"])
+        assert again.attempt == 2
+
         # Scale to 3: a third, preemptible (surge) replica.
         scaled_up = await s.api.ScaleService(pb.ScaleServiceRequest(tenant="acme", name="chat", replicas=3))
         assert scaled_up.desired_replicas == 3
@@ -179,7 +197,12 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
 
         # A replica's task fails on its node: the scheduler fails the job, serving replaces the replica.
         victim = service.replicas[0]
-        [placed] = [p for p in _replica_placements(await placements.poll()) if p["job_id"] == victim.job_id]
+        # Its newest placement (a requeued job has one per attempt).
+        placed = [
+            p
+            for p in _replica_placements(await placements.poll())
+            if (p["job_id"], p["attempt"]) == (victim.job_id, victim.attempt)
+        ][-1]
         failed = {
             **envelope(placed["task_id"]),
             "task_id": placed["task_id"],
@@ -201,7 +224,7 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
             3,
             3,
         )
-        [stopped] = await events.wait_for(lambda n, r: n == "ReplicaStopped")
+        [stopped] = await events.wait_for(lambda n, r: n == "ReplicaStopped" and r["final"])
         assert (stopped["replica_id"], stopped["cause"], stopped["final"]) == (
             victim.replica_id,
             "failed",

@@ -256,3 +256,19 @@ async def test_a_started_replica_runs_and_a_late_placement_keeps_it_running() ->
     assert (replica.state, replica.site, stored.service.ready) == (ReplicaState.RUNNING, "site-a", 1)
     names = [n for _, n, _ in await _outbox(store)]
     assert names.count("ReplicaStarted") == 1 and names.count("ReplicaPlaced") == 1
+
+
+async def test_a_newer_attempt_placed_before_its_requeue_records_the_loss_once() -> None:
+    store, service = _setup()
+    await _create(store, service)
+    async with store.begin() as unit:
+        await service.job_answered(unit, "serving-svc-1-r1", True, "job-1", "OK", "")
+        await service.task_placed(unit, "svc-1-r1", "job-1", "n1", "cn-east", "s", 1)
+        await service.task_placed(unit, "svc-1-r1", "job-1", "n2", "cn-east", "s", 2)
+        await service.job_requeued(unit, "job-1", 2, "node n1 was lost")  # read late: already known
+    stopped = [r for _, n, r in await _outbox(store) if n == "ReplicaStopped"]
+    assert [(r["cause"], r["final"], r["attempt"]) for r in stopped] == [("requeued", False, 2)]
+    stored = await store.get("acme", "chat")
+    assert stored is not None
+    replica = stored.service.replicas["svc-1-r1"]
+    assert (replica.state, replica.node_id, replica.attempt) == (ReplicaState.PLACED, "n2", 2)

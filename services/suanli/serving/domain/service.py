@@ -312,6 +312,18 @@ class Service:
         decision = Decision()
         if not replica.job_id:
             decision += self._record(Decision((ReplicaSubmitted(self.service_id, replica_id, job_id),)))
+        if replica.state in _ON_NODE and attempt > replica.attempt:
+            # A newer attempt read before the JobRequeued that made it: the older one was lost all the same.
+            lost = ReplicaStopped(
+                self.service_id,
+                replica_id,
+                job_id,
+                "requeued",
+                f"placed again as attempt {attempt}",
+                False,
+                attempt,
+            )
+            decision += self._record(Decision((lost,)))
         event = ReplicaPlaced(self.service_id, replica_id, job_id, node_id, region, site, attempt)
         return decision + self._record(Decision((event,)))
 
