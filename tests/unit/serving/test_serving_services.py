@@ -216,6 +216,14 @@ async def test_a_refused_submission_is_not_replaced_and_facts_of_other_jobs_chan
     out = (await _outbox(store))[before:]
     assert [n for _, n, _ in out] == ["ReplicaStopped"]
     assert out[0][2]["cause"] == "refused" and "INVALID_ARGUMENT" in out[0][2]["reason"]
+    # Asking for the same count again requests the refused replica anew.
+    async with store.begin() as unit:
+        await service.scale(unit, "acme", "chat", 2, "alice@acme")
+    again = (await _outbox(store))[before + 1 :]
+    assert [n for _, n, _ in again] == ["ServiceScaled", "ReplicaRequested", "JobSubmissionRequested"]
+    async with store.begin() as unit:
+        await service.scale(unit, "acme", "chat", 2, "alice@acme")  # nothing missing: no change
+    assert len(await _outbox(store)) == before + 4
 
 
 async def test_the_example_spec_is_valid_and_its_replica_jobs_are_valid_job_specs() -> None:
@@ -272,3 +280,21 @@ async def test_a_newer_attempt_placed_before_its_requeue_records_the_loss_once()
     assert stored is not None
     replica = stored.service.replicas["svc-1-r1"]
     assert (replica.state, replica.node_id, replica.attempt) == (ReplicaState.PLACED, "n2", 2)
+
+
+async def test_scale_down_releases_surge_replicas_unplaced_first_then_the_newest() -> None:
+    store, service = _setup()
+    async with store.begin() as unit:
+        await service.create(unit, "acme", {**SPEC, "min_replicas": 1}, 4, "")
+        for seq in (1, 2, 3, 4):
+            await service.job_answered(unit, f"serving-svc-1-r{seq}", True, f"job-{seq}", "OK", "")
+        for seq in (1, 2, 4):
+            await service.task_placed(unit, f"svc-1-r{seq}", f"job-{seq}", "n1", "cn-east", "s", 1)
+    before = len(await _outbox(store))
+    async with store.begin() as unit:
+        await service.scale(unit, "acme", "chat", 2, "")
+    released = [r["replica_id"] for _, n, r in (await _outbox(store))[before:] if n == "ReplicaReleased"]
+    assert released == ["svc-1-r3", "svc-1-r4"]  # r3 not placed yet, then the newest surge replica
+    stored = await store.get("acme", "chat")
+    assert stored is not None and sorted(stored.service.replicas) == ["svc-1-r1", "svc-1-r2"]
+    assert stored.service.replicas["svc-1-r1"].guaranteed

@@ -263,8 +263,9 @@ class Service:
         self._active()
         if not self.spec.min_replicas <= to <= self.spec.max_replicas:
             raise ReplicasOutOfRange(to, self.spec)
-        if to == self.desired:
+        if to == self.desired and len(self.serving_replicas) == to:
             return Decision()
+        # The same count again still asks for replicas the scheduler refused before.
         return self._scale(to, reason, principal, policy)
 
     def delete(self, principal: str) -> Decision:
@@ -449,9 +450,7 @@ class Service:
         if to > len(serving):
             return decision + self._add(to - len(serving), policy)
         # Down: surge replicas first, then those not placed yet, then the newest.
-        order = sorted(
-            serving, key=lambda r: (r.guaranteed, r.state is ReplicaState.PLACED, r.seq), reverse=False
-        )
+        order = sorted(serving, key=lambda r: (r.guaranteed, r.state in _ON_NODE, -r.seq))
         for replica in order[: len(serving) - to]:
             decision += self._release(replica, "scale-down")
         return decision
