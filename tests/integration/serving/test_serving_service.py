@@ -186,8 +186,14 @@ async def test_replicas_are_placed_scaled_replaced_and_cancelled(
         assert again.attempt == 2
 
         # Scale to 3: a third, preemptible (surge) replica.
+        watch = s.api.WatchService(pb.WatchServiceRequest(tenant="acme", name="chat"))
+        current = await watch.read()
+        assert (current.event, current.service.desired_replicas) == ("Current", 2)
         scaled_up = await s.api.ScaleService(pb.ScaleServiceRequest(tenant="acme", name="chat", replicas=3))
         assert scaled_up.desired_replicas == 3
+        changed = await asyncio.wait_for(watch.read(), 10)
+        assert (changed.event, changed.service.desired_replicas) == ("Changed", 3)
+        watch.cancel()
         service = await until(lambda: _placed(s, 3), 30, "three replicas placed")
         assert sum(not r.guaranteed for r in service.replicas) == 1
         with pytest.raises(grpc.aio.AioRpcError) as out_of_range:

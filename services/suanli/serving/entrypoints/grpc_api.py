@@ -106,21 +106,22 @@ class ServingApi(pb_grpc.ServingServicer):
     async def WatchService(
         self, request: pb.WatchServiceRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServiceUpdate]:
+        # The whole stream: a database outage while following answers UNAVAILABLE, as a plain call does.
         async with rpc_errors(context):
             tenant, name = _named(request.tenant, request.name)
             stored = await self._stored(tenant, name)
-        # The service's id: a service of the same name created after this one was deleted is another.
-        service_id, version = stored.service.service_id, stored.service.version
-        yield pb.ServiceUpdate(event="Current", service=_service(stored))
-        while not _finished(stored.service):
-            await asyncio.sleep(self._poll_s)
-            found = await self._queries.get(tenant, name)
-            if found is not None and found.service.service_id != service_id:
-                return  # deleted, and its name used again
-            if found is None or found.service.version == version:
-                continue
-            stored, version = found, found.service.version
-            yield pb.ServiceUpdate(event=_last_event(stored), service=_service(stored))
+            # The service's id: a service of the same name created after this one was deleted is another.
+            service_id, version = stored.service.service_id, stored.service.version
+            yield pb.ServiceUpdate(event="Current", service=_service(stored))
+            while not _finished(stored.service):
+                await asyncio.sleep(self._poll_s)
+                found = await self._queries.get(tenant, name)
+                if found is not None and found.service.service_id != service_id:
+                    return  # deleted, and its name used again
+                if found is None or found.service.version == version:
+                    continue
+                stored, version = found, found.service.version
+                yield pb.ServiceUpdate(event=_last_event(stored), service=_service(stored))
 
     async def _stored(self, tenant: str, name: str) -> StoredService:
         stored = await self._queries.get(tenant, name)
