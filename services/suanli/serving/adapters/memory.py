@@ -26,6 +26,7 @@ class _Rows:
 
     def __init__(self) -> None:
         self.rows: dict[str, tuple[dict[str, Any], datetime, datetime]] = {}
+        self.jobs: set[str] = set()  # every replica job ever recorded, as replica_keys keeps them
 
 
 class InMemoryServices:
@@ -73,6 +74,7 @@ class InMemoryServices:
         await self._tx.append(records.stream_of(service.service_id), before, told.events, outbox=told.outbox)
         created = now if new else self._rows.rows[service.service_id][1]
         self._rows.rows[service.service_id] = (records.state_of(service), created, now)
+        self._rows.jobs.update(r.job_id for r in service.replicas.values() if r.job_id)
 
 
 class InMemoryServing:
@@ -106,11 +108,11 @@ class InMemoryServing:
 
     @asynccontextmanager
     async def _unit(self, tx: Transaction) -> AsyncIterator[InMemoryServices]:
-        saved = copy.deepcopy(self._rows.rows)
+        saved = copy.deepcopy(self._rows.rows), set(self._rows.jobs)
         try:
             yield InMemoryServices(tx, self._rows, self._topics, self._new_id, self._clock)
         except BaseException:
-            self._rows.rows = saved
+            self._rows.rows, self._rows.jobs = saved
             raise
 
     # -- ServingQueries -----------------------------------------------------------------------------
@@ -125,6 +127,9 @@ class InMemoryServing:
             return None
         _, updated, state, created = max(found, key=lambda f: (f[0], f[1]))
         return StoredService(records.service_from(copy.deepcopy(state)), created, updated)
+
+    async def knows_job(self, job_id: str) -> bool:
+        return job_id in self._rows.jobs
 
     async def page(self, tenant: str | None, after: str, limit: int) -> ServicePage:
         live = sorted(

@@ -176,6 +176,12 @@ class PostgresServingQueries:
         shown = rows[:limit]
         return ServicePage([_stored(r) for r in shown], shown[-1]["key"] if len(rows) > limit else None)
 
+    async def knows_job(self, job_id: str) -> bool:
+        found = await self._pool.fetchval(
+            f"SELECT 1 FROM {self._s}.replica_keys WHERE key = $1", f"job:{job_id}"
+        )
+        return found is not None
+
 
 def _stored(row: asyncpg.Record) -> StoredService:
     return StoredService(records.service_from(json.loads(row["state"])), row["created_at"], row["updated_at"])

@@ -17,7 +17,7 @@ from suanli.contracts.catalogue import events_on
 from suanli.eventstore import AlreadyProcessed
 from suanli.infra.transient import RetriableError, is_transient
 from suanli.serving.domain.service import REPLICA_ENV, REQUEST_PREFIX
-from suanli.serving.service_layer.ports import Services, UnitOfWork
+from suanli.serving.service_layer.ports import Services, ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,17 @@ def _started(s: ServingService, r: Mapping[str, Any]) -> Effect:
     return lambda unit: s.task_started(unit, r["job_id"], r["node_id"], int(r["attempt"]))
 
 
+# Facts named by job id only: most are about other jobs, passed over after one unlocked lookup.
+BY_JOB = frozenset(
+    {
+        ("jobs.events", "JobFailed"),
+        ("jobs.events", "JobSucceeded"),
+        ("jobs.events", "JobCancelled"),
+        ("jobs.events", "JobRequeued"),
+        ("tasks.lifecycle", "TaskStarted"),
+    }
+)
+
 HANDLERS: Mapping[tuple[str, str], Handler] = MappingProxyType(
     {
         ("jobs.replies", "JobCommandAnswered"): _answered,
@@ -93,10 +104,16 @@ class ServingHandler:
     """
 
     def __init__(
-        self, service: ServingService, uow: UnitOfWork, group: str, topics: Mapping[str, str]
+        self,
+        service: ServingService,
+        uow: UnitOfWork,
+        queries: ServingQueries,
+        group: str,
+        topics: Mapping[str, str],
     ) -> None:
         self._service = service
         self._uow = uow
+        self._queries = queries
         self._group = group
         self._logical = {physical: logical for logical, physical in topics.items()}
 
@@ -105,6 +122,8 @@ class ServingHandler:
         if effect is None:
             return
         try:
+            if await self._elsewhere(event):
+                return
             async with self._uow.tracked(
                 self._group, event.topic, event.partition, event.offset, event.event_id
             ) as unit:
@@ -115,6 +134,11 @@ class ServingHandler:
             if is_transient(exc):
                 raise RetriableError(f"database: {exc!r}") from exc
             raise
+
+    async def _elsewhere(self, event: ConsumedEvent) -> bool:
+        """A fact named by job id about a job that is no replica's (no transaction, no tracking)."""
+        keyed = (self._logical[event.topic], event.event_name) in BY_JOB
+        return keyed and not await self._queries.knows_job(event.record["job_id"])
 
     def _effect(self, event: ConsumedEvent) -> Effect | None:
         topic = self._logical.get(event.topic)

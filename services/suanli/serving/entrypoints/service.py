@@ -60,7 +60,7 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
         stack.push_async_callback(server.stop, 5.0)
 
         names = {name: topics.topic_name(name, prefix) for name in INPUTS}
-        handler = ServingHandler(serving.service, serving.uow, settings.group, names)
+        handler = ServingHandler(serving.service, serving.uow, serving.queries, settings.group, names)
         consumer = EventConsumer(
             settings.kafka_bootstrap,
             settings.group,

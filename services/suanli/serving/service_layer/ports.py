@@ -72,3 +72,7 @@ class ServingQueries(Protocol):
     async def page(self, tenant: str | None, after: str, limit: int) -> ServicePage:
         """Live services (of `tenant`, or all), ordered by tenant and name, after "tenant/name"."""
         ...
+
+    async def knows_job(self, job_id: str) -> bool:
+        """Whether the job is (or was) a replica's: most jobs of the scheduler's topics are not."""
+        ...
