@@ -78,7 +78,19 @@ def _call(addr: str, method: str, request: Any) -> Any:
 
 
 _COLUMNS = ("name", "tenant", "model", "state", "desired", "placed", "min", "max", "service_id")
-_REPLICA_COLUMNS = ("replica", "state", "guaranteed", "job_id", "node", "region", "pinned", "attempt")
+_REPLICA_COLUMNS = (
+    "replica",
+    "state",
+    "guaranteed",
+    "job_id",
+    "node",
+    "region",
+    "pinned",
+    "attempt",
+    "in_flight",
+    "queued",
+    "latency_s",
+)
 
 
 def _service_rows(services: list[Any]) -> Rows:
@@ -119,17 +131,27 @@ def _emit_service(answer: Any, output: Any, no_headers: bool, sort_by: str) -> N
                 r.region,
                 r.pinned_region,
                 str(r.attempt or ""),
+                *_load_cells(r),
             )
             for r in answer.replicas
         ],
         f"service {answer.tenant}/{answer.name} ({answer.model}, {answer.state}): "
         f"{answer.placed_replicas} of {answer.desired_replicas} replicas placed, "
         f"min {answer.min_replicas}, max {answer.max_replicas}",
-        right=frozenset({"attempt"}),
+        right=frozenset({"attempt", "in_flight", "queued", "latency_s"}),
+        wide=frozenset({"pinned", "attempt"}),
         kind="service",
         names=[answer.name],
     )
     emit_rows(output, to_data(answer), rows, no_headers=no_headers, sort_by=sort_by)
+
+
+def _load_cells(replica: Any) -> tuple[str, str, str]:
+    # Blank while the replica sends no fresh load report (services.load).
+    if not replica.HasField("load"):
+        return ("", "", "")
+    load = replica.load
+    return (str(load.in_flight), str(load.queued), f"{load.recent_latency_s:.3f}")
 
 
 def _spec_text(path: str) -> str:

@@ -46,6 +46,7 @@ __all__ = [
     "PLACEMENTS",
     "QUEUES_EVENTS",
     "SERVICES_EVENTS",
+    "SERVICES_LOAD",
     "TASKS_LIFECYCLE",
     "TOPIC_PREFIX_ENV",
     "USAGE_METERED",
@@ -77,6 +78,7 @@ QUEUES_EVENTS: Final = spec(catalogue.QUEUES_EVENTS)
 BILLING_EVENTS: Final = spec(catalogue.BILLING_EVENTS)
 AUTH_EVENTS: Final = spec(catalogue.AUTH_EVENTS)
 SERVICES_EVENTS: Final = spec(catalogue.SERVICES_EVENTS)
+SERVICES_LOAD: Final = spec(catalogue.SERVICES_LOAD)
 
 
 def resolve_prefix(prefix: str | None = None) -> str:

@@ -97,6 +97,7 @@ QUEUES_EVENTS: Final = "queues.events"
 BILLING_EVENTS: Final = "billing.events"
 AUTH_EVENTS: Final = "auth.events"
 SERVICES_EVENTS: Final = "services.events"
+SERVICES_LOAD: Final = "services.load"
 
 TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
     TopicSpec(
@@ -191,6 +192,14 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
         4,
         "service id",
         doc="Inference services and their replicas: created, scaled, deleted; replicas requested, placed.",
+    ),
+    # Full-state reports every few seconds: a lost or repeated one heals with the next; kept a day.
+    TopicSpec(
+        SERVICES_LOAD,
+        4,
+        "service id",
+        retention_ms=DAY_MS,
+        doc="Each replica's load (in flight, queued, latency, free KV cache), reported every interval.",
     ),
 )
 TOPICS_BY_NAME: Final = MappingProxyType({t.name: t for t in TOPIC_SPECS})
@@ -297,6 +306,7 @@ EVENTS: Final = MappingProxyType(
             _spec("ReplicaStarted", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ReplicaStopped", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ReplicaReleased", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaLoadReported", "serving", SERVICES_LOAD, "service_id"),
         ]
     )
 )

@@ -294,6 +294,63 @@ async def test_bad_specs_unknown_services_and_garbage_on_the_consumed_topics(
             2,
             "llama-2-7b",
         )
+        # A replica's load reports (every interval, as replicas send them) show in GetService.
+        placed = await s.api.GetService(pb.GetServiceRequest(tenant="acme", name="chat"))
+        replica = placed.replicas[0]
+        report = {
+            **envelope(placed.service_id),
+            "service_id": placed.service_id,
+            "replica_id": replica.replica_id,
+            "region": replica.region,
+            "address": "10.0.0.7:8000",
+            "in_flight": 3,
+            "queued": 1,
+            "max_batch": 16,
+            "prefill_tokens_per_s": 3000.0,
+            "decode_step_s": 0.05,
+            "recent_latency_s": 2.5,
+            "prefill_backlog_s": 0.0,
+            "kv_free_tokens": 9000,
+            "interval_s": 2.0,
+        }
+
+        async def loaded() -> pb.Replica | None:
+            fresh = {**report, **envelope(placed.service_id)}
+            await publish(
+                kafka_bootstrap,
+                topic_prefix,
+                "services.load",
+                placed.service_id,
+                "ReplicaLoadReported",
+                fresh,
+            )
+            got = await s.api.GetService(pb.GetServiceRequest(tenant="acme", name="chat"))
+            found = next(r for r in got.replicas if r.replica_id == replica.replica_id)
+            return found if found.HasField("load") else None
+
+        with_load = await until(loaded, 30, "the load report in GetService")
+        assert (with_load.load.in_flight, with_load.load.queued, with_load.load.address) == (
+            3,
+            1,
+            "10.0.0.7:8000",
+        )
+        await publish_raw(kafka_bootstrap, topic_prefix, "services.load", b"not avro")
+        await publish(
+            kafka_bootstrap,
+            topic_prefix,
+            "services.load",
+            "x",
+            "ReplicaLoadReported",
+            {**report, "max_batch": 0},
+        )
+        async with TopicReader(kafka_bootstrap, f"{topic_prefix}.services.load.dlq") as dlq:
+            await dlq.wait_for(lambda n, r: True, 2, timeout=30)
+            messages = sorted(h[DLQ_ERROR_MESSAGE].decode() for _, _, h in dlq.records)
+            assert messages == [
+                "8 bytes is shorter than the 10-byte header",
+                "max_batch: must be 1 or more (got 0)",
+            ]
+
         shown = await cli("service", "get", "chat", "-t", "acme", *addr)
         assert shown.exit_code == 0 and "2 of 2 replicas placed" in shown.output, shown.output
         refused = await cli("service", "scale", "chat", "-t", "acme", "--replicas", "9", *addr)

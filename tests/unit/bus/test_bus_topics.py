@@ -28,6 +28,7 @@ REQUIRED = {
     "billing.events",
     "auth.events",
     "services.events",
+    "services.load",
 }
 COMPACTED = {"capacity.nodes", "network.links", "nodes.status"}
 

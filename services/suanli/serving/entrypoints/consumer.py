@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -16,6 +17,8 @@ from suanli.bus import ConsumedEvent
 from suanli.contracts.catalogue import events_on
 from suanli.eventstore import AlreadyProcessed
 from suanli.infra.transient import RetriableError, is_transient
+from suanli.serving.adapters import records
+from suanli.serving.domain.load import LoadView
 from suanli.serving.domain.service import REPLICA_ENV, REQUEST_PREFIX
 from suanli.serving.service_layer.ports import Services, ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
@@ -23,6 +26,7 @@ from suanli.serving.service_layer.serving import ServingService
 log = logging.getLogger(__name__)
 
 INPUTS = ("jobs.replies", "jobs.events", "placements", "tasks.lifecycle")
+LOAD = "services.load"  # consumed apart: into the in-memory load view, by every instance
 
 Effect = Callable[[Services], Awaitable[None]]
 # (service, record) -> the effect to run in a unit of work, or None when the record is not ours.
@@ -151,3 +155,22 @@ class ServingHandler:
             raise UnexpectedEvent(f"{name or 'an unnamed record'} is not an event of {topic}")
         handler = HANDLERS.get((topic, name))
         return None if handler is None else handler(self._service, event.record)
+
+
+class LoadHandler:
+    """The `EventConsumer` handler of `services.load`: each report into the in-memory load view.
+
+    No transaction: the view is rebuilt from the next reports after a restart (full state, latest wins).
+    Anything but a valid ReplicaLoadReported is dead-lettered with the reason.
+    """
+
+    def __init__(self, view: LoadView, now: Callable[[], datetime]) -> None:
+        self._view = view
+        self._now = now
+
+    async def __call__(self, event: ConsumedEvent) -> None:
+        if event.tombstone:
+            return
+        if event.event_name != "ReplicaLoadReported":
+            raise UnexpectedEvent(f"{event.event_name or 'an unnamed record'} is not an event of {LOAD}")
+        self._view.report(records.load_from_record(event.record), self._now())

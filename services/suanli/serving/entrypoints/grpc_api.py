@@ -20,6 +20,7 @@ from suanli.auth.principal import tenant_of_queue
 from suanli.auth.tls import TlsSettings
 from suanli.errors import PermissionDenied
 from suanli.rpc import rpc_errors
+from suanli.serving.domain.load import LoadView, ReplicaLoad
 from suanli.serving.domain.service import Service, ServiceState
 from suanli.serving.service_layer.errors import InvalidField, ServiceNotFound
 from suanli.serving.service_layer.ports import ServingQueries, StoredService, UnitOfWork
@@ -40,12 +41,20 @@ class ServingApi(pb_grpc.ServingServicer):
     """
 
     def __init__(
-        self, queries: ServingQueries, uow: UnitOfWork, service: ServingService, watch_poll_s: float
+        self,
+        queries: ServingQueries,
+        uow: UnitOfWork,
+        service: ServingService,
+        watch_poll_s: float,
+        loads: LoadView,
+        now: Callable[[], datetime],
     ) -> None:
         self._queries = queries
         self._uow = uow
         self._service = service
         self._poll_s = watch_poll_s
+        self._loads = loads
+        self._now = now
 
     async def CreateService(
         self, request: pb.CreateServiceRequest, context: grpc.aio.ServicerContext
@@ -82,7 +91,7 @@ class ServingApi(pb_grpc.ServingServicer):
             )
             token = "" if page.next_after is None else _page_token(page.next_after)
             return pb.ListServicesResponse(
-                services=[_service(s) for s in page.services], next_page_token=token
+                services=[self._message(s) for s in page.services], next_page_token=token
             )
 
     async def ScaleService(
@@ -112,7 +121,7 @@ class ServingApi(pb_grpc.ServingServicer):
             stored = await self._stored(tenant, name)
             # The service's id: a service of the same name created after this one was deleted is another.
             service_id, version = stored.service.service_id, stored.service.version
-            yield pb.ServiceUpdate(event="Current", service=_service(stored))
+            yield pb.ServiceUpdate(event="Current", service=self._message(stored))
             while not _finished(stored.service):
                 await asyncio.sleep(self._poll_s)
                 found = await self._queries.get(tenant, name)
@@ -121,7 +130,7 @@ class ServingApi(pb_grpc.ServingServicer):
                 if found is None or found.service.version == version:
                     continue
                 stored, version = found, found.service.version
-                yield pb.ServiceUpdate(event=_last_event(stored), service=_service(stored))
+                yield pb.ServiceUpdate(event=_last_event(stored), service=self._message(stored))
 
     async def _stored(self, tenant: str, name: str) -> StoredService:
         stored = await self._queries.get(tenant, name)
@@ -130,7 +139,10 @@ class ServingApi(pb_grpc.ServingServicer):
         return stored
 
     async def _answer(self, tenant: str, name: str) -> pb.Service:
-        return _service(await self._stored(tenant, name))
+        return self._message(await self._stored(tenant, name))
+
+    def _message(self, stored: StoredService) -> pb.Service:
+        return _service(stored, self._loads.of(stored.service.service_id, self._now()))
 
 
 def _finished(service: Service) -> bool:
@@ -188,7 +200,7 @@ def _ts(at: datetime) -> Timestamp:
     return stamp
 
 
-def _service(stored: StoredService) -> pb.Service:
+def _service(stored: StoredService, loads: dict[str, ReplicaLoad]) -> pb.Service:
     s = stored.service
     return pb.Service(
         service_id=s.service_id,
@@ -212,12 +224,27 @@ def _service(stored: StoredService) -> pb.Service:
                 region=r.placed_region,
                 site=r.site,
                 attempt=r.attempt,
+                load=_load(loads.get(r.replica_id)),
             )
             for r in sorted(s.replicas.values(), key=lambda r: r.seq)
         ],
         spec=json.dumps(s.document, sort_keys=True),
         created_at=_ts(stored.created_at),
         updated_at=_ts(stored.updated_at),
+    )
+
+
+def _load(load: ReplicaLoad | None) -> pb.ReplicaLoad | None:
+    if load is None:
+        return None
+    return pb.ReplicaLoad(
+        in_flight=load.in_flight,
+        queued=load.queued,
+        recent_latency_s=load.recent_latency_s,
+        prefill_backlog_s=load.prefill_backlog_s,
+        kv_free_tokens=load.kv_free_tokens,
+        address=load.address,
+        reported_at=_ts(load.reported_at),
     )
 
 

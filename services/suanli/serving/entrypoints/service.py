@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from suanli.auth.server import server_auth
 from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
-from suanli.clock import Clock, SystemClock
+from suanli.clock import Clock, SystemClock, uuid4_factory
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.serving import bootstrap
-from suanli.serving.entrypoints.consumer import INPUTS, ServingHandler
+from suanli.serving.domain.load import LoadView
+from suanli.serving.entrypoints.consumer import INPUTS, LOAD, LoadHandler, ServingHandler
 from suanli.serving.entrypoints.grpc_api import ServingApi, start_server
 from suanli.serving.entrypoints.settings import ServingSettings
 from suanli.serving.service_layer.ports import ServingQueries, UnitOfWork
@@ -43,7 +45,7 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
     """Start everything; on exit stop intake first, then the API and the relay."""
     clock = clock or SystemClock()
     prefix = settings.topic_prefix
-    specs = [topics.spec(name) for name in (*INPUTS, "services.events", "jobs.commands")]
+    specs = [topics.spec(name) for name in (*INPUTS, LOAD, "services.events", "jobs.commands")]
     await ensure_topics(settings.kafka_bootstrap, specs, prefix=prefix)
     async with contextlib.AsyncExitStack() as stack:
         serving = await stack.enter_async_context(bootstrap.bootstrap(settings, clock))
@@ -52,7 +54,10 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
         # Serving owns its processed_events (the consumer's de-duplication records): it prunes them.
         await stack.enter_async_context(ProcessedEventsPruner(serving.store, schema=serving.store.schema))
 
-        api = ServingApi(serving.queries, serving.uow, serving.service, settings.watch_poll_s)
+        loads = LoadView()
+        api = ServingApi(
+            serving.queries, serving.uow, serving.service, settings.watch_poll_s, loads, clock.now
+        )
         auth = await stack.enter_async_context(server_auth(settings))
         server, port = await start_server(
             api, settings.listen, with_tracing(() if auth is None else (auth.interceptor,)), settings
@@ -70,6 +75,16 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
             settings=settings.consumer,
         )
         await stack.enter_async_context(consumer)
+        # Every instance keeps the whole view: its own group, from the newest reports on (a report is
+        # full state, so the next one is all a new instance needs).
+        load_consumer = EventConsumer(
+            settings.kafka_bootstrap,
+            f"{settings.group}-load-{uuid4_factory().hex[:8]}",
+            [topics.topic_name(LOAD, prefix)],
+            LoadHandler(loads, clock.now),
+            settings=dataclasses.replace(settings.consumer, auto_offset_reset="latest"),
+        )
+        await stack.enter_async_context(load_consumer)
         log.info("serving serving gRPC on port %d, consuming %s", port, ", ".join(names.values()))
         yield RunningServing(port, serving.store, serving.queries, serving.service, serving.uow, consumer)
 

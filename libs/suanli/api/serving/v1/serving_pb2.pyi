@@ -80,7 +80,7 @@ class ServiceUpdate(_message.Message):
     def __init__(self, event: _Optional[str] = ..., service: _Optional[_Union[Service, _Mapping]] = ...) -> None: ...
 
 class Replica(_message.Message):
-    __slots__ = ("replica_id", "state", "job_id", "guaranteed", "pinned_region", "node_id", "region", "site", "attempt")
+    __slots__ = ("replica_id", "state", "job_id", "guaranteed", "pinned_region", "node_id", "region", "site", "attempt", "load")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class Replica(_message.Message):
     REGION_FIELD_NUMBER: _ClassVar[int]
     SITE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     replica_id: str
     state: str
     job_id: str
@@ -99,7 +100,26 @@ class Replica(_message.Message):
     region: str
     site: str
     attempt: int
-    def __init__(self, replica_id: _Optional[str] = ..., state: _Optional[str] = ..., job_id: _Optional[str] = ..., guaranteed: _Optional[bool] = ..., pinned_region: _Optional[str] = ..., node_id: _Optional[str] = ..., region: _Optional[str] = ..., site: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    load: ReplicaLoad
+    def __init__(self, replica_id: _Optional[str] = ..., state: _Optional[str] = ..., job_id: _Optional[str] = ..., guaranteed: _Optional[bool] = ..., pinned_region: _Optional[str] = ..., node_id: _Optional[str] = ..., region: _Optional[str] = ..., site: _Optional[str] = ..., attempt: _Optional[int] = ..., load: _Optional[_Union[ReplicaLoad, _Mapping]] = ...) -> None: ...
+
+class ReplicaLoad(_message.Message):
+    __slots__ = ("in_flight", "queued", "recent_latency_s", "prefill_backlog_s", "kv_free_tokens", "address", "reported_at")
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RECENT_LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_BACKLOG_S_FIELD_NUMBER: _ClassVar[int]
+    KV_FREE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
+    in_flight: int
+    queued: int
+    recent_latency_s: float
+    prefill_backlog_s: float
+    kv_free_tokens: int
+    address: str
+    reported_at: _timestamp_pb2.Timestamp
+    def __init__(self, in_flight: _Optional[int] = ..., queued: _Optional[int] = ..., recent_latency_s: _Optional[float] = ..., prefill_backlog_s: _Optional[float] = ..., kv_free_tokens: _Optional[int] = ..., address: _Optional[str] = ..., reported_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Service(_message.Message):
     __slots__ = ("service_id", "tenant", "queue", "name", "model", "state", "desired_replicas", "min_replicas", "max_replicas", "placed_replicas", "replicas", "spec", "created_at", "updated_at")
