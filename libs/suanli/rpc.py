@@ -8,13 +8,14 @@ propagates (gRPC answers UNKNOWN and the server logs it, which is what an unexpe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
 
 from suanli import errors
+from suanli.auth.tls import TlsSettings, add_port
 from suanli.infra.transient import is_transient
 
 STATUS: dict[type[errors.RequestError], grpc.StatusCode] = {
@@ -86,3 +87,33 @@ def add_health(server: grpc.aio.Server, service_name: str) -> Any:
     for name in ("", service_name):
         servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return servicer
+
+
+async def start_server(
+    register: Callable[[grpc.aio.Server], None],
+    service_name: str,
+    address: str,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: TlsSettings | None = None,
+) -> tuple[grpc.aio.Server, int]:
+    """Serve what `register` adds, with health (SERVING for "" and `service_name`) and reflection.
+
+    Binds `address` (port 0 picks one) with `tls` (None or unset: plaintext) and returns the server and
+    the bound port; `interceptors`: the kernel's `AuthInterceptor` when authentication is on.
+    """
+    # On use: a CLI that only maps errors does not load the health and reflection services.
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection
+
+    server = grpc.aio.server(interceptors=interceptors)
+    register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((service_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = add_port(server, address, tls)
+    if port == 0:
+        raise OSError(f"cannot bind gRPC address {address}")
+    await server.start()
+    for name in ("", service_name):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, port

@@ -25,6 +25,9 @@ from suanli.scheduling.entrypoints.app import COMMAND_TOPICS, LEADER_TOPICS, REP
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.sensing.adapters.bus import CONSUMED_TOPICS, PRODUCED_TOPICS
 from suanli.sensing.entrypoints.settings import GROUP_PREFIX as AGENT_GROUP_PREFIX
+from suanli.serving.entrypoints.consumer import INPUTS as SERVING_INPUTS
+from suanli.serving.entrypoints.consumer import LOAD as SERVING_LOAD
+from suanli.serving.entrypoints.settings import ServingSettings
 from suanli.settings import ServiceSettings
 
 # The process that produces each bounded context's events (suanli.contracts.catalogue.CONTEXTS): the node
@@ -36,8 +39,12 @@ PRODUCER_OF_CONTEXT: Mapping[str, str] = {
     "routing": "routing",
     "scheduling": "scheduling",
     "billing": "billing",
+    "serving": "serving",
     "auth": "auth",
 }
+# Topics a context names whose records another process writes: a replica's load reports come from the
+# replica (its sidecar), not from the serving service that reads them (docs/serving.md).
+PRODUCER_OF_TOPIC: Mapping[str, str] = {SERVING_LOAD: "replica"}
 # Commands come from upstream systems (docs/commands.md), not from the context whose schema they use.
 UPSTREAM = "upstream"
 
@@ -66,6 +73,7 @@ def service_roles(
             f"{prefix}scheduling", schema=_setting(SchedulingSettings, "store_schema", env), reads=(auth,)
         ),
         ServiceRole(f"{prefix}billing", schema=_setting(BillingSettings, "db_schema", env), reads=(auth,)),
+        ServiceRole(f"{prefix}serving", schema=_setting(ServingSettings, "db_schema", env), reads=(auth,)),
         ServiceRole(f"{prefix}routing", reads=(auth,)),
     ]
 
@@ -75,8 +83,13 @@ def password_variable(role: ServiceRole, prefix: str = DEFAULT_ROLE_PREFIX) -> s
     return f"SUANLI_{role.role.removeprefix(prefix).upper()}_PG_PASSWORD"
 
 
+def producer(context: str, topic: str) -> str:
+    """The process that writes `topic`'s records of bounded context `context`."""
+    return PRODUCER_OF_TOPIC.get(topic) or PRODUCER_OF_CONTEXT[context]
+
+
 def _produced_by(process: str) -> tuple[str, ...]:
-    topics = {spec.topic for spec in EVENTS.values() if PRODUCER_OF_CONTEXT[spec.context] == process}
+    topics = {spec.topic for spec in EVENTS.values() if producer(spec.context, spec.topic) == process}
     return tuple(sorted(topics - set(COMMAND_TOPICS)))
 
 
@@ -109,6 +122,9 @@ def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> li
     scheduling_reads = (*VIEW_TOPICS, *LEADER_TOPICS, *COMMAND_TOPICS)
     scheduling_writes = _produced_by("scheduling")
     billing_writes = _produced_by("billing")
+    # Serving asks the scheduler for its replicas on the command topic, like an upstream system.
+    serving_writes = (*_produced_by("serving"), *COMMAND_TOPICS)
+    serving_reads = (*SERVING_INPUTS, SERVING_LOAD, REPLIES)
     users = [
         KafkaUser(
             "agent",
@@ -136,6 +152,16 @@ def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> li
             groups=(_setting(BillingSettings, "group", {}),),
             creates=tuple(sorted({*BILLING_INPUTS, *billing_writes})),
         ),
+        KafkaUser(
+            "serving",
+            writes=serving_writes,
+            reads=tuple(sorted(set(serving_reads))),
+            # Its group, and each instance's own load-view group (serving-load-<id>).
+            groups=(_setting(ServingSettings, "group", {}),),
+            creates=tuple(sorted({*serving_reads, *serving_writes})),
+        ),
+        # A replica's load reporter (docs/serving.md): writes its service's load reports, reads nothing.
+        KafkaUser("replica", writes=_produced_by("replica")),
         KafkaUser("auth", writes=_produced_by("auth"), creates=_produced_by("auth")),
         KafkaUser(UPSTREAM, writes=COMMAND_TOPICS, reads=(REPLIES,), groups=(f"{UPSTREAM}-",)),
     ]

@@ -108,6 +108,7 @@ def set_context(
     traces: Annotated[
         str | None, typer.Option("--traces", help="Jaeger query API URL (`suanli job trace`).")
     ] = None,
+    serving: Annotated[str | None, typer.Option("--serving", help="Serving HOST:PORT.")] = None,
     token: Annotated[str | None, typer.Option("--token", help="Access token to send.")] = None,
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="Read the token from this file on every call.")
@@ -126,6 +127,7 @@ def set_context(
         ("billing", billing),
         ("routing", routing),
         ("traces", traces),
+        ("serving", serving),
     ):
         if value is not None:
             entry[key] = value

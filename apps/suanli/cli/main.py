@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queues": ("suanli.cli.queues:queues", "List queues, or show one."),
     "queue": ("suanli.cli.queue:app", "Administer queues, quotas, cohorts and priority classes."),
     "bill": ("suanli.cli.bill:app", "Usage, charges and invoices from the billing service."),
+    "service": ("suanli.cli.service:app", "Create, scale, watch and delete inference services."),
     "network": (
         "suanli.cli.network:network",
         "The network view: region RTT / loss / status matrix (and site paths with --sites).",
@@ -189,6 +190,7 @@ def serve_app() -> typer.Typer:
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
+    from suanli.serving.entrypoints import cli as serving
 
     serve = typer.Typer(help=COMMANDS["serve"][1], no_args_is_help=True)
     for name, service in (
@@ -196,6 +198,7 @@ def serve_app() -> typer.Typer:
         ("metering", metering),
         ("routing", routing),
         ("billing", billing),
+        ("serving", serving),
     ):
         serve.command(name)(service.serve)
     return serve

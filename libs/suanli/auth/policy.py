@@ -30,6 +30,7 @@ BILLING: Final = "suanli.billing.v1.Billing"
 ROUTING: Final = "suanli.routing.v1.Routing"
 # Served by each node agent (docs/sensing.md, "Task logs"); the scheduler calls it with its caller's token.
 AGENT_LOGS: Final = "suanli.sensing.v1.AgentLogs"
+SERVING: Final = "suanli.serving.v1.Serving"
 # Served without a token when the open-health setting is on (the default): probes and tooling.
 OPEN_SERVICES: Final = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
 
@@ -101,6 +102,13 @@ POLICY: Final = MappingProxyType(
         _m(ROUTING, "WatchNetwork"): Rule(READERS, TenantRule.NONE),
         # The tenant is the one the attempt's placement named, recorded with its log by the agent.
         _m(AGENT_LOGS, "StreamTaskLog"): Rule(READERS, TenantRule.RESOURCE),
+        # Services are named within their tenant: the queue's first segment, or the tenant field.
+        _m(SERVING, "CreateService"): Rule(WRITERS, TenantRule.REQUEST, "queue", queue=True),
+        _m(SERVING, "GetService"): Rule(READERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "ListServices"): Rule(READERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "ScaleService"): Rule(WRITERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "DeleteService"): Rule(WRITERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "WatchService"): Rule(READERS, TenantRule.REQUEST, "tenant"),
     }
 )
 

@@ -45,6 +45,8 @@ __all__ = [
     "NODE_SNAPSHOTS",
     "PLACEMENTS",
     "QUEUES_EVENTS",
+    "SERVICES_EVENTS",
+    "SERVICES_LOAD",
     "TASKS_LIFECYCLE",
     "TOPIC_PREFIX_ENV",
     "USAGE_METERED",
@@ -75,6 +77,8 @@ PLACEMENTS: Final = spec(catalogue.PLACEMENTS)
 QUEUES_EVENTS: Final = spec(catalogue.QUEUES_EVENTS)
 BILLING_EVENTS: Final = spec(catalogue.BILLING_EVENTS)
 AUTH_EVENTS: Final = spec(catalogue.AUTH_EVENTS)
+SERVICES_EVENTS: Final = spec(catalogue.SERVICES_EVENTS)
+SERVICES_LOAD: Final = spec(catalogue.SERVICES_LOAD)
 
 
 def resolve_prefix(prefix: str | None = None) -> str:

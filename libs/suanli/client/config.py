@@ -31,7 +31,7 @@ CONTEXT_ENV = "SUANLI_CONTEXT"
 CA_ENV = "SUANLI_CA"
 DEFAULT_CONFIG = Path("~/.suanli/config.yaml")
 # `traces`: the base URL of a Jaeger query API (compose: Jaeger's :16686; `suanli up`: its trace store).
-SERVERS = ("scheduler", "billing", "routing", "traces")
+SERVERS = ("scheduler", "billing", "routing", "serving", "traces")
 
 
 class ConfigError(ValueError):

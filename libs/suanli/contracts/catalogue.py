@@ -96,6 +96,8 @@ PLACEMENTS: Final = "placements"
 QUEUES_EVENTS: Final = "queues.events"
 BILLING_EVENTS: Final = "billing.events"
 AUTH_EVENTS: Final = "auth.events"
+SERVICES_EVENTS: Final = "services.events"
+SERVICES_LOAD: Final = "services.load"
 
 TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
     TopicSpec(
@@ -185,6 +187,20 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
         retention_ms=365 * DAY_MS,
         doc="Tokens issued and revoked (the audit feed of the auth event store's outbox).",
     ),
+    TopicSpec(
+        SERVICES_EVENTS,
+        4,
+        "service id",
+        doc="Inference services and their replicas: created, scaled, deleted; replicas requested, placed.",
+    ),
+    # Full-state reports every few seconds: a lost or repeated one heals with the next; kept a day.
+    TopicSpec(
+        SERVICES_LOAD,
+        4,
+        "service id",
+        retention_ms=DAY_MS,
+        doc="Each replica's load (in flight, queued, latency, free KV cache), reported every interval.",
+    ),
 )
 TOPICS_BY_NAME: Final = MappingProxyType({t.name: t for t in TOPIC_SPECS})
 
@@ -205,6 +221,7 @@ CONTEXTS: Final[tuple[str, ...]] = (
     "scheduling",
     "billing",
     "auth",
+    "serving",
 )
 
 # The envelope every event starts with, in this order and with these Avro types (logical types kept).
@@ -279,6 +296,17 @@ EVENTS: Final = MappingProxyType(
             # auth: the token ledger (suanli.auth.ledger)
             _spec("TokenIssued", "auth", AUTH_EVENTS, "token_id"),
             _spec("TokenRevoked", "auth", AUTH_EVENTS, "token_id"),
+            # serving: inference services (docs/serving.md)
+            _spec("ServiceCreated", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ServiceScaled", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ServiceDeleted", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaRequested", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaSubmitted", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaPlaced", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaStarted", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaStopped", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaReleased", "serving", SERVICES_EVENTS, "service_id"),
+            _spec("ReplicaLoadReported", "serving", SERVICES_LOAD, "service_id"),
         ]
     )
 )

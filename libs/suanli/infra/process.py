@@ -1,11 +1,26 @@
-"""Stopping child processes politely: SIGTERM, a grace period, then SIGKILL."""
+"""Processes: stopping children politely (SIGTERM, grace, SIGKILL); a service run until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
+
+
+def run_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run `serve(stop)` in a new event loop; SIGTERM and SIGINT set `stop`, for a graceful stop."""
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(stop)
+
+    asyncio.run(_main())
 
 
 def pid_alive(pid: int) -> bool:

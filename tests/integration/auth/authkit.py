@@ -28,6 +28,8 @@ from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.sensing.adapters.task_logs import TaskLogs
 from suanli.sensing.entrypoints.logs_server import LogsEndpoint
 from suanli.sensing.entrypoints.settings import SensingSettings
+from suanli.serving.entrypoints.service import running as serving_running
+from suanli.serving.entrypoints.settings import ServingSettings
 
 OWN, OTHER = "acme", "globex"
 REGION = "cn-east"
@@ -52,9 +54,10 @@ class Platform:
     keys: KeyPaths
     scheduling_schema: str
     auth_schema: str
-    prefix: str  # of the topics the three services share
+    prefix: str  # of the topics the services share
     agent_logs: str = ""  # a node agent's logs endpoint (AgentLogs), over ``agent_log_dir``
     agent_log_dir: Path = Path()
+    serving: str = ""
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -133,6 +136,15 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
     routing_cfg = RoutingSettings.load(
         {}, bootstrap=kafka_bootstrap, topic_prefix=prefix, listen="127.0.0.1:0", **auth
     )
+    serving_cfg = ServingSettings.load(
+        {},
+        kafka_bootstrap=kafka_bootstrap,
+        pg_dsn=pg_dsn,
+        topic_prefix=prefix,
+        db_schema=f"srv_{secrets.token_hex(4)}",
+        listen="127.0.0.1:0",
+        **auth,
+    )
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(await PostgresEventStore.connect(pg_dsn, schema=schema))
         ledger = TokenLedger(store, SystemClock())
@@ -147,6 +159,7 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
         agent_settings = SensingSettings.load({}, **auth)
         endpoint = LogsEndpoint(TaskLogs(log_dir, "matrix-node"), "127.0.0.1:0", agent_settings)
         agent_logs = await stack.enter_async_context(endpoint.serving())
+        serving = await stack.enter_async_context(serving_running(serving_cfg))
         p = Platform(
             f"127.0.0.1:{scheduling.port}",
             f"127.0.0.1:{billing.grpc_port}",
@@ -158,6 +171,7 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             prefix,
             agent_logs,
             log_dir,
+            serving=f"127.0.0.1:{serving.grpc_port}",
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]

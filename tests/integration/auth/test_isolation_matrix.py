@@ -1,7 +1,7 @@
 """The isolation matrix: every RPC of every service x every role x own/other tenant -> the expected status.
 
 The expectation of each cell is computed from the one policy table (`suanli.auth.policy.POLICY`), and
-each call goes to the real scheduling, billing and routing gRPC servers (real broker and PostgreSQL).
+each call goes to the real scheduling, billing, routing and serving gRPC servers (real broker and PostgreSQL).
 So a change to the table changes the expectations and the servers must follow; a change to a server's
 behaviour alone fails its cells. Also: the tables cover every RPC the protos define, and expired,
 forged and revoked tokens are refused with UNAUTHENTICATED.
@@ -29,6 +29,8 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as spb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as spb_grpc
 from suanli.api.sensing.v1 import agent_logs_pb2 as apb
 from suanli.api.sensing.v1 import agent_logs_pb2_grpc as apb_grpc
+from suanli.api.serving.v1 import serving_pb2 as vpb
+from suanli.api.serving.v1 import serving_pb2_grpc as vpb_grpc
 from suanli.auth.policy import POLICY, TenantRule
 from suanli.auth.principal import PLATFORM_WIDE, Role
 from suanli.auth.tokens import Grant, load_private_key, sign
@@ -94,6 +96,37 @@ async def _defined(p: Platform) -> str:
     return name
 
 
+def _service_spec(tenant: str, name: str) -> str:
+    """An inference service of ``tenant`` (docs/inference.md); each cell that creates one names its own."""
+    return (
+        f"{{name: {name}, queue: {tenant}, model: llama-2-7b, min_replicas: 1, max_replicas: 2,"
+        " resources: {gpu: 0.5, gpu_models: [A100 80GB SXM]}, target: {concurrency: 4}}"
+    )
+
+
+async def _service(p: Platform, tenant: str, name: str) -> None:
+    """A service, created as platform admin, for a cell to read, scale or delete."""
+    api = vpb_grpc.ServingStub(p.channel(p.serving))
+    request = vpb.CreateServiceRequest(spec=_service_spec(tenant, name))
+    await api.CreateService(request, metadata=bearer(p.tokens[Role.PLATFORM_ADMIN]), timeout=10)
+
+
+def _create_service(p: Platform, t: Target, md: Any) -> Any:
+    spec = _service_spec(t.tenant, f"matrix-{next(_FRESH)}")
+    api = vpb_grpc.ServingStub(p.channel(p.serving))
+    return api.CreateService(vpb.CreateServiceRequest(spec=spec, queue=t.tenant), metadata=md, timeout=10)
+
+
+async def _delete_service(p: Platform, t: Target, md: Any) -> Any:
+    # Each cell deletes a fresh service, so an earlier cell's delete does not answer NOT_FOUND.
+    name = f"matrix-{next(_FRESH)}"
+    await _service(p, t.tenant, name)
+    api = vpb_grpc.ServingStub(p.channel(p.serving))
+    return await api.DeleteService(
+        vpb.DeleteServiceRequest(tenant=t.tenant, name=name), metadata=md, timeout=10
+    )
+
+
 async def _first(call: Any) -> Any:
     """The first message of a stream, or None when the server accepted it but had nothing to say yet."""
     try:
@@ -112,6 +145,7 @@ def _calls() -> dict[str, Call]:
     B = "/suanli.billing.v1.Billing/"
     R = "/suanli.routing.v1.Routing/"
     A = "/suanli.sensing.v1.AgentLogs/"
+    V = "/suanli.serving.v1.Serving/"
 
     def s(p: Platform) -> spb_grpc.SchedulerStub:
         return spb_grpc.SchedulerStub(p.channel(p.scheduler))
@@ -121,6 +155,9 @@ def _calls() -> dict[str, Call]:
 
     def r(p: Platform) -> rpb_grpc.RoutingStub:
         return rpb_grpc.RoutingStub(p.channel(p.routing))
+
+    def v(p: Platform) -> vpb_grpc.ServingStub:
+        return vpb_grpc.ServingStub(p.channel(p.serving))
 
     async def cancel(p: Platform, t: Target, md: Any) -> Any:
         # Each cell cancels a fresh job, so an earlier cell's cancel does not answer FAILED_PRECONDITION.
@@ -221,6 +258,20 @@ def _calls() -> dict[str, Call]:
             r(p).WatchNetwork(rpb.WatchNetworkRequest(), metadata=md)
         ),
         A + "StreamTaskLog": agent_log,
+        V + "CreateService": _create_service,
+        V + "GetService": lambda p, t, md: v(p).GetService(
+            vpb.GetServiceRequest(tenant=t.tenant, name="matrix"), metadata=md, timeout=10
+        ),
+        V + "ListServices": lambda p, t, md: v(p).ListServices(
+            vpb.ListServicesRequest(tenant=t.tenant), metadata=md, timeout=10
+        ),
+        V + "ScaleService": lambda p, t, md: v(p).ScaleService(
+            vpb.ScaleServiceRequest(tenant=t.tenant, name="matrix", replicas=1), metadata=md, timeout=10
+        ),
+        V + "DeleteService": _delete_service,
+        V + "WatchService": lambda p, t, md: _first(
+            v(p).WatchService(vpb.WatchServiceRequest(tenant=t.tenant, name="matrix"), metadata=md)
+        ),
     }
 
 
@@ -244,7 +295,7 @@ def _visible_tenants(method: str, answer: Any) -> set[str]:
 def test_the_tables_cover_every_rpc_the_protos_define() -> None:
     defined = {
         f"/{service.full_name}/{m.name}"
-        for module in (spb, bpb, rpb, apb)
+        for module in (spb, bpb, rpb, apb, vpb)
         for service in module.DESCRIPTOR.services_by_name.values()
         for m in service.methods
     }
@@ -252,11 +303,12 @@ def test_the_tables_cover_every_rpc_the_protos_define() -> None:
 
 
 async def test_isolation_matrix(plat: Platform) -> None:
-    # Setup as platform admin: one job and one closed period in each tenant.
+    # Setup as platform admin: one job, one service and one closed period in each tenant.
     admin = bearer(plat.tokens[Role.PLATFORM_ADMIN])
     targets = {}
     for tenant in (OWN, OTHER):
         targets[tenant] = Target(tenant, await _submit(plat, tenant, f"{tenant}-job"))
+        await _service(plat, tenant, "matrix")
         billing = bpb_grpc.BillingStub(plat.channel(plat.billing))
 
         async def billing_knows(tenant: str = tenant, billing: bpb_grpc.BillingStub = billing) -> bool:
@@ -403,3 +455,11 @@ async def test_refusals_say_which_tenant_and_role(plat: Platform) -> None:
         api.GetJob(spb.GetJobRequest(job_id="job-nothere"), metadata=member, timeout=10)
     )
     assert code is grpc.StatusCode.NOT_FOUND
+    # A service spec naming another tenant's queue, the request none: refused like the request's queue.
+    serving = vpb_grpc.ServingStub(plat.channel(plat.serving))
+    request = vpb.CreateServiceRequest(spec=_service_spec(OTHER, "elsewhere"))
+    code, details = await _status(serving.CreateService(request, metadata=member, timeout=10))
+    assert (code, details) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"queue '{OTHER}' belongs to tenant '{OTHER}': this token is for tenant '{OWN}'",
+    )

@@ -20,6 +20,8 @@ from suanli.scheduling.entrypoints import cli as scheduling_cli
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
 from suanli.sensing.entrypoints import cli as sensing_cli
 from suanli.sensing.entrypoints.settings import SensingSettings
+from suanli.serving.entrypoints import cli as serving_cli
+from suanli.serving.entrypoints.settings import ServingSettings
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 
@@ -37,6 +39,7 @@ SERVICES: dict[str, tuple[str, type[Any], typer.Typer, str, frozenset[str]]] = {
     "routing": ("routing.md", RoutingSettings, routing_cli.app, "serve", frozenset({"--loglevel"})),
     "scheduling": ("scheduler-service.md", SchedulingSettings, scheduling_cli.app, "serve", frozenset()),
     "billing": ("billing.md", BillingSettings, billing_cli.app, "serve", frozenset()),
+    "serving": ("serving.md", ServingSettings, serving_cli.app, "serve", frozenset()),
 }
 
 

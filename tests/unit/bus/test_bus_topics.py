@@ -27,6 +27,8 @@ REQUIRED = {
     "queues.events",
     "billing.events",
     "auth.events",
+    "services.events",
+    "services.load",
 }
 COMPACTED = {"capacity.nodes", "network.links", "nodes.status"}
 

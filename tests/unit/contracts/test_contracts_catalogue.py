@@ -55,7 +55,8 @@ def test_every_version_starts_with_the_envelope(event: str) -> None:
 
 def test_topics_and_keys() -> None:
     # 11 + auth.events (the token ledger) + queues.events + jobs.commands and jobs.replies (upstream)
-    assert len(set(TOPICS)) == len(TOPICS) == 15
+    # + services.events and services.load (inference services)
+    assert len(set(TOPICS)) == len(TOPICS) == 17
     assert catalogue.events_on(catalogue.NETWORK_LINKS) == ("NetworkLinkChanged",)
     for spec in EVENTS.values():
         assert spec.topic in TOPICS
@@ -76,6 +77,11 @@ def test_topics_and_keys() -> None:
         "JobCancellationRequested",
     )
     assert catalogue.events_on(catalogue.JOBS_REPLIES) == ("JobCommandAnswered",)
+    assert catalogue.events_on(catalogue.SERVICES_EVENTS)[:3] == (
+        "ServiceCreated",
+        "ServiceScaled",
+        "ServiceDeleted",
+    )
     with pytest.raises(KeyError, match="NoSuchEvent"):
         catalogue.spec("NoSuchEvent")
 

@@ -171,10 +171,10 @@ def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
 # --- the Suanli services: image, environment, commands ----------------------------------------------
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-SUANLI_SERVICES = {"scheduling", "metering", "routing", "billing", "fleet"}
+SUANLI_SERVICES = {"scheduling", "metering", "routing", "billing", "serving", "fleet"}
 # One-shot steps from the same image: `suanli dev db-roles` provisions the services' database roles.
 ONE_SHOTS = {"db-roles"}
-USES_POSTGRES = {"scheduling", "billing"}
+USES_POSTGRES = {"scheduling", "billing", "serving"}
 BOOTSTRAP = "kafka-1:9092,kafka-2:9092,kafka-3:9092"
 
 
@@ -200,9 +200,10 @@ def test_the_platform_services_are_built_from_the_dockerfile(compose: dict[str, 
     assert commands["metering"][:2] == ["serve", "metering"]
     assert commands["billing"][:2] == ["serve", "billing"]
     assert commands["routing"][:2] == ["serve", "routing"]
+    assert commands["serving"][:2] == ["serve", "serving"]
     assert commands["fleet"][:2] == ["agent", "--simulate"]
     # Another container can only reach a gRPC API that listens on every interface.
-    for name in ("scheduling", "routing", "billing"):
+    for name in ("scheduling", "routing", "billing", "serving"):
         listen = commands[name][commands[name].index("--listen") + 1]
         assert listen.startswith("0.0.0.0:"), name
         assert any(p.endswith(":" + listen.rpartition(":")[2]) for p in services[name]["ports"]), name

@@ -2,6 +2,7 @@
 
 ```yaml
 name: chat
+queue: globex                       # the replicas' jobs' queue (the tenant is its first segment)
 model: llama-2-13b                  # a model of models.py
 resources: {gpu: 0.5, gpu_models: [A100 80GB SXM], cpu: 8, memory: 64Gi}   # per replica, as in job specs
 min_replicas: 1
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from suanli.errors import InvalidArgument
 from suanli.jobspec.errors import problems_of
+from suanli.jobspec.limits import queue_problem
 from suanli.jobspec.model import Resources, invalid
 from suanli.resources import DeviceCatalogue
 from suanli.serving.domain.models import MODELS, ModelShape
@@ -98,6 +100,11 @@ class ServiceSpec(_Spec):
     name: str
     model: str
     resources: Resources
+    queue: str = (
+        ""  # the tenant's queue the replicas' jobs go to (or `--queue`); the tenant is its first segment
+    )
+    command: str = ""  # what each replica runs (a simulated fleet needs none)
+    args: list[str] = Field(default_factory=list)
     min_replicas: int = 1
     max_replicas: int = 1
     target: Target
@@ -115,6 +122,14 @@ class ServiceSpec(_Spec):
                 f"must be lowercase letters, digits and '-', at most {_MAX_NAME} characters, starting and "
                 f"ending with a letter or digit (got {value!r})"
             )
+        return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, value: str) -> str:
+        problem = queue_problem(value) if value else None
+        if problem:
+            raise invalid(problem)
         return value
 
     @field_validator("model")

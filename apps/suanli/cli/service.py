@@ -1,0 +1,283 @@
+"""`suanli service create|get|list|scale|delete|watch`: inference services through the Serving gRPC API.
+
+The spec is checked by the service (its errors name the field: `spec.resources.gpu: ...`); answers use
+the CLI's one output style (`-o table|wide|name|json|yaml|csv|jsonpath=`, `--no-headers`, `--sort-by`)
+and its exit codes (2 usage, 3 refused, 4 unreachable).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from suanli.cli import config
+from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
+from suanli.cli.render import to_data
+
+if TYPE_CHECKING:
+    from suanli.api.serving.v1 import serving_pb2_grpc
+
+ADDR_ENV = "SUANLI_SERVING_ADDR"
+BUILTIN_ADDR = "localhost:50056"
+TIMEOUT_S = 30.0
+PAGE_SIZE = 500
+TOKEN_TENANT = "the token's tenant"
+
+app = typer.Typer(
+    help="Create, scale, watch and delete inference services. A service is a model server kept at "
+    "between min_replicas and max_replicas replicas, each an inference job of the scheduler "
+    "(docs/serving.md).",
+    no_args_is_help=True,
+)
+
+Addr = Annotated[
+    str,
+    typer.Option(
+        "--serving",
+        envvar=ADDR_ENV,
+        metavar="HOST:PORT",
+        show_default=False,
+        help=f"Serving gRPC address (env {ADDR_ENV}; default: the config context's, else {BUILTIN_ADDR}).",
+    ),
+]
+Tenant = Annotated[
+    str, typer.Option("--tenant", "-t", show_default=False, help=f"Tenant (default: {TOKEN_TENANT}).")
+]
+Name = Annotated[str, typer.Argument(help="The service's name.", show_default=False)]
+
+
+def _stub(addr: str) -> tuple[Any, serving_pb2_grpc.ServingStub]:
+    from suanli.api.serving.v1 import serving_pb2_grpc
+
+    channel = config.channel(addr)
+    return channel, serving_pb2_grpc.ServingStub(channel)
+
+
+def _connect(addr: str) -> tuple[str, Any, serving_pb2_grpc.ServingStub]:
+    try:
+        addr = config.server("serving", addr, BUILTIN_ADDR)
+        return (addr, *_stub(addr))
+    except config.ConfigError as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+
+
+def _call(addr: str, method: str, request: Any) -> Any:
+    import grpc
+
+    addr, channel, stub = _connect(addr)
+    try:
+        return getattr(stub, method)(request, timeout=TIMEOUT_S)
+    except grpc.RpcError as exc:
+        raise fail(rpc_failure(exc, addr, service="serving")) from None
+    finally:
+        channel.close()
+
+
+_COLUMNS = ("name", "tenant", "model", "state", "desired", "placed", "min", "max", "service_id")
+_REPLICA_COLUMNS = (
+    "replica",
+    "state",
+    "guaranteed",
+    "job_id",
+    "node",
+    "region",
+    "pinned",
+    "attempt",
+    "in_flight",
+    "queued",
+    "latency_s",
+)
+
+
+def _service_rows(services: list[Any]) -> Rows:
+    return Rows(
+        _COLUMNS,
+        [
+            (
+                s.name,
+                s.tenant,
+                s.model,
+                s.state,
+                str(s.desired_replicas),
+                str(s.placed_replicas),
+                str(s.min_replicas),
+                str(s.max_replicas),
+                s.service_id,
+            )
+            for s in services
+        ],
+        right=frozenset({"desired", "placed", "min", "max"}),
+        wide=frozenset({"service_id"}),
+        kind="service",
+        items=[to_data(s) for s in services],
+        key="services",
+    )
+
+
+def _emit_service(answer: Any, output: Any, no_headers: bool, sort_by: str) -> None:
+    rows = Rows(
+        _REPLICA_COLUMNS,
+        [
+            (
+                r.replica_id,
+                r.state,
+                "yes" if r.guaranteed else "",
+                r.job_id,
+                r.node_id,
+                r.region,
+                r.pinned_region,
+                str(r.attempt or ""),
+                *_load_cells(r),
+            )
+            for r in answer.replicas
+        ],
+        f"service {answer.tenant}/{answer.name} ({answer.model}, {answer.state}): "
+        f"{answer.placed_replicas} of {answer.desired_replicas} replicas placed, "
+        f"min {answer.min_replicas}, max {answer.max_replicas}",
+        right=frozenset({"attempt", "in_flight", "queued", "latency_s"}),
+        wide=frozenset({"pinned", "attempt"}),
+        kind="service",
+        names=[answer.name],
+    )
+    emit_rows(output, to_data(answer), rows, no_headers=no_headers, sort_by=sort_by)
+
+
+def _load_cells(replica: Any) -> tuple[str, str, str]:
+    # Blank while the replica sends no fresh load report (services.load).
+    if not replica.HasField("load"):
+        return ("", "", "")
+    load = replica.load
+    return (str(load.in_flight), str(load.queued), f"{load.recent_latency_s:.3f}")
+
+
+def _spec_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(Failure(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE)) from None
+
+
+@app.command()
+def create(
+    file: Annotated[
+        str,
+        typer.Option(
+            "--file", "-f", show_default=False, help="The service spec (YAML or JSON); - reads stdin."
+        ),
+    ],
+    queue: Annotated[
+        str,
+        typer.Option(
+            "--queue", "-q", show_default=False, help="Queue of the replicas (default: the spec's)."
+        ),
+    ] = "",
+    replicas: Annotated[
+        int, typer.Option("--replicas", min=0, help="Replicas to start with (0: min_replicas).")
+    ] = 0,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    serving: Addr = "",
+) -> None:
+    """Create a service from its spec and request its first replicas from the scheduler."""
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    request = pb.CreateServiceRequest(spec=_spec_text(file), queue=queue, replicas=replicas)
+    _emit_service(_call(serving, "CreateService", request), output, no_headers, "")
+
+
+@app.command()
+def get(
+    name: Name,
+    tenant: Tenant = "",
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+    serving: Addr = "",
+) -> None:
+    """A service and its replicas: state, job, node and region of each."""
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    answer = _call(serving, "GetService", pb.GetServiceRequest(tenant=tenant, name=name))
+    _emit_service(answer, output, no_headers, sort_by)
+
+
+@app.command("list")
+def list_services(
+    tenant: Tenant = "",
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+    serving: Addr = "",
+) -> None:
+    """The tenant's services (a platform-wide token without --tenant: every tenant's), all pages."""
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    request = pb.ListServicesRequest(tenant=tenant, page_size=PAGE_SIZE)
+    found: list[Any] = []
+    while True:
+        answer = _call(serving, "ListServices", request)
+        found.extend(answer.services)
+        if not answer.next_page_token:
+            break
+        request.page_token = answer.next_page_token
+    rows = _service_rows(found)
+    emit_rows(output, {"services": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
+
+
+@app.command()
+def scale(
+    name: Name,
+    replicas: Annotated[int, typer.Option("--replicas", "-r", help="The desired replica count.")],
+    tenant: Tenant = "",
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    serving: Addr = "",
+) -> None:
+    """Set the desired replica count (min_replicas..max_replicas; outside it: refused, exit 3)."""
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    request = pb.ScaleServiceRequest(tenant=tenant, name=name, replicas=replicas)
+    _emit_service(_call(serving, "ScaleService", request), output, no_headers, "")
+
+
+@app.command()
+def delete(
+    name: Name,
+    tenant: Tenant = "",
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    serving: Addr = "",
+) -> None:
+    """Delete a service: its replicas are released and their jobs cancelled."""
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    request = pb.DeleteServiceRequest(tenant=tenant, name=name)
+    _emit_service(_call(serving, "DeleteService", request), output, no_headers, "")
+
+
+@app.command()
+def watch(name: Name, tenant: Tenant = "", serving: Addr = "") -> None:
+    """Follow a service: a line now and after each change, until it is deleted and its replicas gone."""
+    import grpc
+
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    addr, channel, stub = _connect(serving)
+    try:
+        for update in stub.WatchService(pb.WatchServiceRequest(tenant=tenant, name=name)):
+            s = update.service
+            states = ", ".join(f"{r.replica_id} {r.state}" for r in s.replicas) or "no replicas"
+            typer.echo(
+                f"{update.event:<8} {s.tenant}/{s.name} {s.state}: {s.placed_replicas}/{s.desired_replicas}"
+                f" placed ({states})"
+            )
+    except grpc.RpcError as exc:
+        raise fail(rpc_failure(exc, addr, service="serving")) from None
+    finally:
+        channel.close()

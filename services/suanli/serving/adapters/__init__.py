@@ -1,0 +1,1 @@
+"""Serving's edges: contract records, PostgreSQL, the in-memory store of the unit tests."""

@@ -1,0 +1,91 @@
+"""The load view: each replica's latest load report, forgotten once it has missed a few.
+
+Reports are full state (`ReplicaLoadReported` on `services.load`), so the newest per replica is the
+whole truth and a lost or repeated report heals with the next one. A replica whose last report is
+older than `STALE_INTERVALS` of its own interval is left out: it stopped reporting (killed, partitioned)
+and a balancer or autoscaler must not count it as serving. Pure: the time is passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from suanli.errors import InvalidArgument
+
+STALE_INTERVALS = 3
+# Stale reports are dropped every this many reports: a sweep per report would cost O(replicas) each.
+SWEEP_EVERY = 256
+
+
+class InvalidLoad(InvalidArgument):
+    """A load report whose numbers cannot be (dead-lettered with this message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLoad:
+    service_id: str
+    replica_id: str
+    region: str
+    address: str
+    in_flight: int
+    queued: int
+    max_batch: int
+    prefill_tokens_per_s: float
+    decode_step_s: float
+    recent_latency_s: float
+    prefill_backlog_s: float
+    kv_free_tokens: int
+    interval_s: float
+    reported_at: datetime
+
+    def __post_init__(self) -> None:
+        if not self.service_id or not self.replica_id:
+            raise InvalidLoad("a load report names its service_id and replica_id")
+        for name in ("in_flight", "queued", "kv_free_tokens"):
+            if getattr(self, name) < 0:
+                raise InvalidLoad(f"{name}: must be 0 or more (got {getattr(self, name)})")
+        if self.max_batch < 1:
+            raise InvalidLoad(f"max_batch: must be 1 or more (got {self.max_batch})")
+        for name in ("prefill_tokens_per_s", "decode_step_s", "recent_latency_s", "prefill_backlog_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise InvalidLoad(f"{name}: must be a finite number, 0 or more (got {value})")
+        if not math.isfinite(self.interval_s) or self.interval_s <= 0:
+            raise InvalidLoad(f"interval_s: must be above 0 (got {self.interval_s})")
+
+    def fresh(self, now: datetime) -> bool:
+        return now - self.reported_at <= timedelta(seconds=STALE_INTERVALS * self.interval_s)
+
+
+class LoadView:
+    """The newest report per replica; `of` answers the fresh ones of a service."""
+
+    def __init__(self) -> None:
+        self._latest: dict[tuple[str, str], ReplicaLoad] = {}
+        self._reports = 0
+
+    def report(self, load: ReplicaLoad, now: datetime) -> bool:
+        """Keep `load` unless a newer report of the replica is held; False when it was not kept."""
+        key = (load.service_id, load.replica_id)
+        held = self._latest.get(key)
+        if held is not None and held.reported_at >= load.reported_at:
+            return False
+        self._latest[key] = load
+        self._reports += 1
+        if self._reports % SWEEP_EVERY == 0:
+            self._forget_stale(now)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._latest)
+
+    def of(self, service_id: str, now: datetime) -> dict[str, ReplicaLoad]:
+        """The fresh reports of a service's replicas, by replica id."""
+        return {r: load for (s, r), load in self._latest.items() if s == service_id and load.fresh(now)}
+
+    def _forget_stale(self, now: datetime) -> None:
+        stale = [key for key, load in self._latest.items() if not load.fresh(now)]
+        for key in stale:
+            del self._latest[key]

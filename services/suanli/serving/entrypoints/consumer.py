@@ -1,0 +1,176 @@
+"""Consumed records of the scheduler's topics → use cases, each in a tracked unit of work.
+
+The handler table says which event of which topic runs which use case. Records of those topics that
+are not about a replica (another producer's command reply, a placement of a batch job) are passed over
+without a transaction; an event that does not belong on its topic at all is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from suanli.bus import ConsumedEvent
+from suanli.contracts.catalogue import events_on
+from suanli.eventstore import AlreadyProcessed
+from suanli.infra.transient import RetriableError, is_transient
+from suanli.serving.adapters import records
+from suanli.serving.domain.load import LoadView
+from suanli.serving.domain.service import REPLICA_ENV, REQUEST_PREFIX
+from suanli.serving.service_layer.ports import Services, ServingQueries, UnitOfWork
+from suanli.serving.service_layer.serving import ServingService
+
+log = logging.getLogger(__name__)
+
+INPUTS = ("jobs.replies", "jobs.events", "placements", "tasks.lifecycle")
+LOAD = "services.load"  # consumed apart: into the in-memory load view, by every instance
+
+Effect = Callable[[Services], Awaitable[None]]
+# (service, record) -> the effect to run in a unit of work, or None when the record is not ours.
+Handler = Callable[[ServingService, Mapping[str, Any]], Effect | None]
+
+
+class UnexpectedEvent(ValueError):
+    """An event that does not belong on the topic it arrived on (dead-lettered)."""
+
+
+def _ours(request_id: object) -> bool:
+    return isinstance(request_id, str) and request_id.startswith(REQUEST_PREFIX)
+
+
+def _answered(s: ServingService, r: Mapping[str, Any]) -> Effect | None:
+    if not _ours(r["request_id"]) or r["command"] != "JobSubmissionRequested":
+        return None
+    return lambda unit: s.job_answered(unit, r["request_id"], r["ok"], r["job_id"], r["code"], r["message"])
+
+
+def _submitted(s: ServingService, r: Mapping[str, Any]) -> Effect | None:
+    request_id = r.get("request_id") or ""
+    if not _ours(request_id):
+        return None
+    return lambda unit: s.job_submitted(unit, request_id, r["job_id"])
+
+
+def _ended(s: ServingService, r: Mapping[str, Any], name: str) -> Effect:
+    return lambda unit: s.job_ended(unit, r["job_id"], name, str(r.get("reason") or ""))
+
+
+def _requeued(s: ServingService, r: Mapping[str, Any]) -> Effect:
+    return lambda unit: s.job_requeued(unit, r["job_id"], int(r["attempt"]), str(r.get("reason") or ""))
+
+
+def _placed(s: ServingService, r: Mapping[str, Any]) -> Effect | None:
+    replica_id = (r.get("env") or {}).get(REPLICA_ENV)
+    if not replica_id:
+        return None
+    return lambda unit: s.task_placed(
+        unit, replica_id, r["job_id"], r["node_id"], r["region"], r["site"], int(r["attempt"])
+    )
+
+
+def _started(s: ServingService, r: Mapping[str, Any]) -> Effect:
+    return lambda unit: s.task_started(unit, r["job_id"], r["node_id"], int(r["attempt"]))
+
+
+# Facts named by job id only: most are about other jobs, passed over after one unlocked lookup.
+BY_JOB = frozenset(
+    {
+        ("jobs.events", "JobFailed"),
+        ("jobs.events", "JobSucceeded"),
+        ("jobs.events", "JobCancelled"),
+        ("jobs.events", "JobRequeued"),
+        ("tasks.lifecycle", "TaskStarted"),
+    }
+)
+
+HANDLERS: Mapping[tuple[str, str], Handler] = MappingProxyType(
+    {
+        ("jobs.replies", "JobCommandAnswered"): _answered,
+        ("jobs.events", "JobSubmitted"): _submitted,
+        ("jobs.events", "JobFailed"): lambda s, r: _ended(s, r, "JobFailed"),
+        ("jobs.events", "JobSucceeded"): lambda s, r: _ended(s, r, "JobSucceeded"),
+        ("jobs.events", "JobCancelled"): lambda s, r: _ended(s, r, "JobCancelled"),
+        ("jobs.events", "JobRequeued"): _requeued,
+        ("placements", "TaskPlaced"): _placed,
+        ("tasks.lifecycle", "TaskStarted"): _started,
+    }
+)
+
+
+class ServingHandler:
+    """The `EventConsumer` handler of serving's inputs (`INPUTS`, by their physical names in `topics`).
+
+    Domain refusals propagate and the bus dead-letters the record; transient database trouble becomes
+    `RetriableError`, so the bus retries it in place.
+    """
+
+    def __init__(
+        self,
+        service: ServingService,
+        uow: UnitOfWork,
+        queries: ServingQueries,
+        group: str,
+        topics: Mapping[str, str],
+    ) -> None:
+        self._service = service
+        self._uow = uow
+        self._queries = queries
+        self._group = group
+        self._logical = {physical: logical for logical, physical in topics.items()}
+
+    async def __call__(self, event: ConsumedEvent) -> None:
+        effect = self._effect(event)
+        if effect is None:
+            return
+        try:
+            if await self._elsewhere(event):
+                return
+            async with self._uow.tracked(
+                self._group, event.topic, event.partition, event.offset, event.event_id
+            ) as unit:
+                await effect(unit)
+        except AlreadyProcessed:
+            log.debug("%s[%d]@%d already applied", event.topic, event.partition, event.offset)
+        except Exception as exc:
+            if is_transient(exc):
+                raise RetriableError(f"database: {exc!r}") from exc
+            raise
+
+    async def _elsewhere(self, event: ConsumedEvent) -> bool:
+        """A fact named by job id about a job that is no replica's (no transaction, no tracking)."""
+        keyed = (self._logical[event.topic], event.event_name) in BY_JOB
+        return keyed and not await self._queries.knows_job(event.record["job_id"])
+
+    def _effect(self, event: ConsumedEvent) -> Effect | None:
+        topic = self._logical.get(event.topic)
+        if topic is None:
+            raise UnexpectedEvent(f"serving does not consume {event.topic}")
+        if event.tombstone:
+            return None
+        name = event.event_name or ""
+        if name not in events_on(topic):
+            raise UnexpectedEvent(f"{name or 'an unnamed record'} is not an event of {topic}")
+        handler = HANDLERS.get((topic, name))
+        return None if handler is None else handler(self._service, event.record)
+
+
+class LoadHandler:
+    """The `EventConsumer` handler of `services.load`: each report into the in-memory load view.
+
+    No transaction: the view is rebuilt from the next reports after a restart (full state, latest wins).
+    Anything but a valid ReplicaLoadReported is dead-lettered with the reason.
+    """
+
+    def __init__(self, view: LoadView, now: Callable[[], datetime]) -> None:
+        self._view = view
+        self._now = now
+
+    async def __call__(self, event: ConsumedEvent) -> None:
+        if event.tombstone:
+            return
+        if event.event_name != "ReplicaLoadReported":
+            raise UnexpectedEvent(f"{event.event_name or 'an unnamed record'} is not an event of {LOAD}")
+        self._view.report(records.load_from_record(event.record), self._now())

@@ -1,0 +1,108 @@
+"""The serving process: consumer of the scheduler's topics, outbox relay and gRPC API around the service."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from suanli.auth.server import server_auth
+from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
+from suanli.clock import Clock, SystemClock, uuid4_factory
+from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
+from suanli.serving import bootstrap
+from suanli.serving.domain.load import LoadView
+from suanli.serving.entrypoints.consumer import INPUTS, LOAD, LoadHandler, ServingHandler
+from suanli.serving.entrypoints.grpc_api import ServingApi, start_server
+from suanli.serving.entrypoints.settings import ServingSettings
+from suanli.serving.service_layer.ports import ServingQueries, UnitOfWork
+from suanli.serving.service_layer.serving import ServingService
+from suanli.telemetry.grpc import with_tracing
+
+log = logging.getLogger(__name__)
+
+# Database outages are retried in place for about a minute before the bus gives up on a record.
+RETRY = RetryPolicy(max_attempts=10, initial_backoff_s=0.2, multiplier=2, max_backoff_s=10, ride_out_s=120)
+
+
+@dataclass(slots=True)
+class RunningServing:
+    """Handles tests and the CLI use: the bound gRPC port and the pieces to inspect."""
+
+    grpc_port: int
+    store: PostgresEventStore
+    queries: ServingQueries
+    service: ServingService
+    uow: UnitOfWork
+    consumer: EventConsumer
+
+
+@contextlib.asynccontextmanager
+async def running(settings: ServingSettings, clock: Clock | None = None) -> AsyncIterator[RunningServing]:
+    """Start everything; on exit stop intake first, then the API and the relay."""
+    clock = clock or SystemClock()
+    prefix = settings.topic_prefix
+    specs = [topics.spec(name) for name in (*INPUTS, LOAD, "services.events", "jobs.commands")]
+    await ensure_topics(settings.kafka_bootstrap, specs, prefix=prefix)
+    async with contextlib.AsyncExitStack() as stack:
+        serving = await stack.enter_async_context(bootstrap.bootstrap(settings, clock))
+        publisher = await stack.enter_async_context(EventPublisher(settings.kafka_bootstrap))
+        await stack.enter_async_context(serving.relay(publisher))
+        # Serving owns its processed_events (the consumer's de-duplication records): it prunes them.
+        await stack.enter_async_context(ProcessedEventsPruner(serving.store, schema=serving.store.schema))
+
+        loads = LoadView()
+        api = ServingApi(
+            serving.queries, serving.uow, serving.service, settings.watch_poll_s, loads, clock.now
+        )
+        auth = await stack.enter_async_context(server_auth(settings))
+        server, port = await start_server(
+            api, settings.listen, with_tracing(() if auth is None else (auth.interceptor,)), settings
+        )
+        stack.push_async_callback(server.stop, 5.0)
+
+        names = {name: topics.topic_name(name, prefix) for name in INPUTS}
+        handler = ServingHandler(serving.service, serving.uow, serving.queries, settings.group, names)
+        consumer = EventConsumer(
+            settings.kafka_bootstrap,
+            settings.group,
+            names.values(),
+            handler,
+            retry=RETRY,
+            settings=settings.consumer,
+        )
+        await stack.enter_async_context(consumer)
+        # Every instance keeps the whole view: its own group, from the newest reports on (a report is
+        # full state, so the next one is all a new instance needs).
+        load_consumer = EventConsumer(
+            settings.kafka_bootstrap,
+            f"{settings.group}-load-{uuid4_factory().hex[:8]}",
+            [topics.topic_name(LOAD, prefix)],
+            LoadHandler(loads, clock.now),
+            settings=dataclasses.replace(settings.consumer, auto_offset_reset="latest"),
+        )
+        await stack.enter_async_context(load_consumer)
+        log.info("serving serving gRPC on port %d, consuming %s", port, ", ".join(names.values()))
+        yield RunningServing(port, serving.store, serving.queries, serving.service, serving.uow, consumer)
+
+
+async def serve(settings: ServingSettings, stop: asyncio.Event) -> None:
+    """Run until `stop` is set (SIGTERM/SIGINT in `suanli serve serving`)."""
+    async with running(settings):
+        await stop.wait()
+
+
+def main(settings: ServingSettings) -> None:
+    """Foreground process: telemetry, SIGTERM/SIGINT → graceful stop."""
+    from suanli import telemetry
+    from suanli.infra.process import run_until_signalled
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handle = telemetry.setup("serving", metrics_port=settings.metrics_port)
+    try:
+        run_until_signalled(lambda stop: serve(settings, stop))
+    finally:
+        handle.shutdown()

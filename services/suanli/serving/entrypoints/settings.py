@@ -1,0 +1,69 @@
+"""Serving's settings: each default once, read from SUANLI_SERVING_* (and the platform-wide variables)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+
+from suanli.auth.server import AuthSettings
+from suanli.bus import ConsumerSettings
+from suanli.serving.domain.service import ReplicaPolicy
+from suanli.settings import (
+    KAFKA_BOOTSTRAP_ENV,
+    METRICS_PORT_ENV,
+    PG_DSN_ENV,
+    TOPIC_PREFIX_ENV,
+    SettingsConfigDict,
+    shared,
+)
+
+
+class ServingSettings(AuthSettings):
+    """What `suanli serve serving` runs with (docs/serving.md, "Settings")."""
+
+    model_config = SettingsConfigDict(env_prefix="SUANLI_SERVING_")
+    LEDGER_DSN_FALLBACK = "pg_dsn"
+
+    kafka_bootstrap: str = shared(KAFKA_BOOTSTRAP_ENV, description="broker list")
+    pg_dsn: str = shared(
+        PG_DSN_ENV,
+        own="SUANLI_SERVING_PG_DSN",
+        description="PostgreSQL, as serving's own role (else SUANLI_PG_DSN)",
+    )
+    topic_prefix: str = shared(TOPIC_PREFIX_ENV, "", description="topic namespace")
+    metrics_port: int | None = shared(
+        METRICS_PORT_ENV, None, description="`/metrics` port, 0 picks one; unset: no endpoint"
+    )
+    # `schema` would shadow a pydantic attribute; the variable keeps its name.
+    db_schema: str = Field(
+        "serving",
+        validation_alias=AliasChoices("SUANLI_SERVING_SCHEMA", "db_schema"),
+        description="PostgreSQL schema (service state and event store)",
+    )
+    group: str = Field("serving", description="consumer group (and tracking key)")
+    listen: str = Field(
+        "127.0.0.1:50056",
+        description="gRPC address (port 0 picks one); loopback unless told, like the other services.",
+    )
+    guaranteed_priority_class: str = Field(
+        "serving",
+        description="priority class of the first min_replicas replicas' jobs (submitted not preemptible)",
+    )
+    surge_priority_class: str = Field(
+        "serving", description="priority class of replicas above min_replicas (preemptible)"
+    )
+    watch_poll_s: float = Field(0.5, gt=0, description="how often WatchService looks for a change")
+    session_timeout_ms: int = Field(
+        ConsumerSettings().session_timeout_ms,
+        gt=0,
+        description="how soon a crashed instance's partitions move to the others",
+    )
+
+    @property
+    def policy(self) -> ReplicaPolicy:
+        return ReplicaPolicy(self.guaranteed_priority_class, self.surge_priority_class)
+
+    @property
+    def consumer(self) -> ConsumerSettings:
+        # Heartbeats at a tenth of the session, as the broker client advises.
+        timeout = self.session_timeout_ms
+        return ConsumerSettings(session_timeout_ms=timeout, heartbeat_interval_ms=max(100, timeout // 10))
