@@ -105,6 +105,7 @@ async def dead_letter(
     *,
     attempts: int,
     reason: str,
+    consumer: str,
     send: SendRaw,
     retry: RetryPolicy,
     metrics: BusMetrics,
@@ -112,7 +113,8 @@ async def dead_letter(
 ) -> None:
     """Copy ``record`` (key, value, headers) to its dead-letter topic with ``dlq-*`` headers saying why.
 
-    Returns only once the copy is acknowledged: a caller commits past the record only then. A broker
+    The headers name the ``consumer`` (its group, or faust app id) that gave up on it. Returns only once
+    the copy is acknowledged: a caller commits past the record only then. A broker
     error is retried by ``retry``; one that outlasts it propagates.
     """
     target = dlq_for(record.topic)
@@ -124,9 +126,11 @@ async def dead_letter(
         offset=record.offset,
         attempts=attempts,
         reason=reason,
+        consumer=consumer,
     )
     log.error(
-        "dead-lettering %s[%d]@%d to %s (%s): %r",
+        "%s dead-lettering %s[%d]@%d to %s (%s): %r",
+        consumer,
         record.topic,
         record.partition,
         record.offset,

@@ -21,6 +21,7 @@ from typing import Any, Final
 from suanli.bus.codec import Codec
 from suanli.bus.headers import (
     DLQ_ATTEMPTS,
+    DLQ_CONSUMER,
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,
     DLQ_HEADERS,
@@ -98,6 +99,11 @@ class DeadLetter:
         and ``handler`` otherwise.
         """
         return self._header(DLQ_REASON) or ("decode" if self.attempts == 0 else "handler")
+
+    @property
+    def consumer(self) -> str | None:
+        """The consumer group (or faust app id) that gave up on it (None: written before the header)."""
+        return self._header(DLQ_CONSUMER)
 
     @property
     def error_class(self) -> str:

@@ -15,6 +15,9 @@ DLQ_ORIGINAL_OFFSET = "dlq-original-offset"
 DLQ_ATTEMPTS = "dlq-attempts"
 # The ``reason`` label of suanli_dead_lettered_total (decode, handler, retries-exhausted).
 DLQ_REASON = "dlq-reason"
+# The consumer (group, or faust app id) that gave up on the record: a topic read by several services
+# gets one dead letter from each, and this tells them apart.
+DLQ_CONSUMER = "dlq-consumer"
 DLQ_HEADERS = (
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,
@@ -23,6 +26,7 @@ DLQ_HEADERS = (
     DLQ_ORIGINAL_OFFSET,
     DLQ_ATTEMPTS,
     DLQ_REASON,
+    DLQ_CONSUMER,
 )
 
 # Written by `suanli dlq replay` on the records it republishes, and kept when such a record is
@@ -60,6 +64,7 @@ def dead_letter_headers(
     offset: int,
     attempts: int,
     reason: str,
+    consumer: str,
 ) -> Headers:
     """The original headers (trace context, event id) plus why and where the record failed."""
     message = str(error).encode("utf-8", errors="replace")[:MAX_ERROR_MESSAGE_BYTES]
@@ -71,5 +76,6 @@ def dead_letter_headers(
         DLQ_ORIGINAL_OFFSET: str(offset).encode(),
         DLQ_ATTEMPTS: str(attempts).encode(),
         DLQ_REASON: reason.encode(),
+        DLQ_CONSUMER: consumer.encode(),
     }
     return set_headers(original, values)

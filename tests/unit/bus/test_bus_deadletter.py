@@ -19,6 +19,7 @@ from suanli.bus.deadletter import (
 )
 from suanli.bus.headers import (
     DLQ_ATTEMPTS,
+    DLQ_CONSUMER,
     DLQ_ERROR_CLASS,
     DLQ_ORIGINAL_OFFSET,
     DLQ_ORIGINAL_PARTITION,
@@ -131,6 +132,7 @@ async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers()
         ValueError("nope"),
         attempts=0,
         reason=DECODE,
+        consumer="metering",
         send=broker.send,
         retry=POLICY,
         metrics=metrics,
@@ -142,6 +144,7 @@ async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers()
     assert header(headers, DLQ_ORIGINAL_TOPIC) == "t.node.snapshots"
     assert (header(headers, DLQ_ORIGINAL_PARTITION), header(headers, DLQ_ORIGINAL_OFFSET)) == ("3", "42")
     assert header(headers, DLQ_ATTEMPTS) == "0"
+    assert header(headers, DLQ_CONSUMER) == "metering"
     assert metrics.counted == [("t.node.snapshots", DECODE)]
 
 
@@ -152,6 +155,7 @@ async def test_a_tombstone_is_dead_lettered_as_an_empty_value_to_the_chosen_topi
         ValueError("nope"),
         attempts=1,
         reason=HANDLER,
+        consumer="c",
         send=broker.send,
         retry=POLICY,
         metrics=Counted(),
@@ -163,7 +167,14 @@ async def test_a_tombstone_is_dead_lettered_as_an_empty_value_to_the_chosen_topi
 async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> None:
     broker, metrics = Broker(NotLeaderForPartitionError()), Counted()
     await dead_letter(
-        Record(), ValueError("x"), attempts=1, reason=HANDLER, send=broker.send, retry=POLICY, metrics=metrics
+        Record(),
+        ValueError("x"),
+        attempts=1,
+        reason=HANDLER,
+        consumer="c",
+        send=broker.send,
+        retry=POLICY,
+        metrics=metrics,
     )
     assert len(broker.sent) == 1 and len(metrics.counted) == 1
 
@@ -174,6 +185,7 @@ async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> N
             ValueError("x"),
             attempts=1,
             reason=HANDLER,
+            consumer="c",
             send=broker.send,
             retry=POLICY,
             metrics=metrics,
