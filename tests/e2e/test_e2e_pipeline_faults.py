@@ -434,7 +434,10 @@ async def test_ten_thousand_malformed_records_are_dead_lettered_while_real_work_
             for c in await reader.poll():
                 if flood_letter(c):
                     by_reader[
-                        (c.headers[h.DLQ_ORIGINAL_TOPIC].decode(), c.headers[h.DLQ_CONSUMER].decode())
+                        (
+                            c.headers[h.DLQ_ORIGINAL_TOPIC].decode(),
+                            reader_kind(c.headers[h.DLQ_CONSUMER].decode()),
+                        )
                     ].add(c.key or b"")
             return all(
                 len(by_reader[(names[t], r)]) >= len(sent[names[t]])

@@ -14,10 +14,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 
 from suanli.bus.errors import is_retriable
-from suanli.bus.headers import Headers, dead_letter_headers
+from suanli.bus.headers import DLQ_VALUE_DROPPED, Headers, dead_letter_headers, set_headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.records import ConsumedRecord
 from suanli.bus.retry import RetryPolicy
@@ -29,6 +34,9 @@ log = logging.getLogger(__name__)
 DECODE: Final = "decode"
 HANDLER: Final = "handler"
 RETRIES_EXHAUSTED: Final = "retries-exhausted"
+
+# The producer's or the broker's answer to a record over its size limit: sending it again cannot help.
+TOO_LARGE: Final = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +146,27 @@ async def dead_letter(
         reason,
         error,
     )
+    value = record.value or b""
     failures = 0
     while True:
         try:
-            await send(target, record.key, record.value or b"", headers)
+            await send(target, record.key, value, headers)
             break
+        except TOO_LARGE as exc:
+            if not value:
+                raise
+            # A record the broker took but the dead-letter copy cannot carry (limits differ between
+            # producers, or the headers tipped it over): raising would stop the consumer on it at every
+            # restart. The letter keeps the key, the reason and where the original still lies.
+            log.error(
+                "dead letter of %s[%d]@%d too large (%r): sent without its value",
+                record.topic,
+                record.partition,
+                record.offset,
+                exc,
+            )
+            headers = set_headers(headers, {DLQ_VALUE_DROPPED: str(len(value)).encode()})
+            value = b""
         except KafkaError as exc:
             failures += 1
             if not retry.should_retry(failures, is_retriable(exc)):

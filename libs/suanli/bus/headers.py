@@ -18,6 +18,9 @@ DLQ_REASON = "dlq-reason"
 # The consumer (group, or faust app id) that gave up on the record: a topic read by several services
 # gets one dead letter from each, and this tells them apart.
 DLQ_CONSUMER = "dlq-consumer"
+# Set when the record was too large to copy (over the producer's or the broker's limit): the dead letter
+# then holds no value, this header its size in bytes; the original stays at its topic, partition and offset.
+DLQ_VALUE_DROPPED = "dlq-value-dropped"
 DLQ_HEADERS = (
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,

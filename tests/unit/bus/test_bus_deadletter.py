@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from aiokafka.errors import NotLeaderForPartitionError, RecordTooLargeError
+from aiokafka.errors import (
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+)
 
 from suanli.bus import RetriableError, RetryPolicy
 from suanli.bus.deadletter import (
@@ -24,6 +29,7 @@ from suanli.bus.headers import (
     DLQ_ORIGINAL_OFFSET,
     DLQ_ORIGINAL_PARTITION,
     DLQ_ORIGINAL_TOPIC,
+    DLQ_VALUE_DROPPED,
     Headers,
     header,
 )
@@ -178,8 +184,8 @@ async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> N
     )
     assert len(broker.sent) == 1 and len(metrics.counted) == 1
 
-    broker, metrics = Broker(RecordTooLargeError()), Counted()
-    with pytest.raises(RecordTooLargeError):
+    broker, metrics = Broker(TopicAuthorizationFailedError()), Counted()
+    with pytest.raises(TopicAuthorizationFailedError):
         await dead_letter(
             Record(),
             ValueError("x"),
@@ -191,3 +197,27 @@ async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> N
             metrics=metrics,
         )
     assert not broker.sent and not metrics.counted  # never counted as dead-lettered when it is not
+
+
+@pytest.mark.parametrize("refusal", [MessageSizeTooLargeError(), RecordTooLargeError()])
+async def test_a_record_too_large_to_copy_is_dead_lettered_without_its_value(refusal: Exception) -> None:
+    # Raising here stopped the consumer on the same record after every restart (a wedged partition).
+    broker, metrics = Broker(refusal), Counted()
+    await dead_letter(
+        Record(),
+        ValueError("x"),
+        attempts=0,
+        reason=DECODE,
+        consumer="suanli-metering",
+        send=broker.send,
+        retry=POLICY,
+        metrics=metrics,
+    )
+    [(topic, key, value, headers)] = broker.sent
+    assert (topic, key, value) == ("t.node.snapshots.dlq", b"node-1", b"")
+    assert header(headers, DLQ_VALUE_DROPPED) == str(len(b"not an event"))
+    assert (header(headers, DLQ_ORIGINAL_TOPIC), header(headers, DLQ_ORIGINAL_OFFSET)) == (
+        "t.node.snapshots",
+        "42",
+    )
+    assert metrics.counted == [("t.node.snapshots", DECODE)]
