@@ -15,7 +15,7 @@ import secrets
 import signal
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -221,6 +221,17 @@ class Platform:
             return ready if len(ready) >= count else None
 
         return await until(probe, timeout, f"{count} READY nodes")
+
+
+@contextlib.asynccontextmanager
+async def ready_platform(stack: Stack, nodes: int, timeout: float = 90.0) -> AsyncIterator[Platform]:
+    """The module's `Platform` once ``nodes`` nodes are READY in the scheduler's view; closed after."""
+    platform = Platform(stack, stack.scheduler_addr)
+    await platform.ready_nodes(nodes, timeout=timeout)
+    try:
+        yield platform
+    finally:
+        await platform.close()
 
 
 def gpu_task(

@@ -29,6 +29,7 @@ from .kit import (
     gpu_task,
     job_spec,
     read_topics,
+    ready_platform,
     stack_config,
     until,
 )
@@ -48,10 +49,8 @@ def stack() -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 async def platform(stack: Stack) -> AsyncIterator[Platform]:
-    p = Platform(stack, stack.scheduler_addr)
-    await p.ready_nodes(8, timeout=90)
-    yield p
-    await p.close()
+    async with ready_platform(stack, 8) as ready:
+        yield ready
 
 
 async def test_jobs_finished_and_submitted_during_a_postgres_outage_each_run_once(platform: Platform) -> None:

@@ -62,6 +62,7 @@ from .kit import (
     gpu_task,
     job_spec,
     read_topics,
+    ready_platform,
     stack_config,
     until,
 )
@@ -83,10 +84,8 @@ def stack() -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 async def platform(stack: Stack) -> AsyncIterator[Platform]:
-    p = Platform(stack, stack.scheduler_addr)
-    await p.ready_nodes(8, timeout=90)
-    yield p
-    await p.close()
+    async with ready_platform(stack, 8) as ready:
+        yield ready
 
 
 def flood_letter(c: Consumed) -> bool:
@@ -94,16 +93,17 @@ def flood_letter(c: Consumed) -> bool:
     return (c.key or b"").startswith(FLOOD_KEY)
 
 
-def shared_job(name: str, i: int, duration_s: float) -> pb.JobSpec:
+def shared_job(name: str, i: int, duration_s: float, max_retries: int = 0) -> pb.JobSpec:
     # Whole and shared devices mixed: the amounts then depend on the share, not only on the time.
-    return job_spec(f"{name}-{i}", gpu_task("w", gpu_milli=1000 if i % 2 else 500, duration_s=duration_s))
+    task = gpu_task("w", gpu_milli=1000 if i % 2 else 500, duration_s=duration_s)
+    return job_spec(f"{name}-{i}", task, max_retries=max_retries)
 
 
 async def submit_all(
-    platform: Platform, name: str, token: str, count: int, duration_s: float
+    platform: Platform, name: str, token: str, count: int, duration_s: float, max_retries: int = 0
 ) -> list[pb.Job]:
     return [
-        await platform.submit(shared_job(name, i, duration_s), f"{name}-{token}-{i}", timeout=60)
+        await platform.submit(shared_job(name, i, duration_s, max_retries), f"{name}-{token}-{i}", timeout=60)
         for i in range(count)
     ]
 
@@ -190,9 +190,17 @@ async def billed(platform: Platform, tenant: str, job_ids: set[str]) -> list[Any
     return [c for c in charges if c.job_id in job_ids]
 
 
-async def assert_charged_as_without_faults(platform: Platform, jobs: Sequence[pb.Job]) -> None:
+async def assert_charged_as_without_faults(
+    platform: Platform, jobs: Sequence[pb.Job], fenced: Sequence[pb.Job] = ()
+) -> None:
     """Every job final and succeeded, each task run once without overlap, and billing holding exactly the
-    reference charges (polled until they are all in, then compared whole)."""
+    reference charges (polled until they are all in, then compared whole).
+
+    A task of a ``fenced`` job may have run more than once: every attempt but its last stopped by its
+    agent's self-fence (cut off from the broker that long), never two at a time, each billed for what it
+    ran; the reference covers every attempt.
+    """
+    jobs = [*jobs, *fenced]
     final = await platform.wait_final([j.id for j in jobs], timeout=150)
     assert {j.id: pb.JobState.Name(j.state) for j in final.values()} == {
         j.id: "JOB_STATE_SUCCEEDED" for j in jobs
@@ -206,7 +214,12 @@ async def assert_charged_as_without_faults(platform: Platform, jobs: Sequence[pb
         }
 
     records = distinct(await read_topics(platform.bootstrap, FACTS, complete, timeout=60))
-    assert_placed_once([c for c in records if c.topic == PLACEMENTS], task_ids)
+    fenced_tasks = {t.task_id for j in fenced for t in final[j.id].tasks}
+    assert_placed_once([c for c in records if c.topic == PLACEMENTS], task_ids - fenced_tasks)
+    for c in records:
+        if c.name == "TaskFailed" and c.record["task_id"] in task_ids:
+            assert c.record["task_id"] in fenced_tasks, c.record
+            assert (c.record["kind"], c.record["reason"].split(":")[0]) == ("KILLED", "self-fenced"), c.record
     assert_no_overlapping_attempts(
         [c for c in records if c.topic == LIFECYCLE], [c for c in records if c.topic == SNAPSHOTS]
     )
@@ -278,7 +291,12 @@ async def test_metering_and_billing_killed_mid_run_bill_exactly_what_a_fault_fre
 
 
 @pytest.mark.parametrize(
-    "outage_s", [pytest.param(25.0, id="25s"), pytest.param(120.0, id="2min", marks=pytest.mark.slow)]
+    "outage_s",
+    [
+        pytest.param(25.0, id="25s"),
+        # The issue's two minutes: past the agents' self-fence, so the long job is killed and rerun.
+        pytest.param(120.0, id="2min", marks=[pytest.mark.slow, pytest.mark.timeout(600)]),
+    ],
 )
 async def test_jobs_submitted_while_the_broker_is_paused_are_delivered_once(
     platform: Platform, outage_s: float
@@ -286,9 +304,14 @@ async def test_jobs_submitted_while_the_broker_is_paused_are_delivered_once(
     broker = platform.stack.broker
     assert broker is not None and broker.pid is not None
     token = secrets.token_hex(3)
-    # Running when the broker stops and ending while it is away: their ends wait in the agents.
-    running = await submit_all(platform, "paused", token, 4, duration_s=outage_s / 2)
-    await until(lambda: all_running(platform, running), 60, "jobs running before the outage")
+    # Running when the broker stops and ending while it is away, before the agents' self-fence: their
+    # ends wait in the agents. One more runs on: should the outage outlast the agents' self-fence (they
+    # stop what they can no longer account for, docs/sensing.md) it is killed and runs again after.
+    running = await submit_all(platform, "paused", token, 4, duration_s=8.0)
+    across = await submit_all(
+        platform, "through", token, 1, duration_s=min(outage_s + 10, 40.0), max_retries=1
+    )
+    await until(lambda: all_running(platform, [*running, *across]), 60, "jobs running before the outage")
 
     # SIGSTOP: every connection stays open and nothing answers (a hung broker, or a partition); it keeps
     # what it stored, unlike a restart of this memory-only broker (ARCHITECTURE §3).
@@ -303,7 +326,7 @@ async def test_jobs_submitted_while_the_broker_is_paused_are_delivered_once(
         os.kill(broker.pid, signal.SIGCONT)
     assert accepted_s < outage_s, f"submissions took {accepted_s:.1f}s, longer than the outage"
     print(f"broker paused {outage_s:.0f}s: 4 submissions accepted within {accepted_s:.2f}s of the pause")
-    await assert_charged_as_without_faults(platform, [*running, *during])
+    await assert_charged_as_without_faults(platform, [*running, *during], fenced=across)
     assert platform.stack.supervisor.failed() == []
 
 
@@ -445,7 +468,7 @@ async def test_ten_thousand_malformed_records_are_dead_lettered_while_real_work_
                 for r in readers
             )
 
-        await until(all_dead_lettered, 300, "every malformed record dead-lettered by each reader", every=1.0)
+        await until(all_dead_lettered, 150, "every malformed record dead-lettered by each reader", every=1.0)
         drained_s = time.monotonic() - begun
         letters = [c for c in reader.records if flood_letter(c)]
 

@@ -131,8 +131,8 @@ class Counted(BusMetrics):
         self.counted.append((topic, reason))
 
 
-async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers() -> None:
-    broker, metrics = Broker(), Counted()
+async def _undecodable(broker: Broker, metrics: Counted) -> None:
+    """`Record()` dead-lettered by metering as undecodable."""
     await dead_letter(
         Record(),
         ValueError("nope"),
@@ -143,6 +143,11 @@ async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers()
         retry=POLICY,
         metrics=metrics,
     )
+
+
+async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers() -> None:
+    broker, metrics = Broker(), Counted()
+    await _undecodable(broker, metrics)
     [(topic, key, value, headers)] = broker.sent
     assert (topic, key, value) == ("t.node.snapshots.dlq", b"node-1", b"not an event")
     assert header(headers, "traceparent") == "00-abc-def-01"
@@ -203,16 +208,7 @@ async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> N
 async def test_a_record_too_large_to_copy_is_dead_lettered_without_its_value(refusal: Exception) -> None:
     # Raising here stopped the consumer on the same record after every restart (a wedged partition).
     broker, metrics = Broker(refusal), Counted()
-    await dead_letter(
-        Record(),
-        ValueError("x"),
-        attempts=0,
-        reason=DECODE,
-        consumer="suanli-metering",
-        send=broker.send,
-        retry=POLICY,
-        metrics=metrics,
-    )
+    await _undecodable(broker, metrics)
     [(topic, key, value, headers)] = broker.sent
     assert (topic, key, value) == ("t.node.snapshots.dlq", b"node-1", b"")
     assert header(headers, DLQ_VALUE_DROPPED) == str(len(b"not an event"))
