@@ -177,30 +177,12 @@ async def test_a_tombstone_is_dead_lettered_as_an_empty_value_to_the_chosen_topi
 
 async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> None:
     broker, metrics = Broker(NotLeaderForPartitionError()), Counted()
-    await dead_letter(
-        Record(),
-        ValueError("x"),
-        attempts=1,
-        reason=HANDLER,
-        consumer="c",
-        send=broker.send,
-        retry=POLICY,
-        metrics=metrics,
-    )
+    await _undecodable(broker, metrics)
     assert len(broker.sent) == 1 and len(metrics.counted) == 1
 
     broker, metrics = Broker(TopicAuthorizationFailedError()), Counted()
     with pytest.raises(TopicAuthorizationFailedError):
-        await dead_letter(
-            Record(),
-            ValueError("x"),
-            attempts=1,
-            reason=HANDLER,
-            consumer="c",
-            send=broker.send,
-            retry=POLICY,
-            metrics=metrics,
-        )
+        await _undecodable(broker, metrics)
     assert not broker.sent and not metrics.counted  # never counted as dead-lettered when it is not
 
 

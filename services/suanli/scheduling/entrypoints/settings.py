@@ -70,7 +70,7 @@ class SchedulingSettings(AuthSettings):
         60.0,
         ge=0,
         description="Seconds a node must stay Lost before its non-preemptible jobs are requeued "
-        "(preemptible ones are requeued at once).",
+        "(preemptible ones once the loss settled, lost_settle_s).",
     )
     lost_settle_s: float = Field(
         2.0,
