@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import os
 import secrets
 import signal
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from suanli.api.billing.v1 import billing_pb2 as bpb
+from suanli.api.billing.v1 import billing_pb2_grpc as bpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.cli.config import aio_bearer_channel
@@ -75,14 +78,42 @@ class Platform:
     def home(self) -> Path:
         return self.stack.config.home
 
-    def api(self, address: str | None = None) -> pb_grpc.SchedulerStub:
-        address = address or self.scheduler_addr
+    def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = aio_bearer_channel(
                 address, self.stack.admin_token, self.stack.ca
             )
-        return pb_grpc.SchedulerStub(channel)
+        return channel
+
+    def api(self, address: str | None = None) -> pb_grpc.SchedulerStub:
+        return pb_grpc.SchedulerStub(self._channel(address or self.scheduler_addr))
+
+    def billing(self) -> bpb_grpc.BillingStub:
+        return bpb_grpc.BillingStub(self._channel(self.stack.billing_addr))
+
+    async def charges(self, tenant: str) -> list[bpb.Charge] | None:
+        """Every charge billing holds for ``tenant`` (all periods); None while billing does not answer."""
+        out: list[bpb.Charge] = []
+        token = ""
+        while True:
+            try:
+                page = await self.billing().ListCharges(
+                    bpb.ListChargesRequest(tenant=tenant, page_size=1000, page_token=token), timeout=5
+                )
+            except grpc.aio.AioRpcError as exc:
+                # NOT_FOUND: billing has not heard of the tenant yet (its first job is still in flight).
+                if exc.code() in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    grpc.StatusCode.NOT_FOUND,
+                ):
+                    return None
+                raise
+            out.extend(page.charges)
+            if not page.next_page_token:
+                return out
+            token = page.next_page_token
 
     async def close(self) -> None:
         for channel in self._channels.values():
@@ -104,6 +135,12 @@ class Platform:
             os.killpg(running.pid, signal.SIGKILL)
         running.process.wait(timeout=10)
         self.stack.supervisor.services.remove(running)
+
+    def crash_and_restart(self, name: str) -> RunningService:
+        """SIGKILL service ``name`` and start it again with the same command line (ready when it is)."""
+        running = self.service(name)
+        self.kill(running)
+        return self.start(running.spec)
 
     def fleet_spec(self, name: str, fleet: Path) -> ServiceSpec:
         cfg = self.stack.config
@@ -188,6 +225,17 @@ class Platform:
         return await until(probe, timeout, f"{count} READY nodes")
 
 
+@contextlib.asynccontextmanager
+async def ready_platform(stack: Stack, nodes: int, timeout: float = 90.0) -> AsyncIterator[Platform]:
+    """The module's `Platform` once ``nodes`` nodes are READY in the scheduler's view; closed after."""
+    platform = Platform(stack, stack.scheduler_addr)
+    await platform.ready_nodes(nodes, timeout=timeout)
+    try:
+        yield platform
+    finally:
+        await platform.close()
+
+
 def gpu_task(
     name: str,
     *,
@@ -230,6 +278,8 @@ class Consumed:
     record: dict[str, Any]
     headers: dict[str, bytes]
     value: bytes
+    partition: int = 0
+    key: bytes | None = None
 
 
 class TopicReader:
@@ -261,7 +311,9 @@ class TopicReader:
                 except Exception:
                     name, record = "<undecodable>", {}
                 headers = {k: v for k, v in r.headers or ()}
-                self.records.append(Consumed(r.topic, r.offset, name, record, headers, r.value))
+                self.records.append(
+                    Consumed(r.topic, r.offset, name, record, headers, r.value, r.partition, r.key)
+                )
         return self.records
 
     async def wait_for(
@@ -381,3 +433,97 @@ def scrape(url: str, timeout: float = 5.0) -> Served:
         for sample in family.samples:
             served[sample.name].add(frozenset(sample.labels) - SCOPE_LABELS - {"le"})
     return dict(served)
+
+
+# -- outcomes shared by the fault tests ------------------------------------------------------------------
+
+
+async def dead_letters(
+    bootstrap: str, ignore: Callable[[Consumed], bool] = lambda _: False
+) -> dict[str, int]:
+    """Every dead-letter topic that holds records ``ignore`` does not pass, with how many.
+
+    Read to the end offsets: on Tansu these are short when a batch holds several records (ARCHITECTURE
+    §3), so what lies past the last batch's first record is read by a last poll after them.
+    """
+    probe = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await probe.start()
+    try:
+        dlqs = sorted(t for t in await probe.topics() if t.endswith(".dlq"))
+        ends = await probe.end_offsets(
+            [TopicPartition(t, p) for t in dlqs for p in probe.partitions_for_topic(t) or ()]
+        )
+    finally:
+        await probe.stop()
+    wanted = {tp: end for tp, end in ends.items() if end > 0}
+    if not wanted:
+        return {}
+    async with TopicReader(bootstrap, *sorted({tp.topic for tp in wanted})) as reader:
+
+        async def read_to_the_end() -> bool:
+            seen: dict[TopicPartition, int] = defaultdict(lambda: -1)
+            for c in await reader.poll():
+                tp = TopicPartition(c.topic, c.partition)
+                seen[tp] = max(seen[tp], c.offset)
+            return all(seen[tp] >= end - 1 for tp, end in wanted.items())
+
+        await until(read_to_the_end, 120, "every dead-letter topic read to its end", every=0.05)
+        await reader.poll()
+        held: dict[str, int] = defaultdict(int)
+        for c in reader.records:
+            if not ignore(c):
+                held[c.topic] += 1
+        return dict(held)
+
+
+def distinct(records: Iterable[Consumed]) -> list[Consumed]:
+    """``records`` with repeats of one event (same event id: a producer's re-send after an acknowledgement
+    it never got, at-least-once delivery) kept once, in their first place."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for c in records:
+        key = (c.topic, str(c.record.get("event_id", f"{c.partition}@{c.offset}")))
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def assert_no_overlapping_attempts(lifecycle: list[Consumed], snapshots: list[Consumed]) -> None:
+    """Per task, the attempts' [started, ended] spans never overlap, and an attempt starts at most once.
+
+    An attempt has ended at its TaskFinished/TaskFailed, or at the first snapshot of its node after its
+    start that no longer lists the task (snapshots are full state: the node no longer holds it).
+    """
+    starts: dict[tuple[str, int], list[Consumed]] = defaultdict(list)
+    ends: dict[tuple[str, int], float] = {}
+    for c in lifecycle:
+        key = (c.record.get("task_id"), c.record.get("attempt"))
+        if c.name == "TaskStarted":
+            starts[key].append(c)
+        elif c.name in ("TaskFinished", "TaskFailed"):
+            ends[key] = min(ends.get(key, float("inf")), c.record["occurred_at"].timestamp())
+    by_node: dict[str, list[tuple[float, set[str]]]] = defaultdict(list)
+    for c in snapshots:
+        if c.name == "NodeSnapshot":
+            at = c.record["occurred_at"].timestamp()
+            by_node[c.record["node_id"]].append((at, set(c.record["task_ids"])))
+    by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (task_id, attempt), started in starts.items():
+        assert len(started) == 1, f"{task_id}#{attempt} started {len(started)} times"
+        record = started[0].record
+        begin = record["occurred_at"].timestamp()
+        gone = min(
+            (t for t, ids in by_node[record["node_id"]] if t > begin and task_id not in ids),
+            default=float("inf"),
+        )
+        by_task[task_id].append((begin, min(ends.get((task_id, attempt), float("inf")), gone)))
+    for task_id, spans in by_task.items():
+        spans.sort()
+        for (_, end), (begin, _) in itertools.pairwise(spans):
+            assert begin >= end, f"{task_id}: two attempts ran at once: " + "; ".join(
+                f"{c.name}#{c.record.get('attempt')}@{c.record.get('node_id')} "
+                f"{c.record['occurred_at'].time()} {c.record.get('reason', '')}"
+                for c in lifecycle
+                if c.record.get("task_id") == task_id
+            )

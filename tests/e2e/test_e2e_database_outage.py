@@ -13,7 +13,6 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.bus import topics
@@ -26,9 +25,11 @@ from .kit import (
     Consumed,
     Platform,
     assert_placed_once,
+    dead_letters,
     gpu_task,
     job_spec,
     read_topics,
+    ready_platform,
     stack_config,
     until,
 )
@@ -48,10 +49,8 @@ def stack() -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 async def platform(stack: Stack) -> AsyncIterator[Platform]:
-    p = Platform(stack, stack.scheduler_addr)
-    await p.ready_nodes(8, timeout=90)
-    yield p
-    await p.close()
+    async with ready_platform(stack, 8) as ready:
+        yield ready
 
 
 async def test_jobs_finished_and_submitted_during_a_postgres_outage_each_run_once(platform: Platform) -> None:
@@ -100,21 +99,4 @@ async def test_jobs_finished_and_submitted_during_a_postgres_outage_each_run_onc
     assert_placed_once([c for c in records if c.topic == PLACEMENTS], task_ids)
     started = [c for c in records if c.name == "TaskStarted" and c.record["task_id"] in task_ids]
     assert sorted(c.record["task_id"] for c in started) == sorted(task_ids)  # each ran once
-    assert await _dead_letters(platform.bootstrap) == {}
-
-
-async def _dead_letters(bootstrap: str) -> dict[str, int]:
-    """Every dead-letter topic that holds records, with how many (end offsets; each DLQ record is a batch)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    try:
-        dlqs = [t for t in await consumer.topics() if t.endswith(".dlq")]
-        held: dict[str, int] = {}
-        for topic in dlqs:
-            parts = consumer.partitions_for_topic(topic) or set()
-            ends = await consumer.end_offsets([TopicPartition(topic, p) for p in parts])
-            if sum(ends.values()):
-                held[topic] = sum(ends.values())
-        return held
-    finally:
-        await consumer.stop()
+    assert await dead_letters(platform.bootstrap) == {}

@@ -8,13 +8,11 @@ past its capacity.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import re
 import secrets
 import signal
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 
 import grpc
@@ -34,6 +32,7 @@ from .kit import (
     Consumed,
     Platform,
     TopicReader,
+    assert_no_overlapping_attempts,
     assert_placed_once,
     gpu_task,
     job_spec,
@@ -320,43 +319,3 @@ async def test_broker_restarted_empty_every_job_still_finishes(platform: Platfor
     assert [c.record for c in lifecycle if c.name == "TaskFailed" and c.record["kind"] == "ERROR"] == []
     assert_no_overlapping_attempts(lifecycle, [c for c in records if c.topic == SNAPSHOTS])
     assert grpc_serving(platform.scheduler_addr, ca_pem=platform.stack.ca)
-
-
-def assert_no_overlapping_attempts(lifecycle: list[Consumed], snapshots: list[Consumed]) -> None:
-    """Per task, the attempts' [started, ended] spans never overlap, and an attempt starts at most once.
-
-    An attempt has ended at its TaskFinished/TaskFailed, or at the first snapshot of its node after its
-    start that no longer lists the task (snapshots are full state: the node no longer holds it).
-    """
-    starts: dict[tuple[str, int], list[Consumed]] = defaultdict(list)
-    ends: dict[tuple[str, int], float] = {}
-    for c in lifecycle:
-        key = (c.record.get("task_id"), c.record.get("attempt"))
-        if c.name == "TaskStarted":
-            starts[key].append(c)
-        elif c.name in ("TaskFinished", "TaskFailed"):
-            ends[key] = min(ends.get(key, float("inf")), c.record["occurred_at"].timestamp())
-    by_node: dict[str, list[tuple[float, set[str]]]] = defaultdict(list)
-    for c in snapshots:
-        if c.name == "NodeSnapshot":
-            at = c.record["occurred_at"].timestamp()
-            by_node[c.record["node_id"]].append((at, set(c.record["task_ids"])))
-    by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for (task_id, attempt), started in starts.items():
-        assert len(started) == 1, f"{task_id}#{attempt} started {len(started)} times"
-        record = started[0].record
-        begin = record["occurred_at"].timestamp()
-        gone = min(
-            (t for t, ids in by_node[record["node_id"]] if t > begin and task_id not in ids),
-            default=float("inf"),
-        )
-        by_task[task_id].append((begin, min(ends.get((task_id, attempt), float("inf")), gone)))
-    for task_id, spans in by_task.items():
-        spans.sort()
-        for (_, end), (begin, _) in itertools.pairwise(spans):
-            assert begin >= end, f"{task_id}: two attempts ran at once: " + "; ".join(
-                f"{c.name}#{c.record.get('attempt')}@{c.record.get('node_id')} "
-                f"{c.record['occurred_at'].time()} {c.record.get('reason', '')}"
-                for c in lifecycle
-                if c.record.get("task_id") == task_id
-            )

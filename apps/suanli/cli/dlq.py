@@ -214,6 +214,7 @@ def _letter_data(letter: DeadLetter) -> dict[str, Any]:
         "address": letter.address,
         "dead_lettered_at": _when(letter.timestamp_ms),
         "reason": letter.reason,
+        "consumer": letter.consumer,
         "error_class": letter.error_class,
         "error_message": letter.error_message,
         "attempts": letter.attempts,
@@ -241,6 +242,7 @@ def _letter_panel(data: dict[str, Any]) -> Panel:
     source = data["source"]
     rows = [
         ("reason", data["reason"]),
+        ("consumer", str(data["consumer"])),
         ("error", f"{data['error_class']}: {data['error_message']}"),
         ("source", f"{source['topic']}[{source['partition']}]@{source['offset']}"),
         ("attempts", str(data["attempts"])),

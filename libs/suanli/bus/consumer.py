@@ -424,6 +424,7 @@ class EventConsumer:
             error,
             attempts=attempts,
             reason=reason,
+            consumer=self.group_id,
             send=publisher.publish_raw,
             retry=self._retry,
             metrics=self._metrics,

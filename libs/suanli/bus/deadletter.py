@@ -14,10 +14,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 
 from suanli.bus.errors import is_retriable
-from suanli.bus.headers import Headers, dead_letter_headers
+from suanli.bus.headers import DLQ_VALUE_DROPPED, Headers, dead_letter_headers, set_headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.records import ConsumedRecord
 from suanli.bus.retry import RetryPolicy
@@ -29,6 +34,9 @@ log = logging.getLogger(__name__)
 DECODE: Final = "decode"
 HANDLER: Final = "handler"
 RETRIES_EXHAUSTED: Final = "retries-exhausted"
+
+# The producer's or the broker's answer to a record over its size limit: sending it again cannot help.
+TOO_LARGE: Final = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,7 @@ async def dead_letter(
     *,
     attempts: int,
     reason: str,
+    consumer: str,
     send: SendRaw,
     retry: RetryPolicy,
     metrics: BusMetrics,
@@ -112,7 +121,8 @@ async def dead_letter(
 ) -> None:
     """Copy ``record`` (key, value, headers) to its dead-letter topic with ``dlq-*`` headers saying why.
 
-    Returns only once the copy is acknowledged: a caller commits past the record only then. A broker
+    The headers name the ``consumer`` (its group, or faust app id) that gave up on it. Returns only once
+    the copy is acknowledged: a caller commits past the record only then. A broker
     error is retried by ``retry``; one that outlasts it propagates.
     """
     target = dlq_for(record.topic)
@@ -124,9 +134,11 @@ async def dead_letter(
         offset=record.offset,
         attempts=attempts,
         reason=reason,
+        consumer=consumer,
     )
     log.error(
-        "dead-lettering %s[%d]@%d to %s (%s): %r",
+        "%s dead-lettering %s[%d]@%d to %s (%s): %r",
+        consumer,
         record.topic,
         record.partition,
         record.offset,
@@ -134,11 +146,27 @@ async def dead_letter(
         reason,
         error,
     )
+    value = record.value or b""
     failures = 0
     while True:
         try:
-            await send(target, record.key, record.value or b"", headers)
+            await send(target, record.key, value, headers)
             break
+        except TOO_LARGE as exc:
+            if not value:
+                raise
+            # A record the broker took but the dead-letter copy cannot carry (limits differ between
+            # producers, or the headers tipped it over): raising would stop the consumer on it at every
+            # restart. The letter keeps the key, the reason and where the original still lies.
+            log.error(
+                "dead letter of %s[%d]@%d too large (%r): sent without its value",
+                record.topic,
+                record.partition,
+                record.offset,
+                exc,
+            )
+            headers = set_headers(headers, {DLQ_VALUE_DROPPED: str(len(value)).encode()})
+            value = b""
         except KafkaError as exc:
             failures += 1
             if not retry.should_retry(failures, is_retriable(exc)):

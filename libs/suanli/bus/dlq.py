@@ -21,6 +21,7 @@ from typing import Any, Final
 from suanli.bus.codec import Codec
 from suanli.bus.headers import (
     DLQ_ATTEMPTS,
+    DLQ_CONSUMER,
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,
     DLQ_HEADERS,
@@ -30,6 +31,7 @@ from suanli.bus.headers import (
     DLQ_REASON,
     DLQ_REPLAYED_FROM,
     DLQ_REPLAYS,
+    DLQ_VALUE_DROPPED,
     EVENT_ID,
     EVENT_NAME,
     Headers,
@@ -47,7 +49,11 @@ PurgeMarks = Mapping[int, int]
 
 
 class NotReplayable(ValueError):
-    """A dead-letter record that names no source topic (it was not written by the bus)."""
+    """A dead-letter record that cannot be replayed from the letter itself.
+
+    It names no source topic (it was not written by the bus), or it holds no value because the record
+    was too large to copy (``dlq-value-dropped``).
+    """
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -98,6 +104,11 @@ class DeadLetter:
         and ``handler`` otherwise.
         """
         return self._header(DLQ_REASON) or ("decode" if self.attempts == 0 else "handler")
+
+    @property
+    def consumer(self) -> str | None:
+        """The consumer group (or faust app id) that gave up on it (None: written before the header)."""
+        return self._header(DLQ_CONSUMER)
 
     @property
     def error_class(self) -> str:
@@ -242,6 +253,12 @@ def replay_of(letter: DeadLetter) -> Replay:
     """
     if letter.source_topic is None:
         raise NotReplayable(f"{letter.address} names no source topic ({DLQ_ORIGINAL_TOPIC} header)")
+    dropped = letter._header(DLQ_VALUE_DROPPED)
+    if dropped is not None:
+        raise NotReplayable(
+            f"{letter.address} holds no value: the {dropped}-byte record was too large to copy; "
+            f"it is still at {letter.source}"
+        )
     kept = [(name, value) for name, value in letter.headers if name not in DLQ_HEADERS]
     headers = set_headers(
         kept,

@@ -26,6 +26,7 @@ from faust.types import AppT
 from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics, lags
+from suanli.bus.publisher import ProducerSettings
 from suanli.bus.security import kafka_security
 
 
@@ -126,6 +127,9 @@ def processor_app(
         store="memory://",
         web_enabled=False,
         producer_max_batch_size=1,
+        # The bus publisher's limit, not faust's 1 MB: a record another service could publish, or copy
+        # to a dead-letter topic, a stream processor can copy too.
+        producer_max_request_size=ProducerSettings().max_request_size,
         consumer_auto_offset_reset="earliest",
         # faust's own topics follow the deployment's replication, like ours.
         topic_replication_factor=resolve_replication_factor(),

@@ -15,6 +15,12 @@ DLQ_ORIGINAL_OFFSET = "dlq-original-offset"
 DLQ_ATTEMPTS = "dlq-attempts"
 # The ``reason`` label of suanli_dead_lettered_total (decode, handler, retries-exhausted).
 DLQ_REASON = "dlq-reason"
+# The consumer (group, or faust app id) that gave up on the record: a topic read by several services
+# gets one dead letter from each, and this tells them apart.
+DLQ_CONSUMER = "dlq-consumer"
+# Set when the record was too large to copy (over the producer's or the broker's limit): the dead letter
+# then holds no value, this header its size in bytes; the original stays at its topic, partition and offset.
+DLQ_VALUE_DROPPED = "dlq-value-dropped"
 DLQ_HEADERS = (
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,
@@ -23,6 +29,7 @@ DLQ_HEADERS = (
     DLQ_ORIGINAL_OFFSET,
     DLQ_ATTEMPTS,
     DLQ_REASON,
+    DLQ_CONSUMER,
 )
 
 # Written by `suanli dlq replay` on the records it republishes, and kept when such a record is
@@ -60,6 +67,7 @@ def dead_letter_headers(
     offset: int,
     attempts: int,
     reason: str,
+    consumer: str,
 ) -> Headers:
     """The original headers (trace context, event id) plus why and where the record failed."""
     message = str(error).encode("utf-8", errors="replace")[:MAX_ERROR_MESSAGE_BYTES]
@@ -71,5 +79,6 @@ def dead_letter_headers(
         DLQ_ORIGINAL_OFFSET: str(offset).encode(),
         DLQ_ATTEMPTS: str(attempts).encode(),
         DLQ_REASON: reason.encode(),
+        DLQ_CONSUMER: consumer.encode(),
     }
     return set_headers(original, values)

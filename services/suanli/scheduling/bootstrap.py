@@ -92,6 +92,7 @@ async def bootstrap(config: Any) -> Components:
         wave_size=config.wave_size,
         lost_confirm=timedelta(seconds=config.lost_confirm_s),
         lost_fence=timedelta(seconds=config.lost_fence_s),
+        lost_settle=timedelta(seconds=config.lost_settle_s),
     )
 
     def explain(nodes: Any, job: Any) -> Any:

@@ -187,6 +187,7 @@ async def test_records_past_a_short_end_offset_are_read(bus_topics: BusTopics) -
                 offset=i,
                 attempts=1,
                 reason="handler",
+                consumer="billing",
             ),
         )
         for i in range(5)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from aiokafka.errors import NotLeaderForPartitionError, RecordTooLargeError
+from aiokafka.errors import (
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+)
 
 from suanli.bus import RetriableError, RetryPolicy
 from suanli.bus.deadletter import (
@@ -19,10 +24,12 @@ from suanli.bus.deadletter import (
 )
 from suanli.bus.headers import (
     DLQ_ATTEMPTS,
+    DLQ_CONSUMER,
     DLQ_ERROR_CLASS,
     DLQ_ORIGINAL_OFFSET,
     DLQ_ORIGINAL_PARTITION,
     DLQ_ORIGINAL_TOPIC,
+    DLQ_VALUE_DROPPED,
     Headers,
     header,
 )
@@ -124,17 +131,23 @@ class Counted(BusMetrics):
         self.counted.append((topic, reason))
 
 
-async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers() -> None:
-    broker, metrics = Broker(), Counted()
+async def _undecodable(broker: Broker, metrics: Counted) -> None:
+    """`Record()` dead-lettered by metering as undecodable."""
     await dead_letter(
         Record(),
         ValueError("nope"),
         attempts=0,
         reason=DECODE,
+        consumer="metering",
         send=broker.send,
         retry=POLICY,
         metrics=metrics,
     )
+
+
+async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers() -> None:
+    broker, metrics = Broker(), Counted()
+    await _undecodable(broker, metrics)
     [(topic, key, value, headers)] = broker.sent
     assert (topic, key, value) == ("t.node.snapshots.dlq", b"node-1", b"not an event")
     assert header(headers, "traceparent") == "00-abc-def-01"
@@ -142,6 +155,7 @@ async def test_a_dead_letter_is_the_original_record_with_the_reason_in_headers()
     assert header(headers, DLQ_ORIGINAL_TOPIC) == "t.node.snapshots"
     assert (header(headers, DLQ_ORIGINAL_PARTITION), header(headers, DLQ_ORIGINAL_OFFSET)) == ("3", "42")
     assert header(headers, DLQ_ATTEMPTS) == "0"
+    assert header(headers, DLQ_CONSUMER) == "metering"
     assert metrics.counted == [("t.node.snapshots", DECODE)]
 
 
@@ -152,6 +166,7 @@ async def test_a_tombstone_is_dead_lettered_as_an_empty_value_to_the_chosen_topi
         ValueError("nope"),
         attempts=1,
         reason=HANDLER,
+        consumer="c",
         send=broker.send,
         retry=POLICY,
         metrics=Counted(),
@@ -162,20 +177,25 @@ async def test_a_tombstone_is_dead_lettered_as_an_empty_value_to_the_chosen_topi
 
 async def test_a_broker_error_while_dead_lettering_is_retried_then_raised() -> None:
     broker, metrics = Broker(NotLeaderForPartitionError()), Counted()
-    await dead_letter(
-        Record(), ValueError("x"), attempts=1, reason=HANDLER, send=broker.send, retry=POLICY, metrics=metrics
-    )
+    await _undecodable(broker, metrics)
     assert len(broker.sent) == 1 and len(metrics.counted) == 1
 
-    broker, metrics = Broker(RecordTooLargeError()), Counted()
-    with pytest.raises(RecordTooLargeError):
-        await dead_letter(
-            Record(),
-            ValueError("x"),
-            attempts=1,
-            reason=HANDLER,
-            send=broker.send,
-            retry=POLICY,
-            metrics=metrics,
-        )
+    broker, metrics = Broker(TopicAuthorizationFailedError()), Counted()
+    with pytest.raises(TopicAuthorizationFailedError):
+        await _undecodable(broker, metrics)
     assert not broker.sent and not metrics.counted  # never counted as dead-lettered when it is not
+
+
+@pytest.mark.parametrize("refusal", [MessageSizeTooLargeError(), RecordTooLargeError()])
+async def test_a_record_too_large_to_copy_is_dead_lettered_without_its_value(refusal: Exception) -> None:
+    # Raising here stopped the consumer on the same record after every restart (a wedged partition).
+    broker, metrics = Broker(refusal), Counted()
+    await _undecodable(broker, metrics)
+    [(topic, key, value, headers)] = broker.sent
+    assert (topic, key, value) == ("t.node.snapshots.dlq", b"node-1", b"")
+    assert header(headers, DLQ_VALUE_DROPPED) == str(len(b"not an event"))
+    assert (header(headers, DLQ_ORIGINAL_TOPIC), header(headers, DLQ_ORIGINAL_OFFSET)) == (
+        "t.node.snapshots",
+        "42",
+    )
+    assert metrics.counted == [("t.node.snapshots", DECODE)]

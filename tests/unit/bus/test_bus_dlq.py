@@ -41,13 +41,14 @@ def letter(
         offset=100 + offset,
         attempts=attempts,
         reason=reason,
+        consumer="billing",
     )
     return DeadLetter("jobs.events.dlq", 0, offset, stamp_ms, b"job-%d" % offset, value, tuple(headers))
 
 
 def test_a_dead_letter_says_why_and_where_it_came_from() -> None:
     dl = letter(3, error=KeyError("tenant"), reason="handler", attempts=5)
-    assert dl.reason == "handler"
+    assert (dl.reason, dl.consumer) == ("handler", "billing")
     assert dl.error_class == "builtins.KeyError"
     assert dl.error_message == "'tenant'"
     assert (dl.source_topic, dl.source_partition, dl.source_offset) == ("jobs.events", 2, 103)
@@ -124,6 +125,7 @@ def test_a_replay_that_fails_again_counts_its_replays() -> None:
                 offset=555,
                 attempts=1,
                 reason="handler",
+                consumer="billing",
             )
         ),
     )

@@ -8,6 +8,7 @@ from aiokafka.errors import KafkaTimeoutError, NotLeaderForPartitionError, Recor
 from suanli.bus import SERVICE_RETRY, RetriableError, RetryPolicy, is_retriable
 from suanli.bus.headers import (
     DLQ_ATTEMPTS,
+    DLQ_CONSUMER,
     DLQ_ERROR_CLASS,
     DLQ_ERROR_MESSAGE,
     DLQ_HEADERS,
@@ -87,6 +88,7 @@ def test_dead_letter_headers_keep_originals_and_say_why() -> None:
         offset=42,
         attempts=2,
         reason="handler",
+        consumer="billing",
     )
     assert [name for name, _ in headers][:2] == ["traceparent", "event-id"]
     assert {name for name, _ in headers} >= set(DLQ_HEADERS)
@@ -96,13 +98,21 @@ def test_dead_letter_headers_keep_originals_and_say_why() -> None:
     assert header(headers, DLQ_ORIGINAL_PARTITION) == "3"
     assert header(headers, DLQ_ORIGINAL_OFFSET) == "42"
     assert header(headers, DLQ_REASON) == "handler"
+    assert header(headers, DLQ_CONSUMER) == "billing"
     # A record dead-lettered twice (replayed, failed again) must not carry two attempt counts.
     assert [v for n, v in headers if n == DLQ_ATTEMPTS] == [b"2"]
 
 
 def test_dead_letter_error_message_is_bounded() -> None:
     headers = dead_letter_headers(
-        None, error=RuntimeError("x" * 10_000), topic="t", partition=0, offset=0, attempts=1, reason="handler"
+        None,
+        error=RuntimeError("x" * 10_000),
+        topic="t",
+        partition=0,
+        offset=0,
+        attempts=1,
+        reason="handler",
+        consumer="c",
     )
     assert len(dict(headers)[DLQ_ERROR_MESSAGE]) == MAX_ERROR_MESSAGE_BYTES
 

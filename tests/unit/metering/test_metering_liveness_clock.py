@@ -121,3 +121,28 @@ async def test_an_agent_whose_clock_runs_five_minutes_behind_is_not_taken_for_si
         await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
     assert statuses(h.status, "slow") == ["READY", "LOST"]
     assert statuses(h.status, "ok") == ["READY"]
+
+
+async def test_a_restarted_worker_does_not_take_the_snapshots_it_has_not_read_yet_for_silence() -> None:
+    h = Harness(T0)
+    for node in ("a", "b"):
+        await h.run(lambda b, n=node: h.metering.apply_snapshot(snapshot(n, 1, T0), b, T0, 0))
+    # SIGKILLed; its successor recovers the same tables 20 s later, with fresh stream times in memory.
+    after = Harness(T0 + 18_000)
+    after.nodes, after.tasks = h.nodes, h.tasks
+    for at in range(T0 + 18_000, T0 + 21_000, 1_000):  # ticks while the tables are being recovered
+        after.clock.now_ms = at
+        after.metering.reading(frozenset({0}), recovering=True)
+        await after.run(lambda b: after.metering.check_liveness(b, lambda node: True))
+    after.clock.now_ms = T0 + 21_000
+    after.metering.reading(frozenset({0}), recovering=False)
+    await after.run(lambda b: after.metering.check_liveness(b, lambda node: True))
+    assert statuses(after.status, "a") == statuses(after.status, "b") == []  # before: both LOST here
+    # Then b's snapshots flow again and a's do not: a is lost once the stream passed its deadline, b never.
+    for seq, at in enumerate(range(T0 + 21_000, T0 + 25_000, 500), start=2):
+        after.clock.now_ms = at
+        after.metering.reading(frozenset({0}), recovering=False)
+        await after.run(lambda b, s=seq, t=at: after.metering.apply_snapshot(snapshot("b", s, t), b, t, 0))
+        await after.run(lambda b: after.metering.check_liveness(b, lambda node: True))
+    assert statuses(after.status, "a") == ["LOST"]
+    assert statuses(after.status, "b") == []

@@ -95,7 +95,10 @@ def harness(
     nodes: tuple[str, ...] = ("n1", "n2"),
     is_leader: Callable[[], bool] = lambda: True,
     wave_size: int = DEFAULT_WAVE_SIZE,
+    lost_settle: timedelta = timedelta(0),
 ) -> Harness:
+    """``lost_settle``: none by default, so a test that marks a node Lost sees it evicted at the next
+    sweep; the settling itself is tested on its own (test_service_disruption.py)."""
     clock = ManualClock(T0)
     store = CountingStore(clock)
     writer = StoreWriter(store, InMemoryPendingReasons(), Unfenced())
@@ -124,5 +127,6 @@ def harness(
         is_leader=is_leader,
         eager_cycles=eager_cycles,
         wave_size=wave_size,
+        lost_settle=lost_settle,
     )
     return Harness(scheduler, store, writer, projection, capacity, clock)

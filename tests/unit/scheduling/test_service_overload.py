@@ -228,3 +228,46 @@ async def test_the_reports_of_one_large_job_share_one_commit() -> None:
     assert _states(h, job.id) == [TaskState.RUNNING] * 50
     # One batch, one append to the job's stream: not one commit per report.
     assert h.store.commits[before:] == [1]
+
+
+async def _running(h: Harness) -> tuple[str, str]:
+    job = await h.scheduler.commands.handle(SubmitJob(_gpu_job(preemptible=True)))
+    await h.scheduler.cycles.run()
+    task = h.projection.jobs[job.id].tasks[0]
+    await h.scheduler.commands.handle(_started(task, job.id))
+    return job.id, task.node_id
+
+
+def _status(h: Harness, node: str, status: str, at: timedelta) -> None:
+    h.capacity.on_status({"node_id": node, "status": status, "occurred_at": T0 + at})
+
+
+async def test_lost_statuses_held_up_by_an_outage_are_judged_as_one_burst() -> None:
+    nodes = ("n1", "n2", "n3", "n4")
+    h = await _ready(nodes=nodes, lost_settle=timedelta(seconds=2))
+    job_id, node = await _running(h)
+    # The broker was away for 25 s: metering's Lost statuses arrive once it is back, one after the other.
+    h.clock.set(T0 + timedelta(seconds=30))
+    _status(h, node, "LOST", timedelta(seconds=5))
+    await h.scheduler.evictions.sweep()  # the first of the burst alone: one node of four
+    for other in nodes:
+        _status(h, other, "LOST", timedelta(seconds=5))
+    h.clock.set(T0 + timedelta(seconds=33))
+    await h.scheduler.evictions.sweep()  # the whole burst: every node Lost, evictions held
+    for other in nodes:
+        _status(h, other, "READY", timedelta(seconds=31))
+    await h.scheduler.evictions.sweep()
+    assert _states(h, job_id) == [TaskState.RUNNING]
+    assert "TaskStopRequested" not in await h.names()
+
+
+async def test_a_node_lost_alone_is_evicted_once_its_loss_has_settled() -> None:
+    h = await _ready(nodes=("n1", "n2", "n3", "n4"), lost_settle=timedelta(seconds=2))
+    job_id, node = await _running(h)
+    h.clock.set(T0 + timedelta(seconds=10))
+    _status(h, node, "LOST", timedelta(seconds=10))
+    await h.scheduler.evictions.sweep()
+    assert _states(h, job_id) == [TaskState.RUNNING]
+    h.clock.set(T0 + timedelta(seconds=12))
+    await h.scheduler.evictions.sweep()
+    assert h.projection.jobs[job_id].waiting and h.projection.jobs[job_id].restarts == 1

@@ -186,6 +186,7 @@ class MeteringApp:
             error,
             attempts=attempts,
             reason=reason,
+            consumer=self.app.conf.id,
             send=self._send_raw,
             retry=self.retry,
             metrics=self.bus_metrics,
@@ -224,6 +225,10 @@ class MeteringApp:
 
     async def _liveness(self) -> None:
         async with self._node_side:
+            # Right after a restart the tables hold every node as last heard before the crash: without
+            # this, the whole fleet was declared LOST the moment the worker was ready, before it read a
+            # single one of the snapshots sent meanwhile.
+            self.metering.reading(self._assigned(self.names.snapshots), bool(self.app.in_recovery))
             batch = self.begin()
             summary = self.metering.check_liveness(batch, self._checked_here())
             await batch.commit()
@@ -234,9 +239,13 @@ class MeteringApp:
         # per node.
         return self._owned(self.names.snapshots)
 
+    def _assigned(self, topic: str) -> frozenset[int]:
+        """The partitions of ``topic`` assigned to this worker (actively, not as standby)."""
+        return frozenset(tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic)
+
     def _owned(self, topic: str) -> Callable[[str], bool]:
         """Whether a key's partition of ``topic`` is assigned to this worker (actively, not as standby)."""
-        mine = {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic}
+        mine = self._assigned(topic)
         if not mine:
             return lambda key: False
         count = self.app.consumer.topic_partitions(topic) or self.names.partitions

@@ -62,6 +62,7 @@ class Metering:
         # snapshots flow.
         self.streams = StreamTimes()
         self.partition_of: dict[str, int | None] = {}
+        self._reading: frozenset[int] | None = None  # the snapshot partitions last judged
 
     # -- node side --------------------------------------------------------------------------------------
 
@@ -129,6 +130,18 @@ class Metering:
         after = on_preempted(batch.nodes.get(node_id), ended.task_id, ended.attempt)
         if after is not None:
             batch.nodes.put(node_id, after)
+
+    def reading(self, partitions: frozenset[int], recovering: bool) -> None:
+        """The snapshot partitions this worker reads now, before a liveness check.
+
+        On a change (the worker started, or a rebalance moved partitions) and while its tables are still
+        being recovered, the nodes it holds were last heard before a gap whose snapshots it has not read
+        yet: the silence is its own backlog, so the stream times restart, and a partition not read since
+        is judged only once a whole timeout passed without its records.
+        """
+        if recovering or partitions != self._reading:
+            self._reading = partitions
+            self.streams.restart(self.clock())
 
     def check_liveness(self, batch: Batch, owns: Callable[[str], bool]) -> Summary:
         """Nodes silent for ``lost_after`` of their intervals become Lost; the summary the gauges show.

@@ -179,6 +179,7 @@ class NetworkViewProcessor:
             error,
             attempts=1,
             reason=reason,
+            consumer=self.app.conf.id,
             send=self._send_raw,
             retry=self.retry,
             metrics=self.bus_metrics,

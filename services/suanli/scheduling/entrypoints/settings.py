@@ -74,7 +74,13 @@ class SchedulingSettings(AuthSettings):
         60.0,
         ge=0,
         description="Seconds a node must stay Lost before its non-preemptible jobs are requeued "
-        "(preemptible ones are requeued at once).",
+        "(preemptible ones once the loss settled, lost_settle_s).",
+    )
+    lost_settle_s: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds a node must be Lost in the scheduler's view before its jobs are touched, so a "
+        "burst of Lost statuses held up by an outage is judged whole by the disruption threshold.",
     )
     lost_fence_s: float = Field(
         30.0,

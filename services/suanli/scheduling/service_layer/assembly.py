@@ -17,6 +17,7 @@ from suanli.scheduling.service_layer.cycle_loop import CycleLoop
 from suanli.scheduling.service_layer.cycle_runner import CycleRunner, PlacerFactory
 from suanli.scheduling.service_layer.disruption import (
     DEFAULT_LOST_CONFIRM,
+    DEFAULT_LOST_SETTLE,
     DEFAULT_THRESHOLD,
     LostNodeEvictions,
 )
@@ -58,6 +59,7 @@ def assemble(
     wave_size: int = DEFAULT_WAVE_SIZE,
     lost_confirm: timedelta = DEFAULT_LOST_CONFIRM,
     lost_fence: timedelta = DEFAULT_LOST_FENCE,
+    lost_settle: timedelta = DEFAULT_LOST_SETTLE,
 ) -> Scheduling:
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
@@ -100,5 +102,6 @@ def assemble(
         clock=clock,
         threshold=disruption_threshold,
         confirm_after=lost_confirm,
+        settle=lost_settle,
     )
     return Scheduling(write_lock, commands, cycles, loop, evictions)

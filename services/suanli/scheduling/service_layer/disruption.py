@@ -11,6 +11,12 @@ A Lost node is a suspicion until it has been Lost for `confirm_after`: before th
 are requeued from it (their lost attempts are told to stop, should the node be alive after all);
 non-preemptible ones keep their room and are requeued once the loss is confirmed. Should the node report
 again meanwhile, reconciliation decides from what it lists.
+
+A Lost node is evicted only once it has been Lost in this view for `settle` (on the scheduler's clock,
+from the sweep that first saw it): Lost statuses that were held up on the way (the broker unavailable,
+metering stopped) arrive as one burst once the path heals, and without the wait the first of them was
+judged before the rest had been read, as one node of a healthy fleet, and its jobs requeued although
+every node was alive.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from suanli.clock import Clock
@@ -31,6 +37,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.75
 DEFAULT_LOST_CONFIRM = timedelta(seconds=60)
+DEFAULT_LOST_SETTLE = timedelta(seconds=2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,7 @@ class LostNodeEvictions:
         clock: Clock,
         threshold: float = DEFAULT_THRESHOLD,
         confirm_after: timedelta = DEFAULT_LOST_CONFIRM,
+        settle: timedelta = DEFAULT_LOST_SETTLE,
     ) -> None:
         self._capacity = capacity
         self._projection = projection
@@ -79,7 +87,10 @@ class LostNodeEvictions:
         self._clock = clock
         self._threshold = threshold
         self._confirm_after = confirm_after
+        self._settle = settle
         self._held = False
+        # Each Lost node's episode (its status time) and when a sweep first saw it.
+        self._seen: dict[str, tuple[datetime | None, datetime]] = {}
 
     async def sweep(self) -> None:
         verdict = lost_nodes_to_evict(self._capacity.nodes.values(), self._threshold)
@@ -95,7 +106,16 @@ class LostNodeEvictions:
             else:
                 log.info("evictions resumed: %d of %d nodes Lost", verdict.lost, verdict.known)
         now = self._clock.now()
+        lost = (*verdict.evict, *verdict.held)
+        self._seen = {
+            v.id: seen
+            if (seen := self._seen.get(v.id)) is not None and seen[0] == v.status_at
+            else (v.status_at, now)
+            for v in lost
+        }
         for view in verdict.evict:
+            if now - self._seen[view.id][1] < self._settle:
+                continue  # the rest of a burst may still be on its way: judged at a later sweep
             lost_at = view.status_at or now
             confirmed = now - lost_at >= self._confirm_after
             jobs = self._projection.live.values()
