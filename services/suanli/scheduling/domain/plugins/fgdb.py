@@ -90,6 +90,10 @@ class ModelPressure:
         )
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
 
+    @property
+    def any_restricted(self) -> bool:
+        return bool(self._restricted)
+
     def _mask(self, models: tuple[str, ...]) -> np.ndarray:
         """[restricted tasks, models] True where the task may use the model."""
         mask = self._masks.get(models)
@@ -133,11 +137,15 @@ class _Shared:
         self.pressure = ModelPressure(tasks)
         self.mu = mu
 
+    def pressured(self, request: TaskRequest) -> bool:
+        """Whether the pressure term can be non-zero for `request`."""
+        return self.mu > 0 and request.gpu_count > 0 and self.pressure.any_restricted
+
     def penalty(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray
     ) -> np.ndarray | float:
         """Milli-GPU subtracted from the delta of placing `request` on each of `rows`."""
-        if self.mu <= 0 or request.gpu_count == 0:
+        if not self.pressured(request):
             return 0.0
         pressure = self.pressure.per_model(snapshot)
         bonus: np.ndarray = self.mu * pressure[snapshot.model_code[rows]] * request.total_gpu_milli
@@ -153,8 +161,14 @@ class FgdbScore:
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
-        delta = self._shared.deltas.per_node(snapshot, request)[rows]
+        if not self._shared.pressured(request):
+            return self._shared.deltas.for_rows(snapshot, request, rows, scored=True)
+        delta = self._shared.deltas.for_rows(snapshot, request, rows)
         return sigmoid_score(delta - self._shared.penalty(snapshot, request, rows))
+
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        # The pressure term reads the free GPU of the whole cluster, which every GPU placement moves.
+        return not self._shared.pressured(request)
 
 
 class FgdbDevice:
@@ -186,11 +200,12 @@ ARGS = {
 
 
 def _shared(args: Mapping[str, Any], ctx: PluginContext) -> _Shared:
-    # The score and device plugins each keep their own caches: the device plugin only refreshes the
-    # nodes that changed and evaluates one node per decision, so sharing would save little.
+    # The score and device plugins of one scheduler share the state table: interning a large cluster's
+    # nodes is the bulk of a first decision.
     if not ctx.typical_tasks:
         raise ProfileError("plugin 'fgdb' needs a workload distribution (typical tasks)")
-    return _Shared(ctx.typical_tasks, float(args["lam"]), float(args["mu"]))
+    lam, mu = float(args["lam"]), float(args["mu"])
+    return ctx.shared(("fgdb", lam, mu), lambda: _Shared(ctx.typical_tasks, lam, mu))
 
 
 SPECS = [
