@@ -364,7 +364,9 @@ class ClusterSnapshot:
             if not 0 <= idx < self.gpu_count[row]:
                 raise ValueError(f"{name}: no device {idx}")
             if live.gpu_free[row, idx] < milli:
-                raise ValueError(f"{name}: device {idx} has {live.gpu_free[row, idx]} milli free, needs {milli}")
+                raise ValueError(
+                    f"{name}: device {idx} has {live.gpu_free[row, idx]} milli free, needs {milli}"
+                )
 
     def _changed(self, row: int, request: TaskRequest, where: Assignment, sign: int) -> ClusterSnapshot:
         """One node's room changed by a task: `_derive` for one row, by plain indexing (the hot path)."""
@@ -526,7 +528,11 @@ class TransitionLog:
                 b = step[0]
         if not parts:
             return np.empty(0, dtype=np.int64)
-        return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+        if len(parts) == 1:
+            return parts[0]
+        if len(parts) <= 16:  # a few transitions of one row each: cheaper than numpy's sort
+            return np.array(sorted({int(r) for p in parts for r in p}), dtype=np.int64)
+        return np.unique(np.concatenate(parts))
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,9 +187,9 @@ class Scheduler:
             if mask is None:
                 rejected.append((plugin.name, 0))
                 continue
-            before = np.count_nonzero(alive)
+            before = int(np.count_nonzero(alive))
             alive &= mask
-            rejected.append((plugin.name, before - np.count_nonzero(alive)))
+            rejected.append((plugin.name, before - int(np.count_nonzero(alive))))
             if not alive.any():
                 break
         return np.flatnonzero(alive), Diagnosis(snapshot.size, tuple(rejected))
@@ -440,9 +440,7 @@ class Scheduler:
         choice.rows.mark(snapshot, stale)
         if choice.scored and choice.exact and self._rank is not None and self._ranked(snapshot):
             # Ties go to the lowest rank: one argmax over (total, -rank) packed into one exact float.
-            key = self._keys(snapshot, choice)
-            node = int(np.argmax(key))
-            return None if key[node] == -np.inf else node
+            return self._keys(snapshot, choice).best()
         total = choice.total
         top = total.max()
         if top == -np.inf:
@@ -478,8 +476,8 @@ class Scheduler:
             if total is not None and choice.exact:
                 choice.exact = _packable(total, snapshot.size)
         if choice.key is not None:
-            if choice.exact:
-                choice.key[where] = _pack(choice.total[where], self._rank_positions()[where], snapshot.size)
+            if choice.exact and target is not None:
+                choice.key.update(target, choice.total[target], self._rank_positions()[target])
             else:
                 choice.key = None
 
@@ -504,10 +502,10 @@ class Scheduler:
             self._positions_of = rank
         return self._positions
 
-    def _keys(self, snapshot: ClusterSnapshot, choice: _Choice) -> np.ndarray:
+    def _keys(self, snapshot: ClusterSnapshot, choice: _Choice) -> PackedKeys:
         rank = self._tie_rank(snapshot)
         if choice.key is None or choice.key_rank is not rank:
-            choice.key = _pack(choice.total, self._rank_positions(), snapshot.size)
+            choice.key = PackedKeys(choice.total, self._rank_positions())
             choice.key_rank = rank
         return choice.key
 
@@ -604,7 +602,7 @@ class _Choice:
         self.total = np.empty(0)
         self.scored = True
         self.exact = True
-        self.key: np.ndarray | None = None
+        self.key: PackedKeys | None = None
         self.key_rank: np.ndarray | None = None
 
 
@@ -615,11 +613,36 @@ def _shift(nodes: int) -> float:
 def _packable(total: np.ndarray, nodes: int) -> bool:
     """Whether every total is -inf or a whole number small enough to pack with a rank exactly."""
     bound = 2.0**52 / _shift(nodes)
-    finite = total != -np.inf
-    t = total[finite]
+    if total.size <= 16:  # the nodes one decision changed: cheaper than the array operations
+        return all(t == -np.inf or (t.is_integer() and abs(t) < bound) for t in total.tolist())
+    t = total[total != -np.inf]
     return bool(np.all((np.floor(t) == t) & (np.abs(t) < bound)))
 
 
-def _pack(total: np.ndarray, positions: np.ndarray, nodes: int) -> np.ndarray:
-    packed: np.ndarray = total * _shift(nodes) - positions
-    return packed
+class PackedKeys:
+    """total x 2^k - rank position per node (distinct, so the largest is the single best node) and the
+    largest of every block of `BLOCK` nodes: a decision reads the best block, then the best node in it,
+    and a change rewrites the blocks of the changed nodes only."""
+
+    BLOCK = 512
+
+    def __init__(self, total: np.ndarray, positions: np.ndarray) -> None:
+        nodes = total.size
+        self._shift = _shift(nodes)
+        blocks = -(-nodes // self.BLOCK)
+        self._key = np.full(blocks * self.BLOCK, -np.inf)
+        self._key[:nodes] = total * self._shift - positions
+        self._blocks = self._key.reshape(blocks, self.BLOCK).max(axis=1)
+
+    def update(self, rows: np.ndarray, total: np.ndarray, positions: np.ndarray) -> None:
+        self._key[rows] = total * self._shift - positions
+        changed = np.unique(rows // self.BLOCK)
+        self._blocks[changed] = self._key.reshape(-1, self.BLOCK)[changed].max(axis=1)
+
+    def best(self) -> int | None:
+        """The node with the largest key; None when every node is ruled out (-inf)."""
+        block = int(np.argmax(self._blocks))
+        if self._blocks[block] == -np.inf:
+            return None
+        start = block * self.BLOCK
+        return start + int(np.argmax(self._key[start : start + self.BLOCK]))

@@ -54,6 +54,13 @@ def _identical_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return first, inverse
 
 
+def _unique(a: np.ndarray) -> np.ndarray:
+    """`np.unique`, by Python for the few ids of one decision (cheaper than numpy's sort there)."""
+    if a.size <= 16:
+        return np.array(sorted(set(a.tolist())), dtype=a.dtype)
+    return np.unique(a)
+
+
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
     return NodeStats(
         s.count_at_least[rows], s.sum_below[rows], s.idle[rows], s.cpu_free[rows], s.model_code[rows]
@@ -277,7 +284,7 @@ class PlacementDeltas:
         if rows.size * 2 > states.count:
             missing = np.flatnonzero(np.isnan(values[: states.count]))
         else:
-            missing = np.unique(ids[np.isnan(values[ids])])
+            missing = _unique(ids[np.isnan(values[ids])])
         if missing.size:
             grid = self._grid(states, request, missing)
             best = grid.max(axis=1)
@@ -308,7 +315,7 @@ class PlacementDeltas:
             del self._options[next(iter(self._options))]
 
     def _grid(self, states: _States, request: TaskRequest, ids: np.ndarray) -> np.ndarray:
-        """[ids, options] delta for states `ids`; options are devices for shared tasks, one column otherwise."""
+        """[ids, options] delta for states `ids`: a column per device for shared tasks, else one."""
         model = self.model
         base = _take(states.stats, ids)
         frag = states.frag[ids]
@@ -330,20 +337,24 @@ class PlacementDeltas:
             return np.where(ok, delta, NOT_FEASIBLE)[:, None]
         milli = request.gpu_milli
         free = states.free[ids]  # [R, G]
-        left = free - milli
-        thr = model.thresholds.astype(np.int64)[None, None, :]
-        was, now = free[:, :, None], left[:, :, None]
-        count = base.count_at_least[:, None, :] - (was >= thr) + (now >= thr)
-        below = base.sum_below[:, None, :] - was * (was < thr) + np.maximum(now, 0) * (now < thr)
-        n_rows, n_dev = free.shape
-        flat = NodeStats(
-            count.reshape(n_rows * n_dev, -1),
-            below.reshape(n_rows * n_dev, -1),
-            np.repeat(base.idle - milli, n_dev),
-            np.repeat(cpu_after, n_dev),
-            np.repeat(base.model_code, n_dev),
+        ok = (free >= milli) & cpu_ok[:, None]
+        out = np.full(free.shape, NOT_FEASIBLE)
+        r, d = np.nonzero(ok)  # only the devices it fits on (padded slots and full devices never do)
+        if r.size == 0:
+            return out
+        if r.size == 1 and free.size > 1:
+            # numpy's einsum sums a lone row unlike the rows of a batch (in the last bit): measure it in a
+            # batch of two, as it would be among the other devices, so its value does not depend on them.
+            r, d = np.repeat(r, 2), np.repeat(d, 2)
+        was = free[r, d][:, None]
+        now = was - milli
+        thr = model.thresholds.astype(np.int64)[None, :]
+        after = NodeStats(
+            base.count_at_least[r] - (was >= thr) + (now >= thr),
+            base.sum_below[r] - was * (was < thr) + np.maximum(now, 0) * (now < thr),
+            (base.idle - milli)[r],
+            cpu_after[r],
+            base.model_code[r],
         )
-        frag_after = model.fragmentation(flat, states.models).reshape(n_rows, n_dev)
-        delta = frag[:, None] - frag_after
-        ok = (left >= 0) & cpu_ok[:, None]
-        return np.where(ok, delta, NOT_FEASIBLE)
+        out[r, d] = frag[r] - model.fragmentation(after, states.models)
+        return out

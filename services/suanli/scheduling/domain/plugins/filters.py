@@ -14,7 +14,6 @@ from suanli.scheduling.domain.framework.registry import ExtensionPoint, PluginSp
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
-
 _ALL = slice(None)
 Rows = np.ndarray | slice
 
