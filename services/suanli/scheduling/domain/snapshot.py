@@ -491,21 +491,32 @@ class _Store:
 class TransitionLog:
     """Which rows each transition of a family changed and which snapshot it started from, for the last
     `keep` transitions: enough to tell a cache which rows moved between the snapshot it was computed on
-    and the one it is asked about, without comparing every node's stamp."""
+    and the one it is asked about, without comparing every node's stamp.
 
-    __slots__ = ("_entries", "_floor", "_next", "keep", "walk")
+    Most histories are a line (each snapshot derived from the newest): for those the rows between two
+    positions are read from a ring of one row per transition in one numpy gather; other paths (a
+    discarded gang, two schedulers deciding on one snapshot) are walked transition by transition."""
+
+    __slots__ = ("_entries", "_floor", "_next", "_one", "_run", "keep", "walk")
 
     def __init__(self, keep: int = 4096, walk: int = 64) -> None:
         self._entries: dict[int, tuple[int, IntArray]] = {}  # position -> (parent position, rows)
         self._next = 1
         self._floor = 1  # oldest position still kept
         self.keep = keep
-        self.walk = walk  # longest path answered; past it a stamp comparison is as cheap
+        self.walk = walk  # longest path walked; past it a stamp comparison is as cheap
+        self._one = np.full(keep, -1, dtype=np.int64)  # [position % keep] its one row, -1: several
+        self._run = np.zeros(keep, dtype=np.int64)  # [position % keep] where its line of children starts
 
     def record(self, parent: int, rows: IntArray) -> int:
         position = self._next
         self._next += 1
-        self._entries[position] = (parent, rows if rows.size == 1 else np.unique(rows))
+        rows = rows if rows.size == 1 else np.unique(rows)
+        self._entries[position] = (parent, rows)
+        slot = position % self.keep
+        self._one[slot] = int(rows[0]) if rows.size == 1 else -1
+        line = parent == position - 1 and parent >= self._floor
+        self._run[slot] = self._run[parent % self.keep] if line else position
         while position - self._floor >= self.keep:
             self._entries.pop(self._floor, None)
             self._floor += 1
@@ -513,6 +524,10 @@ class TransitionLog:
 
     def rows_between(self, a: int, b: int) -> IntArray | None:
         """Rows changed on the path between positions `a` and `b` (through their common ancestor)."""
+        if self._floor <= a < b and b in self._entries and self._run[b % self.keep] <= a:
+            rows = self._one[np.arange(a + 1, b + 1) % self.keep]  # b descends from a along a line
+            if rows.min() >= 0:
+                return _sorted_unique(rows)
         parts: list[IntArray] = []
         entries = self._entries
         while a != b:
@@ -530,9 +545,13 @@ class TransitionLog:
             return np.empty(0, dtype=np.int64)
         if len(parts) == 1:
             return parts[0]
-        if len(parts) <= 16:  # a few transitions of one row each: cheaper than numpy's sort
-            return np.array(sorted({int(r) for p in parts for r in p}), dtype=np.int64)
-        return np.unique(np.concatenate(parts))
+        return _sorted_unique(np.concatenate(parts))
+
+
+def _sorted_unique(rows: IntArray) -> IntArray:
+    if rows.size <= 16:  # a few transitions of one row each: cheaper than numpy's sort
+        return np.array(sorted(set(rows.tolist())), dtype=np.int64)
+    return np.unique(rows)
 
 
 @dataclass(frozen=True, slots=True)

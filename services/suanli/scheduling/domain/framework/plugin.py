@@ -24,7 +24,11 @@ from suanli.scheduling.domain.pricing import NO_PRICES, PriceTable
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 if TYPE_CHECKING:
-    from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
+    from suanli.scheduling.domain.plugins._fragmentation import (
+        FragmentationTracker,
+        PlacementDeltas,
+        StateTable,
+    )
 
 
 T = TypeVar("T")
@@ -194,8 +198,15 @@ class PluginContext:
                 raise ProfileError(f"plugin {plugin!r} needs a workload distribution (typical tasks)")
             from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
 
-            self._deltas = PlacementDeltas(FragmentationTracker(FragmentationModel(self.typical_tasks)))
+            model = FragmentationModel(self.typical_tasks)
+            self._deltas = PlacementDeltas(FragmentationTracker(model, self.node_states()))
         return self._deltas
+
+    def node_states(self) -> StateTable:
+        """The table of node states every fragmentation cache of this context groups identical nodes by."""
+        from suanli.scheduling.domain.plugins._fragmentation import StateTable
+
+        return self.shared("node-states", StateTable)
 
     def fragmentation(self, plugin: str) -> FragmentationTracker:
         return self.placement_deltas(plugin).tracker

@@ -418,7 +418,9 @@ class Scheduler:
 
     def _cached_pick(self, snapshot: ClusterSnapshot, request: TaskRequest) -> int | None:
         """The node `place_task`'s full evaluation picks, from the request's cached totals brought up to
-        date on the nodes that changed; None when no node fits."""
+        date on the nodes that changed; None when no node fits. The score plugins are asked exactly when
+        the full evaluation asks them (more than one node fits), about the changed nodes only, so their
+        own caches see the same decisions and compute the same batches of nodes as they would there."""
         ctx = self.context
         choice = self._choices.pop(request, None)
         if choice is not None and (choice.network is not ctx.network or choice.prices is not ctx.prices):
@@ -431,20 +433,21 @@ class Scheduler:
         stale = choice.rows.stale(snapshot)
         if stale is None or choice.total.shape[0] != snapshot.size:
             stale = None
-            choice.total = np.empty(snapshot.size)
-            choice.key = None
-            choice.exact = True
-            self._evaluate(snapshot, request, None, choice)
-        elif stale.size:
-            self._evaluate(snapshot, request, stale, choice)
+            choice.reset(snapshot.size)
+        rows = self._fits(snapshot, request, stale, choice)
+        if choice.count == 0:
+            return None
+        if choice.count == 1:
+            # Taken without scoring, as the full path takes it; the changed nodes stay to be scored by the
+            # next decision that scores (nothing is marked).
+            return int(np.flatnonzero(choice.alive)[0])
+        self._score(snapshot, request, stale, rows, choice)
         choice.rows.mark(snapshot, stale)
         if choice.scored and choice.exact and self._rank is not None and self._ranked(snapshot):
             # Ties go to the lowest rank: one argmax over (total, -rank) packed into one exact float.
             return self._keys(snapshot, choice).best()
         total = choice.total
         top = total.max()
-        if top == -np.inf:
-            return None
         best = np.flatnonzero(total == top)
         if best.size == 1:
             return int(best[0])
@@ -453,11 +456,11 @@ class Scheduler:
         # Every score alike (uniform among the feasible) or random ties: the draw the full path makes.
         return int(best[self.rng.integers(best.size)])
 
-    def _evaluate(
+    def _fits(
         self, snapshot: ClusterSnapshot, request: TaskRequest, target: np.ndarray | None, choice: _Choice
-    ) -> None:
-        """Filters and weighted scores on `target` (rows; None: every node), summed in profile order as
-        `_totals` sums them, into the cached totals; -inf where a filter rejects the node."""
+    ) -> np.ndarray:
+        """Runs the filters on `target` (rows; None: every node) into the cached feasibility and count;
+        the rows of `target` that pass."""
         where: np.ndarray | slice = slice(None) if target is None else target
         alive: np.ndarray | None = None
         for plugin in self._row_filters:
@@ -465,10 +468,28 @@ class Scheduler:
             if mask is not None:
                 alive = mask if alive is None else alive & mask
         if target is None:
-            rows = np.arange(snapshot.size) if alive is None else np.flatnonzero(alive)
-        else:
-            rows = target if alive is None else target[alive]
+            choice.alive = np.ones(snapshot.size, dtype=bool) if alive is None else alive.copy()
+            choice.count = int(np.count_nonzero(choice.alive))
+            return np.flatnonzero(choice.alive)
+        if alive is None:
+            alive = np.ones(target.size, dtype=bool)
+        choice.count += int(np.count_nonzero(alive)) - int(np.count_nonzero(choice.alive[target]))
+        choice.alive[target] = alive
+        rows: np.ndarray = target[alive]
+        return rows
+
+    def _score(
+        self,
+        snapshot: ClusterSnapshot,
+        request: TaskRequest,
+        target: np.ndarray | None,
+        rows: np.ndarray,
+        choice: _Choice,
+    ) -> None:
+        """Weighted scores of `rows` (the feasible ones of `target`; None: every node), summed in profile
+        order as `_totals` sums them, into the cached totals; -inf on the other rows of `target`."""
         total, _ = self._totals(snapshot, request, rows, None)
+        where: np.ndarray | slice = slice(None) if target is None else target
         choice.total[where] = -np.inf
         if rows.size:
             choice.scored = total is not None
@@ -584,22 +605,27 @@ def _why_not(attempt: GangResult, size: int, locality: Locality) -> str:
 
 
 class _Choice:
-    """One request's total score on every node (-inf where a filter rejects it) and the node stamps they
-    were computed at; `scored` False when every score plugin scored the nodes alike (None). Valid for
-    the network and prices it was computed with.
+    """One request's feasibility and total score on every node (-inf where a filter rejects it) and the
+    node stamps they were computed at; `scored` False when every score plugin scored the nodes alike
+    (None). Valid for the network and prices it was computed with.
 
     With the ordered tie-break and whole-number totals (the integer FGD scores under integer weights),
     `key` packs (total, -rank) into one float, total x 2^k - rank, exact while |total| x 2^k < 2^52:
     the decision is one argmax instead of a max, a comparison and a gather over the tied nodes (tens of
     thousands on a large cluster of identical nodes). `exact` says the totals allow it."""
 
-    __slots__ = ("exact", "key", "key_rank", "network", "prices", "rows", "scored", "total")
+    __slots__ = ("alive", "count", "exact", "key", "key_rank", "network", "prices", "rows", "scored", "total")
 
     def __init__(self, network: NetworkSnapshot, prices: PriceTable) -> None:
         self.network = network
         self.prices = prices
         self.rows = StampedRows()
-        self.total = np.empty(0)
+        self.reset(0)
+
+    def reset(self, nodes: int) -> None:
+        self.total = np.full(nodes, -np.inf)
+        self.alive = np.zeros(nodes, dtype=bool)  # what the filters said, kept with `count` passing
+        self.count = 0
         self.scored = True
         self.exact = True
         self.key: PackedKeys | None = None

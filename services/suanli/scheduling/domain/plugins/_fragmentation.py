@@ -1,15 +1,17 @@
-"""Shared machinery for fragmentation-aware plugins: per-node fragmentation and per-shape placement deltas.
-
-Both are functions of a node's *state* alone (free milli per device, free CPU, GPU model), and a cluster
-has far fewer distinct states than nodes (replicated node groups, empty nodes of one kind). The tracker
-interns states: every node maps to a state id, statistics and fragmentation are kept per state, and a
-shape's deltas are computed once per state and read through the nodes' ids. A snapshot change re-interns
-only the nodes whose stamp moved, so a decision evaluates the few states it has not seen; the first
-decision on a large cluster evaluates each distinct state once.
+"""Shared machinery for fragmentation-aware plugins: per-node fragmentation and per-shape placement deltas,
+both cached on node stamps so a decision only recomputes the nodes that changed since it was last asked.
 
 The delta of placing a task on a node is F(before) - F(after): positive when the placement *reduces* the
 node's expected fragmentation. For a shared-GPU task every device it fits on is a separate option; the node's
 value is the best of them.
+
+Which rows are computed together matters in the last bit: numpy's einsum sums a lone row differently from
+the rows of a batch (any batch of two or more gives the same result for a row), and a delta of exactly 0
+against one of -4.5e-13 is a different integer FGD score. The caches therefore compute exactly the batches
+they always did: the nodes that changed since the tracker's (or the shape's) last refresh, and every node
+on a first use. What changed is how those batches are found and how a full one is evaluated: the family's
+transition log names the changed rows (no pass over every stamp), and a `StateTable` of interned node
+states groups identical nodes without hashing the whole cluster again for every new shape.
 """
 
 from __future__ import annotations
@@ -21,16 +23,14 @@ import numpy as np
 from suanli.scheduling.domain.fragmentation import FragmentationModel, NodeStats
 from suanli.scheduling.domain.framework.cache import StampedRows
 from suanli.scheduling.domain.model import GPU_MILLI, TaskRequest
-from suanli.scheduling.domain.plugins._common import sigmoid_score
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
 NOT_FEASIBLE = -np.inf
-# The state table drops the states no node is in once it holds this many times more states than nodes
-# (states of nodes that have moved on stay behind until then).
+DEDUP_MIN_ROWS = 256
+# The state table starts again from the current nodes once it holds this many times more states than
+# nodes (states of nodes that have moved on stay behind until then).
 STATES_PER_NODE = 2
 MIN_STATES = 1024
-KEPT_COMPACTIONS = 64  # a per-shape cache older than this many compactions starts again
-RECENT_OPTIONS = 64
 
 _MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in range(64)], dtype=np.int64)
 
@@ -41,24 +41,138 @@ def _state_keys(gpu_free: np.ndarray, cpu_free: np.ndarray, model_code: np.ndarr
     return key
 
 
-def _identical_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(representative rows, index of each row's representative) grouping identical rows of `key`, or None
-    if the hash grouping would merge different rows (then the caller groups them one by one). Hashing the
-    rows to one integer keeps this a 1-D sort, far cheaper than numpy's row-wise unique."""
-    with np.errstate(over="ignore"):
-        digest = key @ _MIX[: key.shape[1]]
-    _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    if not np.array_equal(key[first][inverse], key):
-        return None
-    return first, inverse
+class StateTable:
+    """Node states (free CPU, GPU model, free milli per device) of the snapshot last refreshed, interned:
+    nodes in one state share an id. It groups identical nodes for the full evaluations (a first use of a
+    shape, a new snapshot family) and is kept up to date on the changed nodes only."""
+
+    def __init__(self) -> None:
+        self._rows = StampedRows()
+        self._ids: dict[bytes, int] = {}
+        self.of_node = np.empty(0, dtype=np.int64)
+        self.restarts = 0  # times the table started again (a new family, or too many states left behind)
+        self._last: weakref.ref[ClusterSnapshot] | None = None
+
+    def refresh(self, snapshot: ClusterSnapshot) -> np.ndarray:
+        """[nodes] state id of every node of `snapshot`."""
+        if self._last is not None and self._last() is snapshot:
+            return self.of_node
+        stale = self._rows.stale(snapshot)
+        live = snapshot.live()
+        if stale is None or len(self._ids) > max(MIN_STATES, STATES_PER_NODE * snapshot.size):
+            self._ids = {}
+            self.restarts += 1
+            self.of_node = self._intern_all(_state_keys(live.gpu_free, live.cpu_free, snapshot.model_code))
+            stale = None
+        elif stale.size:
+            keys = _state_keys(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
+            self.of_node[stale] = self._intern(keys)
+        self._rows.mark(snapshot, stale)
+        self._last = weakref.ref(snapshot)
+        return self.of_node
+
+    @property
+    def size(self) -> int:
+        """How many state ids are in use (every id is below it)."""
+        return len(self._ids)
+
+    def _intern(self, keys: np.ndarray) -> np.ndarray:
+        ids = self._ids
+        return np.fromiter((ids.setdefault(row.tobytes(), len(ids)) for row in keys), np.int64, len(keys))
+
+    def _intern_all(self, keys: np.ndarray) -> np.ndarray:
+        """`_intern` for a whole cluster: identical rows are grouped first (one sort of a hash), so only
+        the distinct states are hashed one by one."""
+        with np.errstate(over="ignore"):
+            digest = keys @ _MIX[: keys.shape[1]]
+        _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        if not np.array_equal(keys[first][inverse], keys):  # a hash collision: one by one
+            return self._intern(keys)
+        found: np.ndarray = self._intern(keys[first])[inverse]
+        return found
 
 
-def _unique(a: np.ndarray) -> np.ndarray:
-    """`np.unique`, by Python for the few ids of one decision (cheaper than numpy's sort there)."""
-    if a.size <= 16:
-        return np.array(sorted(set(a.tolist())), dtype=a.dtype)
-    return np.unique(a)
+def _groups(states: StateTable, snapshot: ClusterSnapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in `rows` of the first row of each state, index of each row's group), as a row-wise
+    unique of the nodes' states would give them."""
+    ids = states.refresh(snapshot)[rows]
+    first_at = np.full(states.size, rows.size, dtype=np.int64)
+    positions = np.arange(rows.size)
+    first_at[ids[::-1]] = positions[::-1]  # repeated indices keep the last value assigned: the first row
+    present = first_at < rows.size
+    rank = np.cumsum(present) - 1
+    inverse: np.ndarray = rank[ids]
+    return first_at[present], inverse
+
+
+class FragmentationTracker:
+    """Statistics and fragmentation of every node, refreshed incrementally per snapshot."""
+
+    def __init__(self, model: FragmentationModel, states: StateTable | None = None) -> None:
+        self.model = model
+        self.states = states or StateTable()
+        self._rows = StampedRows()
+        self._stats: NodeStats | None = None
+        self._frag = np.empty(0)
+        self._last: weakref.ref[ClusterSnapshot] | None = None
+
+    def refresh(self, snapshot: ClusterSnapshot) -> tuple[NodeStats, np.ndarray]:
+        if self._stats is not None and self._last is not None and self._last() is snapshot:
+            return self._stats, self._frag
+        stale = self._rows.stale(snapshot)
+        live = snapshot.live()
+        if stale is None or self._stats is None:
+            self._stats, self._frag = self._full(snapshot)
+        elif stale.size:
+            part = self.model.stats(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
+            s = self._stats
+            s.count_at_least[stale] = part.count_at_least
+            s.sum_below[stale] = part.sum_below
+            s.idle[stale] = part.idle
+            s.cpu_free[stale] = part.cpu_free
+            self._frag[stale] = self.model.fragmentation(part, snapshot.models)
+        self._rows.mark(snapshot, stale)
+        self._last = weakref.ref(snapshot)
+        return self._stats, self._frag
+
+    def _full(self, snapshot: ClusterSnapshot) -> tuple[NodeStats, np.ndarray]:
+        """Every node's statistics and fragmentation, as one batch of every node would give them: each
+        distinct state is measured once (in a batch of two or more: a batch's sums are the same for a row
+        whichever rows come with it) and fanned out."""
+        live = snapshot.live()
+        everything = np.arange(snapshot.size)
+        first, inverse = _groups(self.states, snapshot, everything)
+        if first.size == 1 and snapshot.size > 1:
+            first = np.repeat(first, 2)
+        reps = self.model.stats(live.gpu_free[first], live.cpu_free[first], snapshot.model_code[first])
+        frag = self.model.fragmentation(reps, snapshot.models)[inverse]
+        stats = NodeStats(
+            reps.count_at_least[inverse],
+            reps.sum_below[inverse],
+            reps.idle[inverse],
+            reps.cpu_free[inverse],
+            np.asarray(snapshot.model_code),
+        )
+        return stats, frag
+
+    def cluster_fragmentation(self, snapshot: ClusterSnapshot) -> float:
+        return float(self.refresh(snapshot)[1].sum())
+
+
+class _ShapeValues:
+    """One request shape's best delta per node (NaN: marked, not computed yet), whether a marked node
+    changed alone, and the node stamps they stand for."""
+
+    __slots__ = ("lone", "rows", "values")
+
+    def __init__(self) -> None:
+        self.rows = StampedRows()
+        self.reset(0)
+
+    def reset(self, nodes: int) -> None:
+        self.values = np.full(nodes, np.nan)
+        self.lone = np.zeros(nodes, dtype=bool)
 
 
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
@@ -67,195 +181,12 @@ def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
     )
 
 
-class _States:
-    """Interned node states: per state its statistics, fragmentation, free milli per device and count of
-    fully free devices; `of_node` maps each node of the tracked snapshot to its state."""
-
-    def __init__(self, model: FragmentationModel, models: tuple[str, ...], width: int) -> None:
-        self.model = model
-        self.models = models
-        self.ids: dict[bytes, int] = {}
-        self.count = 0
-        capacity = 64
-        thresholds = model.thresholds.size
-        self.stats = NodeStats(
-            np.zeros((capacity, thresholds), dtype=np.int32),
-            np.zeros((capacity, thresholds), dtype=np.int64),
-            np.zeros(capacity, dtype=np.int64),
-            np.zeros(capacity, dtype=np.int64),
-            np.zeros(capacity, dtype=np.int32),
-        )
-        self.frag = np.zeros(capacity)
-        self.free = np.zeros((capacity, width), dtype=np.int64)
-        self.full = np.zeros(capacity, dtype=np.int64)
-        self.of_node = np.empty(0, dtype=np.int64)
-
-    def add(self, keys: np.ndarray) -> np.ndarray:
-        """Ids of the states `keys` ([rows, 2 + devices], distinct and not yet interned), computed."""
-        n = keys.shape[0]
-        start = self.count
-        self._reserve(start + n)
-        cpu, code, free = keys[:, 0], keys[:, 1].astype(np.int32), keys[:, 2:]
-        part = self.model.stats(free, cpu, code)
-        new = np.arange(start, start + n)
-        s = self.stats
-        s.count_at_least[new] = part.count_at_least
-        s.sum_below[new] = part.sum_below
-        s.idle[new] = part.idle
-        s.cpu_free[new] = part.cpu_free
-        s.model_code[new] = code
-        self.frag[new] = self.model.fragmentation(part, self.models)
-        self.free[new] = free
-        self.full[new] = (free == GPU_MILLI).sum(axis=1)
-        for i, row in enumerate(keys):
-            self.ids[row.tobytes()] = start + i
-        self.count = start + n
-        return new
-
-    def intern(self, keys: np.ndarray) -> np.ndarray:
-        """[rows] state id of each key row, interning the new ones."""
-        ids = np.empty(keys.shape[0], dtype=np.int64)
-        fresh: dict[bytes, list[int]] = {}
-        for i, row in enumerate(keys):
-            b = row.tobytes()
-            found = self.ids.get(b)
-            if found is None:
-                fresh.setdefault(b, []).append(i)
-            else:
-                ids[i] = found
-        if fresh:
-            positions = list(fresh.values())
-            new = self.add(keys[[p[0] for p in positions]])
-            for state, p in zip(new, positions, strict=True):
-                ids[p] = state
-        return ids
-
-    def intern_all(self, keys: np.ndarray) -> np.ndarray:
-        """Like `intern` for a whole cluster: groups identical rows first (one sort), so only the distinct
-        states are hashed and computed one by one."""
-        groups = _identical_rows(keys)
-        if groups is None:
-            return self.intern(keys)
-        first, inverse = groups
-        ids: np.ndarray = self.intern(keys[first])[inverse]
-        return ids
-
-    def keep(self, used: np.ndarray) -> None:
-        """Keep only the states `used` (sorted ids), renumbered 0.. in that order, values unchanged."""
-        remap = np.full(self.count, -1, dtype=np.int64)
-        remap[used] = np.arange(used.size)
-        s = self.stats
-        self.stats = NodeStats(
-            *(a[used] for a in (s.count_at_least, s.sum_below, s.idle, s.cpu_free, s.model_code))
-        )
-        self.frag = self.frag[used]
-        self.free = self.free[used]
-        self.full = self.full[used]
-        self.ids = {k: int(remap[v]) for k, v in self.ids.items() if remap[v] >= 0}
-        self.of_node = remap[self.of_node]
-        self.count = int(used.size)
-
-    def _reserve(self, size: int) -> None:
-        capacity = self.frag.shape[0]
-        if size <= capacity:
-            return
-        while capacity < size:
-            capacity *= 2
-
-        def grow(a: np.ndarray) -> np.ndarray:
-            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
-            out[: a.shape[0]] = a
-            return out
-
-        s = self.stats
-        self.stats = NodeStats(
-            *(grow(a) for a in (s.count_at_least, s.sum_below, s.idle, s.cpu_free, s.model_code))
-        )
-        self.frag = grow(self.frag)
-        self.free = grow(self.free)
-        self.full = grow(self.full)
-
-
-def _grown(values: np.ndarray, size: int) -> np.ndarray:
-    grown = np.full(size, np.nan)
-    grown[: values.shape[0]] = values
-    return grown
-
-
-class FragmentationTracker:
-    """The state of every node of a snapshot, interned, with statistics and fragmentation per state."""
-
-    def __init__(self, model: FragmentationModel) -> None:
-        self.model = model
-        self._rows = StampedRows()
-        self._states: _States | None = None
-        # Bumped whenever state ids change: when the table starts again (per-state caches start again
-        # too) and when it is compacted (`_kept` says how per-state arrays follow, so a state's values
-        # are never computed twice: the same state always scores the same).
-        self.generation = 0
-        self._kept: dict[int, tuple[np.ndarray, int]] = {}  # generation -> (ids kept, count before)
-        # The snapshot `of_node` was last brought up to date for (a score and the device choice of one
-        # decision ask about the same one); weak, so that the tracker keeps no snapshot chain alive.
-        self._last: weakref.ref[ClusterSnapshot] | None = None
-
-    def refresh(self, snapshot: ClusterSnapshot) -> _States:
-        """The state table with `of_node` up to date for `snapshot` (only changed nodes re-interned)."""
-        states = self._states
-        if states is not None and self._last is not None and self._last() is snapshot:
-            return states
-        stale = self._rows.stale(snapshot)
-        live = snapshot.live()
-        if stale is None or states is None or states.models is not snapshot.models:
-            states = self._states = _States(self.model, snapshot.models, snapshot.max_gpus)
-            self.generation += 1
-            keys = _state_keys(live.gpu_free, live.cpu_free, snapshot.model_code)
-            states.of_node = states.intern_all(keys)
-            stale = None
-        elif stale.size:
-            keys = _state_keys(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
-            states.of_node[stale] = states.intern(keys)
-            if states.count > max(MIN_STATES, STATES_PER_NODE * snapshot.size):
-                used = np.unique(states.of_node)
-                self.generation += 1
-                self._kept[self.generation] = (used, states.count)
-                self._kept.pop(self.generation - KEPT_COMPACTIONS, None)
-                states.keep(used)
-        self._rows.mark(snapshot, stale)
-        self._last = weakref.ref(snapshot)
-        return states
-
-    def carried(self, generation: int, arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-        """Per-state arrays of `generation` renumbered for the current one (NaN-padded states that came
-        later stay unknown); empty arrays when the table started again since."""
-        for step in range(generation + 1, self.generation + 1):
-            kept = self._kept.get(step)
-            if kept is None:
-                return tuple(np.empty(0) for _ in arrays)
-            used, count = kept
-            arrays = tuple(_grown(a, count)[used] if a.shape[0] < count else a[used] for a in arrays)
-        return arrays
-
-    def node_fragmentation(self, snapshot: ClusterSnapshot) -> np.ndarray:
-        """[nodes] fragmentation of every node of `snapshot`."""
-        states = self.refresh(snapshot)
-        frag: np.ndarray = states.frag[states.of_node]
-        return frag
-
-    def cluster_fragmentation(self, snapshot: ClusterSnapshot) -> float:
-        return float(self.node_fragmentation(snapshot).sum())
-
-
 class PlacementDeltas:
     """Fragmentation delta of placing a task, per node (best device option) and per device on one node."""
 
     def __init__(self, tracker: FragmentationTracker) -> None:
         self.tracker = tracker
-        # Per request shape: the tracker generation, the best delta per state (NaN: not computed yet) and
-        # FGD's integer score of it.
-        self._by_shape: dict[tuple[int, int, int], tuple[int, np.ndarray, np.ndarray]] = {}
-        # Device options of the states evaluated lately, per (shape, generation, state): the node a decision
-        # takes is often one whose state the same decision's scores had to evaluate.
-        self._options: dict[tuple[tuple[int, int, int], int, int], np.ndarray] = {}
+        self._by_shape: dict[tuple[int, int, int], _ShapeValues] = {}
 
     @property
     def model(self) -> FragmentationModel:
@@ -265,65 +196,85 @@ class PlacementDeltas:
         """[nodes] best delta over device options; -inf where the task cannot fit on CPU or devices."""
         return self.for_rows(snapshot, request, np.arange(snapshot.size))
 
-    def for_rows(
-        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, scored: bool = False
-    ) -> np.ndarray:
-        """`per_node(...)[rows]`, computing only the states of `rows` not seen before for this shape;
-        `scored`: FGD's integer score of it instead, `sigmoid_score(per_node(...)[rows])`."""
-        states = self.tracker.refresh(snapshot)
+    def for_rows(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        """`per_node(...)[rows]`. The nodes that changed since the shape was last asked about form one
+        batch, as always; a small batch is only marked (with whether it was a lone node) and each node is
+        computed when first asked for, in a batch of the same kind, so its value is the one the batch
+        would have given it."""
+        stats, frag = self.tracker.refresh(snapshot)
         key = (request.cpu_milli, request.gpu_milli, request.gpu_count)
-        generation, values, scores = self._by_shape.get(key, (-1, np.empty(0), np.empty(0)))
-        if generation != self.tracker.generation:
-            values, scores = self.tracker.carried(generation, (values, scores))
-            self._by_shape[key] = (self.tracker.generation, values, scores)
-        if values.shape[0] < states.count:
-            values = _grown(values, states.frag.shape[0])
-            scores = _grown(scores, states.frag.shape[0])
-            self._by_shape[key] = (self.tracker.generation, values, scores)
-        ids = states.of_node[rows]
-        if rows.size * 2 > states.count:
-            missing = np.flatnonzero(np.isnan(values[: states.count]))
+        shape = self._by_shape.get(key)
+        if shape is None:
+            shape = self._by_shape[key] = _ShapeValues()
+        stale = shape.rows.stale(snapshot)
+        if stale is None or shape.values.shape[0] != snapshot.size:
+            shape.reset(snapshot.size)
+            target = np.arange(snapshot.size)
         else:
-            missing = _unique(ids[np.isnan(values[ids])])
-        if missing.size:
-            grid = self._grid(states, request, missing)
-            best = grid.max(axis=1)
-            values[missing] = best
-            scores[missing] = sigmoid_score(best)
-            if missing.size <= RECENT_OPTIONS:
-                generation = self.tracker.generation
-                for state, options in zip(missing.tolist(), grid, strict=True):
-                    self._remember((key, generation, state), options)
-        found: np.ndarray = (scores if scored else values)[ids]
+            target = stale
+        if target.size > DEDUP_MIN_ROWS:
+            shape.values[target] = self._grid(snapshot, stats, frag, request, target, best=True)
+        elif target.size:
+            shape.values[target] = np.nan
+            shape.lone[target] = target.size == 1
+        shape.rows.mark(snapshot, stale if target is stale else None)
+        values = shape.values
+        need = rows[np.isnan(values[rows])]
+        if need.size:
+            lone = shape.lone[need]
+            for row in need[lone].tolist():
+                values[row] = self._grid(snapshot, stats, frag, request, np.array([row]), best=True)[0]
+            batch = need[~lone]
+            if batch.size:
+                padded = batch if batch.size > 1 else np.repeat(batch, 2)
+                values[batch] = self._grid(snapshot, stats, frag, request, padded, best=True)[: batch.size]
+        found: np.ndarray = values[rows]
         return found
 
     def per_device(self, snapshot: ClusterSnapshot, request: TaskRequest, node: int) -> np.ndarray:
         """[devices] delta of putting a shared-GPU task on each device of `node`; -inf where it does not fit.
         For other tasks a single option (index 0) stands for the whole-node placement."""
-        states = self.tracker.refresh(snapshot)
-        state = int(states.of_node[node])
-        key = ((request.cpu_milli, request.gpu_milli, request.gpu_count), self.tracker.generation, state)
-        options = self._options.get(key)
-        if options is None:
-            options = self._grid(states, request, np.array([state]))[0]
-            self._remember(key, options)
+        stats, frag = self.tracker.refresh(snapshot)
+        options: np.ndarray = self._grid(snapshot, stats, frag, request, np.array([node]))[0]
         return options
 
-    def _remember(self, key: tuple[tuple[int, int, int], int, int], options: np.ndarray) -> None:
-        self._options[key] = options
-        if len(self._options) > RECENT_OPTIONS:
-            del self._options[next(iter(self._options))]
+    def _grid(
+        self,
+        snapshot: ClusterSnapshot,
+        stats: NodeStats,
+        frag: np.ndarray,
+        request: TaskRequest,
+        rows: np.ndarray,
+        best: bool = False,
+    ) -> np.ndarray:
+        """[rows, options] delta; options are devices for shared tasks, a single column otherwise. `best`:
+        [rows], the best option of each."""
+        if rows.size > DEDUP_MIN_ROWS:
+            # Full recomputes (a shape's first use, a new snapshot family) see many identical nodes: evaluate
+            # each distinct node state once (at its first node) and fan the result out.
+            first, inverse = _groups(self.tracker.states, snapshot, rows)
+            if first.size <= rows.size // 2:
+                fanned: np.ndarray = self._grid(snapshot, stats, frag, request, rows[first], best)[inverse]
+                return fanned
+        grid = self._options(snapshot, stats, frag, request, rows)
+        return grid.max(axis=1) if best else grid
 
-    def _grid(self, states: _States, request: TaskRequest, ids: np.ndarray) -> np.ndarray:
-        """[ids, options] delta for states `ids`: a column per device for shared tasks, else one."""
+    def _options(
+        self,
+        snapshot: ClusterSnapshot,
+        stats: NodeStats,
+        frag: np.ndarray,
+        request: TaskRequest,
+        rows: np.ndarray,
+    ) -> np.ndarray:
         model = self.model
-        base = _take(states.stats, ids)
-        frag = states.frag[ids]
+        live = snapshot.live()
+        base = _take(stats, rows)
         cpu_after = base.cpu_free - request.cpu_milli
         cpu_ok = cpu_after >= 0
         if request.gpu_count == 0:
             after = NodeStats(base.count_at_least, base.sum_below, base.idle, cpu_after, base.model_code)
-            delta = frag - model.fragmentation(after, states.models)
+            delta = frag[rows] - model.fragmentation(after, snapshot.models)
             return np.where(cpu_ok, delta, NOT_FEASIBLE)[:, None]
         if not request.is_shared_gpu:
             # Whole devices go from fully free to empty: they leave every "at least t" count and, being at
@@ -332,19 +283,18 @@ class PlacementDeltas:
             after = NodeStats(
                 base.count_at_least - k, base.sum_below, base.idle - k * GPU_MILLI, cpu_after, base.model_code
             )
-            delta = frag - model.fragmentation(after, states.models)
-            ok = cpu_ok & (states.full[ids] >= k)
+            delta = frag[rows] - model.fragmentation(after, snapshot.models)
+            ok = cpu_ok & (live.gpu_full[rows] >= k)
             return np.where(ok, delta, NOT_FEASIBLE)[:, None]
         milli = request.gpu_milli
-        free = states.free[ids]  # [R, G]
+        free = live.gpu_free[rows].astype(np.int64)  # [R, G]
         ok = (free >= milli) & cpu_ok[:, None]
         out = np.full(free.shape, NOT_FEASIBLE)
         r, d = np.nonzero(ok)  # only the devices it fits on (padded slots and full devices never do)
         if r.size == 0:
             return out
         if r.size == 1 and free.size > 1:
-            # numpy's einsum sums a lone row unlike the rows of a batch (in the last bit): measure it in a
-            # batch of two, as it would be among the other devices, so its value does not depend on them.
+            # Measured among the other devices, as a batch of two: a lone row would sum differently.
             r, d = np.repeat(r, 2), np.repeat(d, 2)
         was = free[r, d][:, None]
         now = was - milli
@@ -356,5 +306,5 @@ class PlacementDeltas:
             cpu_after[r],
             base.model_code[r],
         )
-        out[r, d] = frag[r] - model.fragmentation(after, states.models)
+        out[r, d] = frag[rows][r] - model.fragmentation(after, snapshot.models)
         return out

@@ -37,7 +37,11 @@ from suanli.scheduling.domain.framework.plugin import PluginContext, ProfileErro
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.plugins._common import assign_devices, first_best_device, sigmoid_score
-from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
+from suanli.scheduling.domain.plugins._fragmentation import (
+    FragmentationTracker,
+    PlacementDeltas,
+    StateTable,
+)
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 
@@ -132,8 +136,8 @@ class ModelPressure:
 class _Shared:
     """fgdb's delta cache (stranding-aware fragmentation) and model pressure."""
 
-    def __init__(self, tasks: Sequence[TypicalTask], lam: float, mu: float) -> None:
-        self.deltas = PlacementDeltas(FragmentationTracker(StrandingModel(tasks, lam)))
+    def __init__(self, tasks: Sequence[TypicalTask], lam: float, mu: float, states: StateTable) -> None:
+        self.deltas = PlacementDeltas(FragmentationTracker(StrandingModel(tasks, lam), states))
         self.pressure = ModelPressure(tasks)
         self.mu = mu
 
@@ -161,8 +165,6 @@ class FgdbScore:
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
-        if not self._shared.pressured(request):
-            return self._shared.deltas.for_rows(snapshot, request, rows, scored=True)
         delta = self._shared.deltas.for_rows(snapshot, request, rows)
         return sigmoid_score(delta - self._shared.penalty(snapshot, request, rows))
 
@@ -200,12 +202,12 @@ ARGS = {
 
 
 def _shared(args: Mapping[str, Any], ctx: PluginContext) -> _Shared:
-    # The score and device plugins of one scheduler share the state table: interning a large cluster's
-    # nodes is the bulk of a first decision.
+    # The score and device plugins each keep their own caches (the device plugin refreshes only when it
+    # chooses a device, so its batches of changed nodes differ, and with them the last bit of its sums);
+    # they share the table of node states, which only groups identical nodes.
     if not ctx.typical_tasks:
         raise ProfileError("plugin 'fgdb' needs a workload distribution (typical tasks)")
-    lam, mu = float(args["lam"]), float(args["mu"])
-    return ctx.shared(("fgdb", lam, mu), lambda: _Shared(ctx.typical_tasks, lam, mu))
+    return _Shared(ctx.typical_tasks, float(args["lam"]), float(args["mu"]), ctx.node_states())
 
 
 SPECS = [
