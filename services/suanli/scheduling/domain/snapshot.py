@@ -80,6 +80,17 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
+class _FreeColumn:
+    """A free column of a snapshot (`cpu_free`, `gpu_free`, ...): an immutable copy of the family's working
+    array, made on the snapshot's first read of it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, snapshot: ClusterSnapshot, owner: type | None = None) -> IntArray:
+        return snapshot._column(self.name)
+
+
 class ClusterSnapshot:
     """Columns of free and total resources, one row per node.
 
@@ -209,6 +220,14 @@ class ClusterSnapshot:
 
     # -- free columns -------------------------------------------------------------------------------------
 
+    cpu_free = _FreeColumn()
+    mem_free = _FreeColumn()
+    gpu_free = _FreeColumn()
+    gpu_full = _FreeColumn()
+    gpu_max = _FreeColumn()
+    class_counts = _FreeColumn()
+    node_stamp = _FreeColumn()
+
     def live(self) -> FreeColumns:
         """This snapshot's free columns without a copy: read-only views of the family's working arrays.
 
@@ -225,34 +244,6 @@ class ClusterSnapshot:
         if column is None:
             column = self._frozen[name] = _readonly(getattr(self.live(), name).copy())
         return column
-
-    @property
-    def cpu_free(self) -> IntArray:
-        return self._column("cpu_free")
-
-    @property
-    def mem_free(self) -> IntArray:
-        return self._column("mem_free")
-
-    @property
-    def gpu_free(self) -> IntArray:
-        return self._column("gpu_free")
-
-    @property
-    def gpu_full(self) -> IntArray:
-        return self._column("gpu_full")
-
-    @property
-    def gpu_max(self) -> IntArray:
-        return self._column("gpu_max")
-
-    @property
-    def class_counts(self) -> IntArray:
-        return self._column("class_counts")
-
-    @property
-    def node_stamp(self) -> IntArray:
-        return self._column("node_stamp")
 
     def _reroot(self) -> None:
         """Make the working arrays hold this snapshot: walk the chain of diffs to the head, then swap each

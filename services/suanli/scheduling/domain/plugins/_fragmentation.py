@@ -256,17 +256,18 @@ class PlacementDeltas:
             if first.size <= rows.size // 2:
                 fanned: np.ndarray = self._grid(snapshot, stats, frag, request, rows[first], best)[inverse]
                 return fanned
-        grid = self._options(snapshot, stats, frag, request, rows)
+        grid = self._options(snapshot, (stats, frag), request, rows)
         return grid.max(axis=1) if best else grid
 
     def _options(
         self,
         snapshot: ClusterSnapshot,
-        stats: NodeStats,
-        frag: np.ndarray,
+        measured: tuple[NodeStats, np.ndarray],
         request: TaskRequest,
         rows: np.ndarray,
     ) -> np.ndarray:
+        """[rows, options] delta, each row computed as given (no grouping)."""
+        stats, frag = measured
         model = self.model
         live = snapshot.live()
         base = _take(stats, rows)

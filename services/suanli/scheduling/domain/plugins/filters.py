@@ -32,24 +32,26 @@ class _Filter:
         raise NotImplementedError
 
 
+def _at_least(column: np.ndarray, need: int, rows: Rows) -> np.ndarray | None:
+    """Where `column` holds at least `need`; None when nothing is needed (every node passes)."""
+    if need <= 0:
+        return None
+    mask: np.ndarray = column[rows] >= need
+    return mask
+
+
 class CpuFilter(_Filter):
     name = "cpu"
 
     def filter_rows(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: Rows) -> np.ndarray | None:
-        if request.cpu_milli <= 0:
-            return None
-        mask: np.ndarray = snapshot.live().cpu_free[rows] >= request.cpu_milli
-        return mask
+        return _at_least(snapshot.live().cpu_free, request.cpu_milli, rows)
 
 
 class MemoryFilter(_Filter):
     name = "memory"
 
     def filter_rows(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: Rows) -> np.ndarray | None:
-        if request.memory_mib <= 0:
-            return None
-        mask: np.ndarray = snapshot.live().mem_free[rows] >= request.memory_mib
-        return mask
+        return _at_least(snapshot.live().mem_free, request.memory_mib, rows)
 
 
 class GpuModelFilter(_Filter):
