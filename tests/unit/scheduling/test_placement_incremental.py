@@ -87,8 +87,8 @@ def test_cached_and_full_evaluation_decide_alike_on_one_snapshot_family(
     branches at every step; gangs of three are staged and every other one discarded."""
     requests = _requests(workload)
     typical = workload_distribution(requests)
-    root = ClusterSnapshot.from_nodes(_nodes(1500))
-    arrivals = build_arrivals(requests, root.total_gpu_milli, 1.3, np.random.default_rng(11))[:360]
+    root = ClusterSnapshot.from_nodes(_nodes(1000))
+    arrivals = build_arrivals(requests, root.total_gpu_milli, 1.3, np.random.default_rng(11))[:300]
     cached = Scheduler(
         policy_profile(policy), np.random.default_rng(5), PluginContext(typical), tie_seed=tie_seed
     )
@@ -110,7 +110,7 @@ def test_cached_and_full_evaluation_decide_alike_on_one_snapshot_family(
             if a.assignment is not None:
                 statement.stage(request, a.assignment)
         snap = statement.discard() if start % 6 == 3 else statement.commit()
-    assert _columns(root) == _columns(ClusterSnapshot.from_nodes(_nodes(1500)))  # the root reads as it was
+    assert _columns(root) == _columns(ClusterSnapshot.from_nodes(_nodes(1000)))  # the root reads as it was
 
 
 def test_decisions_hold_when_the_state_table_starts_again_and_requests_are_evicted(
