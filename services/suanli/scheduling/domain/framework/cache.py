@@ -14,21 +14,33 @@ from suanli.scheduling.domain.snapshot import ClusterSnapshot, StampAllocator
 
 
 class StampedRows:
-    __slots__ = ("_family", "_stamps")
+    """After `mark(snapshot, ...)` the memo holds every row at `snapshot`'s stamps. The next `stale` asks
+    the family's transition log which rows may have moved since (a few, whatever the cluster's size) and
+    keeps those whose stamp differs; when the log cannot say, it compares every stamp."""
+
+    __slots__ = ("_at", "_family", "_stamps")
 
     def __init__(self) -> None:
         self._family: StampAllocator | None = None
         self._stamps = np.empty(0, dtype=np.int64)
+        self._at = 0  # log position of the snapshot last marked
 
     def stale(self, snapshot: ClusterSnapshot) -> np.ndarray | None:
         """Rows to recompute, or None when everything must be recomputed (first use, other family)."""
         if self._family is not snapshot.stamps or self._stamps.shape[0] != snapshot.size:
             return None
-        return np.flatnonzero(self._stamps != snapshot.node_stamp)
+        stamps = snapshot.live().node_stamp
+        changed = snapshot.changed_since(self._at)
+        if changed is None:
+            return np.flatnonzero(self._stamps != stamps)
+        rows: np.ndarray = changed[self._stamps[changed] != stamps[changed]]
+        return rows
 
     def mark(self, snapshot: ClusterSnapshot, rows: np.ndarray | None) -> None:
+        stamps = snapshot.live().node_stamp
         if rows is None:
             self._family = snapshot.stamps
-            self._stamps = snapshot.node_stamp.copy()
+            self._stamps = stamps.copy()
         else:
-            self._stamps[rows] = snapshot.node_stamp[rows]
+            self._stamps[rows] = stamps[rows]
+        self._at = snapshot.position

@@ -11,8 +11,9 @@ everything through arguments: the snapshot, the request, the candidate rows and 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 
@@ -23,7 +24,14 @@ from suanli.scheduling.domain.pricing import NO_PRICES, PriceTable
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 if TYPE_CHECKING:
-    from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
+    from suanli.scheduling.domain.plugins._fragmentation import (
+        FragmentationTracker,
+        PlacementDeltas,
+        StateTable,
+    )
+
+
+T = TypeVar("T")
 
 
 class ProfileError(ValueError):
@@ -51,6 +59,22 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class RowFilterPlugin(Protocol):
+    """A filter that is a test of each node's own state, so it can be run on some rows only: the
+    scheduler's per-request cache asks it about the nodes that changed since the request's last decision."""
+
+    name: str
+
+    def filter(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray | None: ...
+
+    def filter_rows(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray | slice
+    ) -> np.ndarray | None:
+        """Mask over `rows` (an index array, or a slice for every node): `filter(...)[rows]`, None when
+        the filter allows every node. A new array or a read-only one: the caller never writes it."""
+
+
+@runtime_checkable
 class ScorePlugin(Protocol):
     name: str
 
@@ -61,6 +85,22 @@ class ScorePlugin(Protocol):
 
         None: the plugin scores every node alike for this task (it adds nothing to the total).
         """
+
+
+@runtime_checkable
+class RowLocalScorePlugin(Protocol):
+    """A score that can say, per request, that it is row-local: each node's score is a function of that
+    node's state (and of the context's network and prices) alone, whichever other rows are scored with it;
+    it draws nothing from the generator; and whether it answers None depends on the request only. Then the
+    scheduler may keep the node's total and recompute it only when the node changes."""
+
+    name: str
+
+    def score(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray | None: ...
+
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +182,15 @@ class PluginContext:
     network: NetworkSnapshot = EMPTY_NETWORK
     prices: PriceTable = NO_PRICES
     _deltas: PlacementDeltas | None = field(default=None, repr=False)
+    _shared: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        """One object per key for every plugin of this context (caches a score and a device plugin of
+        the same policy both read); `make` builds it on first use."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make()
+        return cast(T, found)
 
     def placement_deltas(self, plugin: str) -> PlacementDeltas:
         if self._deltas is None:
@@ -149,8 +198,15 @@ class PluginContext:
                 raise ProfileError(f"plugin {plugin!r} needs a workload distribution (typical tasks)")
             from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
 
-            self._deltas = PlacementDeltas(FragmentationTracker(FragmentationModel(self.typical_tasks)))
+            model = FragmentationModel(self.typical_tasks)
+            self._deltas = PlacementDeltas(FragmentationTracker(model, self.node_states()))
         return self._deltas
+
+    def node_states(self) -> StateTable:
+        """The table of node states every fragmentation cache of this context groups identical nodes by."""
+        from suanli.scheduling.domain.plugins._fragmentation import StateTable
+
+        return self.shared("node-states", StateTable)
 
     def fragmentation(self, plugin: str) -> FragmentationTracker:
         return self.placement_deltas(plugin).tracker

@@ -8,6 +8,11 @@ of a gang is scored knowing where the earlier ones went (`GangContext`), which i
 uses to keep a gang together. `rank` orders the candidates of a task exactly as the decision does (the
 same scores and tie-break), so an explanation's best node is the node the decision takes.
 Given the same snapshot, request and generator state, the decision is the same.
+
+A task on its own (no region, zone or gang context) whose filters and scores are all per-node functions
+of the node's state (`filter_rows`, `row_local`) is decided from a per-request cache of every node's total
+score (`_Choice`), recomputed only on the nodes whose stamp moved since that request was last decided;
+the pick over it (best total, the same tie-break, the same draws) is the one the full evaluation makes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suanli.scheduling.domain.framework.plugin import Diagnosis, GangContext, GangScorePlugin, PluginContext
+from suanli.scheduling.domain.framework.cache import StampedRows
+from suanli.scheduling.domain.framework.plugin import (
+    Diagnosis,
+    GangContext,
+    GangScorePlugin,
+    PluginContext,
+    RowFilterPlugin,
+    RowLocalScorePlugin,
+)
 from suanli.scheduling.domain.framework.profile import Profile
 from suanli.scheduling.domain.framework.regions import (
     RegionCandidate,
@@ -29,7 +42,16 @@ from suanli.scheduling.domain.framework.regions import (
 from suanli.scheduling.domain.framework.registry import ExtensionPoint, PluginRegistry
 from suanli.scheduling.domain.framework.statement import Statement
 from suanli.scheduling.domain.model import Locality, TaskPlacement, TaskRequest
+from suanli.scheduling.domain.network import NetworkSnapshot
+from suanli.scheduling.domain.pricing import PriceTable
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
+
+# Requests whose totals the scheduler keeps (least recently decided dropped first), at most
+# CHOICE_CACHE_SIZE and CHOICE_CACHE_BYTES together (each costs about 25 bytes per node): openb's
+# `default` trace asks ~110 distinct requests in its first 2,000 arrivals, most of them rarely.
+CHOICE_CACHE_SIZE = 128
+CHOICE_CACHE_BYTES = 128 << 20
+CHOICE_BYTES_PER_NODE = 25
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +125,10 @@ class Scheduler:
         context: PluginContext | None = None,
         registry: PluginRegistry | None = None,
         tie_seed: int | None = None,
+        incremental: bool = True,
     ) -> None:
+        """`incremental=False` evaluates every feasible node on every decision (what the per-request cache
+        saves; the decisions are the same either way, which the tests and `bench/placement.py` check)."""
         if registry is None:
             from suanli.scheduling.domain.plugins import default_registry
 
@@ -128,6 +153,20 @@ class Scheduler:
         self._gang_aware = [isinstance(plugin, GangScorePlugin) for plugin, _ in self._scores]
         self._devices = build(ExtensionPoint.DEVICES, profile.devices.name, profile.devices.args, ctx)
         self._post = [build(ExtensionPoint.POST_FILTER, r.name, r.args, ctx) for r in profile.post_filters]
+        self._choices: dict[TaskRequest, _Choice] = {}
+        self._positions = np.empty(0, dtype=np.int64)
+        self._positions_of: np.ndarray | None = None
+        self._row_filters: list[RowFilterPlugin] = [
+            f for f in self._filters if isinstance(f, RowFilterPlugin)
+        ]
+        self._row_scores: list[RowLocalScorePlugin] = [
+            p for p, _ in self._scores if isinstance(p, RowLocalScorePlugin)
+        ]
+        self._incremental = (
+            incremental
+            and len(self._row_filters) == len(self._filters)
+            and len(self._row_scores) == len(self._scores)
+        )
 
     def feasible(
         self, snapshot: ClusterSnapshot, request: TaskRequest, within: np.ndarray | None = None
@@ -151,9 +190,9 @@ class Scheduler:
             if mask is None:
                 rejected.append((plugin.name, 0))
                 continue
-            before = int(alive.sum())
+            before = int(np.count_nonzero(alive))
             alive &= mask
-            rejected.append((plugin.name, before - int(alive.sum())))
+            rejected.append((plugin.name, before - int(np.count_nonzero(alive))))
             if not alive.any():
                 break
         return np.flatnonzero(alive), Diagnosis(snapshot.size, tuple(rejected))
@@ -166,6 +205,12 @@ class Scheduler:
         gang: GangContext | None = None,
     ) -> PlacementResult:
         """One task; `gang` says where the earlier tasks of its gang went (None: a task on its own)."""
+        if within is None and gang is None and self._cacheable(snapshot, request):
+            node = self._cached_pick(snapshot, request)
+            if node is not None:
+                where = self._devices.choose(snapshot, request, node, self.rng)
+                return PlacementResult(snapshot.assign(request, where), assignment=where)
+            # Nothing fits: the full evaluation below finds that too and says why.
         rows, diagnosis = self.feasible(snapshot, request, within)
         if rows.size == 0:
             preemption = None
@@ -367,6 +412,130 @@ class Scheduler:
         total, _ = self._totals(snapshot, request, rows, gang)
         return self._choose(snapshot, rows, total)
 
+    def _cacheable(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        if not self._incremental:
+            return False
+        if any(plugin.admit(snapshot, request) is not None for plugin in self._admission):
+            return False
+        return all(plugin.row_local(snapshot, request) for plugin in self._row_scores)
+
+    def _cached_pick(self, snapshot: ClusterSnapshot, request: TaskRequest) -> int | None:
+        """The node `place_task`'s full evaluation picks, from the request's cached totals brought up to
+        date on the nodes that changed; None when no node fits. The score plugins are asked exactly when
+        the full evaluation asks them (more than one node fits), about the changed nodes only, so their
+        own caches see the same decisions and compute the same batches of nodes as they would there."""
+        ctx = self.context
+        choice = self._choices.pop(request, None)
+        if choice is not None and (choice.network is not ctx.network or choice.prices is not ctx.prices):
+            choice = None
+        if choice is None:
+            choice = _Choice(ctx.network, ctx.prices)
+            room = min(
+                CHOICE_CACHE_SIZE, max(1, CHOICE_CACHE_BYTES // (CHOICE_BYTES_PER_NODE * snapshot.size))
+            )
+            while len(self._choices) >= room:
+                del self._choices[next(iter(self._choices))]
+        self._choices[request] = choice  # most recently decided last
+        stale = choice.rows.stale(snapshot)
+        if stale is None or choice.total.shape[0] != snapshot.size:
+            stale = None
+            choice.reset(snapshot.size)
+        rows = self._fits(snapshot, request, stale, choice)
+        if choice.count == 0:
+            return None
+        if choice.count == 1:
+            # Taken without scoring, as the full path takes it; the changed nodes stay to be scored by the
+            # next decision that scores (nothing is marked).
+            return int(np.flatnonzero(choice.alive)[0])
+        self._score(snapshot, request, stale, rows, choice)
+        choice.rows.mark(snapshot, stale)
+        if choice.scored and choice.exact and self._rank is not None and self._ranked(snapshot):
+            # Ties go to the lowest rank: one argmax over (total, -rank) packed into one exact float.
+            return self._keys(snapshot, choice).best()
+        total = choice.total
+        top = total.max()
+        best = np.flatnonzero(total == top)
+        if best.size == 1:
+            return int(best[0])
+        if choice.scored and self._rank is not None:
+            return int(best[np.argmin(self._tie_rank(snapshot)[best])])
+        # Every score alike (uniform among the feasible) or random ties: the draw the full path makes.
+        return int(best[self.rng.integers(best.size)])
+
+    def _fits(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, target: np.ndarray | None, choice: _Choice
+    ) -> np.ndarray:
+        """Runs the filters on `target` (rows; None: every node) into the cached feasibility and count;
+        the rows of `target` that pass."""
+        where: np.ndarray | slice = slice(None) if target is None else target
+        alive: np.ndarray | None = None
+        for plugin in self._row_filters:
+            mask = plugin.filter_rows(snapshot, request, where)
+            if mask is not None:
+                alive = mask if alive is None else alive & mask
+        if target is None:
+            choice.alive = np.ones(snapshot.size, dtype=bool) if alive is None else alive.copy()
+            choice.count = int(np.count_nonzero(choice.alive))
+            return np.flatnonzero(choice.alive)
+        if alive is None:
+            alive = np.ones(target.size, dtype=bool)
+        choice.count += int(np.count_nonzero(alive)) - int(np.count_nonzero(choice.alive[target]))
+        choice.alive[target] = alive
+        rows: np.ndarray = target[alive]
+        return rows
+
+    def _score(
+        self,
+        snapshot: ClusterSnapshot,
+        request: TaskRequest,
+        target: np.ndarray | None,
+        rows: np.ndarray,
+        choice: _Choice,
+    ) -> None:
+        """Weighted scores of `rows` (the feasible ones of `target`; None: every node), summed in profile
+        order as `_totals` sums them, into the cached totals; -inf on the other rows of `target`."""
+        total, _ = self._totals(snapshot, request, rows, None)
+        where: np.ndarray | slice = slice(None) if target is None else target
+        choice.total[where] = -np.inf
+        if rows.size:
+            choice.scored = total is not None
+            choice.total[rows] = 0.0 if total is None else total
+            if total is not None and choice.exact:
+                choice.exact = _packable(total, snapshot.size)
+        if choice.key is not None:
+            if choice.exact and target is not None:
+                choice.key.update(target, choice.total[target], self._rank_positions()[target])
+            else:
+                choice.key = None
+
+    def _ranked(self, snapshot: ClusterSnapshot) -> bool:
+        """Whether the ordered tie-break's ranking of `snapshot`'s nodes exists without drawing it (the
+        full path draws it at the first tie, and so does the cached one until then)."""
+        if self._tie_seed is not None:
+            return True
+        return self._rank is not None and self._rank.size == snapshot.size
+
+    def _rank_positions(self) -> np.ndarray:
+        """The ordered tie-break's ranks as positions 0..n-1 (hashed ranks may be any integers)."""
+        rank = self._rank
+        assert rank is not None
+        if self._positions_of is not rank:
+            if self._tie_seed is None:
+                self._positions = rank  # a permutation already
+            else:
+                order = np.argsort(rank, kind="stable")  # equal hashes: the lower row first, as argmin
+                self._positions = np.empty(rank.size, dtype=np.int64)
+                self._positions[order] = np.arange(rank.size)
+            self._positions_of = rank
+        return self._positions
+
+    def _keys(self, snapshot: ClusterSnapshot, choice: _Choice) -> PackedKeys:
+        rank = self._tie_rank(snapshot)
+        if choice.key is None or choice.key_rank is not rank:
+            choice.key = PackedKeys(choice.total, self._rank_positions())
+            choice.key_rank = rank
+        return choice.key
+
     def _choose(self, snapshot: ClusterSnapshot, rows: np.ndarray, total: np.ndarray | None) -> int:
         if total is None:
             return int(self.rng.integers(rows.size))
@@ -439,3 +608,73 @@ def _why_not(attempt: GangResult, size: int, locality: Locality) -> str:
                 if n and name != LOCALITY_FILTER
             )
     return f"only {placed} of {size} tasks fit in {where}" + (f" ({detail})" if detail else "")
+
+
+class _Choice:
+    """One request's feasibility and total score on every node (-inf where a filter rejects it) and the
+    node stamps they were computed at; `scored` False when every score plugin scored the nodes alike
+    (None). Valid for the network and prices it was computed with.
+
+    With the ordered tie-break and whole-number totals (the integer FGD scores under integer weights),
+    `key` packs (total, -rank) into one float, total x 2^k - rank, exact while |total| x 2^k < 2^52:
+    the decision is one argmax instead of a max, a comparison and a gather over the tied nodes (tens of
+    thousands on a large cluster of identical nodes). `exact` says the totals allow it."""
+
+    __slots__ = ("alive", "count", "exact", "key", "key_rank", "network", "prices", "rows", "scored", "total")
+
+    def __init__(self, network: NetworkSnapshot, prices: PriceTable) -> None:
+        self.network = network
+        self.prices = prices
+        self.rows = StampedRows()
+        self.reset(0)
+
+    def reset(self, nodes: int) -> None:
+        self.total = np.full(nodes, -np.inf)
+        self.alive = np.zeros(nodes, dtype=bool)  # what the filters said, kept with `count` passing
+        self.count = 0
+        self.scored = True
+        self.exact = True
+        self.key: PackedKeys | None = None
+        self.key_rank: np.ndarray | None = None
+
+
+def _shift(nodes: int) -> float:
+    return float(2 ** int(nodes).bit_length())  # > every rank position
+
+
+def _packable(total: np.ndarray, nodes: int) -> bool:
+    """Whether every total is -inf or a whole number small enough to pack with a rank exactly."""
+    bound = 2.0**52 / _shift(nodes)
+    if total.size <= 16:  # the nodes one decision changed: cheaper than the array operations
+        return all(t == -np.inf or (t.is_integer() and abs(t) < bound) for t in total.tolist())
+    t = total[total != -np.inf]
+    return bool(np.all((np.floor(t) == t) & (np.abs(t) < bound)))
+
+
+class PackedKeys:
+    """total x 2^k - rank position per node (distinct, so the largest is the single best node) and the
+    largest of every block of `BLOCK` nodes: a decision reads the best block, then the best node in it,
+    and a change rewrites the blocks of the changed nodes only."""
+
+    BLOCK = 512
+
+    def __init__(self, total: np.ndarray, positions: np.ndarray) -> None:
+        nodes = total.size
+        self._shift = _shift(nodes)
+        blocks = -(-nodes // self.BLOCK)
+        self._key = np.full(blocks * self.BLOCK, -np.inf)
+        self._key[:nodes] = total * self._shift - positions
+        self._blocks = self._key.reshape(blocks, self.BLOCK).max(axis=1)
+
+    def update(self, rows: np.ndarray, total: np.ndarray, positions: np.ndarray) -> None:
+        self._key[rows] = total * self._shift - positions
+        changed = np.unique(rows // self.BLOCK)
+        self._blocks[changed] = self._key.reshape(-1, self.BLOCK)[changed].max(axis=1)
+
+    def best(self) -> int | None:
+        """The node with the largest key; None when every node is ruled out (-inf)."""
+        block = int(np.argmax(self._blocks))
+        if self._blocks[block] == -np.inf:
+            return None
+        start = block * self.BLOCK
+        return start + int(np.argmax(self._key[start : start + self.BLOCK]))

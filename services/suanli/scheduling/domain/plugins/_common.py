@@ -29,7 +29,7 @@ def sigmoid_score(delta: np.ndarray) -> np.ndarray:
 
 def fitting_devices(snapshot: ClusterSnapshot, request: TaskRequest, node: int) -> np.ndarray:
     """Device indices of `node` with room for one share of the request, lowest index first."""
-    return np.flatnonzero(snapshot.gpu_free[node, : snapshot.gpu_count[node]] >= request.gpu_milli)
+    return np.flatnonzero(snapshot.live().gpu_free[node, : snapshot.gpu_count[node]] >= request.gpu_milli)
 
 
 def whole_devices(snapshot: ClusterSnapshot, request: TaskRequest, node: int) -> Assignment:

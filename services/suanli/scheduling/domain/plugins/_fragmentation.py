@@ -4,9 +4,19 @@ both cached on node stamps so a decision only recomputes the nodes that changed 
 The delta of placing a task on a node is F(before) - F(after): positive when the placement *reduces* the
 node's expected fragmentation. For a shared-GPU task every device it fits on is a separate option; the node's
 value is the best of them.
+
+Which rows are computed together matters in the last bit: numpy's einsum sums a lone row differently from
+the rows of a batch (any batch of two or more gives the same result for a row), and a delta of exactly 0
+against one of -4.5e-13 is a different integer FGD score. The caches therefore compute exactly the batches
+they always did: the nodes that changed since the tracker's (or the shape's) last refresh, and every node
+on a first use. What changed is how those batches are found and how a full one is evaluated: the family's
+transition log names the changed rows (no pass over every stamp), and a `StateTable` of interned node
+states groups identical nodes without hashing the whole cluster again for every new shape.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -17,26 +27,105 @@ from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
 NOT_FEASIBLE = -np.inf
 DEDUP_MIN_ROWS = 256
+# The state table starts again from the current nodes once it holds this many times more states than
+# nodes (states of nodes that have moved on stay behind until then).
+STATES_PER_NODE = 2
+MIN_STATES = 1024
+
+_MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in range(64)], dtype=np.int64)
+
+
+def _state_keys(gpu_free: np.ndarray, cpu_free: np.ndarray, model_code: np.ndarray) -> np.ndarray:
+    """[rows, 2 + devices] int64: what a node's fragmentation and deltas depend on."""
+    key: np.ndarray = np.column_stack((cpu_free, model_code, gpu_free)).astype(np.int64)
+    return key
+
+
+class StateTable:
+    """Node states (free CPU, GPU model, free milli per device) of the snapshot last refreshed, interned:
+    nodes in one state share an id. It groups identical nodes for the full evaluations (a first use of a
+    shape, a new snapshot family) and is kept up to date on the changed nodes only."""
+
+    def __init__(self) -> None:
+        self._rows = StampedRows()
+        self._ids: dict[bytes, int] = {}
+        self.of_node = np.empty(0, dtype=np.int64)
+        self.restarts = 0  # times the table started again (a new family, or too many states left behind)
+        self._last: weakref.ref[ClusterSnapshot] | None = None
+
+    def refresh(self, snapshot: ClusterSnapshot) -> np.ndarray:
+        """[nodes] state id of every node of `snapshot`."""
+        if self._last is not None and self._last() is snapshot:
+            return self.of_node
+        stale = self._rows.stale(snapshot)
+        live = snapshot.live()
+        if stale is None or len(self._ids) > max(MIN_STATES, STATES_PER_NODE * snapshot.size):
+            self._ids = {}
+            self.restarts += 1
+            self.of_node = self._intern_all(_state_keys(live.gpu_free, live.cpu_free, snapshot.model_code))
+            stale = None
+        elif stale.size:
+            keys = _state_keys(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
+            self.of_node[stale] = self._intern(keys)
+        self._rows.mark(snapshot, stale)
+        self._last = weakref.ref(snapshot)
+        return self.of_node
+
+    @property
+    def size(self) -> int:
+        """How many state ids are in use (every id is below it)."""
+        return len(self._ids)
+
+    def _intern(self, keys: np.ndarray) -> np.ndarray:
+        ids = self._ids
+        return np.fromiter((ids.setdefault(row.tobytes(), len(ids)) for row in keys), np.int64, len(keys))
+
+    def _intern_all(self, keys: np.ndarray) -> np.ndarray:
+        """`_intern` for a whole cluster: identical rows are grouped first (one sort of a hash), so only
+        the distinct states are hashed one by one."""
+        with np.errstate(over="ignore"):
+            digest = keys @ _MIX[: keys.shape[1]]
+        _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        if not np.array_equal(keys[first][inverse], keys):  # a hash collision: one by one
+            return self._intern(keys)
+        found: np.ndarray = self._intern(keys[first])[inverse]
+        return found
+
+
+def _groups(states: StateTable, snapshot: ClusterSnapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in `rows` of the first row of each state, index of each row's group), as a row-wise
+    unique of the nodes' states would give them."""
+    ids = states.refresh(snapshot)[rows]
+    first_at = np.full(states.size, rows.size, dtype=np.int64)
+    positions = np.arange(rows.size)
+    first_at[ids[::-1]] = positions[::-1]  # repeated indices keep the last value assigned: the first row
+    present = first_at < rows.size
+    rank = np.cumsum(present) - 1
+    inverse: np.ndarray = rank[ids]
+    return first_at[present], inverse
 
 
 class FragmentationTracker:
     """Statistics and fragmentation of every node, refreshed incrementally per snapshot."""
 
-    def __init__(self, model: FragmentationModel) -> None:
+    def __init__(self, model: FragmentationModel, states: StateTable | None = None) -> None:
         self.model = model
+        self.states = states or StateTable()
         self._rows = StampedRows()
         self._stats: NodeStats | None = None
         self._frag = np.empty(0)
+        self._last: weakref.ref[ClusterSnapshot] | None = None
 
     def refresh(self, snapshot: ClusterSnapshot) -> tuple[NodeStats, np.ndarray]:
+        if self._stats is not None and self._last is not None and self._last() is snapshot:
+            return self._stats, self._frag
         stale = self._rows.stale(snapshot)
+        live = snapshot.live()
         if stale is None or self._stats is None:
-            self._stats = self.model.stats(snapshot.gpu_free, snapshot.cpu_free, snapshot.model_code)
-            self._frag = self.model.fragmentation(self._stats, snapshot.models)
+            self._stats, self._frag = self._full(snapshot)
         elif stale.size:
-            part = self.model.stats(
-                snapshot.gpu_free[stale], snapshot.cpu_free[stale], snapshot.model_code[stale]
-            )
+            part = self.model.stats(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
             s = self._stats
             s.count_at_least[stale] = part.count_at_least
             s.sum_below[stale] = part.sum_below
@@ -44,28 +133,46 @@ class FragmentationTracker:
             s.cpu_free[stale] = part.cpu_free
             self._frag[stale] = self.model.fragmentation(part, snapshot.models)
         self._rows.mark(snapshot, stale)
+        self._last = weakref.ref(snapshot)
         return self._stats, self._frag
+
+    def _full(self, snapshot: ClusterSnapshot) -> tuple[NodeStats, np.ndarray]:
+        """Every node's statistics and fragmentation, as one batch of every node would give them: each
+        distinct state is measured once (in a batch of two or more: a batch's sums are the same for a row
+        whichever rows come with it) and fanned out."""
+        live = snapshot.live()
+        everything = np.arange(snapshot.size)
+        first, inverse = _groups(self.states, snapshot, everything)
+        if first.size == 1 and snapshot.size > 1:
+            first = np.repeat(first, 2)
+        reps = self.model.stats(live.gpu_free[first], live.cpu_free[first], snapshot.model_code[first])
+        frag = self.model.fragmentation(reps, snapshot.models)[inverse]
+        stats = NodeStats(
+            reps.count_at_least[inverse],
+            reps.sum_below[inverse],
+            reps.idle[inverse],
+            reps.cpu_free[inverse],
+            np.asarray(snapshot.model_code),
+        )
+        return stats, frag
 
     def cluster_fragmentation(self, snapshot: ClusterSnapshot) -> float:
         return float(self.refresh(snapshot)[1].sum())
 
 
-_MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in range(64)], dtype=np.int64)
+class _ShapeValues:
+    """One request shape's best delta per node (NaN: marked, not computed yet), whether a marked node
+    changed alone, and the node stamps they stand for."""
 
+    __slots__ = ("lone", "rows", "values")
 
-def _identical_rows(snapshot: ClusterSnapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(representative rows, index of each row's representative) grouping nodes with identical state, or
-    None if the hash grouping would merge different states (then the caller simply does not deduplicate).
-    Hashing the rows to one integer keeps this a 1-D sort, far cheaper than numpy's row-wise unique."""
-    key = np.column_stack((snapshot.cpu_free[rows], snapshot.model_code[rows], snapshot.gpu_free[rows]))
-    key = key.astype(np.int64)
-    with np.errstate(over="ignore"):
-        digest = key @ _MIX[: key.shape[1]]
-    _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    if not np.array_equal(key[first][inverse], key):
-        return None
-    return first, inverse
+    def __init__(self) -> None:
+        self.rows = StampedRows()
+        self.reset(0)
+
+    def reset(self, nodes: int) -> None:
+        self.values = np.full(nodes, np.nan)
+        self.lone = np.zeros(nodes, dtype=bool)
 
 
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
@@ -79,7 +186,7 @@ class PlacementDeltas:
 
     def __init__(self, tracker: FragmentationTracker) -> None:
         self.tracker = tracker
-        self._by_shape: dict[tuple[int, int, int], tuple[StampedRows, np.ndarray]] = {}
+        self._by_shape: dict[tuple[int, int, int], _ShapeValues] = {}
 
     @property
     def model(self) -> FragmentationModel:
@@ -87,21 +194,42 @@ class PlacementDeltas:
 
     def per_node(self, snapshot: ClusterSnapshot, request: TaskRequest) -> np.ndarray:
         """[nodes] best delta over device options; -inf where the task cannot fit on CPU or devices."""
+        return self.for_rows(snapshot, request, np.arange(snapshot.size))
+
+    def for_rows(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        """`per_node(...)[rows]`. The nodes that changed since the shape was last asked about form one
+        batch, as always; a small batch is only marked (with whether it was a lone node) and each node is
+        computed when first asked for, in a batch of the same kind, so its value is the one the batch
+        would have given it."""
         stats, frag = self.tracker.refresh(snapshot)
         key = (request.cpu_milli, request.gpu_milli, request.gpu_count)
-        rows_memo, values = self._by_shape.get(key, (StampedRows(), np.empty(0)))
-        stale = rows_memo.stale(snapshot)
-        if stale is None or values.shape[0] != snapshot.size:
-            values = np.empty(snapshot.size)
+        shape = self._by_shape.get(key)
+        if shape is None:
+            shape = self._by_shape[key] = _ShapeValues()
+        stale = shape.rows.stale(snapshot)
+        if stale is None or shape.values.shape[0] != snapshot.size:
+            shape.reset(snapshot.size)
             target = np.arange(snapshot.size)
         else:
             target = stale
-        if target.size:
-            grid = self._grid(snapshot, stats, frag, request, target)
-            values[target] = grid.max(axis=1)
-        rows_memo.mark(snapshot, stale if target is stale else None)
-        self._by_shape[key] = (rows_memo, values)
-        return values
+        if target.size > DEDUP_MIN_ROWS:
+            shape.values[target] = self._grid(snapshot, stats, frag, request, target, best=True)
+        elif target.size:
+            shape.values[target] = np.nan
+            shape.lone[target] = target.size == 1
+        shape.rows.mark(snapshot, stale if target is stale else None)
+        values = shape.values
+        need = rows[np.isnan(values[rows])]
+        if need.size:
+            lone = shape.lone[need]
+            for row in need[lone].tolist():
+                values[row] = self._grid(snapshot, stats, frag, request, np.array([row]), best=True)[0]
+            batch = need[~lone]
+            if batch.size:
+                padded = batch if batch.size > 1 else np.repeat(batch, 2)
+                values[batch] = self._grid(snapshot, stats, frag, request, padded, best=True)[: batch.size]
+        found: np.ndarray = values[rows]
+        return found
 
     def per_device(self, snapshot: ClusterSnapshot, request: TaskRequest, node: int) -> np.ndarray:
         """[devices] delta of putting a shared-GPU task on each device of `node`; -inf where it does not fit.
@@ -117,17 +245,31 @@ class PlacementDeltas:
         frag: np.ndarray,
         request: TaskRequest,
         rows: np.ndarray,
+        best: bool = False,
     ) -> np.ndarray:
-        """[rows, options] delta; options are devices for shared tasks, a single column otherwise."""
+        """[rows, options] delta; options are devices for shared tasks, a single column otherwise. `best`:
+        [rows], the best option of each."""
         if rows.size > DEDUP_MIN_ROWS:
             # Full recomputes (a shape's first use, a new snapshot family) see many identical nodes: evaluate
-            # each distinct node state once and fan the result out.
-            groups = _identical_rows(snapshot, rows)
-            if groups is not None and groups[0].size <= rows.size // 2:
-                first, inverse = groups
-                fanned: np.ndarray = self._grid(snapshot, stats, frag, request, rows[first])[inverse]
+            # each distinct node state once (at its first node) and fan the result out.
+            first, inverse = _groups(self.tracker.states, snapshot, rows)
+            if first.size <= rows.size // 2:
+                fanned: np.ndarray = self._grid(snapshot, stats, frag, request, rows[first], best)[inverse]
                 return fanned
+        grid = self._options(snapshot, (stats, frag), request, rows)
+        return grid.max(axis=1) if best else grid
+
+    def _options(
+        self,
+        snapshot: ClusterSnapshot,
+        measured: tuple[NodeStats, np.ndarray],
+        request: TaskRequest,
+        rows: np.ndarray,
+    ) -> np.ndarray:
+        """[rows, options] delta, each row computed as given (no grouping)."""
+        stats, frag = measured
         model = self.model
+        live = snapshot.live()
         base = _take(stats, rows)
         cpu_after = base.cpu_free - request.cpu_milli
         cpu_ok = cpu_after >= 0
@@ -143,24 +285,27 @@ class PlacementDeltas:
                 base.count_at_least - k, base.sum_below, base.idle - k * GPU_MILLI, cpu_after, base.model_code
             )
             delta = frag[rows] - model.fragmentation(after, snapshot.models)
-            ok = cpu_ok & (snapshot.gpu_full[rows] >= k)
+            ok = cpu_ok & (live.gpu_full[rows] >= k)
             return np.where(ok, delta, NOT_FEASIBLE)[:, None]
         milli = request.gpu_milli
-        free = snapshot.gpu_free[rows].astype(np.int64)  # [R, G]
-        left = free - milli
-        thr = model.thresholds.astype(np.int64)[None, None, :]
-        was, now = free[:, :, None], left[:, :, None]
-        count = base.count_at_least[:, None, :] - (was >= thr) + (now >= thr)
-        below = base.sum_below[:, None, :] - was * (was < thr) + np.maximum(now, 0) * (now < thr)
-        n_rows, n_dev = free.shape
-        flat = NodeStats(
-            count.reshape(n_rows * n_dev, -1),
-            below.reshape(n_rows * n_dev, -1),
-            np.repeat(base.idle - milli, n_dev),
-            np.repeat(cpu_after, n_dev),
-            np.repeat(base.model_code, n_dev),
+        free = live.gpu_free[rows].astype(np.int64)  # [R, G]
+        ok = (free >= milli) & cpu_ok[:, None]
+        out = np.full(free.shape, NOT_FEASIBLE)
+        r, d = np.nonzero(ok)  # only the devices it fits on (padded slots and full devices never do)
+        if r.size == 0:
+            return out
+        if r.size == 1 and free.size > 1:
+            # Measured among the other devices, as a batch of two: a lone row would sum differently.
+            r, d = np.repeat(r, 2), np.repeat(d, 2)
+        was = free[r, d][:, None]
+        now = was - milli
+        thr = model.thresholds.astype(np.int64)[None, :]
+        after = NodeStats(
+            base.count_at_least[r] - (was >= thr) + (now >= thr),
+            base.sum_below[r] - was * (was < thr) + np.maximum(now, 0) * (now < thr),
+            (base.idle - milli)[r],
+            cpu_after[r],
+            base.model_code[r],
         )
-        frag_after = model.fragmentation(flat, snapshot.models).reshape(n_rows, n_dev)
-        delta = frag[rows][:, None] - frag_after
-        ok = (left >= 0) & cpu_ok[:, None]
-        return np.where(ok, delta, NOT_FEASIBLE)
+        out[r, d] = frag[rows][r] - model.fragmentation(after, snapshot.models)
+        return out

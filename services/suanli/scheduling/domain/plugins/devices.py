@@ -66,7 +66,7 @@ class BestFitDevice(_DeviceChoice):
         options: np.ndarray,
         rng: np.random.Generator,
     ) -> int:
-        return int(options[np.argmin(snapshot.gpu_free[node, options])])
+        return int(options[np.argmin(snapshot.live().gpu_free[node, options])])
 
 
 class RandomDevice(_DeviceChoice):
@@ -108,7 +108,7 @@ class FgdDevice(_DeviceChoice):
         if not self._exact:
             return first_best_device(options, delta)
         best = options[delta >= delta.max() - 1e-9]
-        return int(best[np.argmin(snapshot.gpu_free[node, best])])
+        return int(best[np.argmin(snapshot.live().gpu_free[node, best])])
 
 
 def _fgd_factory(args: Mapping[str, Any], ctx: PluginContext) -> FgdDevice:

@@ -30,8 +30,11 @@ class FgdScore:
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
-        delta = self._deltas.per_node(snapshot, request)[rows]
+        delta = self._deltas.for_rows(snapshot, request, rows)
         return delta if self._exact else sigmoid_score(delta)
+
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        return True  # a node's delta is a function of its own state
 
 
 def _factory(args: Mapping[str, Any], ctx: PluginContext) -> FgdScore:

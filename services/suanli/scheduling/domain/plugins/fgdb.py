@@ -37,7 +37,11 @@ from suanli.scheduling.domain.framework.plugin import PluginContext, ProfileErro
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.plugins._common import assign_devices, first_best_device, sigmoid_score
-from suanli.scheduling.domain.plugins._fragmentation import FragmentationTracker, PlacementDeltas
+from suanli.scheduling.domain.plugins._fragmentation import (
+    FragmentationTracker,
+    PlacementDeltas,
+    StateTable,
+)
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
 
 
@@ -90,6 +94,10 @@ class ModelPressure:
         )
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
 
+    @property
+    def any_restricted(self) -> bool:
+        return bool(self._restricted)
+
     def _mask(self, models: tuple[str, ...]) -> np.ndarray:
         """[restricted tasks, models] True where the task may use the model."""
         mask = self._masks.get(models)
@@ -128,16 +136,20 @@ class ModelPressure:
 class _Shared:
     """fgdb's delta cache (stranding-aware fragmentation) and model pressure."""
 
-    def __init__(self, tasks: Sequence[TypicalTask], lam: float, mu: float) -> None:
-        self.deltas = PlacementDeltas(FragmentationTracker(StrandingModel(tasks, lam)))
+    def __init__(self, tasks: Sequence[TypicalTask], lam: float, mu: float, states: StateTable) -> None:
+        self.deltas = PlacementDeltas(FragmentationTracker(StrandingModel(tasks, lam), states))
         self.pressure = ModelPressure(tasks)
         self.mu = mu
+
+    def pressured(self, request: TaskRequest) -> bool:
+        """Whether the pressure term can be non-zero for `request`."""
+        return self.mu > 0 and request.gpu_count > 0 and self.pressure.any_restricted
 
     def penalty(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray
     ) -> np.ndarray | float:
         """Milli-GPU subtracted from the delta of placing `request` on each of `rows`."""
-        if self.mu <= 0 or request.gpu_count == 0:
+        if not self.pressured(request):
             return 0.0
         pressure = self.pressure.per_model(snapshot)
         bonus: np.ndarray = self.mu * pressure[snapshot.model_code[rows]] * request.total_gpu_milli
@@ -153,8 +165,12 @@ class FgdbScore:
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
-        delta = self._shared.deltas.per_node(snapshot, request)[rows]
+        delta = self._shared.deltas.for_rows(snapshot, request, rows)
         return sigmoid_score(delta - self._shared.penalty(snapshot, request, rows))
+
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        # The pressure term reads the free GPU of the whole cluster, which every GPU placement moves.
+        return not self._shared.pressured(request)
 
 
 class FgdbDevice:
@@ -186,11 +202,12 @@ ARGS = {
 
 
 def _shared(args: Mapping[str, Any], ctx: PluginContext) -> _Shared:
-    # The score and device plugins each keep their own caches: the device plugin only refreshes the
-    # nodes that changed and evaluates one node per decision, so sharing would save little.
+    # The score and device plugins each keep their own caches (the device plugin refreshes only when it
+    # chooses a device, so its batches of changed nodes differ, and with them the last bit of its sums);
+    # they share the table of node states, which only groups identical nodes.
     if not ctx.typical_tasks:
         raise ProfileError("plugin 'fgdb' needs a workload distribution (typical tasks)")
-    return _Shared(ctx.typical_tasks, float(args["lam"]), float(args["mu"]))
+    return _Shared(ctx.typical_tasks, float(args["lam"]), float(args["mu"]), ctx.node_states())
 
 
 SPECS = [

@@ -40,7 +40,7 @@ class FgdxScore:
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
-        delta = self._deltas.per_node(snapshot, request)[rows]
+        delta = self._deltas.for_rows(snapshot, request, rows)
         primary = sigmoid_score(delta) if self._quantize else delta
         # Leftover in 0..2 (GPU and CPU, each as a fraction of the largest node): with the default weight it
         # only reorders nodes whose primary scores are equal.

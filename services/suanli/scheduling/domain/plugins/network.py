@@ -44,6 +44,12 @@ class NetworkFilter:
         mask: np.ndarray = allowed[snapshot.region_code]
         return mask
 
+    def filter_rows(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray | slice
+    ) -> np.ndarray | None:
+        mask = self.filter(snapshot, request)
+        return None if mask is None else mask[rows]
+
 
 class NetworkScore:
     """Lower RTT to the data region scores higher: 100 at 0 ms falling linearly to 0 at `rtt_scale_ms`;
@@ -74,6 +80,9 @@ class NetworkScore:
             return None
         scores: np.ndarray = self.region_scores(request, snapshot.regions)[snapshot.region_code[rows]]
         return scores
+
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        return True  # per region, from the context's network
 
 
 def _filter(args: Mapping[str, Any], ctx: PluginContext) -> NetworkFilter:

@@ -79,6 +79,9 @@ class TopologyScore:
     ) -> np.ndarray | None:
         return None
 
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        return True  # a task on its own scores alike everywhere
+
     def score_gang(
         self,
         snapshot: ClusterSnapshot,
@@ -112,6 +115,9 @@ class CpuPoolScore:
 
     name = "cpu-pool"
 
+    def __init__(self) -> None:
+        self._uniform: tuple[np.ndarray, bool] | None = None
+
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray | None:
@@ -122,6 +128,17 @@ class CpuPoolScore:
             return None
         scores: np.ndarray = np.where(gpu_less, float(MAX_SCORE), 0.0)
         return scores
+
+    def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
+        """For a CPU-only task the score depends on the kinds of node among the candidates, unless the
+        fleet has nodes of one kind only (then it is always None, as for GPU tasks)."""
+        if request.gpu_count:
+            return True
+        uniform = self._uniform
+        if uniform is None or uniform[0] is not snapshot.gpu_count:
+            gpu_less = snapshot.gpu_count == 0
+            uniform = self._uniform = (snapshot.gpu_count, bool(gpu_less.all() or not gpu_less.any()))
+        return uniform[1]
 
 
 SPECS = [
