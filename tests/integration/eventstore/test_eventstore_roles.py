@@ -117,7 +117,9 @@ async def test_provisioning_twice_or_concurrently_leaves_the_same_roles_and_gran
     roles = {
         row[0]: row[1:] for row in first if isinstance(row[0], str) and row[0].startswith(cluster.prefix)
     }
-    assert set(roles) == {f"{cluster.prefix}{s}" for s in ("auth", "scheduling", "billing", "routing")}
+    assert set(roles) == {
+        f"{cluster.prefix}{s}" for s in ("auth", "scheduling", "billing", "serving", "routing")
+    }
     # Not superuser, no CREATEDB, no CREATEROLE, may log in, no replication, no row-security bypass.
     assert set(roles.values()) == {(False, False, False, True, False, False)}
     owners = {row[0]: row[1] for row in first if row[0] in ("scheduling", "billing", "auth")}
@@ -170,7 +172,7 @@ async def test_a_service_role_is_denied_another_services_tables(cluster: Cluster
 async def test_services_read_the_token_ledger_and_cannot_write_it(cluster: Cluster) -> None:
     await _provision(cluster)
     await _append_as(cluster, "auth")
-    for service in ("scheduling", "billing", "routing"):
+    for service in ("scheduling", "billing", "serving", "routing"):
         # What a gRPC service does at start to refuse revoked tokens: open the ledger (no DDL) and read.
         async with await PostgresEventStore.connect(cluster.dsn(service), schema="auth") as store:
             assert len(await store.read_all(0, 10)) == 1
