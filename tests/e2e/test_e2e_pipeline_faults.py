@@ -228,11 +228,26 @@ async def assert_charged_as_without_faults(
         c.record["tenant"] for c in records if c.name == "JobSubmitted" and c.record["job_id"] in job_ids
     }
 
-    async def all_billed() -> list[Any] | None:
-        got = await billed(platform, tenant, job_ids)
-        return got if {c.charge_id for c in got} >= set(expected) else None
+    last: list[Any] = []
 
-    charges = await until(all_billed, 120, f"the {len(expected)} reference charges billed", every=1.0)
+    async def all_billed() -> list[Any] | None:
+        last[:] = await billed(platform, tenant, job_ids)
+        return list(last) if {c.charge_id for c in last} >= set(expected) else None
+
+    try:
+        charges = await until(all_billed, 120, f"the {len(expected)} reference charges billed", every=1.0)
+    except AssertionError as exc:
+        # Late or different: the missing reference windows and what was billed instead tell which.
+        have = {c.charge_id: c for c in last}
+        missing = {
+            i: (p.usage_event_id, p.device_class, p.window) for i, p in expected.items() if i not in have
+        }
+        extra = [
+            (c.usage_event_id, c.device_class, c.window_start.ToMilliseconds(), c.window_end.ToMilliseconds())
+            for i, c in have.items()
+            if i not in expected
+        ]
+        raise AssertionError(f"{exc}: {len(missing)} missing {missing}; billed instead {extra}") from None
     # Exactly once: no charge id twice, nothing beyond the reference, nothing reversed or re-billed.
     assert [i for i, n in Counter(c.charge_id for c in charges).items() if n > 1] == []
     assert [(c.charge_id, c.reverses_charge_id) for c in charges if c.reverses_charge_id] == []
