@@ -47,3 +47,8 @@ class ResourceExhausted(RequestError):
     """
 
     retry_after_s: float | None = None
+
+
+# How a service says "I answered, but my database or broker is away": the start of an UNAVAILABLE
+# status's details (suanli.rpc), which clients tell apart from "nothing listening" by it.
+DEPENDENCY_UNAVAILABLE = "a dependency of this service is unavailable, retry shortly"

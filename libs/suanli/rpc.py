@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from suanli import errors
-from suanli.auth.tls import TlsSettings, add_port
 from suanli.infra.transient import is_transient
+
+if TYPE_CHECKING:
+    # On use only: the CLI maps errors through this module, and the TLS helpers load `cryptography`.
+    from suanli.auth.tls import TlsSettings
 
 STATUS: dict[type[errors.RequestError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -55,7 +58,7 @@ def retry_metadata(exc: errors.RequestError) -> tuple[tuple[str, str], ...]:
 
 # How an UNAVAILABLE answer caused by the service's own database or broker begins (clients tell it apart from
 # a service that is not there at all).
-DEPENDENCY_UNAVAILABLE = "a dependency of this service is unavailable, retry shortly"
+DEPENDENCY_UNAVAILABLE = errors.DEPENDENCY_UNAVAILABLE
 
 
 @asynccontextmanager
@@ -104,6 +107,8 @@ async def start_server(
     # On use: a CLI that only maps errors does not load the health and reflection services.
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
     from grpc_reflection.v1alpha import reflection
+
+    from suanli.auth.tls import add_port
 
     server = grpc.aio.server(interceptors=interceptors)
     register(server)

@@ -68,8 +68,8 @@ def rpc_failure(error: grpc.RpcError, address: str, service: str = "scheduling")
             EXIT_REFUSED,
         )
     if code is grpc.StatusCode.UNAVAILABLE:
-        # On use: suanli.rpc loads the broker and database clients, which a CLI start should not wait for.
-        from suanli.rpc import DEPENDENCY_UNAVAILABLE
+        # From the errors module, not suanli.rpc: that one loads the broker and database clients.
+        from suanli.errors import DEPENDENCY_UNAVAILABLE
 
         details = (error.details() or "").strip()
         if details.startswith(DEPENDENCY_UNAVAILABLE):  # it answered: its database or broker is away
