@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from suanli.auth.server import server_auth
-from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
+from suanli.bus import SERVICE_RETRY, EventConsumer, EventPublisher, ensure_topics, topics
 from suanli.clock import Clock, SystemClock, uuid4_factory
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.serving import bootstrap
@@ -23,9 +23,6 @@ from suanli.serving.service_layer.serving import ServingService
 from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
-
-# Database outages are retried in place for about a minute before the bus gives up on a record.
-RETRY = RetryPolicy(max_attempts=10, initial_backoff_s=0.2, multiplier=2, max_backoff_s=10, ride_out_s=120)
 
 
 @dataclass(slots=True)
@@ -71,7 +68,7 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
             settings.group,
             names.values(),
             handler,
-            retry=RETRY,
+            retry=SERVICE_RETRY,  # database outages ridden out for two minutes, as in every service
             settings=settings.consumer,
         )
         await stack.enter_async_context(consumer)
