@@ -112,7 +112,6 @@ def matrix_rows(matrix: Any) -> Rows:
         [(src, *(_cell(by_pair.get((src, dst))) for dst in regions)) for src in regions],
         title="network: RTT / loss / status, rows = from, columns = to",
         right=frozenset(regions),
-        kind="region",
         headings=("FROM \\ TO", *regions),
     )
 
