@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from suanli.bus.acls import DEFAULT_USER_PREFIX
+from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows, note
 from suanli.eventstore.roles import DEFAULT_ROLE_PREFIX
 from suanli.infra import devstack
 from suanli.infra.postgres import PostgresMode
@@ -39,20 +42,67 @@ def up(
     console.print(f"export SUANLI_PG_DSN='{stack.pg_dsn}'")
 
 
+DEV_COLUMNS = ("component", "where", "state", "pid", "data_dir")
+
+
 @app.command()
-def status(home: Path = HomeOption) -> None:
+def status(
+    home: Path = HomeOption,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
+) -> None:
     """Show whether the local broker and PostgreSQL are running. Exit code 1 when something is down."""
     stack = devstack.load(home)
     if stack is None:
-        console.print("nothing started: run `suanli dev up`")
+        note("nothing started: run `suanli dev up`")
         raise typer.Exit(1)
     state = devstack.status(stack)
-    table = Table("component", "where", "state")
-    table.add_row("broker (tansu)", stack.kafka_bootstrap, _word(state.broker_serving))
-    table.add_row(f"postgres ({stack.pg_source})", stack.pg_dsn, _word(state.postgres_running))
-    console.print(table)
+    data, rows = status_rows(stack, state)
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
     if not (state.broker_serving and state.postgres_running):
         raise typer.Exit(1)
+
+
+def status_rows(stack: devstack.DevStack, state: devstack.DevStatus) -> tuple[dict[str, Any], Rows]:
+    """Each component of the dev stack: its data for scripts and its row (wide: pid and data dir)."""
+    components: list[dict[str, Any]] = [
+        {
+            "name": "broker",
+            "source": "tansu",
+            "where": stack.kafka_bootstrap,
+            "state": _word(state.broker_serving),
+            "pid": stack.broker_pid,
+            "data_dir": None,
+        },
+        {
+            "name": "postgres",
+            "source": stack.pg_source,
+            "where": stack.pg_dsn,
+            "state": _word(state.postgres_running),
+            "pid": None,
+            "data_dir": stack.pg_data_dir,
+        },
+    ]
+    rows = Rows(
+        DEV_COLUMNS,
+        [
+            (
+                f"{c['name']} ({c['source']})",
+                c["where"],
+                Text(c["state"], style="green" if c["state"] == "running" else "red"),
+                str(c["pid"] or "-"),
+                c["data_dir"] or "-",
+            )
+            for c in components
+        ],
+        wide=frozenset({"pid", "data_dir"}),
+        kind="component",
+        names=[c["name"] for c in components],
+        items=components,
+        key="components",
+    )
+    return {"components": components}, rows
 
 
 @app.command()
@@ -63,7 +113,7 @@ def down(home: Path = HomeOption) -> None:
 
 
 def _word(ok: bool) -> str:
-    return "[green]running[/]" if ok else "[red]down[/]"
+    return "running" if ok else "down"
 
 
 @app.command()

@@ -1,21 +1,31 @@
 """`suanli network` and `suanli route resolve`: the Routing gRPC API from the shell.
 
-Failures are one line and an exit code, as for the scheduler commands (3 refused, 4 unreachable).
+Failures are one line and an exit code, as for the scheduler commands (3 refused, 4 unreachable); answers
+in the CLI's one output style (`suanli.cli.output`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from suanli.cli import config
 from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
+from suanli.cli.output import (
+    TABLE,
+    Format,
+    NoHeadersOption,
+    OutputOption,
+    Rows,
+    SortByOption,
+    emit_rows,
+    note,
+)
 
 if TYPE_CHECKING:
     from suanli.api.routing.v1 import routing_pb2_grpc
@@ -68,41 +78,80 @@ def _routing(addr: str) -> Iterator[routing_pb2_grpc.RoutingStub]:
             raise fail(rpc_failure(exc, addr, service="routing")) from None
 
 
-def _cell(link: Any) -> str:
+_STATUS_STYLE = {2: "yellow", 3: "red"}
+_LINK_NUMBERS = frozenset({"rtt_ms", "jitter_p95_ms", "loss", "gbps", "baseline_ms", "rounds"})
+LINK_COLUMNS = (
+    "from",
+    "to",
+    "status",
+    "rtt_ms",
+    "jitter_p95_ms",
+    "loss",
+    "gbps",
+    "reason",
+    "scope",
+    "baseline_ms",
+    "rounds",
+    "last_probe",
+)
+
+
+def _cell(link: Any) -> Text:
     if link is None:
-        return "-"
-    return f"{link.rtt_ms:.1f} ms {link.loss_ratio:.1%} {STATUS[link.status]}"
+        return Text("-")
+    text = f"{link.rtt_ms:.1f} ms {link.loss_ratio:.1%} {STATUS[link.status]}"
+    return Text(text, style=_STATUS_STYLE.get(link.status, ""))
 
 
-def region_table(matrix: Any) -> Table:
+def matrix_rows(matrix: Any) -> Rows:
+    """The region pairs as a matrix for people: one row per source region, one column per destination."""
     by_pair = {(link.src_region, link.dst_region): link for link in matrix.region_links}
-    table = Table(title="network: RTT / loss / status, rows = from, columns = to")
-    table.add_column("from \\ to")
-    for region in matrix.regions:
-        table.add_column(region, justify="right")
-    for src in matrix.regions:
-        table.add_row(src, *(_cell(by_pair.get((src, dst))) for dst in matrix.regions))
-    return table
+    regions = list(matrix.regions)
+    return Rows(
+        ("from", *regions),
+        [(src, *(_cell(by_pair.get((src, dst))) for dst in regions)) for src in regions],
+        title="network: RTT / loss / status, rows = from, columns = to",
+        right=frozenset(regions),
+        headings=("FROM \\ TO", *regions),
+    )
 
 
-def site_table(matrix: Any) -> Table:
-    table = Table(title="site paths")
-    for name in ("from", "to", "rtt ms", "p95 jitter ms", "loss", "Gbps", "status", "reason"):
-        table.add_column(
-            name, justify="right" if name in {"rtt ms", "p95 jitter ms", "loss", "Gbps"} else "left"
-        )
-    for link in matrix.site_links:
-        table.add_row(
-            f"{link.src_region}/{link.src_site}",
-            f"{link.dst_region}/{link.dst_site}",
-            f"{link.rtt_ms:.1f}",
-            f"{link.jitter_p95_ms:.1f}",
-            f"{link.loss_ratio:.1%}",
-            f"{link.bandwidth_mbps / 1000:.2f}" if link.bandwidth_mbps else "-",
-            STATUS[link.status],
-            link.reason,
-        )
-    return table
+def _end(region: str, site: str) -> str:
+    return f"{region}/{site}" if site else region
+
+
+def links_rows(links: Sequence[Any], title: str = "") -> Rows:
+    """One row per link (a region pair or a site path): what scripts get, and `-o wide` or --sort-by."""
+    from suanli.cli.render import timestamp, to_data
+
+    return Rows(
+        LINK_COLUMNS,
+        [
+            (
+                _end(link.src_region, link.src_site),
+                _end(link.dst_region, link.dst_site),
+                Text(STATUS[link.status], style=_STATUS_STYLE.get(link.status, "")),
+                f"{link.rtt_ms:.1f}",
+                f"{link.jitter_p95_ms:.1f}",
+                f"{link.loss_ratio:.1%}",
+                f"{link.bandwidth_mbps / 1000:.2f}" if link.bandwidth_mbps else "-",
+                link.reason,
+                link.scope,
+                f"{link.baseline_rtt_ms:.1f}",
+                str(link.rounds),
+                timestamp(link.last_probe_at),
+            )
+            for link in links
+        ],
+        title=title,
+        right=_LINK_NUMBERS,
+        wide=frozenset({"scope", "baseline_ms", "rounds", "last_probe"}),
+        kind="link",
+        names=[link.link_id for link in links],
+        items=[to_data(link) for link in links],
+        key="links",
+        wrap=frozenset({"reason"}),
+    )
 
 
 def heat_map(matrix: Any, path: Path) -> None:
@@ -141,20 +190,30 @@ def network(
     png: Annotated[
         Path | None, typer.Option("--png", dir_okay=False, help="Also write a heat map PNG.")
     ] = None,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     routing: Addr = DEFAULT_ADDR,
 ) -> None:
-    """The network view: region RTT / loss / status matrix (and site paths with --sites)."""
+    """The network view: region RTT / loss / status matrix (and site paths with --sites).
+
+    -o wide, --sort-by and the forms for scripts list one row per link (region pairs, then site paths).
+    """
     from suanli.api.routing.v1 import routing_pb2 as pb
 
     with _routing(routing) as stub:
         matrix = stub.GetNetwork(pb.GetNetworkRequest(sites=sites), timeout=TIMEOUT_S)
-    console = Console()
-    console.print(region_table(matrix))
-    if sites:
-        console.print(site_table(matrix))
+    listed = links_rows([*matrix.region_links, *matrix.site_links])
+    data = {"regions": list(matrix.regions), "links": list(listed.items)}
+    if output.format is Format.TABLE and not sort_by:
+        # A matrix reads at a glance, but has no rows to sort and no columns to widen.
+        more = [links_rows(matrix.site_links, "site paths")] if sites else []
+        emit_rows(output, data, matrix_rows(matrix), no_headers=no_headers, more=more)
+    else:
+        emit_rows(output, data, listed, no_headers=no_headers, sort_by=sort_by)
     if png is not None:
         heat_map(matrix, png)
-        typer.echo(f"wrote {png}")
+        note(f"wrote {png}")
 
 
 @route_app.command("resolve")
@@ -173,6 +232,9 @@ def resolve(
     ] = 0.0,
     kind: Annotated[str, typer.Option("--kind", help="training or inference.")] = "training",
     limit: Annotated[int, typer.Option("--limit", min=0, max=1000, help="Candidates to show (0: 10).")] = 0,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    sort_by: SortByOption = "",
     routing: Addr = DEFAULT_ADDR,
 ) -> None:
     """Where a workload should go: ranked candidates with the score per component, and the exclusions."""
@@ -193,42 +255,74 @@ def resolve(
     )
     with _routing(routing) as stub:
         answer = stub.Resolve(request, timeout=TIMEOUT_S)
-    console = Console()
-    console.print(candidates_table(answer, from_region))
-    if answer.excluded:
-        console.print(exclusions_table(answer))
+    from suanli.cli.render import to_data
+
+    data = to_data(answer)
+    more = [exclusions_rows(answer)] if answer.excluded else []
+    rows = candidates_rows(answer, from_region, data["candidates"])
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by, more=more)
 
 
-def candidates_table(answer: Any, origin: str) -> Table:
-    table = Table(title=f"candidates from {origin}, best first")
-    numeric = ("score", "compute", "network", "price", "free CU", "rtt ms", "per hour")
-    for name in ("#", "region", "site", "device", *numeric):
-        table.add_column(name, justify="right" if name in (*numeric, "#") else "left")
+_CANDIDATE_NUMBERS = ("score", "compute", "network", "price", "free_cu", "rtt_ms", "per_hour")
+_CANDIDATE_WIDE = ("gpu_model", "total_cu", "loss", "gbps", "link")
+CANDIDATE_COLUMNS = ("rank", "region", "site", "device", *_CANDIDATE_NUMBERS, "currency", *_CANDIDATE_WIDE)
+
+
+def candidates_rows(answer: Any, origin: str, items: Sequence[Any]) -> Rows:
+    """Ranked candidates with the score per component; `items` are their data, in the answer's order."""
+    rows = []
     for rank, c in enumerate(answer.candidates, start=1):
         s = c.score
-        table.add_row(
-            str(rank),
-            c.region,
-            c.site,
-            c.device_class,
-            f"{s.total:.3f}",
-            f"{s.compute:.3f}",
-            f"{s.network:.3f}",
-            f"{s.price:.3f}",
-            f"{c.free_cu:.0f}",
-            f"{c.rtt_ms:.1f}",
-            f"{c.price_per_hour:.4f} {c.currency}",
+        rows.append(
+            (
+                str(rank),
+                c.region,
+                c.site,
+                c.device_class,
+                f"{s.total:.3f}",
+                f"{s.compute:.3f}",
+                f"{s.network:.3f}",
+                f"{s.price:.3f}",
+                f"{c.free_cu:.0f}",
+                f"{c.rtt_ms:.1f}",
+                f"{c.price_per_hour:.4f}",
+                c.currency,
+                c.gpu_model,
+                f"{c.total_cu:.0f}",
+                f"{c.loss_ratio:.1%}",
+                f"{c.bandwidth_mbps / 1000:.2f}" if c.bandwidth_mbps else "-",
+                STATUS[c.link_status],
+            )
         )
-    return table
+    return Rows(
+        CANDIDATE_COLUMNS,
+        rows,
+        title=f"candidates from {origin}, best first",
+        right=frozenset({"rank", *_CANDIDATE_NUMBERS, "total_cu", "loss", "gbps"}),
+        wide=frozenset(_CANDIDATE_WIDE),
+        kind="pool",
+        names=[f"{c.region}/{c.site}/{c.device_class}" for c in answer.candidates],
+        items=items,
+        key="candidates",
+    )
 
 
-def exclusions_table(answer: Any) -> Table:
-    shown = len(answer.excluded)
-    table = Table(title=f"excluded: {answer.excluded_total} pool(s), {shown} listed")
-    for name in ("region", "site", "device", "code", "reason"):
-        table.add_column(name)
-    for e in answer.excluded:
-        table.add_row(
-            e.region, e.site or "(all)", e.device_class, EXCLUSION.get(e.code, str(e.code)), e.reason
-        )
-    return table
+def exclusions_rows(answer: Any) -> Rows:
+    """Why the other pools cannot take the workload: for people; scripts read `excluded` in the data."""
+    return Rows(
+        ("region", "site", "device", "code", "pools", "reason"),
+        [
+            (
+                e.region,
+                e.site or "(all)",
+                e.device_class,
+                EXCLUSION.get(e.code, str(e.code)),
+                str(e.count),
+                e.reason,
+            )
+            for e in answer.excluded
+        ],
+        title=f"excluded: {answer.excluded_total} pool(s), {len(answer.excluded)} listed",
+        right=frozenset({"pools"}),
+        wrap=frozenset({"reason"}),
+    )

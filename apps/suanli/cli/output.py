@@ -123,6 +123,8 @@ class Rows:
     # Rows of one item (a queue's flavours) repeat its first `group` cells; the table shows them once
     # per run of the item's rows, CSV on every row so each line stands alone.
     group: int = 0
+    # The table's headings, one per column, where capitals would misspell them (a matrix's region names).
+    headings: Sequence[str] = ()
 
 
 def plain_text(cell: Cell) -> str:
@@ -139,8 +141,9 @@ def rows_table(rows: Rows, *, wide: bool = False, headers: bool = True) -> Table
     shown = [i for i, name in enumerate(rows.columns) if wide or name not in rows.wide]
     for i in shown:
         name = rows.columns[i]
+        heading = rows.headings[i] if rows.headings else _heading(name)
         table.add_column(
-            _heading(name), justify="right" if name in rows.right else "left", no_wrap=name not in rows.wrap
+            heading, justify="right" if name in rows.right else "left", no_wrap=name not in rows.wrap
         )
     for n, row in enumerate(rows.rows):
         repeated = rows.group and n and rows.names and rows.names[n] == rows.names[n - 1]
@@ -385,10 +388,19 @@ def _machine(out: Output, data: Any) -> None:
         typer.echo(dump(data, out.format))
 
 
-def emit_rows(out: Output, data: Any, rows: Rows, *, no_headers: bool = False, sort_by: str = "") -> None:
+def emit_rows(
+    out: Output,
+    data: Any,
+    rows: Rows,
+    *,
+    no_headers: bool = False,
+    sort_by: str = "",
+    more: Sequence[Rows] = (),
+) -> None:
     """`rows` as a table, names or CSV; `data` (the whole answer) as JSON, YAML or through jsonpath.
 
-    --sort-by orders all forms alike: the table's rows and the items under `data[rows.key]`.
+    --sort-by orders all forms alike: the table's rows and the items under `data[rows.key]`. `more` are
+    further tables for people after a blank line (a route's exclusions); scripts find them in `data`.
     """
     rows = sorted_rows(rows, sort_by)
     if sort_by and rows.key and isinstance(data, dict):
@@ -401,9 +413,12 @@ def emit_rows(out: Output, data: Any, rows: Rows, *, no_headers: bool = False, s
         for name in names:
             typer.echo(f"{rows.kind}/{name}" if rows.kind else name)
     elif out.human:
-        if rows.title and not no_headers:
-            stdout.print(Text(rows.title), soft_wrap=True)
-        show(rows_table(rows, wide=fmt is Format.WIDE, headers=not no_headers))
+        for n, section in enumerate((rows, *more)):
+            if n and not no_headers:
+                stdout.print()
+            if section.title and not no_headers:
+                stdout.print(Text(section.title), soft_wrap=True)
+            show(rows_table(section, wide=fmt is Format.WIDE, headers=not no_headers))
     else:
         _machine(out, data)
 

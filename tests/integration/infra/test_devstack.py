@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -24,6 +25,9 @@ def test_dev_up_status_down(service_home: Path) -> None:
         status = runner.invoke(app, ["dev", "status", "--home", str(home)])
         assert status.exit_code == 0, status.output
         assert "running" in status.output
+        as_data = runner.invoke(app, ["dev", "status", "--home", str(home), "-o", "json"])
+        states = {c["name"]: c["state"] for c in json.loads(as_data.stdout)["components"]}
+        assert states == {"broker": "running", "postgres": "running"}
     finally:
         down = runner.invoke(app, ["dev", "down", "--home", str(home)])
     assert down.exit_code == 0

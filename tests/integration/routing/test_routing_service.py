@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 import secrets
 import signal
@@ -467,6 +468,15 @@ async def test_the_cli_shows_the_matrix_resolves_and_reports_bad_regions(
     ranked = await asyncio.to_thread(runner.invoke, cli, args, env=env)
     assert ranked.exit_code == 0, ranked.output
     assert "RsNear" in ranked.output and "LINK_DOWN" in ranked.output and "RTT" in ranked.output
+    as_data = await asyncio.to_thread(runner.invoke, cli, [*args, "-o", "json"], env=env)
+    answer = json.loads(as_data.stdout)
+    ours = [c for c in answer["candidates"] if c["region"].startswith("Rs")]
+    assert [c["region"] for c in ours] == ["RsNear", "RsHome"] and ours[0]["score"]["total"] > 0
+    assert {"EXCLUSION_CODE_LINK_DOWN", "EXCLUSION_CODE_RTT"} <= {e["code"] for e in answer["excluded"]}
+    listed = await asyncio.to_thread(runner.invoke, cli, ["network", "-o", "json"], env=env)
+    links = json.loads(listed.stdout)["links"]
+    to_cut = {(x["src_region"], x["status"]) for x in links if x["dst_region"] == "RsCut"}
+    assert ("RsHome", "LINK_STATUS_DOWN") in to_cut
     bad = await asyncio.to_thread(runner.invoke, cli, ["route", "resolve", "--from", "Atlantis"], env=env)
     assert bad.exit_code == 3
     assert "INVALID_ARGUMENT: from_region: unknown region 'Atlantis'; known regions:" in bad.output

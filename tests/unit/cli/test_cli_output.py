@@ -118,6 +118,21 @@ def test_wide_adds_its_columns_and_no_headers_drops_the_heading(
     assert lines(capsys)[0] == ["h200", "h200", "compute,", "cn-east", "18.000000"]  # no title either
 
 
+def test_more_tables_follow_for_people_and_stay_out_of_the_script_forms(
+    capsys: pytest.CaptureFixture[str], piped: None
+) -> None:
+    more = Rows(("region", "reason"), [("tokyo", "r" * 100)], "excluded: 1", headings=("Region", "Why"))
+    emit_rows(Output(), DATA, ROWS, more=[more])
+    shown = lines(capsys)
+    assert shown[4:] == [[], ["excluded:", "1"], ["Region", "Why"], ["tokyo", "r" * 100]]
+    emit_rows(Output(), DATA, ROWS, no_headers=True, more=[more])
+    assert lines(capsys)[2:] == [["tokyo", "r" * 100]]  # no blank line, title or heading between
+    emit_rows(Output(Format.CSV), DATA, ROWS, more=[more])
+    assert capsys.readouterr().out == rows_csv(ROWS)
+    emit_rows(Output(Format.JSON), DATA, ROWS, more=[more])
+    assert json.loads(capsys.readouterr().out) == DATA
+
+
 def test_a_detail_view_is_not_cut_when_piped(capsys: pytest.CaptureFixture[str], piped: None) -> None:
     emit(Output(), {"id": "j-1"}, Text("x" * 150), name="job/j-1")
     assert capsys.readouterr().out.strip() == "x" * 150
