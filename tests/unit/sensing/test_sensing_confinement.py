@@ -104,6 +104,20 @@ async def test_memory_and_cpu_time_are_capped_by_rlimits(tmp_path: Path) -> None
     assert resource.getrlimit(resource.RLIMIT_CPU)[0] != 7
 
 
+async def test_the_task_keeps_its_pid_and_a_missing_command_is_a_launch_error(tmp_path: Path) -> None:
+    # The limits are taken on by a small process that then becomes the task: the pid the agent reports
+    # (and signals) is the task's own.
+    launcher = ProcessLauncher("n1", log_dir=tmp_path, confinement=Confinement(cpu_seconds=60))
+    script = "import os, sys; print(os.getpid(), os.path.basename(sys.argv[0]))"
+    placement = parse_placement(_record(command=[sys.executable, "-c", script]))
+    task = await launcher.launch(placement)
+    assert await asyncio.wait_for(task.wait(), 30) == 0
+    assert (tmp_path / "job-1-w-0.1.log").read_text().split() == [str(task.pid), "-c"]
+    missing = parse_placement(_record(task_id="t2", command=["no-such-program-x", "--flag"]))
+    with pytest.raises(LaunchError, match="'no-such-program-x': not found"):
+        await launcher.launch(missing)
+
+
 async def test_limits_off_sets_no_rlimit(tmp_path: Path) -> None:
     launcher = ProcessLauncher("n1", log_dir=tmp_path, confinement=Confinement(limits=False))
     script = "import resource; print(resource.getrlimit(resource.RLIMIT_AS))"

@@ -18,8 +18,8 @@ import contextlib
 import logging
 import os
 import pwd
-import resource
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,31 +165,46 @@ def _cgroup2_mount(mountinfo: Path) -> Path | None:
     return None
 
 
-def preexec(
+# Run as `python -I -S -c _CONFINE CGROUP AS_BYTES CPU_SECONDS UID GID PATH ARG...` (empty or 0: not
+# applied). In this order: the cgroup's files and the limits may need the agent's privileges, which the
+# process gives up last; then it becomes the task (same pid: cgroup, limits and user carry over the exec).
+# The soft CPU limit sends SIGXCPU, the hard one a second later SIGKILL.
+_CONFINE = (
+    "import os, resource, sys\n"
+    "cgroup, memory, cpu, uid, gid = sys.argv[1:6]\n"
+    "memory, cpu = int(memory), int(cpu)\n"
+    "if cgroup:\n    with open(cgroup, 'w') as procs:\n        procs.write('0')\n"
+    "if memory:\n    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))\n"
+    "if cpu:\n    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))\n"
+    "if uid:\n    os.setgroups([]); os.setgid(int(gid)); os.setuid(int(uid))\n"
+    "os.execv(sys.argv[6], sys.argv[6:])\n"
+)
+
+
+def confined_command(
+    executable: str,
+    args: Sequence[str],
     *,
+    cgroup: Path | None,
     memory_bytes: int,
     cpu_seconds: int,
-    cgroup: Path | None,
     user: TaskUser | None,
-) -> Callable[[], None]:
-    """What the child runs between fork and exec: join its cgroup, set its rlimits, then drop to the
-    task's user. In this order: the cgroup's files and raising limits need the agent's privileges, which
-    the child gives up last (so Popen's own ``user=``, applied before any preexec, is not used).
+) -> list[str]:
+    """The argv that runs ``executable`` (a resolved path) with ``args`` in its cgroup, under the rlimits,
+    as the task's user: a minimal Python (isolated, no site: ~10 ms) confines itself, then execs the task.
 
-    Runs in the forked child, so it does only system calls (no logging, no locks).
+    Not a ``preexec_fn``: that runs Python code in a fork of the agent, a process full of gRPC and Kafka
+    threads, and with ``RLIMIT_AS`` (below the agent's own virtual size) already in force there, the child
+    died with SIGSEGV before its exec now and then: a task that never wrote a line, exit code -11.
+    Popen's own ``user=`` is not used either: it drops the privileges before the cgroup is joined.
     """
-
-    def confine() -> None:
-        if cgroup is not None:
-            (cgroup / "cgroup.procs").write_text("0")
-        if memory_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        if cpu_seconds:
-            # The soft limit sends SIGXCPU, the hard one a second later SIGKILL.
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-        if user is not None:
-            os.setgroups([])
-            os.setgid(user.gid)
-            os.setuid(user.uid)
-
-    return confine
+    if cgroup is None and not memory_bytes and not cpu_seconds and user is None:
+        return [executable, *args]
+    settings = [
+        str(cgroup / "cgroup.procs") if cgroup is not None else "",
+        str(memory_bytes),
+        str(cpu_seconds),
+        str(user.uid) if user is not None else "",
+        str(user.gid) if user is not None else "",
+    ]
+    return [sys.executable, "-I", "-S", "-c", _CONFINE, *settings, executable, *args]

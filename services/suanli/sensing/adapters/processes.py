@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
@@ -22,10 +23,9 @@ from suanli.sensing.adapters.confinement import (
     CgroupV2,
     Confinement,
     ConfinementError,
-    TaskUser,
     base_environment,
+    confined_command,
     own_home,
-    preexec,
     resolve_user,
 )
 from suanli.sensing.adapters.task_logs import write_owner
@@ -121,15 +121,22 @@ class ProcessLauncher:
             output = path.open("ab")
         cgroup = None
         try:
+            executable = self._executable(placement, env)
             cgroup = self._task_cgroup(name, placement)
+            argv = confined_command(
+                executable,
+                placement.command[1:],
+                cgroup=cgroup,
+                user=user,
+                **self._rlimits(placement, cgroup),
+            )
             process = await asyncio.create_subprocess_exec(
-                *placement.command,
+                *argv,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT if output is not None else None,
                 start_new_session=True,
-                preexec_fn=self._preexec(placement, cgroup, user),
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             if cgroup is not None and self._cgroup is not None:
@@ -152,17 +159,24 @@ class ProcessLauncher:
             return None
         return self._cgroup.create(name, placement.memory_mib, placement.cpu_milli)
 
-    def _preexec(
-        self, placement: Placement, cgroup: Path | None, user: TaskUser | None
-    ) -> Callable[[], None] | None:
+    @staticmethod
+    def _executable(placement: Placement, env: Mapping[str, str]) -> str:
+        """The command's executable, found on the task's own PATH as exec would: a missing one is a
+        launch error, not a task that starts and fails."""
+        path = env.get("PATH", "")
+        found = shutil.which(placement.command[0], path=path)
+        if found is None:
+            raise LaunchError(f"{placement.command[0]!r}: not found (the task's PATH is {path!r})")
+        return found
+
+    def _rlimits(self, placement: Placement, cgroup: Path | None) -> dict[str, int]:
+        """The rlimits of a task: CPU seconds when set; virtual memory only without a cgroup."""
         memory = cpu_seconds = 0
         if self._conf.limits:
             cpu_seconds = self._conf.cpu_seconds
             if cgroup is None and placement.memory_mib and self._conf.address_space_factor > 0:
                 memory = int(placement.memory_mib * MIB * self._conf.address_space_factor)
-        if not (memory or cpu_seconds or cgroup or user):
-            return None
-        return preexec(memory_bytes=memory, cpu_seconds=cpu_seconds, cgroup=cgroup, user=user)
+        return {"memory_bytes": memory, "cpu_seconds": cpu_seconds}
 
 
 class ProcessUsageProbe:
