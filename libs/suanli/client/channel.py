@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -41,15 +41,37 @@ class _AioBearerStream(_AioMetadata, grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(self._details(details), request)
 
 
-def aio_bearer_channel(address: str, value: str, ca_pem: bytes | None = None) -> grpc.aio.Channel:
+ChannelOptions = Sequence[tuple[str, Any]]
+
+
+def aio_bearer_channel(
+    address: str, value: str, ca_pem: bytes | None = None, options: ChannelOptions = ()
+) -> grpc.aio.Channel:
     """A grpc.aio channel to ``address`` sending ``value`` as its bearer token (empty: none).
 
-    TLS trusting ``ca_pem`` when given, else plaintext.
+    TLS trusting ``ca_pem`` when given, else plaintext; ``options`` are gRPC channel arguments.
     """
     interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
     if ca_pem is None:
-        return grpc.aio.insecure_channel(address, interceptors=interceptors)
-    return grpc.aio.secure_channel(address, credentials(ca_pem), interceptors=interceptors)
+        return grpc.aio.insecure_channel(address, options=options or None, interceptors=interceptors)
+    return grpc.aio.secure_channel(
+        address, credentials(ca_pem), options=options or None, interceptors=interceptors
+    )
+
+
+def reconnect_options(initial_s: float, max_s: float) -> list[tuple[str, int]]:
+    """Channel arguments that bound gRPC's own reconnection backoff to a caller's retry policy.
+
+    A channel that could not connect fails every call at once until its next connection attempt, and
+    gRPC spaces those attempts out to 120 s by default: a client retrying UNAVAILABLE every second would
+    keep failing for up to two minutes after the server came back.
+    """
+    initial_ms, max_ms = max(1, round(initial_s * 1000)), max(1, round(max_s * 1000))
+    return [
+        ("grpc.initial_reconnect_backoff_ms", initial_ms),
+        ("grpc.min_reconnect_backoff_ms", initial_ms),
+        ("grpc.max_reconnect_backoff_ms", max_ms),
+    ]
 
 
 def credentials(ca_pem: bytes) -> grpc.ChannelCredentials:

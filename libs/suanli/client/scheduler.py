@@ -24,7 +24,7 @@ import grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.client import config as client_config
-from suanli.client.channel import aio_bearer_channel
+from suanli.client.channel import aio_bearer_channel, reconnect_options
 from suanli.jobspec import JobSpec, to_proto
 
 T = TypeVar("T")
@@ -80,7 +80,10 @@ class SchedulerClient:
         self.deadline_s = deadline_s
         self.retry = retry or Retry()
         self._owns_channel = channel is None
-        self._channel = channel if channel is not None else aio_bearer_channel(address, token, ca_pem)
+        if channel is None:
+            reconnect = reconnect_options(self.retry.initial_backoff_s, self.retry.max_backoff_s)
+            channel = aio_bearer_channel(address, token, ca_pem, reconnect)
+        self._channel = channel
         self._stub = pb_grpc.SchedulerStub(self._channel)
         self._clock = clock
         self._sleep = sleep

@@ -141,14 +141,17 @@ async def test_unavailable_is_retried_until_the_scheduler_answers_within_the_dea
     await nothing.close()
     submitting = asyncio.create_task(client.submit(parse_jobspec(SPEC), request_id="late"))
     cfg = config(pg_dsn, kafka_bootstrap, topic_prefix, tmp_path)
-    app = await started(cfg.model_copy(update={"listen": f"127.0.0.1:{port}"}))
+    # Each phase bounded on its own, so a hang says where it was (the test's own timeout does not).
+    app = await asyncio.wait_for(started(cfg.model_copy(update={"listen": f"127.0.0.1:{port}"})), 45)
     try:
-        job = await asyncio.wait_for(submitting, 60)
+        # The channel's own reconnection backoff follows the retry policy (at most 0.5 s here, not
+        # gRPC's 120 s), so the retries reach the scheduler soon after it listens.
+        job = await asyncio.wait_for(submitting, 30)
         assert job.state == pb.JOB_STATE_PENDING and job.id in {j.id for j in await client.list()}
         assert job.state not in FINAL_STATES
     finally:
         await client.close()
-        await app.stop()
+        await asyncio.wait_for(app.stop(), 30)
 
 
 async def test_the_client_example_submits_and_follows_to_the_end(

@@ -112,3 +112,26 @@ async def test_attempts_bound_the_tries_and_no_retry_means_one() -> None:
         with pytest.raises(grpc.aio.AioRpcError):
             await client._call(method, pb.GetJobRequest(), None)
     assert len(method.requests) == 1
+
+
+def test_the_channel_reconnects_as_often_as_the_client_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gRPC spaces a dead channel's connection attempts out to 120 s, failing every call in between at
+    # once; the client's channel keeps them within its own retry pauses.
+    from suanli.client import channel as channel_module
+    from suanli.client import scheduler as scheduler_module
+
+    seen: list[Any] = []
+
+    def opened(address: str, token: str, ca: bytes | None, options: Any = ()) -> Any:
+        seen.append(dict(options))
+        return channel_module.aio_bearer_channel(address, token, ca, options)
+
+    monkeypatch.setattr(scheduler_module, "aio_bearer_channel", opened)
+    SchedulerClient("127.0.0.1:1", retry=Retry(initial_backoff_s=0.1, max_backoff_s=0.5))
+    assert seen == [
+        {
+            "grpc.initial_reconnect_backoff_ms": 100,
+            "grpc.min_reconnect_backoff_ms": 100,
+            "grpc.max_reconnect_backoff_ms": 500,
+        }
+    ]
