@@ -35,7 +35,6 @@ from suanli.cli.output import (
     SortByOption,
     emit,
     emit_rows,
-    note,
     stdout,
 )
 from suanli.cli.render import (
@@ -282,15 +281,7 @@ def list_command(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="At most this many jobs (0: all).")
     ] = 100,
-    continue_token: Annotated[
-        str,
-        typer.Option(
-            "--continue",
-            metavar="TOKEN",
-            help="Go on where a listing stopped (the token it printed), with the same filters.",
-            show_default=False,
-        ),
-    ] = "",
+    continue_token: paging.ContinueOption = "",
     oldest_first: Annotated[
         bool, typer.Option("--oldest-first", help="In submission order instead of newest first.")
     ] = False,
@@ -340,8 +331,7 @@ def list_command(
         jobs, token = listing()
     data, rows = jobs_answer(jobs)
     emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
-    if token:
-        note(f"(first {len(jobs)} shown; --continue {token} for more, --limit 0 lists all)")
+    paging.more(len(jobs), token)
 
 
 @app.command()
