@@ -79,6 +79,11 @@ def micros(at: datetime) -> int:
     return (at - EPOCH) // MICROSECOND
 
 
+def instant(micros: int) -> datetime:
+    """The instant of a key part `micros` made."""
+    return EPOCH + micros * MICROSECOND
+
+
 def cursor(key: Key) -> str:
     """The opaque token of a row's key."""
     return base64.urlsafe_b64encode(json.dumps(list(key), separators=(",", ":")).encode()).decode()
