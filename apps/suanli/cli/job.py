@@ -232,9 +232,10 @@ def list_jobs(
     token: str = "",
     newest_first: bool = True,
     keep: Callable[[pb.Job], bool] | None = None,
+    until: Callable[[pb.Job], bool] | None = None,
 ) -> tuple[list[pb.Job], str]:
-    """Up to `limit` jobs (0: all) from `token` on that `keep` keeps, and the token to continue after
-    them ("": no more)."""
+    """Up to `limit` jobs (0: all) from `token` on that `keep` keeps, up to the first `until` is true of,
+    and the token to continue after them ("": no more)."""
 
     def fetch(size: int, page_token: str) -> tuple[Sequence[pb.Job], str]:
         request = pb.ListJobsRequest(
@@ -247,7 +248,7 @@ def list_jobs(
         page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
         return page.jobs, page.next_page_token
 
-    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep)
+    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep, until=until)
 
 
 def jobs_answer(jobs: Sequence[pb.Job]) -> tuple[dict[str, Any], Rows]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -29,15 +30,20 @@ def collect_from(
     limit: int = 0,
     token: str = "",
     keep: Callable[[T], bool] | None = None,
+    until: Callable[[T], bool] | None = None,
 ) -> tuple[list[T], str]:
     """Items across pages from `token` on that `keep` keeps (default all), at most `limit` (0: all), and
     the token that continues after the last of them ("" when nothing is left). A page never asks for more
     than the limit leaves, so even with `keep` no item is fetched past the last one returned: the
-    server's token then points exactly past it."""
+    server's token then points exactly past it. The first item `until` is true of ends the listing:
+    neither it nor any after it is wanted (a time bound on an ordered listing)."""
     items: list[T] = []
     while True:
         size = page_size if not limit else min(page_size, limit - len(items))
         page, token = fetch(size, token)
+        if until is not None and any(until(item) for item in page):
+            page = list(itertools.takewhile(lambda item: not until(item), page))
+            token = ""
         items.extend(page if keep is None else [item for item in page if keep(item)])
         if limit and len(items) >= limit:
             return items[:limit], token

@@ -26,6 +26,11 @@ from .authkit import OTHER, OWN, Platform, bearer
 RUNNER = CliRunner(env={"COLUMNS": "300"})
 
 
+def stores(plat: Platform, dsn: str) -> list[str]:
+    """The options that point `suanli audit` at the platform's event store and token ledger."""
+    return ["--dsn", dsn, "--scheduling-schema", plat.scheduling_schema, "--auth-schema", plat.auth_schema]
+
+
 async def test_command_events_name_their_principal_and_audit_lists_them(plat: Platform, pg_dsn: str) -> None:
     member_id, member = await plat.issue(Role.TENANT_MEMBER)
     _, operator = await plat.issue(Role.PLATFORM_ADMIN, tenant="")  # of no tenant
@@ -51,14 +56,7 @@ async def test_command_events_name_their_principal_and_audit_lists_them(plat: Pl
     assert stream["JobCancelled"]["principal"] == expected
     assert stream["JobCancelled"]["requested_by"] == f"tenant-member-user@{OWN}#{member_id}"
 
-    schemas = [
-        "--dsn",
-        pg_dsn,
-        "--scheduling-schema",
-        plat.scheduling_schema,
-        "--auth-schema",
-        plat.auth_schema,
-    ]
+    schemas = stores(plat, pg_dsn)
 
     def audit(*args: str) -> list[str]:
         result = RUNNER.invoke(app, ["audit", "-o", "csv", "--no-headers", *args, *schemas])
@@ -88,14 +86,7 @@ async def test_command_events_name_their_principal_and_audit_lists_them(plat: Pl
 async def test_audit_pages_newest_first_and_continues_past_new_entries(plat: Platform, pg_dsn: str) -> None:
     for _ in range(5):
         await plat.issue(Role.VIEWER)
-    where = [
-        "--dsn",
-        pg_dsn,
-        "--scheduling-schema",
-        plat.scheduling_schema,
-        "--auth-schema",
-        plat.auth_schema,
-    ]
+    where = stores(plat, pg_dsn)
 
     def run(extra: Sequence[str]) -> Result:
         return RUNNER.invoke(app, ["audit", "--subject", "test", "-o", "csv", "--no-headers", *extra, *where])

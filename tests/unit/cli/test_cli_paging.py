@@ -82,3 +82,10 @@ def test_a_token_of_another_listing_is_a_usage_error(token: str) -> None:
     with pytest.raises(typer.Exit) as exited:
         newest_first([(1, "a")], lambda row: row, token=token)
     assert exited.value.exit_code == 2
+
+
+def test_until_ends_the_listing_at_the_first_item_past_the_bound() -> None:
+    pages = Pages(30)
+    items, token = collect_from(pages, page_size=10, until=lambda n: n >= 14)
+    assert items == list(range(14)) and token == ""
+    assert len(pages.requests) == 2  # nothing fetched past the bound's page
