@@ -12,21 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.auth.principal import tenant_of_queue
-from suanli.cli import config
+from suanli.cli import config, paging
 from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, rpc_failure, scheduler
-from suanli.cli.job import PAGE_SIZE, state_option
+from suanli.cli.job import list_jobs, state_option
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows, note
 from suanli.cli.render import duration, state_name, timestamp, to_data
 from suanli.cli.selectors import in_subtree
-
-if TYPE_CHECKING:
-    from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 
 BILLING_ENV = "SUANLI_BILLING_ADDR"
 BILLING_BUILTIN = "localhost:50055"
@@ -79,32 +76,6 @@ def parse_since(text: str, now: datetime) -> datetime:
             param_hint="--since",
         ) from None
     return at if at.tzinfo else at.replace(tzinfo=UTC)
-
-
-def _jobs(
-    stub: scheduler_pb2_grpc.SchedulerStub, queue: str, state: int, since: datetime | None, limit: int
-) -> list[pb.Job]:
-    """Newest first, down to `since` (the listing stops at the first job submitted before it)."""
-    found: list[pb.Job] = []
-    token = ""
-    while True:
-        request = pb.ListJobsRequest(
-            queue=queue,
-            state=state,  # type: ignore[arg-type]
-            page_size=PAGE_SIZE,
-            page_token=token,
-            newest_first=True,
-        )
-        page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
-        for job in page.jobs:
-            if since is not None and job.submitted_at.ToDatetime(tzinfo=UTC) < since:
-                return found
-            found.append(job)
-            if limit and len(found) >= limit:
-                return found
-        token = page.next_page_token
-        if not token or not page.jobs:
-            return found
 
 
 class Charges:
@@ -219,6 +190,7 @@ def acct(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="At most this many jobs (0: all).")
     ] = 100,
+    continue_token: paging.ContinueOption = "",
     charges: Annotated[
         bool,
         typer.Option("--charges/--no-charges", help="Ask billing for each job's CU-hours and billed amount."),
@@ -240,22 +212,36 @@ def acct(
     """Accounting per job, newest first: elapsed, GPU-hours, CU-hours and cost (like sacct).
 
     Elapsed, GPU- and CPU-hours and the expected cost come from the scheduler's record of each attempt;
-    CU-hours and the billed amount from billing's charges of the job. -o csv|json exports them.
+    CU-hours and the billed amount from billing's charges of the job. -o csv|json exports them. When more
+    jobs are left, stderr says how to go on: --continue TOKEN lists the next ones.
     """
     wanted = state_option(state)
     start = parse_since(since, datetime.now(UTC)) if since else None
     below = in_subtree(queue) if queue else None
+
+    def keep(job: pb.Job) -> bool:
+        return (below is None or below(job.spec.queue)) and (
+            not tenant or tenant_of_queue(job.spec.queue) == tenant
+        )
+
+    def before_start(job: pb.Job) -> bool:
+        # Newest first: the first job submitted before --since ends the listing.
+        return start is not None and job.submitted_at.ToDatetime(tzinfo=UTC) < start
+
     out: list[tuple[pb.Job, pb.JobDescription, Billed | None]] = []
     with scheduler(address) as stub, Charges(billing) as bills:
-        for job in _jobs(stub, "", wanted, start, 0 if (below or tenant) else limit):
-            if below is not None and not below(job.spec.queue):
-                continue
-            if tenant and tenant_of_queue(job.spec.queue) != tenant:
-                continue
+        jobs, token = list_jobs(
+            stub,
+            "",
+            wanted,
+            limit,
+            token=continue_token,
+            keep=keep if (below or tenant) else None,
+            until=before_start if start else None,
+        )
+        for job in jobs:
             described = stub.DescribeJob(pb.DescribeJobRequest(job_id=job.id), timeout=UNARY_TIMEOUT_S)
             out.append((job, described, bills.of(job) if charges else None))
-            if limit and len(out) >= limit:
-                break
     gpu_hours = sum(d.accounting.gpu_hours for _, d, _ in out)
     billed = [b for _, _, b in out if b is not None]
     title = f"{len(out)} jobs: {gpu_hours:.3f} GPU-hours"
@@ -276,5 +262,6 @@ def acct(
         key="jobs",
     )
     emit_rows(output, {"jobs": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
+    paging.more(len(out), token)
     if charges and bills.problem:
         note(f"billing: {bills.problem}; CU-hours and billed amounts are left out")

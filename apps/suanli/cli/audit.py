@@ -14,6 +14,7 @@ import typer
 
 from suanli.auth.audit import AuditEntry, read_entries, select
 from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
+from suanli.cli import paging
 from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.eventstore import PostgresEventStore
@@ -37,7 +38,7 @@ async def _entries(dsn: str, schemas: tuple[str, ...]) -> list[AuditEntry]:
     found: list[AuditEntry] = []
     for schema in schemas:
         async with await PostgresEventStore.connect(dsn, schema=schema, max_size=1) as store:
-            found += await read_entries(store)
+            found += await read_entries(store, schema)
     return found
 
 
@@ -50,7 +51,10 @@ def audit(
         str | None, typer.Option("--since", help="From this ISO time (UTC unless given).")
     ] = None,
     until: Annotated[str | None, typer.Option("--until", help="Before this ISO time.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="The newest N entries.")] = 200,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="At most this many entries (0: all).")
+    ] = 200,
+    continue_token: paging.ContinueOption = "",
     dsn: Annotated[
         str, typer.Option("--dsn", envvar="SUANLI_PG_DSN", help="The platform's PostgreSQL.")
     ] = "",
@@ -64,7 +68,10 @@ def audit(
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
 ) -> None:
-    """Who did what: jobs submitted and cancelled, tokens issued and revoked, oldest first."""
+    """Who did what: jobs submitted and cancelled, tokens issued and revoked, newest first.
+
+    When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
+    """
     if not dsn:
         raise fail(Failure("no database: pass --dsn or set SUANLI_PG_DSN", EXIT_USAGE))
     window = _time(since, "--since"), _time(until, "--until")
@@ -72,7 +79,8 @@ def audit(
         found = asyncio.run(_entries(dsn, (scheduling_schema, auth_schema)))
     except OSError as exc:
         raise fail(Failure(f"cannot reach PostgreSQL: {exc}", EXIT_UNREACHABLE)) from None
-    rows = select(found, tenant=tenant, subject=subject, since=window[0], until=window[1])[-limit:]
+    chosen = select(found, tenant=tenant, subject=subject, since=window[0], until=window[1])
+    rows, token = paging.newest_first(chosen, _key, limit=limit, token=continue_token)
     items = [_item(e) for e in rows]
     table = Rows(
         COLUMNS,
@@ -85,6 +93,11 @@ def audit(
         key="entries",
     )
     emit_rows(output, {"entries": items}, table, no_headers=no_headers, sort_by=sort_by)
+    paging.more(len(rows), token)
+
+
+def _key(entry: AuditEntry) -> paging.Key:
+    return paging.micros(entry.at), entry.store, entry.position
 
 
 def _item(entry: AuditEntry) -> dict[str, str]:

@@ -23,6 +23,7 @@ from rich.console import Console
 from suanli.auth.ledger import DEFAULT_SCHEMA, TokenLedger, TokenRecord
 from suanli.auth.principal import Role
 from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
+from suanli.cli import paging
 from suanli.cli.client import EXIT_USAGE, Failure, fail
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.clock import SystemClock
@@ -174,17 +175,31 @@ def token_rows(records: list[TokenRecord]) -> Rows:
 
 @token_app.command("list")
 def list_tokens(
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="At most this many tokens (0: all).")
+    ] = 100,
+    continue_token: paging.ContinueOption = "",
     dsn: Dsn = "",
     schema: Schema = DEFAULT_SCHEMA,
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
 ) -> None:
-    """Every token in the ledger with its subject, tenant, roles, expiry and revocation."""
+    """The tokens in the ledger, newest first, with their subject, tenant, roles, expiry and revocation.
+
+    When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
+    """
     if not dsn:
         raise fail(Failure("no ledger: pass --dsn or set SUANLI_PG_DSN", EXIT_USAGE))
-    rows = token_rows(_with_ledger(dsn, schema, lambda ledger: ledger.tokens()))
+    records = _with_ledger(dsn, schema, lambda ledger: ledger.tokens())
+    shown, token = paging.newest_first(records, _issued, limit=limit, token=continue_token)
+    rows = token_rows(shown)
     emit_rows(output, {"tokens": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
+    paging.more(len(shown), token)
+
+
+def _issued(record: TokenRecord) -> paging.Key:
+    return paging.micros(record.issued_at), record.token_id
 
 
 @token_app.command("revoke")

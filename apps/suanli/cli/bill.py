@@ -7,12 +7,12 @@ and the CLI's one output style (`-o table|wide|name|json|yaml|csv|jsonpath=`, `-
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from suanli.cli import config
+from suanli.cli import config, paging
 from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
 from suanli.cli.output import TABLE, NoHeadersOption, Output, OutputOption, Rows, SortByOption, emit_rows
 from suanli.cli.render import to_data
@@ -104,20 +104,6 @@ def usage(
     emit_rows(output, to_data(answer), rows, no_headers=no_headers, sort_by=sort_by)
 
 
-def _pages(billing: str, request: Any, limit: int) -> Iterator[Any]:
-    seen = 0
-    while True:
-        answer = _call(billing, "ListCharges", request)
-        for charge in answer.charges:
-            if limit and seen >= limit:
-                return
-            seen += 1
-            yield charge
-        if not answer.next_page_token:
-            return
-        request.page_token = answer.next_page_token
-
-
 _CHARGE_COLUMNS = (
     "charge_id",
     "job_id",
@@ -148,18 +134,34 @@ def charges(
         ),
     ] = "current",
     job: Annotated[str, typer.Option("--job", help="Only this job's charges.")] = "",
-    limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 0,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many (0: all).")] = 0,
+    continue_token: paging.ContinueOption = "",
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
     billing: Addr = DEFAULT_ADDR,
 ) -> None:
-    """Charges of a tenant, oldest first (all pages)."""
+    """Charges of a tenant, newest first (all pages unless --limit).
+
+    When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
+    """
     from suanli.api.billing.v1 import billing_pb2 as pb
 
     wanted = "" if period.strip().lower() == ALL_PERIODS else period
-    request = pb.ListChargesRequest(tenant=tenant, period=wanted, job_id=job, page_size=PAGE_SIZE)
-    found = list(_pages(billing, request, limit))
+
+    def fetch(size: int, page_token: str) -> tuple[Sequence[Any], str]:
+        request = pb.ListChargesRequest(
+            tenant=tenant,
+            period=wanted,
+            job_id=job,
+            page_size=size,
+            page_token=page_token,
+            newest_first=True,
+        )
+        answer = _call(billing, "ListCharges", request)
+        return answer.charges, answer.next_page_token
+
+    found, token = paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=continue_token)
     rows = Rows(
         _CHARGE_COLUMNS,
         [
@@ -187,6 +189,7 @@ def charges(
         key="charges",
     )
     emit_rows(output, {"charges": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
+    paging.more(len(found), token)
 
 
 def _emit_invoice(answer: Any, output: Output, no_headers: bool, sort_by: str) -> None:

@@ -23,6 +23,7 @@ from rich.text import Text
 from suanli.bus.dlq import DeadLetter, NotReplayable, Selection, TopicSummary, decode_value, dlq_name
 from suanli.bus.dlq_kafka import DeadLetterTopics, UnknownDeadLetterTopic, replay
 from suanli.bus.publisher import EventPublisher, ProducerSettings
+from suanli.cli import paging
 from suanli.cli.client import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
 from suanli.cli.output import (
     TABLE,
@@ -272,18 +273,32 @@ def show(
     topic: TopicArg,
     reason: ReasonOpt = None,
     since: SinceOpt = None,
-    limit: LimitOpt = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="At most this many records (0: all).")
+    ] = 20,
+    continue_token: paging.ContinueOption = "",
     output: OutputOption = TABLE,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     prefix: Prefix = "",
 ) -> None:
-    """Records of a dead-letter topic: why, where from, the event when it decodes (else a bytes summary)."""
+    """Records of a dead-letter topic, newest first: why, where from, the event when it decodes (else a
+    bytes summary).
+
+    When more are left, stderr says how to go on: --continue TOKEN shows the next ones.
+    """
     name = dlq_name(topic, prefix)
-    selection = _selection(reason, since, limit)
-    letters = _run(bootstrap, lambda topics: _selected(topics, name, selection))
+    selection = _selection(reason, since, None)
+    matching = _run(bootstrap, lambda topics: _selected(topics, name, selection))
+    letters, token = paging.newest_first(matching, _dead_lettered, limit=limit, token=continue_token)
     data = [_letter_data(letter) for letter in letters]
     panels: list[RenderableType] = [_letter_panel(d) for d in data] or [Text(f"{name}: no records")]
     emit(output, {"topic": name, "records": data}, Group(*panels))
+    paging.more(len(letters), token)
+
+
+def _dead_lettered(letter: DeadLetter) -> paging.Key:
+    # The broker's time orders partitions against each other; the offset orders records of one instant.
+    return letter.timestamp_ms, letter.partition, letter.offset
 
 
 def _confirm(question: str, yes: bool) -> None:

@@ -35,7 +35,6 @@ from suanli.cli.output import (
     SortByOption,
     emit,
     emit_rows,
-    note,
     stdout,
 )
 from suanli.cli.render import (
@@ -233,9 +232,10 @@ def list_jobs(
     token: str = "",
     newest_first: bool = True,
     keep: Callable[[pb.Job], bool] | None = None,
+    until: Callable[[pb.Job], bool] | None = None,
 ) -> tuple[list[pb.Job], str]:
-    """Up to `limit` jobs (0: all) from `token` on that `keep` keeps, and the token to continue after
-    them ("": no more)."""
+    """Up to `limit` jobs (0: all) from `token` on that `keep` keeps, up to the first `until` is true of,
+    and the token to continue after them ("": no more)."""
 
     def fetch(size: int, page_token: str) -> tuple[Sequence[pb.Job], str]:
         request = pb.ListJobsRequest(
@@ -248,7 +248,7 @@ def list_jobs(
         page = stub.ListJobs(request, timeout=UNARY_TIMEOUT_S)
         return page.jobs, page.next_page_token
 
-    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep)
+    return paging.collect_from(fetch, page_size=PAGE_SIZE, limit=limit, token=token, keep=keep, until=until)
 
 
 def jobs_answer(jobs: Sequence[pb.Job]) -> tuple[dict[str, Any], Rows]:
@@ -282,15 +282,7 @@ def list_command(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="At most this many jobs (0: all).")
     ] = 100,
-    continue_token: Annotated[
-        str,
-        typer.Option(
-            "--continue",
-            metavar="TOKEN",
-            help="Go on where a listing stopped (the token it printed), with the same filters.",
-            show_default=False,
-        ),
-    ] = "",
+    continue_token: paging.ContinueOption = "",
     oldest_first: Annotated[
         bool, typer.Option("--oldest-first", help="In submission order instead of newest first.")
     ] = False,
@@ -340,8 +332,7 @@ def list_command(
         jobs, token = listing()
     data, rows = jobs_answer(jobs)
     emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
-    if token:
-        note(f"(first {len(jobs)} shown; --continue {token} for more, --limit 0 lists all)")
+    paging.more(len(jobs), token)
 
 
 @app.command()

@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
 
+from suanli.cli import paging
 from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows, stdout
-from suanli.eventstore.postgres import outbox_parking_ready, parked_outbox_rows, unpark_outbox_rows
+from suanli.eventstore.postgres import (
+    newest_parked_outbox_rows,
+    outbox_parking_ready,
+    unpark_outbox_rows,
+)
 from suanli.eventstore.values import ParkedRow
 from suanli.settings import PG_DSN_ENV
 
 T = TypeVar("T")
+LAST_ID = 2**63 - 1  # past every outbox id (bigint)
 
 # The schemas of the services that write an outbox (scheduling's store, billing's ledger).
 SERVICE_SCHEMAS = ("scheduling", "billing")
@@ -53,6 +60,24 @@ def with_connection(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
         raise fail(Failure(f"PostgreSQL: {exc!r}", EXIT_UNREACHABLE)) from None
 
 
+def _parked(entry: tuple[str, ParkedRow]) -> paging.Key:
+    schema, row = entry
+    return paging.micros(row.parked_at), schema, row.id
+
+
+def _before(schema: str, after: paging.Key | None) -> tuple[datetime, int] | None:
+    """Where ``schema``'s rows resume after the row of key ``after``: the listing orders rows parked at
+    the same instant by schema, so a schema named before the last row's has all of that instant left,
+    one named after it none."""
+    if after is None:
+        return None
+    at, last_schema, last_id = after
+    assert isinstance(at, int) and isinstance(last_id, int)
+    if schema == last_schema:
+        return paging.instant(at), last_id
+    return paging.instant(at), LAST_ID if schema < str(last_schema) else 0
+
+
 def _row_data(schema: str, row: ParkedRow) -> dict[str, Any]:
     return {
         "schema": schema,
@@ -71,26 +96,37 @@ def _row_data(schema: str, row: ParkedRow) -> dict[str, Any]:
 @app.command()
 def parked(
     schema: Schemas = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many per schema.")] = 100,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many (0: all).")] = 100,
+    continue_token: paging.ContinueOption = "",
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
     dsn: Dsn = "",
 ) -> None:
-    """Rows parked in each schema's outbox: topic, size, attempts and the broker's reason."""
-    schemas = schema or list(SERVICE_SCHEMAS)
+    """Rows parked in the schemas' outboxes, newest parked first: topic, size, attempts and the broker's
+    reason.
 
-    async def work(conn: Any) -> tuple[list[dict[str, Any]], list[str]]:
-        rows: list[dict[str, Any]] = []
+    When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
+    """
+    schemas = schema or list(SERVICE_SCHEMAS)
+    after = paging.cursor_key(continue_token, (0, "", 0)) if continue_token else None
+
+    async def work(conn: Any) -> tuple[list[tuple[str, ParkedRow]], list[str]]:
+        rows: list[tuple[str, ParkedRow]] = []
         missing: list[str] = []
         for name in schemas:
             if not await outbox_parking_ready(conn, name):
                 missing.append(name)
                 continue
-            rows += [_row_data(name, r) for r in await parked_outbox_rows(conn, name, limit)]
+            # One more than the limit from each schema: enough to know whether any row is left after it.
+            bound = _before(name, after)
+            found = await newest_parked_outbox_rows(conn, name, limit + 1 if limit else None, bound)
+            rows += [(name, r) for r in found]
         return rows, missing
 
-    rows, missing = with_connection(dsn, work)
+    found, missing = with_connection(dsn, work)
+    shown, token = paging.newest_first(found, _parked, limit=limit, token=continue_token)
+    rows = [_row_data(name, r) for name, r in shown]
     listed = Rows(
         ("schema", "id", "topic", "event", "size", "attempts", "parked_at", "reason"),
         [
@@ -116,6 +152,7 @@ def parked(
     )
     data = {"parked": rows, "schemas_without_outbox": missing}
     emit_rows(output, data, listed, no_headers=no_headers, sort_by=sort_by)
+    paging.more(len(shown), token)
     for name in missing:
         typer.echo(
             f"schema {name}: no outbox with parking here (service not started or not migrated)", err=True

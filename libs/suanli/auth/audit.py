@@ -9,7 +9,7 @@ subject ``(unauthenticated)`` so that a gap in the trail is visible, not hidden.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +22,11 @@ READ_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One command: when, who (subject, their tenant, their token), what, on what and in which tenant."""
+    """One command: when, who (subject, their tenant, their token), what, on what and in which tenant.
+
+    ``store`` and ``position`` say where it is recorded (the store's name, the event's position there):
+    they set apart commands of the same instant.
+    """
 
     at: datetime
     subject: str
@@ -32,6 +36,8 @@ class AuditEntry:
     target: str
     target_tenant: str
     detail: str
+    store: str = ""
+    position: int = 0
 
 
 def _by(record: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -81,8 +87,8 @@ AUDITED: Mapping[str, Callable[[Mapping[str, Any]], AuditEntry]] = {
 }
 
 
-async def read_entries(store: EventStore) -> list[AuditEntry]:
-    """Every audited event of ``store``, in commit order.
+async def read_entries(store: EventStore, name: str = "") -> list[AuditEntry]:
+    """Every audited event of ``store`` (recorded as in the store called ``name``), in commit order.
 
     A cancelled job's tenant is filled from its ``JobSubmitted`` (same store, earlier position).
     """
@@ -94,18 +100,14 @@ async def read_entries(store: EventStore) -> list[AuditEntry]:
         for stored in batch:
             if stored.event_name not in AUDITED:
                 continue
-            name, record = decode(stored.payload)
-            entry = AUDITED[name](record)
-            if name == "JobSubmitted":
+            event, record = decode(stored.payload)
+            entry = replace(AUDITED[event](record), store=name, position=stored.position)
+            if event == "JobSubmitted":
                 tenants[entry.target] = entry.target_tenant
-            elif name == "JobCancelled":
-                entry = AuditEntry(**{**_fields(entry), "target_tenant": tenants.get(entry.target, "")})
+            elif event == "JobCancelled":
+                entry = replace(entry, target_tenant=tenants.get(entry.target, ""))
             entries.append(entry)
     return entries
-
-
-def _fields(entry: AuditEntry) -> dict[str, Any]:
-    return {name: getattr(entry, name) for name in entry.__slots__}
 
 
 def select(
@@ -116,7 +118,10 @@ def select(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> list[AuditEntry]:
-    """Entries matching every filter given (tenant: the caller's or the target's), oldest first."""
+    """Entries matching every filter given (tenant: the caller's or the target's), newest first.
+
+    Newest by time, then store and position, the order ``suanli audit`` pages in.
+    """
     return sorted(
         (
             e
@@ -126,5 +131,6 @@ def select(
             and (since is None or e.at >= since)
             and (until is None or e.at < until)
         ),
-        key=lambda e: e.at,
+        key=lambda e: (e.at, e.store, e.position),
+        reverse=True,
     )

@@ -13,7 +13,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Self
 
 import asyncpg
@@ -132,6 +132,12 @@ class Statements:
         )
         self.parked = (
             f"SELECT {_PARKED_COLUMNS} FROM {s}.outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT $1"
+        )
+        # Newest first from past (parked_at, id) = ($2, $3) on, the order operators page in.
+        self.parked_newest = (
+            f"SELECT {_PARKED_COLUMNS} FROM {s}.outbox WHERE parked_at IS NOT NULL"
+            " AND ($2::timestamptz IS NULL OR (parked_at, id) < ($2, $3::bigint))"
+            " ORDER BY parked_at DESC, id DESC LIMIT $1"
         )
         self.unpark = (
             f"UPDATE {s}.outbox SET parked_at = NULL, attempts = 0"
@@ -444,6 +450,20 @@ async def outbox_parking_ready(conn: asyncpg.Connection, schema: str) -> bool:
 async def parked_outbox_rows(conn: asyncpg.Connection, schema: str, limit: int = 100) -> list[ParkedRow]:
     """The parked rows of ``schema``'s outbox, oldest first."""
     return [parked_row(r) for r in await conn.fetch(Statements(schema).parked, limit)]
+
+
+async def newest_parked_outbox_rows(
+    conn: asyncpg.Connection,
+    schema: str,
+    limit: int | None = None,
+    before: tuple[datetime, int] | None = None,
+) -> list[ParkedRow]:
+    """The parked rows of ``schema``'s outbox, newest parked first (then by id, descending).
+
+    From the first past ``before`` (a row's ``(parked_at, id)``) on, at most ``limit`` (None: all).
+    """
+    at, row_id = before if before is not None else (None, None)
+    return [parked_row(r) for r in await conn.fetch(Statements(schema).parked_newest, limit, at, row_id)]
 
 
 async def unpark_outbox_rows(conn: asyncpg.Connection, schema: str, ids: Sequence[int]) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+import pytest
 from billing_contract_kit import CALENDAR, FEBRUARY, JAN, JANUARY, STANDARD, Adapter, billed, invoice, usage
 
 from suanli.billing.domain.ledger import BilledCharge
@@ -39,18 +40,19 @@ async def test_usage_of_a_period_by_device_class_and_region(adapter: Adapter) ->
     assert await adapter.queries.usage("nobody", JANUARY) == []
 
 
-async def test_charges_page_by_page_oldest_first(adapter: Adapter) -> None:
+@pytest.mark.parametrize("newest_first", [False, True])
+async def test_charges_page_by_page_in_either_order(adapter: Adapter, newest_first: bool) -> None:
     charges = await recorded(adapter, *(billed(usage(n, start=JAN + timedelta(minutes=n))) for n in range(5)))
     seen: list[BilledCharge] = []
     after = 0
     while True:
-        page = await adapter.queries.charges("acme", after=after, limit=2)
+        page = await adapter.queries.charges("acme", after=after, limit=2, newest_first=newest_first)
         seen += page.charges
         if page.next_after is None:
             break
         after = page.next_after
-    assert seen == charges
-    exact = await adapter.queries.charges("acme", limit=5)
+    assert seen == (charges[::-1] if newest_first else charges)
+    exact = await adapter.queries.charges("acme", limit=5, newest_first=newest_first)
     assert (len(exact.charges), exact.next_after) == (5, None)
 
 

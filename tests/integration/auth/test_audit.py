@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from click.testing import Result
+from pagekit import HINT, assert_pages, assert_refuses_garbage, follow
 from scheduling.helpers import task_spec
 from typer.testing import CliRunner
 
@@ -21,6 +24,11 @@ from suanli.eventstore import PostgresEventStore
 from .authkit import OTHER, OWN, Platform, bearer
 
 RUNNER = CliRunner(env={"COLUMNS": "300"})
+
+
+def stores(plat: Platform, dsn: str) -> list[str]:
+    """The options that point `suanli audit` at the platform's event store and token ledger."""
+    return ["--dsn", dsn, "--scheduling-schema", plat.scheduling_schema, "--auth-schema", plat.auth_schema]
 
 
 async def test_command_events_name_their_principal_and_audit_lists_them(plat: Platform, pg_dsn: str) -> None:
@@ -48,14 +56,7 @@ async def test_command_events_name_their_principal_and_audit_lists_them(plat: Pl
     assert stream["JobCancelled"]["principal"] == expected
     assert stream["JobCancelled"]["requested_by"] == f"tenant-member-user@{OWN}#{member_id}"
 
-    schemas = [
-        "--dsn",
-        pg_dsn,
-        "--scheduling-schema",
-        plat.scheduling_schema,
-        "--auth-schema",
-        plat.auth_schema,
-    ]
+    schemas = stores(plat, pg_dsn)
 
     def audit(*args: str) -> list[str]:
         result = RUNNER.invoke(app, ["audit", "-o", "csv", "--no-headers", *args, *schemas])
@@ -80,3 +81,29 @@ async def test_command_events_name_their_principal_and_audit_lists_them(plat: Pl
     assert any(admin_job.id in line and "platform-admin-user" in line for line in theirs)
     bad = await asyncio.to_thread(RUNNER.invoke, app, ["audit", "--since", "yesterday", *schemas])
     assert bad.exit_code == 2 and "ISO time" in bad.output
+
+
+async def test_audit_pages_newest_first_and_continues_past_new_entries(plat: Platform, pg_dsn: str) -> None:
+    for _ in range(5):
+        await plat.issue(Role.VIEWER)
+    where = stores(plat, pg_dsn)
+
+    def run(extra: Sequence[str]) -> Result:
+        return RUNNER.invoke(app, ["audit", "--subject", "test", "-o", "csv", "--no-headers", *extra, *where])
+
+    def parse(stdout: str) -> list[list[str]]:
+        return list(csv.reader(io.StringIO(stdout)))
+
+    everything = parse((await asyncio.to_thread(run, ["--limit", "0"])).stdout)
+    assert len(everything) >= 5 and all(row[4] == "issue token" for row in everything)
+    pages = await asyncio.to_thread(follow, run, parse, 2)
+    assert_pages(pages, everything, newest=lambda row: row[0])
+
+    # An entry recorded after the first page is newer than it: the rest goes on exactly where it stopped.
+    first = await asyncio.to_thread(run, ["--limit", "2"])
+    hint = HINT.search(first.stderr)
+    assert hint is not None, first.stderr
+    await plat.issue(Role.VIEWER)
+    rest = await asyncio.to_thread(run, ["--limit", "0", "--continue", hint[2]])
+    assert parse(first.stdout) + parse(rest.stdout) == everything
+    await asyncio.to_thread(assert_refuses_garbage, run)

@@ -6,16 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
 import pytest
 import yaml
 from click.testing import Result
+from pagekit import assert_pages, assert_refuses_garbage, follow
 from typer.testing import CliRunner
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as spb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as spb_grpc
+from suanli.auth.principal import Role
 from suanli.cli.main import app
 
 from .authkit import Platform, bearer
@@ -127,3 +130,21 @@ async def test_a_denied_call_says_why(plat: Platform, tmp_path: Path, code: grpc
     )
     denied = await cli("--token", viewer, "job", "submit", str(spec), "--scheduler", plat.scheduler)
     assert denied.exit_code == 3 and f"{code.name}: role viewer may not call SubmitJob" in denied.output
+
+
+async def test_token_list_pages_newest_first(plat: Platform, pg_dsn: str) -> None:
+    for _ in range(5):
+        await plat.issue(Role.VIEWER)
+    ledger = ["--dsn", pg_dsn, "--schema", plat.auth_schema]
+
+    def run(extra: Sequence[str]) -> Result:
+        return RUNNER.invoke(app, ["auth", "token", "list", "-o", "json", *extra, *ledger])
+
+    def parse(stdout: str) -> list[tuple[str, str]]:
+        return [(t["issued"], t["id"]) for t in json.loads(stdout)["tokens"]]
+
+    everything = parse((await asyncio.to_thread(run, ["--limit", "0"])).stdout)
+    assert len(everything) >= 5
+    pages = await asyncio.to_thread(follow, run, parse, 2)
+    assert_pages(pages, everything, newest=lambda row: row[0])
+    await asyncio.to_thread(assert_refuses_garbage, run)

@@ -175,6 +175,27 @@ async def test_usage_is_billed_once_replayed_invoiced_and_served(env: Env) -> No
                     break
             assert len(collected) == expected_charges - 1  # globex's is not acme's
             assert sum(Decimal(c.amount) for c in collected) == acme
+            newest, token = [], ""
+            while True:
+                request = pb.ListChargesRequest(
+                    tenant="acme", period="2025-01", page_size=2, page_token=token, newest_first=True
+                )
+                page = await stub.ListCharges(request)
+                newest += page.charges
+                token = page.next_page_token
+                if not token:
+                    break
+            assert [c.charge_id for c in newest] == [c.charge_id for c in reversed(collected)]
+            oldest_token = (
+                await stub.ListCharges(pb.ListChargesRequest(tenant="acme", page_size=1))
+            ).next_page_token
+            for bad in ("garbage", oldest_token):  # the other order's token would skip or repeat charges
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await stub.ListCharges(
+                        pb.ListChargesRequest(tenant="acme", page_token=bad, newest_first=True)
+                    )
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert refused.value.details().startswith("page_token:")
             feb = await stub.ListCharges(pb.ListChargesRequest(tenant="acme", period="2025-02"))
             assert [(c.task_id, c.adjustment, c.usage_period) for c in feb.charges] == [
                 ("job-std/t9", True, "2025-01")

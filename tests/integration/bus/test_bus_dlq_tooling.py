@@ -8,11 +8,13 @@ import asyncio
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from bus_testkit import FAST_CONSUMER, FAST_RETRY, BusTopics, read_topic, sample_event, wait_until
 from click.testing import Result
+from pagekit import assert_pages, assert_refuses_garbage, follow
 from typer.testing import CliRunner
 
 from suanli.bus import (
@@ -106,7 +108,8 @@ async def test_dead_letters_are_listed_shown_replayed_and_purged(
         assert table.exit_code == 0 and "retries-exhausted" in table.stdout
 
         every = (await dlq_json(bus_topics, "show", "events"))["records"]
-        assert [r["address"] for r in every] == [f"{bus_topics.dlq}/0/{i}" for i in range(5)]
+        # newest first
+        assert [r["address"] for r in every] == [f"{bus_topics.dlq}/0/{i}" for i in reversed(range(5))]
         shown = (await dlq_json(bus_topics, "show", "events", "--reason", "QuotaRejected"))["records"]
         assert {r["event_id"] for r in shown} == bad_ids
         first = next(r for r in shown if r["key"] == "job-0")
@@ -155,7 +158,7 @@ async def test_dead_letters_are_listed_shown_replayed_and_purged(
     assert (summary["records"], summary["purged"]) == (3, 2)
     assert sum(summary["by_reason"].values()) == 3
     remaining = (await dlq_json(bus_topics, "show", "events"))["records"]
-    assert remaining == every[2:]
+    assert remaining == every[:3]
 
     refused = await dlq(bus_topics, "replay", "events", "--reason", "handler", "--purge", "--yes")
     assert refused.exit_code == 2 and "--purge cannot be combined" in refused.output
@@ -171,18 +174,17 @@ async def test_dead_letters_are_listed_shown_replayed_and_purged(
     assert nothing.exit_code == 0 and "replayed 0 record(s)" in nothing.stdout
 
 
-async def test_records_past_a_short_end_offset_are_read(bus_topics: BusTopics) -> None:
-    """Five dead letters stored as one batch: Tansu's end offset stops at the batch's base + 1, and a
-    purge mark inside the batch must hide only the records before it."""
-    records = [
+def dead_letters(topics: BusTopics, count: int) -> list[OutgoingRecord]:
+    """``count`` records as a consumer dead-letters them (values v0, v1, ...)."""
+    return [
         OutgoingRecord(
-            bus_topics.dlq,
+            topics.dlq,
             b"k",
             b"v%d" % i,
             dead_letter_headers(
                 [],
                 error=ValueError(i),
-                topic=bus_topics.events,
+                topic=topics.events,
                 partition=0,
                 offset=i,
                 attempts=1,
@@ -190,10 +192,15 @@ async def test_records_past_a_short_end_offset_are_read(bus_topics: BusTopics) -
                 consumer="billing",
             ),
         )
-        for i in range(5)
+        for i in range(count)
     ]
+
+
+async def test_records_past_a_short_end_offset_are_read(bus_topics: BusTopics) -> None:
+    """Five dead letters stored as one batch: Tansu's end offset stops at the batch's base + 1, and a
+    purge mark inside the batch must hide only the records before it."""
     async with EventPublisher(bus_topics.bootstrap, settings=ProducerSettings(linger_ms=50)) as batching:
-        await batching.publish_many(records)
+        await batching.publish_many(dead_letters(bus_topics, 5))
     async with DeadLetterTopics(bus_topics.bootstrap) as dlqs:
         assert [d.value for d in await dlqs.read(bus_topics.dlq)] == [b"v0", b"v1", b"v2", b"v3", b"v4"]
         assert await dlqs.purge(bus_topics.dlq, (await dlqs.read(bus_topics.dlq))[:2]) == {0: 2}
@@ -202,3 +209,22 @@ async def test_records_past_a_short_end_offset_are_read(bus_topics: BusTopics) -
         assert (summary.count, summary.purged) == (3, 2)
         # A mark never moves back.
         assert await dlqs.purge(bus_topics.dlq, (await dlqs.read(bus_topics.dlq, marks={}))[:1]) == {0: 2}
+
+
+async def test_show_pages_newest_first(bus_topics: BusTopics) -> None:
+    async with EventPublisher(bus_topics.bootstrap, settings=ProducerSettings(linger_ms=50)) as batching:
+        await batching.publish_many(dead_letters(bus_topics, 7))
+    argv = ["dlq", "show", "events", "-o", "json", "--bootstrap", bus_topics.bootstrap]
+    argv += ["--prefix", bus_topics.prefix]
+
+    def run(extra: Sequence[str]) -> Result:
+        return CliRunner().invoke(app, [*argv, *extra])
+
+    def parse(stdout: str) -> list[tuple[str, int]]:
+        return [(r["dead_lettered_at"], r["source"]["offset"]) for r in json.loads(stdout)["records"]]
+
+    everything = parse((await asyncio.to_thread(run, ["--limit", "0"])).stdout)
+    assert [offset for _, offset in everything] == list(reversed(range(7)))
+    pages = await asyncio.to_thread(follow, run, parse, 3)
+    assert_pages(pages, everything, newest=lambda row: row[0])
+    await asyncio.to_thread(assert_refuses_garbage, run)

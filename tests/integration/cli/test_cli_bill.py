@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -24,12 +26,14 @@ from billing.billing_testkit import (
     expected_amount,
 )
 from click.testing import Result
+from pagekit import GARBAGE, assert_pages, follow
 
 from suanli.billing.entrypoints.service import running
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.bus import EventPublisher
+from suanli.cli.main import app
 
-from .clikit import invoke
+from .clikit import RUNNER, invoke
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,6 +109,21 @@ async def test_bill_commands_after_usage_is_billed(
         assert [(c["charge_id"], c["amount"]) for c in as_json["charges"]] == [
             (r["charge_id"], r["amount"]) for r in rows
         ]
+
+        # newest recorded first, in pages that --continue follows to the end
+        order = "SELECT array_agg(charge_id::text ORDER BY seq DESC) FROM {s}.charges WHERE tenant = 'acme'"
+        newest = await env.fetchval(order)
+        assert [r["charge_id"] for r in rows] == newest
+        argv = ["bill", "charges", "-p", "2025-01", "-o", "csv", "--tenant", "acme", "--billing", address]
+
+        def run(extra: Sequence[str]) -> Result:
+            return RUNNER.invoke(app, [*argv, *extra])
+
+        pages = await asyncio.to_thread(follow, run, lambda out: list(csv.DictReader(io.StringIO(out))), 2)
+        assert_pages(pages, rows, newest=lambda row: -newest.index(row["charge_id"]))
+        garbage = await asyncio.to_thread(run, ["--continue", GARBAGE])
+        assert garbage.exit_code == 3 and garbage.stderr.startswith("error: INVALID_ARGUMENT: page_token:")
+        assert len(garbage.stderr.strip().splitlines()) == 1
 
         # defaults: charges of the current period (January, by the clock), or all with --period all
         assert csv_rows(await bill("charges", "-o", "csv")) == rows

@@ -3,21 +3,26 @@ person and a script read it, and accounting exported as CSV and JSON."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import Result
+from pagekit import GARBAGE, assert_pages, follow
 from scheduling.helpers import envelope, publish
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli.main import app
 from suanli.contracts import default_registry, sample_records
 from suanli.contracts import labels as node_labels
 
-from .clikit import Scheduler, until, write_spec
+from .clikit import RUNNER, Scheduler, until, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -113,6 +118,22 @@ async def test_describe_and_acct_of_a_run_job_then_a_cancelled_one(
     assert away.stdout.splitlines()[0].startswith("1 jobs: ")
     none = await scheduler.cli("acct", "--tenant", "nobody", "--no-charges", "-o", "json")
     assert none.exit_code == 0 and json.loads(none.stdout) == {"jobs": []}
+
+    # Paged: newest first, one job a page, --continue to the end; every job once.
+    argv = ["acct", "--queue", "acme", "--no-charges", "-o", "csv", "--scheduler", scheduler.address]
+
+    def run(extra: Sequence[str]) -> Result:
+        return RUNNER.invoke(app, [*argv, *extra])
+
+    def parse(stdout: str) -> list[tuple[str, str]]:
+        return [(row["submitted"], row["id"]) for row in csv.DictReader(io.StringIO(stdout))]
+
+    everything = parse((await asyncio.to_thread(run, ["--limit", "0"])).stdout)
+    assert {done, cancelled} <= {job_id for _, job_id in everything}
+    pages = await asyncio.to_thread(follow, run, parse, 1)
+    assert_pages(pages, everything, newest=lambda row: row[0])
+    garbage = await asyncio.to_thread(run, ["--continue", GARBAGE])
+    assert garbage.exit_code == 3 and garbage.stderr.startswith("error: INVALID_ARGUMENT: page_token")
 
 
 LOGS_JOB = """

@@ -9,12 +9,17 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
+from click.testing import Result
 from conftest import PARTITIONS, RELAY_TOPIC
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from pagekit import assert_pages, assert_refuses_garbage, follow
 from relay_testkit import eventually, read_topic
 from typer.testing import CliRunner
 
@@ -180,3 +185,37 @@ async def test_a_broker_outage_is_waited_out_and_nothing_is_parked(
         }
     finally:
         broker.stop()
+
+
+async def test_outbox_parked_pages_newest_first_across_schemas(
+    pg_store: PostgresEventStore, pg_dsn: str, schema: str
+) -> None:
+    # Rows of both schemas parked at the same instants, so that pages must order ties by schema and id.
+    at = [datetime(2026, 12, 1, 10, tzinfo=UTC) + timedelta(seconds=s) for s in (0, 1, 1, 2)]
+    other = f"{schema}_b"
+    async with await PostgresEventStore.connect(pg_dsn, schema=other, max_size=1) as second:
+        for store in (pg_store, second):
+            await append(store, "t", "s", [b"x"] * len(at))
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for name in (schema, other):
+            await conn.execute(
+                f"UPDATE {name}.outbox AS o SET parked_at = p.at, last_error = 'refused'"
+                " FROM unnest($1::timestamptz[]) WITH ORDINALITY AS p(at, n) WHERE o.id = p.n",
+                at,
+            )
+    finally:
+        await conn.close()
+    argv = ["outbox", "parked", "--dsn", pg_dsn, "--schema", schema, "--schema", other, "-o", "json"]
+
+    def run(extra: Sequence[str]) -> Result:
+        return CliRunner().invoke(app, [*argv, *extra])
+
+    def parse(stdout: str) -> list[tuple[str, str, int]]:
+        return [(r["parked_at"], r["schema"], r["id"]) for r in json.loads(stdout)["parked"]]
+
+    everything = parse((await asyncio.to_thread(run, ["--limit", "0"])).stdout)
+    assert len(everything) == 2 * len(at)
+    pages = await asyncio.to_thread(follow, run, parse, 3)
+    assert_pages(pages, everything, newest=lambda row: row)
+    await asyncio.to_thread(assert_refuses_garbage, run)

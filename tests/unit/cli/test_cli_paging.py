@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+import typer
 
-from suanli.cli.paging import collect, collect_from
+from suanli.cli.paging import collect, collect_from, cursor, newest_first
 
 
 class Pages:
@@ -61,3 +62,30 @@ def test_kept_items_stop_exactly_at_the_limit_so_the_token_continues_after_them(
 def test_collect_from_goes_on_from_a_token() -> None:
     assert collect_from(Pages(5), page_size=2, token="3") == ([3, 4], "")
     assert collect_from(Pages(5), page_size=2, limit=2) == ([0, 1], "2")
+
+
+def test_newest_first_pages_resume_strictly_after_the_last_row_even_when_newer_rows_arrive() -> None:
+    rows = [(n % 3, f"r{n}") for n in range(10)]  # ties on the first part, told apart by the second
+
+    def key(row: tuple[int, str]) -> tuple[int, str]:
+        return row
+
+    first, token = newest_first(rows, key, limit=4)
+    assert first == sorted(rows, reverse=True)[:4] and token
+    rest, end = newest_first([*rows, (9, "new")], key, token=token)
+    assert first + rest == sorted(rows, reverse=True) and end == ""
+    assert newest_first([], key, token=token) == ([], "")
+
+
+@pytest.mark.parametrize("token", ["garbage", cursor(("a", 1)), cursor((1,))])
+def test_a_token_of_another_listing_is_a_usage_error(token: str) -> None:
+    with pytest.raises(typer.Exit) as exited:
+        newest_first([(1, "a")], lambda row: row, token=token)
+    assert exited.value.exit_code == 2
+
+
+def test_until_ends_the_listing_at_the_first_item_past_the_bound() -> None:
+    pages = Pages(30)
+    items, token = collect_from(pages, page_size=10, until=lambda n: n >= 14)
+    assert items == list(range(14)) and token == ""
+    assert len(pages.requests) == 2  # nothing fetched past the bound's page

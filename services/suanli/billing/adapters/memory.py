@@ -236,11 +236,13 @@ class InMemoryBillingQueries:
         job_id: str | None = None,
         after: int = 0,
         limit: int = 100,
+        newest_first: bool = False,
     ) -> ChargePage:
+        numbered = list(enumerate(self._uow.tables.charges, 1))
         found = [
             (seq, b)
-            for seq, b in enumerate(self._uow.tables.charges, 1)
-            if seq > after
+            for seq, b in (reversed(numbered) if newest_first else numbered)
+            if ((not after or seq < after) if newest_first else seq > after)
             and b.charge.tenant == tenant
             and (billing_period is None or b.billing_period.start == billing_period.start)
             and (job_id is None or b.charge.job_id == job_id)

@@ -387,12 +387,14 @@ class PostgresBillingQueries:
         job_id: str | None = None,
         after: int = 0,
         limit: int = 100,
+        newest_first: bool = False,
     ) -> ChargePage:
+        past, order = ("($2 = 0 OR seq < $2)", "seq DESC") if newest_first else ("seq > $2", "seq")
         rows = await self._pool.fetch(
-            f"SELECT * FROM {self._s}.charges WHERE tenant = $1 AND seq > $2"
+            f"SELECT * FROM {self._s}.charges WHERE tenant = $1 AND {past}"
             " AND ($3::timestamptz IS NULL OR billing_period_start = $3)"
             " AND ($4::text IS NULL OR job_id = $4)"
-            " ORDER BY seq LIMIT $5",
+            f" ORDER BY {order} LIMIT $5",
             tenant,
             after,
             None if billing_period is None else billing_period.start,

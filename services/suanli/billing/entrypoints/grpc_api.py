@@ -90,10 +90,11 @@ class BillingApi(pb_grpc.BillingServicer):
                 tenant,
                 billing_period=period,
                 job_id=request.job_id or None,
-                after=_page_after(request.page_token),
+                after=_page_after(request.page_token, request.newest_first),
                 limit=request.page_size or DEFAULT_PAGE_SIZE,
+                newest_first=request.newest_first,
             )
-            token = "" if page.next_after is None else _page_token(page.next_after)
+            token = "" if page.next_after is None else _page_token(page.next_after, request.newest_first)
             return pb.ListChargesResponse(charges=[_charge(b) for b in page.charges], next_page_token=token)
 
     async def GetInvoice(
@@ -152,20 +153,24 @@ def _required(field: str, value: str) -> str:
     return value.strip()
 
 
-def _page_token(after: int) -> str:
-    return base64.urlsafe_b64encode(f"seq:{after}".encode()).decode()
+# A token names the order it was given in, so one from the other order is refused rather than followed.
+_TOKEN_KINDS = {False: "seq", True: "before"}
 
 
-def _page_after(token: str) -> int:
+def _page_token(after: int, newest_first: bool) -> str:
+    return base64.urlsafe_b64encode(f"{_TOKEN_KINDS[newest_first]}:{after}".encode()).decode()
+
+
+def _page_after(token: str, newest_first: bool) -> int:
     if not token:
         return 0
     try:
         kind, _, value = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
-        if kind != "seq":
+        if kind != _TOKEN_KINDS[newest_first]:
             raise ValueError(kind)
         return int(value)
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidField("page_token", "not a token from ListCharges") from None
+        raise InvalidField("page_token", "not a token from ListCharges in this order") from None
 
 
 def _ts(at: datetime) -> Timestamp:

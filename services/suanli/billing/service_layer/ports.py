@@ -158,7 +158,11 @@ class BillingQueries(Protocol):
         job_id: str | None = None,
         after: int = 0,
         limit: int = 100,
-    ) -> ChargePage: ...
+        newest_first: bool = False,
+    ) -> ChargePage:
+        """Charges in the order they were recorded (seq), or the reverse with ``newest_first``, from past
+        the charge of seq ``after`` on (0: from the first)."""
+        ...
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None: ...
 

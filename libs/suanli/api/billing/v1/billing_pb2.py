@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsuanli/billing/v1/billing.proto\x12\x11suanli.billing.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"k\n\x06Period\x12\r\n\x05label\x18\x01 \x01(\t\x12)\n\x05start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"1\n\x0fGetUsageRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\"c\n\x08UsageRow\x12\x14\n\x0c\x64\x65vice_class\x18\x01 \x01(\t\x12\x0e\n\x06region\x18\x02 \x01(\t\x12\x10\n\x08\x63u_hours\x18\x03 \x01(\t\x12\x0e\n\x06\x61mount\x18\x04 \x01(\t\x12\x0f\n\x07\x63harges\x18\x05 \x01(\x03\"\x99\x01\n\x10GetUsageResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12)\n\x06period\x18\x02 \x01(\x0b\x32\x19.suanli.billing.v1.Period\x12\x10\n\x08\x63urrency\x18\x03 \x01(\t\x12)\n\x04rows\x18\x04 \x03(\x0b\x32\x1b.suanli.billing.v1.UsageRow\x12\r\n\x05total\x18\x05 \x01(\t\"k\n\x12ListChargesRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"\xb9\x03\n\x06\x43harge\x12\x11\n\tcharge_id\x18\x01 \x01(\t\x12\x16\n\x0eusage_event_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x05 \x01(\t\x12\x0e\n\x06region\x18\x06 \x01(\t\x12\x0c\n\x04tier\x18\x07 \x01(\t\x12\x13\n\x0bpreemptible\x18\x08 \x01(\x08\x12\x30\n\x0cwindow_start\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncu_seconds\x18\x0b \x01(\t\x12\x10\n\x08\x63u_hours\x18\x0c \x01(\t\x12\x12\n\nunit_price\x18\r \x01(\t\x12\x0e\n\x06\x61mount\x18\x0e \x01(\t\x12\x10\n\x08\x63urrency\x18\x0f \x01(\t\x12\x14\n\x0cusage_period\x18\x10 \x01(\t\x12\x16\n\x0e\x62illing_period\x18\x11 \x01(\t\x12\x12\n\nadjustment\x18\x12 \x01(\x08\x12\x1a\n\x12reverses_charge_id\x18\x13 \x01(\t\"Z\n\x13ListChargesResponse\x12*\n\x07\x63harges\x18\x01 \x03(\x0b\x32\x19.suanli.billing.v1.Charge\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"3\n\x11GetInvoiceRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\"4\n\x12\x43losePeriodRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\"\x7f\n\x0bInvoiceLine\x12\x14\n\x0c\x64\x65vice_class\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x10\n\x08quantity\x18\x03 \x01(\t\x12\x0c\n\x04unit\x18\x04 \x01(\t\x12\x0e\n\x06\x61mount\x18\x05 \x01(\t\x12\x15\n\radjustment_of\x18\x06 \x01(\t\"\xd7\x01\n\x07Invoice\x12\x12\n\ninvoice_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12)\n\x06period\x18\x03 \x01(\x0b\x32\x19.suanli.billing.v1.Period\x12\x10\n\x08\x63urrency\x18\x04 \x01(\t\x12\r\n\x05total\x18\x05 \x01(\t\x12-\n\x05lines\x18\x06 \x03(\x0b\x32\x1e.suanli.billing.v1.InvoiceLine\x12-\n\tissued_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xde\x02\n\x07\x42illing\x12S\n\x08GetUsage\x12\".suanli.billing.v1.GetUsageRequest\x1a#.suanli.billing.v1.GetUsageResponse\x12\\\n\x0bListCharges\x12%.suanli.billing.v1.ListChargesRequest\x1a&.suanli.billing.v1.ListChargesResponse\x12N\n\nGetInvoice\x12$.suanli.billing.v1.GetInvoiceRequest\x1a\x1a.suanli.billing.v1.Invoice\x12P\n\x0b\x43losePeriod\x12%.suanli.billing.v1.ClosePeriodRequest\x1a\x1a.suanli.billing.v1.Invoiceb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsuanli/billing/v1/billing.proto\x12\x11suanli.billing.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"k\n\x06Period\x12\r\n\x05label\x18\x01 \x01(\t\x12)\n\x05start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"1\n\x0fGetUsageRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\"c\n\x08UsageRow\x12\x14\n\x0c\x64\x65vice_class\x18\x01 \x01(\t\x12\x0e\n\x06region\x18\x02 \x01(\t\x12\x10\n\x08\x63u_hours\x18\x03 \x01(\t\x12\x0e\n\x06\x61mount\x18\x04 \x01(\t\x12\x0f\n\x07\x63harges\x18\x05 \x01(\x03\"\x99\x01\n\x10GetUsageResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12)\n\x06period\x18\x02 \x01(\x0b\x32\x19.suanli.billing.v1.Period\x12\x10\n\x08\x63urrency\x18\x03 \x01(\t\x12)\n\x04rows\x18\x04 \x03(\x0b\x32\x1b.suanli.billing.v1.UsageRow\x12\r\n\x05total\x18\x05 \x01(\t\"\x81\x01\n\x12ListChargesRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\x12\x14\n\x0cnewest_first\x18\x06 \x01(\x08\"\xb9\x03\n\x06\x43harge\x12\x11\n\tcharge_id\x18\x01 \x01(\t\x12\x16\n\x0eusage_event_id\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x05 \x01(\t\x12\x0e\n\x06region\x18\x06 \x01(\t\x12\x0c\n\x04tier\x18\x07 \x01(\t\x12\x13\n\x0bpreemptible\x18\x08 \x01(\x08\x12\x30\n\x0cwindow_start\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncu_seconds\x18\x0b \x01(\t\x12\x10\n\x08\x63u_hours\x18\x0c \x01(\t\x12\x12\n\nunit_price\x18\r \x01(\t\x12\x0e\n\x06\x61mount\x18\x0e \x01(\t\x12\x10\n\x08\x63urrency\x18\x0f \x01(\t\x12\x14\n\x0cusage_period\x18\x10 \x01(\t\x12\x16\n\x0e\x62illing_period\x18\x11 \x01(\t\x12\x12\n\nadjustment\x18\x12 \x01(\x08\x12\x1a\n\x12reverses_charge_id\x18\x13 \x01(\t\"Z\n\x13ListChargesResponse\x12*\n\x07\x63harges\x18\x01 \x03(\x0b\x32\x19.suanli.billing.v1.Charge\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"3\n\x11GetInvoiceRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\"4\n\x12\x43losePeriodRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06period\x18\x02 \x01(\t\"\x7f\n\x0bInvoiceLine\x12\x14\n\x0c\x64\x65vice_class\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x10\n\x08quantity\x18\x03 \x01(\t\x12\x0c\n\x04unit\x18\x04 \x01(\t\x12\x0e\n\x06\x61mount\x18\x05 \x01(\t\x12\x15\n\radjustment_of\x18\x06 \x01(\t\"\xd7\x01\n\x07Invoice\x12\x12\n\ninvoice_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12)\n\x06period\x18\x03 \x01(\x0b\x32\x19.suanli.billing.v1.Period\x12\x10\n\x08\x63urrency\x18\x04 \x01(\t\x12\r\n\x05total\x18\x05 \x01(\t\x12-\n\x05lines\x18\x06 \x03(\x0b\x32\x1e.suanli.billing.v1.InvoiceLine\x12-\n\tissued_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xde\x02\n\x07\x42illing\x12S\n\x08GetUsage\x12\".suanli.billing.v1.GetUsageRequest\x1a#.suanli.billing.v1.GetUsageResponse\x12\\\n\x0bListCharges\x12%.suanli.billing.v1.ListChargesRequest\x1a&.suanli.billing.v1.ListChargesResponse\x12N\n\nGetInvoice\x12$.suanli.billing.v1.GetInvoiceRequest\x1a\x1a.suanli.billing.v1.Invoice\x12P\n\x0b\x43losePeriod\x12%.suanli.billing.v1.ClosePeriodRequest\x1a\x1a.suanli.billing.v1.Invoiceb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,20 +42,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USAGEROW']._serialized_end=346
   _globals['_GETUSAGERESPONSE']._serialized_start=349
   _globals['_GETUSAGERESPONSE']._serialized_end=502
-  _globals['_LISTCHARGESREQUEST']._serialized_start=504
-  _globals['_LISTCHARGESREQUEST']._serialized_end=611
-  _globals['_CHARGE']._serialized_start=614
-  _globals['_CHARGE']._serialized_end=1055
-  _globals['_LISTCHARGESRESPONSE']._serialized_start=1057
-  _globals['_LISTCHARGESRESPONSE']._serialized_end=1147
-  _globals['_GETINVOICEREQUEST']._serialized_start=1149
-  _globals['_GETINVOICEREQUEST']._serialized_end=1200
-  _globals['_CLOSEPERIODREQUEST']._serialized_start=1202
-  _globals['_CLOSEPERIODREQUEST']._serialized_end=1254
-  _globals['_INVOICELINE']._serialized_start=1256
-  _globals['_INVOICELINE']._serialized_end=1383
-  _globals['_INVOICE']._serialized_start=1386
-  _globals['_INVOICE']._serialized_end=1601
-  _globals['_BILLING']._serialized_start=1604
-  _globals['_BILLING']._serialized_end=1954
+  _globals['_LISTCHARGESREQUEST']._serialized_start=505
+  _globals['_LISTCHARGESREQUEST']._serialized_end=634
+  _globals['_CHARGE']._serialized_start=637
+  _globals['_CHARGE']._serialized_end=1078
+  _globals['_LISTCHARGESRESPONSE']._serialized_start=1080
+  _globals['_LISTCHARGESRESPONSE']._serialized_end=1170
+  _globals['_GETINVOICEREQUEST']._serialized_start=1172
+  _globals['_GETINVOICEREQUEST']._serialized_end=1223
+  _globals['_CLOSEPERIODREQUEST']._serialized_start=1225
+  _globals['_CLOSEPERIODREQUEST']._serialized_end=1277
+  _globals['_INVOICELINE']._serialized_start=1279
+  _globals['_INVOICELINE']._serialized_end=1406
+  _globals['_INVOICE']._serialized_start=1409
+  _globals['_INVOICE']._serialized_end=1624
+  _globals['_BILLING']._serialized_start=1627
+  _globals['_BILLING']._serialized_end=1977
 # @@protoc_insertion_point(module_scope)

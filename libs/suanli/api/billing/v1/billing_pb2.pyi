@@ -56,18 +56,20 @@ class GetUsageResponse(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., period: _Optional[_Union[Period, _Mapping]] = ..., currency: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[UsageRow, _Mapping]]] = ..., total: _Optional[str] = ...) -> None: ...
 
 class ListChargesRequest(_message.Message):
-    __slots__ = ("tenant", "period", "job_id", "page_size", "page_token")
+    __slots__ = ("tenant", "period", "job_id", "page_size", "page_token", "newest_first")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     PERIOD_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     period: str
     job_id: str
     page_size: int
     page_token: str
-    def __init__(self, tenant: _Optional[str] = ..., period: _Optional[str] = ..., job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    newest_first: bool
+    def __init__(self, tenant: _Optional[str] = ..., period: _Optional[str] = ..., job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., newest_first: _Optional[bool] = ...) -> None: ...
 
 class Charge(_message.Message):
     __slots__ = ("charge_id", "usage_event_id", "job_id", "task_id", "device_class", "region", "tier", "preemptible", "window_start", "window_end", "cu_seconds", "cu_hours", "unit_price", "amount", "currency", "usage_period", "billing_period", "adjustment", "reverses_charge_id")
