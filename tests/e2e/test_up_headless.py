@@ -78,7 +78,7 @@ def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
         "--home",
         str(home),
     ]
-    # The user's CLI config, which `suanli up` gives its context: kept out of the real ~/.suanli.
+    # The user's CLI config, which `suanli up` gives its context: kept out of the real ~/.config/suanli.
     env = {**os.environ, "SUANLI_CONFIG": str(base / "cli" / "config.yaml")}
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     # Meanwhile, a person in another terminal: plain `suanli job list`, no address, no token given.

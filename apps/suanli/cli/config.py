@@ -1,6 +1,7 @@
 """Where the CLI's servers are and which token it sends: a kubeconfig-like file, the environment, flags.
 
-The file (``SUANLI_CONFIG``, default ``~/.suanli/config.yaml``; `suanli up` writes one in its home)::
+The file (``SUANLI_CONFIG``, default ``~/.config/suanli/config.yaml`` or the legacy
+``~/.suanli/config.yaml``: `suanli.client.config.default_config_path`; `suanli up` writes one in its home)::
 
     current-context: up
     contexts:
@@ -37,7 +38,7 @@ from suanli.client.config import (
     CA_ENV,
     CONFIG_ENV,
     CONTEXT_ENV,
-    DEFAULT_CONFIG,
+    LEGACY_CONFIG,
     SERVERS,
     TOKEN_ENV,
     ConfigError,
@@ -49,7 +50,7 @@ __all__ = [
     "CA_ENV",
     "CONFIG_ENV",
     "CONTEXT_ENV",
-    "DEFAULT_CONFIG",
+    "LEGACY_CONFIG",
     "SELECTED",
     "SERVERS",
     "TOKEN_ENV",
@@ -85,7 +86,7 @@ SELECTED = Selection()
 
 
 def config_path() -> Path:
-    """The config file in use: ``--config``, else ``SUANLI_CONFIG``, else ``~/.suanli/config.yaml``."""
+    """The config file in use: ``--config``, else ``SUANLI_CONFIG``, else the default (XDG, or legacy)."""
     return _file.config_path(SELECTED.config)
 
 

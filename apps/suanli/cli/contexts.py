@@ -1,7 +1,8 @@
 """`suanli config ...`: the client config's contexts, as `kubectl config` handles a kubeconfig.
 
 Every command works on the file `suanli.cli.config.config_path()` names (``--config``, else
-``SUANLI_CONFIG``, else ``~/.suanli/config.yaml``). Tokens are never printed: `get-contexts` says whether
+``SUANLI_CONFIG``, else ``~/.config/suanli/config.yaml``, or the legacy ``~/.suanli/config.yaml`` while
+only that exists). Tokens are never printed: `get-contexts` says whether
 a context has one, `view` shows it as ``REDACTED``.
 """
 

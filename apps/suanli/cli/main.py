@@ -168,7 +168,8 @@ def main(
         typer.Option(
             "--config",
             envvar="SUANLI_CONFIG",
-            help="Client config (default ~/.suanli/config.yaml).",
+            help="Client config (default $XDG_CONFIG_HOME/suanli/config.yaml, i.e. "
+            "~/.config/suanli/config.yaml; a legacy ~/.suanli/config.yaml while only that exists).",
             show_default=False,
         ),
     ] = None,

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli import watching
 from suanli.cli.client import (
     DEFAULT_ADDRESS,
     EXIT_USAGE,
@@ -36,6 +37,7 @@ from suanli.cli.output import (
     stdout,
 )
 from suanli.cli.render import queues_rows, to_data
+from suanli.cli.watching import IntervalOption, WatchOption
 
 if TYPE_CHECKING:
     from suanli.api.scheduler.v1.scheduler_pb2_grpc import SchedulerStub
@@ -264,13 +266,25 @@ def list_command(
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
+    watch_rows: WatchOption = False,
+    interval: IntervalOption = 2.0,
     address: SchedulerOption = DEFAULT_ADDRESS,
 ) -> None:
-    """List queues: quota, usage and borrowing per flavour, borrowing and lending limits, cohort."""
+    """List queues: quota, usage and borrowing per flavour, borrowing and lending limits, cohort.
+
+    With --watch, each queue's rows again as they change (usage, borrowing), until Ctrl-C.
+    """
     with scheduler(address) as stub:
-        queues = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
-    data = {"queues": [to_data(q) for q in queues]}
-    emit_rows(output, data, queues_rows(queues), no_headers=no_headers, sort_by=sort_by)
+
+        def answer() -> tuple[dict[str, Any], Rows]:
+            queues = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+            return {"queues": [to_data(q) for q in queues]}, queues_rows(queues)
+
+        if watch_rows:
+            watching.watch(answer, output, interval_s=interval, no_headers=no_headers, sort_by=sort_by)
+            return
+        data, rows = answer()
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
 
 
 # -- priority classes ----------------------------------------------------------------------------------

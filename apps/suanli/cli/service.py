@@ -8,15 +8,18 @@ and its exit codes (2 usage, 3 refused, 4 unreachable).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from suanli.cli import config
+from suanli.cli import config, paging, watching
 from suanli.cli.client import EXIT_USAGE, Failure, fail, rpc_failure
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.cli.render import to_data
+from suanli.cli.watching import IntervalOption, WatchOption
 
 if TYPE_CHECKING:
     from suanli.api.serving.v1 import serving_pb2_grpc
@@ -65,16 +68,23 @@ def _connect(addr: str) -> tuple[str, Any, serving_pb2_grpc.ServingStub]:
         raise fail(Failure(str(exc), EXIT_USAGE)) from None
 
 
-def _call(addr: str, method: str, request: Any) -> Any:
+@contextmanager
+def _serving(addr: str) -> Iterator[serving_pb2_grpc.ServingStub]:
+    """A stub on a fresh channel, gRPC errors reported as the serving service's; closed at the end."""
     import grpc
 
     addr, channel, stub = _connect(addr)
     try:
-        return getattr(stub, method)(request, timeout=TIMEOUT_S)
+        yield stub
     except grpc.RpcError as exc:
         raise fail(rpc_failure(exc, addr, service="serving")) from None
     finally:
         channel.close()
+
+
+def _call(addr: str, method: str, request: Any) -> Any:
+    with _serving(addr) as stub:
+        return getattr(stub, method)(request, timeout=TIMEOUT_S)
 
 
 _COLUMNS = ("name", "tenant", "model", "state", "desired", "placed", "min", "max", "service_id")
@@ -213,21 +223,32 @@ def list_services(
     output: OutputOption = TABLE,
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
+    watch_rows: WatchOption = False,
+    interval: IntervalOption = 2.0,
     serving: Addr = "",
 ) -> None:
-    """The tenant's services (a platform-wide token without --tenant: every tenant's), all pages."""
+    """The tenant's services (a platform-wide token without --tenant: every tenant's), all pages.
+
+    With --watch, each service again as it appears or changes (replica counts, state), until Ctrl-C.
+    """
     from suanli.api.serving.v1 import serving_pb2 as pb
 
-    request = pb.ListServicesRequest(tenant=tenant, page_size=PAGE_SIZE)
-    found: list[Any] = []
-    while True:
-        answer = _call(serving, "ListServices", request)
-        found.extend(answer.services)
-        if not answer.next_page_token:
-            break
-        request.page_token = answer.next_page_token
-    rows = _service_rows(found)
-    emit_rows(output, {"services": list(rows.items)}, rows, no_headers=no_headers, sort_by=sort_by)
+    with _serving(serving) as stub:
+
+        def fetch(size: int, token: str) -> tuple[Sequence[Any], str]:
+            request = pb.ListServicesRequest(tenant=tenant, page_size=size, page_token=token)
+            page = stub.ListServices(request, timeout=TIMEOUT_S)
+            return page.services, page.next_page_token
+
+        def answer() -> tuple[dict[str, Any], Rows]:
+            rows = _service_rows(paging.collect(fetch, page_size=PAGE_SIZE)[0])
+            return {"services": list(rows.items)}, rows
+
+        if watch_rows:
+            watching.watch(answer, output, interval_s=interval, no_headers=no_headers, sort_by=sort_by)
+            return
+        data, rows = answer()
+    emit_rows(output, data, rows, no_headers=no_headers, sort_by=sort_by)
 
 
 @app.command()
@@ -264,12 +285,9 @@ def delete(
 @app.command()
 def watch(name: Name, tenant: Tenant = "", serving: Addr = "") -> None:
     """Follow a service: a line now and after each change, until it is deleted and its replicas gone."""
-    import grpc
-
     from suanli.api.serving.v1 import serving_pb2 as pb
 
-    addr, channel, stub = _connect(serving)
-    try:
+    with _serving(serving) as stub:
         for update in stub.WatchService(pb.WatchServiceRequest(tenant=tenant, name=name)):
             s = update.service
             states = ", ".join(f"{r.replica_id} {r.state}" for r in s.replicas) or "no replicas"
@@ -277,7 +295,3 @@ def watch(name: Name, tenant: Tenant = "", serving: Addr = "") -> None:
                 f"{update.event:<8} {s.tenant}/{s.name} {s.state}: {s.placed_replicas}/{s.desired_replicas}"
                 f" placed ({states})"
             )
-    except grpc.RpcError as exc:
-        raise fail(rpc_failure(exc, addr, service="serving")) from None
-    finally:
-        channel.close()

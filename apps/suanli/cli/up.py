@@ -70,7 +70,7 @@ def up(
         typer.Option(
             "--context/--no-context",
             help="Write the CLI's context 'up' (addresses, token, CA) into your CLI config (--config, "
-            "SUANLI_CONFIG or ~/.suanli/config.yaml) and make it current; without, only "
+            "SUANLI_CONFIG or ~/.config/suanli/config.yaml) and make it current; without, only "
             "<home>/config.yaml has it.",
         ),
     ] = True,

@@ -1,6 +1,8 @@
 """The client config file, read by the CLI and `SchedulerClient.from_config`: contexts, like a kubeconfig.
 
-The file (``SUANLI_CONFIG``, default ``~/.suanli/config.yaml``; `suanli up` writes one in its home)::
+The file (``SUANLI_CONFIG``, default ``$XDG_CONFIG_HOME/suanli/config.yaml``, that is
+``~/.config/suanli/config.yaml``, or an older ``~/.suanli/config.yaml`` while the new one does not exist;
+`suanli up` writes one in its home)::
 
     current-context: up
     contexts:
@@ -29,7 +31,9 @@ CONFIG_ENV = "SUANLI_CONFIG"
 TOKEN_ENV = "SUANLI_TOKEN"
 CONTEXT_ENV = "SUANLI_CONTEXT"
 CA_ENV = "SUANLI_CA"
-DEFAULT_CONFIG = Path("~/.suanli/config.yaml")
+XDG_CONFIG_ENV = "XDG_CONFIG_HOME"
+# Where the file was before it followed the XDG base directories: a user's contexts there keep working.
+LEGACY_CONFIG = Path("~/.suanli/config.yaml")
 # `traces`: the base URL of a Jaeger query API (compose: Jaeger's :16686; `suanli up`: its trace store).
 SERVERS = ("scheduler", "billing", "routing", "serving", "traces")
 
@@ -48,9 +52,25 @@ class Context:
     ca: str = ""  # path of the CA certificate to trust (TLS); empty: plaintext
 
 
+def default_config_path() -> Path:
+    """The file when neither an argument nor ``SUANLI_CONFIG`` names one.
+
+    ``$XDG_CONFIG_HOME/suanli/config.yaml`` (``~/.config`` when unset), unless only the legacy
+    ``~/.suanli/config.yaml`` exists: then that one, for reading and writing alike, so a user's contexts
+    stay in one file until they move it.
+    """
+    base = os.environ.get(XDG_CONFIG_ENV, "")
+    # The XDG spec: a relative value is invalid and is ignored.
+    root = Path(base) if os.path.isabs(base) else Path("~/.config").expanduser()
+    new = root / "suanli" / "config.yaml"
+    legacy = LEGACY_CONFIG.expanduser()
+    return legacy if not new.exists() and legacy.exists() else new
+
+
 def config_path(given: str | Path | None = None) -> Path:
-    """The config file: ``given``, else ``SUANLI_CONFIG``, else ``~/.suanli/config.yaml``."""
-    return Path(given or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG).expanduser()
+    """The config file: ``given``, else ``SUANLI_CONFIG``, else `default_config_path`."""
+    chosen = given or os.environ.get(CONFIG_ENV)
+    return Path(chosen).expanduser() if chosen else default_config_path()
 
 
 def _context(path: Path, raw: Any) -> Context:

@@ -88,3 +88,20 @@ def test_unknown_contexts_and_bad_files_are_one_line_errors(path: Path) -> None:
     path.write_text("- just\n- a list\n")
     code, out = run("get-contexts")
     assert code == 2 and "not a client config" in out
+
+
+def test_a_legacy_config_is_written_where_it_was_read(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(config.CONFIG_ENV)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    legacy = tmp_path / ".suanli" / "config.yaml"
+    config.write_context(legacy, config.Context("old", {"scheduler": "old:1"}))
+    assert run("set-context", "lab", "--scheduler", "lab:1") == (0, f'Context "lab" written to {legacy}.\n')
+    assert [c["name"] for c in yaml.safe_load(legacy.read_text())["contexts"]] == ["old", "lab"]
+    assert not (tmp_path / ".config").exists()
+    legacy.unlink()  # without it, a new config goes to the XDG place
+    new = tmp_path / ".config" / "suanli" / "config.yaml"
+    assert run("set-context", "lab", "--scheduler", "lab:1") == (0, f'Context "lab" written to {new}.\n')
+    assert yaml.safe_load(new.read_text())["contexts"] == [{"name": "lab", "scheduler": "lab:1"}]

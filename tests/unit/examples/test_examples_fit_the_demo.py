@@ -5,18 +5,27 @@ An example that names a queue or a GPU model nobody has would sit pending foreve
 examples of examples/jobs and every job in a YAML block of the README and docs/ (docs/jobspec.md's
 reference first, then jobs inside wrappers such as the demo workload's templates) also go
 through the scheduler's own path: SubmitJob's checks, then one cycle on the empty demo fleet, which places
-them or leaves them waiting for quota only."""
+them or leaves them waiting for quota only. The replica jobs of every service spec in a YAML block of the
+docs (docs/inference.md's reference) pass SubmitJob's checks, made by the path `suanli service create`
+takes: the spec text through CreateService's parser and the serving use case."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import json
 import re
+import uuid
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.clock import ManualClock
+from suanli.contracts import decode
 from suanli.data import data_path
 from suanli.jobspec import JobSpec, load_jobspec, to_proto, validate_document
 from suanli.resources import default_catalogue
@@ -29,6 +38,9 @@ from suanli.scheduling.entrypoints.validation import check_gpu_models, validate_
 from suanli.scheduling.service_layer.queues_config import QueueConfig, parse_queue_config
 from suanli.sensing.adapters.fleet_file import load_fleet
 from suanli.sensing.domain.fleet import FleetSpec, SimNodeSpec
+from suanli.serving.adapters.memory import InMemoryServing
+from suanli.serving.domain.service import ReplicaPolicy
+from suanli.serving.service_layer.serving import ServingService, parse_document
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -125,6 +137,42 @@ def doc_examples() -> list[tuple[str, JobSpec]]:
     return out
 
 
+def service_blocks() -> list[tuple[str, str]]:
+    """Every service spec (one document with `model` and `min_replicas`) in a YAML block of the README
+    and docs/, as text, named by its file and block."""
+    found = []
+    for doc in DOCS:
+        for b, block in enumerate(DOC_BLOCKS.findall(doc.read_text())):
+            documents = list(yaml.safe_load_all(block))
+            spec = documents[0] if len(documents) == 1 else None
+            if isinstance(spec, dict) and {"model", "min_replicas"} <= spec.keys():
+                found.append((f"{doc.name}-{b}", block))
+    return found
+
+
+async def replica_jobs(text: str, regions: set[str]) -> list[dict[str, object]]:
+    """The jobs `suanli service create -f` would have the scheduler run for the spec `text` (its
+    min_replicas), made as CreateService makes them; the spec is checked against the demo's regions."""
+    clock = ManualClock(datetime(2026, 12, 1, tzinfo=UTC))
+    ids = itertools.count(1)
+    store = InMemoryServing(clock, lambda: uuid.UUID(int=next(ids)))
+    service = ServingService(default_catalogue(), ReplicaPolicy(), lambda: "svc-1", known_regions=regions)
+    async with store.begin() as unit:
+        await service.create(unit, "", parse_document(text), 0, "")
+    records = [decode(r.value) for r in await store.store.pending_outbox(10_000)]
+    return [json.loads(body["spec"]) for name, body in records if name == "JobSubmissionRequested"]
+
+
+def service_examples() -> list[tuple[str, JobSpec]]:
+    fleet = load_fleet(data_path("deploy/fleets/demo-3regions.yaml"))
+    regions = {n.identity.region for n in fleet.nodes}
+    return [
+        (f"{name}-replica-{r}", validate_document(job))
+        for name, text in service_blocks()
+        for r, job in enumerate(asyncio.run(replica_jobs(text, regions)), 1)
+    ]
+
+
 def file_examples() -> list[tuple[str, JobSpec]]:
     return [(p.stem, load_jobspec(p)) for p in EXAMPLES]
 
@@ -163,8 +211,33 @@ def test_the_reference_and_every_doc_example_are_found() -> None:
     assert {n.split("-", 1)[0] for n in names} >= {"jobspec.md", "demo.md", "simulate.md"}, names
 
 
+@pytest.mark.parametrize(("name", "spec"), service_examples(), ids=lambda v: v if isinstance(v, str) else "")
+def test_a_doc_service_makes_replica_jobs_the_scheduler_accepts(
+    name: str, spec: JobSpec, fleet: FleetSpec
+) -> None:
+    """SubmitJob's checks, GPU models against the catalogue and the demo fleet's; not a demo cycle: the
+    reference spec is sized for the simulator's trace (docs/inference.md), not for the demo's quotas."""
+    request = pb.SubmitJobRequest(spec=to_proto(spec))
+    validate_submit(request)
+    check_gpu_models(
+        request.spec, default_catalogue(), lambda: {n.gpu_model for n in fleet.nodes if n.gpu_model}
+    )
+    assert spec.kind == "inference" and len(spec.tasks) == 1, name
+
+
+def test_the_service_spec_reference_is_found_and_makes_its_min_replicas() -> None:
+    assert [name for name, _ in service_blocks()] == ["inference.md-0"]
+    [(_, text)] = service_blocks()
+    names = [name for name, _ in service_examples()]
+    assert names == [
+        f"inference.md-0-replica-{r}" for r in range(1, yaml.safe_load(text)["min_replicas"] + 1)
+    ]
+
+
 @pytest.mark.parametrize(
-    ("name", "spec"), file_examples() + doc_examples(), ids=lambda v: v if isinstance(v, str) else ""
+    ("name", "spec"),
+    file_examples() + doc_examples(),
+    ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_example_is_accepted_and_possible_on_the_empty_demo(
     name: str, spec: JobSpec, queues: QueueConfig, fleet: FleetSpec

@@ -3,6 +3,8 @@ same words (the wire prefixes `spec.`), and what the model accepts the scheduler
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.jobspec import JobSpecError, to_proto, validate_document
 from suanli.jobspec.ids import id_problem
 from suanli.jobspec.limits import MAX_JOB_ENV_BYTES, MAX_TASKS
+from suanli.jobspec.model import MAX_REPLICAS
 from suanli.scheduling.entrypoints.validation import validate_submit
 from suanli.scheduling.service_layer.errors import InvalidSpec
 
@@ -79,3 +82,14 @@ def test_the_largest_spec_the_model_accepts_the_scheduler_accepts() -> None:
 @pytest.mark.parametrize("value", ["../../etc/x", ".x", "a/b", "", "a" * 254, "a b", "ü"])
 def test_unsafe_ids(value: str) -> None:
     assert id_problem(value, "task_id") is not None
+
+
+def test_the_task_limit_docs_jobspec_states_is_the_codes() -> None:
+    """docs/jobspec.md's limits table says the number a person plans with; the code enforces its own."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "jobspec.md").read_text()
+    row = re.search(
+        r"^\| tasks per job, replicas included \| ([\d,]+) \(so `replicas` ≤ ([\d,]+) per group\)", text, re.M
+    )
+    assert row is not None, "docs/jobspec.md's limits table lost its tasks-per-job row"
+    tasks, replicas = (int(n.replace(",", "")) for n in row.groups())
+    assert (tasks, replicas) == (MAX_TASKS, MAX_REPLICAS)

@@ -4,6 +4,7 @@ network-aware jobs in the summary, and the whole view still inside 120 columns."
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from rich.console import Console, RenderableType
@@ -21,6 +22,7 @@ from suanli.platform.dashboard import (
     short_region,
 )
 from suanli.platform.observe import Decision, Observation, TenantCharges
+from suanli.platform.stack import Stack, StackConfig
 from suanli.platform.summary import (
     NetworkPlacement,
     PreemptionSeen,
@@ -28,6 +30,7 @@ from suanli.platform.summary import (
     network_placements,
     render_summary,
 )
+from suanli.platform.up import _endpoints
 from suanli.sensing.adapters.fleet_file import load_fleet
 
 
@@ -282,3 +285,21 @@ def test_the_whole_view_with_the_scenario_fits_120_columns_without_cutting_names
     assert "priority high over research in initech" in view
     assert "Cohorts: borrowed / lent (acme-teams)" in view
     assert "waited 3  borrowing 1  preemptions 1  over quota 1  invoices 0" in view
+
+
+def test_the_footer_says_where_the_scheduler_billing_and_routing_listen(tmp_path: Path) -> None:
+    stack = Stack(StackConfig(home=tmp_path))
+    stack.scheduler_addr, stack.billing_addr, stack.routing_addr = (
+        "127.0.0.1:50051",
+        "127.0.0.1:50055",
+        "127.0.0.1:41234",  # a well-known port was taken: the one it got
+    )
+    reach = _endpoints(stack, None)
+    status = Status("submitting", 5, 1, 25, {}, 0, 0.0, logs=".suanli/up/logs", endpoints=reach)
+    view = text(dashboard(status, Observation(at=0), [], []))  # the 120 columns the view is made for
+    footer = [line.rstrip() for line in view.splitlines()[-2:]]
+    assert footer == [
+        "scheduler 127.0.0.1:50051 · billing 127.0.0.1:50055 · routing 127.0.0.1:41234 (context 'up'). "
+        "Ctrl-C stops everything.",
+        "Logs: .suanli/up/logs",
+    ]

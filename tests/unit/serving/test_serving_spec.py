@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from suanli.errors import InvalidArgument
 from suanli.resources import default_catalogue
-from suanli.serving.domain.spec import ServiceSpecError, validate_service
+from suanli.serving.domain.spec import MAX_BATCH, MAX_REPLICAS, ServiceSpecError, validate_service
+from suanli.serving.entrypoints.grpc_api import MAX_SPEC_BYTES
 
 REGIONS = ("dallas", "frankfurt", "tokyo")
 
@@ -88,3 +91,14 @@ def test_a_model_larger_than_the_gpu_share_does_not_fit() -> None:
     # 70B in FP16 is 138 GB; a quarter of an 80 GB A100 holds 18 GiB.
     message = problems(doc(model="llama-2-70b", resources={"gpu": 0.25, "gpu_models": ["A100 80GB SXM"]}))
     assert "resources.gpu: llama-2-70b needs 128.5 GiB of weights" in message
+
+
+def test_the_limits_docs_serving_states_are_the_codes() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "serving.md").read_text()
+    row = re.search(r"^\| replicas per service \| `max_replicas` ≤ ([\d,]+) \(`MAX_REPLICAS`\)", text, re.M)
+    assert row is not None, "docs/serving.md's spec limits lost the replicas row"
+    assert int(row.group(1).replace(",", "")) == MAX_REPLICAS
+    assert f"max_replicas <= {MAX_REPLICAS} (got 2 and {MAX_REPLICAS + 1})" in text  # the quoted refusal
+    assert f"<= {MAX_REPLICAS} (got 2 and {MAX_REPLICAS + 1})" in problems(doc(max_replicas=MAX_REPLICAS + 1))
+    assert f"| `max_batch` | 1..{MAX_BATCH:,} |" in text
+    assert f"| spec text (`CreateService`'s `spec`) | ≤ {MAX_SPEC_BYTES // 1024} KiB |" in text
