@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from typer.testing import CliRunner
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
@@ -23,6 +24,7 @@ from suanli.auth.ledger import TokenLedger
 from suanli.auth.principal import Role
 from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
 from suanli.bus import ConsumerSettings
+from suanli.cli.main import app as cli_app
 from suanli.client import SchedulerClient
 from suanli.clock import SystemClock
 from suanli.contracts import default_registry, sample_records
@@ -152,6 +154,12 @@ async def test_a_tenant_streams_its_real_tasks_log_and_nobody_else_can(
         await until(succeeded, what="the job succeeded")
         again = [c async for c in client.logs(job.id, task="main", attempt=1)]
         assert b"".join(c.data for c in again) == OUTPUT
+        # The CLI, naming the job by its name, prints the same bytes (what `> file` saves).
+        runner = CliRunner(env={"SUANLI_CONFIG": str(tmp_path / "no-config.yaml")})
+        args = ["--token", acme, "job", "logs", "printer", "--scheduler", address]
+        shown = await asyncio.to_thread(runner.invoke, cli_app, args)
+        assert shown.exit_code == 0, shown.output
+        assert shown.stdout_bytes == OUTPUT
 
         # Another tenant: the job does not exist for it, at the scheduler and at the agent alike.
         code, details = await _code(others.logs(job.id))
