@@ -16,10 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from typer.testing import CliRunner
 
-from suanli import telemetry
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.api.sensing.v1 import agent_logs_pb2 as apb
@@ -34,6 +32,7 @@ from suanli.clock import SystemClock
 from suanli.contracts import default_registry, sample_records
 from suanli.contracts import labels as node_labels
 from suanli.eventstore import PostgresEventStore
+from suanli.infra.testing import recorded_spans
 from suanli.sensing.adapters.task_logs import TaskLogs
 from suanli.sensing.bootstrap import RealAgentConfig, build_real_agent
 from suanli.sensing.domain.identity import NodeIdentity
@@ -104,7 +103,11 @@ async def _code(call: AsyncIterator[object]) -> tuple[grpc.StatusCode, str]:
 
 
 async def test_a_tenant_streams_its_real_tasks_log_and_nobody_else_can(
-    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+    pg_dsn: str,
+    kafka_bootstrap: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = KeyPaths(tmp_path / "auth")
     create_keys(keys)
@@ -116,8 +119,7 @@ async def test_a_tenant_streams_its_real_tasks_log_and_nobody_else_can(
 
     async with contextlib.AsyncExitStack() as stack:
         # Spans of every server in this process: the scheduler's call to the agent continues its trace.
-        spans = InMemorySpanExporter()
-        stack.callback(telemetry.setup("scheduling", span_exporter=spans).shutdown)
+        spans = stack.enter_context(recorded_spans("scheduling", monkeypatch))
         store = await stack.enter_async_context(
             await PostgresEventStore.connect(pg_dsn, schema=auth["auth_schema"])
         )
