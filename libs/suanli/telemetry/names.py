@@ -61,6 +61,15 @@ AGENT_ORDERS_REFUSED = "suanli_agent_orders_refused_total"
 BILLING_CHARGES = "suanli_billing_charges_total"
 PRUNED_ROWS = "suanli_pruned_rows_total"
 METERING_LATE_FACTS = "suanli_metering_late_facts_total"
+RPC_HANDLED = "suanli_rpc_server_handled_total"
+RPC_HANDLING = "suanli_rpc_server_handling_seconds"
+
+# Not ``service``: the scrape config labels every target with its service (deploy/prometheus), and a
+# metric's own label of that name would be served renamed to ``exported_service``.
+_RPC_LABELS = ("grpc_service", "grpc_method")
+# The e2e run calls these two; the others (billing, serving, an agent's logs endpoint) serve the series
+# from their first call on.
+_RPC_EXPORTER = "scheduling, routing and every other gRPC server (suanli.telemetry.grpc), once called"
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -300,6 +309,23 @@ METRICS: tuple[MetricSpec, ...] = (
         "metering",
         "Task facts metering ignored (by kind: Started, Ended, Sampled, Seen) because they are older than "
         "the task retention and their attempt is not held: its record was pruned; never charged again.",
+    ),
+    MetricSpec(
+        RPC_HANDLED,
+        "counter",
+        "1",
+        (*_RPC_LABELS, "grpc_code"),
+        _RPC_EXPORTER,
+        "Unary and server-streaming calls a gRPC server finished, by method and status code (OK, "
+        "NOT_FOUND, UNAVAILABLE, ...); health checks are left out.",
+    ),
+    MetricSpec(
+        RPC_HANDLING,
+        "histogram",
+        "s",
+        _RPC_LABELS,
+        _RPC_EXPORTER,
+        "Server-side time of one call, from the request to its status: a stream's until it ends.",
     ),
 )
 

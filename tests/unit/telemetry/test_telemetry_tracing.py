@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -12,7 +12,6 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from suanli import telemetry
 from suanli.eventstore import InMemoryEventStore, NewEvent, OutboxMessage, OutboxRelay, RecordingOutboxSink
 from suanli.eventstore.kafka_sink import with_traceparent
 from suanli.eventstore.pruning import RetentionSettings
@@ -22,18 +21,6 @@ from suanli.telemetry.grpc import client_interceptors, with_tracing
 from suanli.telemetry.tracing import SpansPerTrace
 
 STALE = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
-    exporter = InMemorySpanExporter()
-    handle = telemetry.setup("tests", span_exporter=exporter)
-    try:
-        yield exporter
-    finally:
-        handle.shutdown()
 
 
 def _hex(trace_id: int) -> str:
