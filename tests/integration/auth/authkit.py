@@ -58,6 +58,8 @@ class Platform:
     agent_logs: str = ""  # a node agent's logs endpoint (AgentLogs), over ``agent_log_dir``
     agent_log_dir: Path = Path()
     serving: str = ""
+    serving_schema: str = ""
+    billing_schema: str = ""
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -172,6 +174,8 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             agent_logs,
             log_dir,
             serving=f"127.0.0.1:{serving.grpc_port}",
+            serving_schema=serving_cfg.db_schema,
+            billing_schema=billing_cfg.db_schema,
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]
