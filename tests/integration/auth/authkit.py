@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,15 +96,21 @@ async def _known_region(p: Platform, bootstrap: str, prefix: str) -> None:
     admin = bearer(p.tokens[Role.PLATFORM_ADMIN])
 
     async def known() -> bool:
-        try:
-            await api.Resolve(rpb.ResolveRequest(from_region=REGION), metadata=admin, timeout=5)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
-                return False
-            raise
-        return True
+        resolve = api.Resolve(rpb.ResolveRequest(from_region=REGION), metadata=admin, timeout=5)
+        return await answered(resolve, grpc.StatusCode.INVALID_ARGUMENT)
 
     await until(known, what="routing knows the region")
+
+
+async def answered(call: Awaitable[Any], not_yet: grpc.StatusCode) -> bool:
+    """Whether a call was answered; False when refused with ``not_yet`` (what a later try may not be)."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() is not_yet:
+            return False
+        raise
+    return True
 
 
 def bearer(token: str) -> tuple[tuple[str, str], ...]:

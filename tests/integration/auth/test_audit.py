@@ -28,7 +28,7 @@ from suanli.contracts import decode
 from suanli.eventstore import PostgresEventStore
 from suanli.infra.polling import until
 
-from .authkit import OTHER, OWN, Platform, bearer
+from .authkit import OTHER, OWN, Platform, answered, bearer
 
 RUNNER = CliRunner(env={"COLUMNS": "300"})
 
@@ -164,13 +164,8 @@ async def test_queue_class_service_and_period_changes_name_their_caller(plat: Pl
     await scheduler.SubmitJob(spb.SubmitJobRequest(spec=job), metadata=bearer(member), timeout=10)
 
     async def billing_knows() -> bool:
-        try:
-            await billing.GetUsage(bpb.GetUsageRequest(tenant=OWN), metadata=bearer(admin), timeout=10)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
+        usage = billing.GetUsage(bpb.GetUsageRequest(tenant=OWN), metadata=bearer(admin), timeout=10)
+        return await answered(usage, grpc.StatusCode.NOT_FOUND)
 
     await until(billing_knows, what="billing knows tenant acme")
     invoice = await billing.ClosePeriod(
