@@ -108,10 +108,10 @@ def test_lint_reports_a_file_missing_from_the_catalogue(tmp_path: Path) -> None:
     extra = tmp_path / "avro" / "sensing" / "NodeRegistered.avsc"
     text = extra.read_text().replace('"NodeRegistered"', '"NodeRenamed"')
     (extra.parent / "NodeRenamed.avsc").write_text(text)
-    (tmp_path / "avro" / "billing" / "InvoiceIssued.avsc").unlink()
+    (tmp_path / "avro" / "billing" / "ChargeRecorded.avsc").unlink()
     problems = lint_registry(SchemaRegistry.load(tmp_path / "avro"))
     assert any("NodeRenamed is not in suanli.contracts.catalogue" in p for p in problems)
-    assert any("InvoiceIssued has no schema file" in p for p in problems)
+    assert any("ChargeRecorded has no schema file" in p for p in problems)
 
 
 def test_docs_table_lists_every_event_with_its_topic() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from suanli.billing.domain.invoices import Invoice, build_invoice
+from suanli.billing.domain.invoices import ON_SCHEDULE, Closing, Invoice, build_invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import Charge, rate
@@ -41,8 +41,11 @@ class BillingService:
         await unit.terms.record_node_region(node_id, region)
         return await self._release(unit, await unit.parking.parked(node_id=node_id))
 
-    async def close_period(self, unit: LedgerUnit, tenant: str, period: Period, now: datetime) -> Invoice:
-        """Issue the tenant's invoice for `period` (the existing one if already issued)."""
+    async def close_period(
+        self, unit: LedgerUnit, tenant: str, period: Period, now: datetime, closing: Closing = ON_SCHEDULE
+    ) -> Invoice:
+        """Issue the tenant's invoice for `period` (the existing one if already issued), closed as `closing`
+        says (recorded with the invoice: who asked is part of the audit trail)."""
         existing = await unit.invoices.invoice(tenant, period)
         if existing is not None:
             return existing
@@ -50,7 +53,7 @@ class BillingService:
             raise PeriodNotEnded(period)
         totals = await unit.ledger.charge_totals(tenant, period)
         invoice = build_invoice(tenant, period, self.book.currency, totals, issued_at=now)
-        await unit.invoices.record_invoice(invoice)
+        await unit.invoices.record_invoice(invoice, closing)
         return invoice
 
     async def periods_due(self, unit: LedgerUnit, now: datetime) -> list[tuple[str, Period]]:
