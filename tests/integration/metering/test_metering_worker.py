@@ -36,6 +36,7 @@ from suanli.metering.testing import (
     task_placed,
     task_started,
 )
+from suanli.telemetry.tracing import continued
 
 INTERVAL_MS = 500
 READY_DEADLINE_S = 45.0
@@ -407,6 +408,41 @@ async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Sta
         ("acme", "research", "job-u", 1)
     }
     assert ordered[0]["window_start"] == from_ms(start) and ordered[-1]["window_end"] == from_ms(end)
+
+
+async def test_a_window_closed_by_a_later_snapshot_is_in_the_trace_of_the_task_start(stack: Stack) -> None:
+    node, task = f"trace-node-{secrets.token_hex(2)}", f"task-{secrets.token_hex(3)}"
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0)]}
+    capacity = stack.reader(stack.topics.capacity)
+    await capacity.start()
+    try:
+        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
+    finally:
+        await capacity.stop()
+    job_trace = secrets.token_hex(16)
+    # Started two minutes ago and never ended: only the agent's snapshots (no trace of the job's) close
+    # its windows.
+    start = now_ms() - 120_000
+    p, t = stack.publisher, stack.topics
+    await p.publish(t.jobs, "job-tr", "JobSubmitted", job_submitted("job-tr", [task], start - 1000))
+    placed = task_placed(task, node, start - 1000, job_id="job-tr", devices=[(0, 1000)], cpu_milli=1000)
+    await p.publish(t.placements, node, "TaskPlaced", placed)
+    with continued(f"00-{job_trace}-{secrets.token_hex(8)}-01"):
+        await p.publish(t.lifecycle, task, "TaskStarted", task_started(task, node, start, job_id="job-tr"))
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0)], "task_ids": [task]}
+
+    reader = stack.reader(t.usage)
+    await reader.start()
+    try:
+        seen = await reader.until(
+            lambda s: any(r.record["task_id"] == task for r in s), what=f"a window of {task}"
+        )
+    finally:
+        await reader.stop()
+    windows = [r for r in seen if r.record["task_id"] == task]
+    assert all(r.record["window_end"] <= from_ms(now_ms()) for r in windows)
+    traceparents = {header(r.headers, "traceparent") for r in windows}
+    assert traceparents and all(tp and tp.split("-")[1] == job_trace for tp in traceparents), traceparents
 
 
 async def test_a_task_whose_job_event_never_arrived_is_charged_to_its_placements_payer(stack: Stack) -> None:
