@@ -40,6 +40,7 @@ SCHEDULER_NETWORK_VIEW_AGE = "suanli_scheduler_network_view_age_seconds"
 PLACEMENT_LATENCY = "suanli_placement_latency_seconds"
 CAPACITY_CU = "suanli_capacity_cu"
 UTILISATION_RATIO = "suanli_utilisation_ratio"
+ALLOCATED_CU = "suanli_allocated_cu"
 NODES = "suanli_nodes"
 ROUTING_RESOLVES = "suanli_routing_resolves_total"
 ROUTING_RESOLVE_LATENCY = "suanli_routing_resolve_seconds"
@@ -128,6 +129,15 @@ METRICS: tuple[MetricSpec, ...] = (
         ("region", "gpu_model"),
         "metering",
         "Allocatable capacity in standard compute units of live nodes.",
+    ),
+    MetricSpec(
+        ALLOCATED_CU,
+        "gauge",
+        "{CU}",
+        ("region", "gpu_model"),
+        "metering",
+        "Standard compute units of live nodes allocated to placed tasks (above capacity when "
+        "oversubscribed).",
     ),
     MetricSpec(
         UTILISATION_RATIO,
@@ -241,15 +251,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "histogram",
         "s",
         ("group", "topic"),
-        "every EventConsumer (bus)",
-        "Time to handle one record, retries included (rate: its _count; errors: retries and dead letters).",
+        "every consumer: the bus's (scheduling, billing, sensing) and the faust workers' (metering, routing)",
+        "Time to handle one record, retries included (rate: its _count; errors: retries and dead letters); "
+        "a faust worker's record: the time of the batch it was handled in.",
     ),
     MetricSpec(
         CONSUMER_RETRIES,
         "counter",
         "1",
         ("group", "topic"),
-        "every EventConsumer (bus)",
+        "every consumer: the bus's (scheduling, billing, sensing) and the faust workers' (metering, routing)",
         "Handler failures retried in place (transient: the database or broker away).",
     ),
     MetricSpec(
@@ -288,9 +299,10 @@ METRICS: tuple[MetricSpec, ...] = (
         BILLING_CHARGES,
         "counter",
         "1",
-        (),
+        ("tenant",),
         "billing",
-        "Charges billing recorded: usage windows rated as they arrived or released from parking.",
+        "Charges billing recorded, by the tenant charged: usage windows rated as they arrived or released "
+        "from parking.",
     ),
     MetricSpec(
         PRUNED_ROWS,
