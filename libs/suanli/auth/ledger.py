@@ -13,6 +13,7 @@ any restart (it is in the database).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -87,10 +88,6 @@ class KeyRecord:
         if self.retired_at is None:
             return "active"
         return "retiring" if self.retired_at > now else "retired"
-
-
-def _with(record: TokenRecord | KeyRecord, **changes: object) -> TokenRecord | KeyRecord:
-    return type(record)(**{**{f: getattr(record, f) for f in record.__slots__}, **changes})
 
 
 class TokenLedger:
@@ -233,22 +230,19 @@ class TokenLedger:
                         r["key_id"], r["public_key"], r["occurred_at"], r["added_by"]
                     )
                 elif name == "TokenRevoked" and stored.stream in records:
-                    records[stored.stream] = _with(
+                    records[stored.stream] = dataclasses.replace(
                         records[stored.stream],
                         revoked_at=r["occurred_at"],
                         revoked_by=r["revoked_by"],
                         reason=r["reason"],
                     )
                 elif name == "SigningKeyRetired" and stored.stream in records:
-                    old = records[stored.stream]
-                    assert isinstance(old, KeyRecord)
-                    at = (
-                        r["effective_at"]
-                        if old.retired_at is None
-                        else min(old.retired_at, r["effective_at"])
-                    )
-                    records[stored.stream] = _with(
-                        old, retired_at=at, retired_by=r["retired_by"], reason=r["reason"]
+                    # `retire_key` only ever brings a retirement forward: the last one is the earliest.
+                    records[stored.stream] = dataclasses.replace(
+                        records[stored.stream],
+                        retired_at=r["effective_at"],
+                        retired_by=r["retired_by"],
+                        reason=r["reason"],
                     )
         return list(records.values())
 
