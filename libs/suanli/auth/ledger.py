@@ -90,6 +90,14 @@ class KeyRecord:
         return "retiring" if self.retired_at > now else "retired"
 
 
+# What a later event of a token's or key's stream changes in its record: record field <- event field.
+# `retire_key` only ever brings a retirement forward, so the last retirement is the earliest.
+_UPDATES: Mapping[str, Mapping[str, str]] = {
+    "TokenRevoked": {"revoked_at": "occurred_at", "revoked_by": "revoked_by", "reason": "reason"},
+    "SigningKeyRetired": {"retired_at": "effective_at", "retired_by": "retired_by", "reason": "reason"},
+}
+
+
 class TokenLedger:
     """Records tokens and signing keys in an event store; reads them back folded per token and key."""
 
@@ -229,21 +237,9 @@ class TokenLedger:
                     records[stored.stream] = KeyRecord(
                         r["key_id"], r["public_key"], r["occurred_at"], r["added_by"]
                     )
-                elif name == "TokenRevoked" and stored.stream in records:
-                    records[stored.stream] = dataclasses.replace(
-                        records[stored.stream],
-                        revoked_at=r["occurred_at"],
-                        revoked_by=r["revoked_by"],
-                        reason=r["reason"],
-                    )
-                elif name == "SigningKeyRetired" and stored.stream in records:
-                    # `retire_key` only ever brings a retirement forward: the last one is the earliest.
-                    records[stored.stream] = dataclasses.replace(
-                        records[stored.stream],
-                        retired_at=r["effective_at"],
-                        retired_by=r["retired_by"],
-                        reason=r["reason"],
-                    )
+                elif name in _UPDATES and stored.stream in records:
+                    changes = {field: r[source] for field, source in _UPDATES[name].items()}
+                    records[stored.stream] = dataclasses.replace(records[stored.stream], **changes)
         return list(records.values())
 
 
