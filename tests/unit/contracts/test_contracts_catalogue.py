@@ -64,7 +64,12 @@ def test_topics_and_keys() -> None:
     assert catalogue.events_on(catalogue.PLACEMENTS) == ("TaskPlaced", "TaskPreempted", "TaskStopRequested")
     assert catalogue.topic_of("NodeSnapshot") == "node.snapshots"
     assert catalogue.context_of("ChargeRecorded") == "billing"
-    assert catalogue.events_on(catalogue.AUTH_EVENTS) == ("TokenIssued", "TokenRevoked")
+    assert catalogue.events_on(catalogue.AUTH_EVENTS) == (
+        "TokenIssued",
+        "TokenRevoked",
+        "SigningKeyAdded",
+        "SigningKeyRetired",
+    )
     assert catalogue.events_on(catalogue.QUEUES_EVENTS) == (
         "QueueCreated",
         "QueueUpdated",
