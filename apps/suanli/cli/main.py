@@ -56,7 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Start, inspect and stop the local broker and PostgreSQL; create development TLS certificates; "
         "provision database roles and Kafka ACLs.",
     ),
-    "auth": ("suanli.cli.auth:app", "Signing key and access tokens (docs/security.md)."),
+    "auth": ("suanli.cli.auth:app", "Signing keys and access tokens (docs/security.md)."),
     "config": (
         "suanli.cli.contexts:app",
         "Client config contexts: servers and token (get-contexts, use-context, set-context, view).",
