@@ -85,6 +85,32 @@ def _percent(used: int, total: int) -> str:
     return f"{100 * used / total:.0f}%" if total else "-"
 
 
+def _css(name: str) -> str:
+    return f' class="{name}"' if name else ""
+
+
+def _table(headings: Sequence[str], rows: Sequence[str]) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headings)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _row_group(
+    attributes: str,
+    spanned: Sequence[tuple[str, str]],
+    parts: Sequence[str],
+    after: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """The rows of one item with several parts (a queue's flavours, a service's replicas): its own
+    cells, (html, CSS class) pairs, span the rows before and after the cells of each part."""
+    span = f' rowspan="{len(parts)}"'
+
+    def cells(given: Sequence[tuple[str, str]]) -> str:
+        return "".join(f"<td{span}{_css(css)}>{html}</td>" for html, css in given)
+
+    first = f"<tr {attributes}>{cells(spanned)}{parts[0]}{cells(after)}</tr>"
+    return [first, *(f"<tr>{part}</tr>" for part in parts[1:])]
+
+
 # --- overview ------------------------------------------------------------------------------------
 
 
@@ -262,20 +288,34 @@ def queues_table(queues: Sequence[pb.Queue], pending: Mapping[str, Mapping[str, 
             if reasons
             else "-"
         )
-        span = f' rowspan="{len(resources)}"'
         state = "stopped" if q.stopped else "open"
-        head = (
-            f"<td{span}>{esc(q.name)}</td><td{span}>{esc(q.cohort or '-')}</td><td{span}>{state}</td>"
-            f'<td{span} class="num">{q.pending_jobs}</td><td{span} class="num">{q.running_jobs}</td>'
-            f'<td{span} class="num">{q.dominant_share:.2f}</td>'
-        )
-        rows.append(f'<tr data-queue="{esc(q.name)}">{head}{resources[0]}<td{span}>{reason_html}</td></tr>')
-        rows.extend(f"<tr>{r}</tr>" for r in resources[1:])
-    return (
-        "<table><thead><tr><th>queue</th><th>cohort</th><th>state</th><th>pending</th><th>running</th>"
-        "<th>dominant share</th><th>flavour</th><th>guaranteed</th><th>maximum</th><th>used</th>"
-        "<th>borrowed</th><th>borrowing limit</th><th>lending limit</th><th>pending reasons</th></tr>"
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        head = [
+            (esc(q.name), ""),
+            (esc(q.cohort or "-"), ""),
+            (state, ""),
+            (str(q.pending_jobs), "num"),
+            (str(q.running_jobs), "num"),
+            (f"{q.dominant_share:.2f}", "num"),
+        ]
+        rows += _row_group(f'data-queue="{esc(q.name)}"', head, resources, [(reason_html, "")])
+    return _table(
+        (
+            "queue",
+            "cohort",
+            "state",
+            "pending",
+            "running",
+            "dominant share",
+            "flavour",
+            "guaranteed",
+            "maximum",
+            "used",
+            "borrowed",
+            "borrowing limit",
+            "lending limit",
+            "pending reasons",
+        ),
+        rows,
     )
 
 
@@ -516,20 +556,35 @@ def services_table(services: Sequence[spb.Service]) -> str:
             f"<td>{esc(r.node_id or '-')}</td><td>{esc(r.region or r.pinned_region or '-')}</td>{_load(r)}"
             for r in s.replicas
         ] or ['<td colspan="8">-</td>']
-        span = f' rowspan="{len(replicas)}"'
-        head = (
-            f"<td{span}>{esc(s.tenant)}/{esc(s.name)}</td><td{span}>{esc(s.model)}</td>"
-            f"<td{span}>{esc(s.state)}</td><td{span} class=num>{s.desired_replicas}</td>"
-            f"<td{span} class=num>{s.placed_replicas}</td><td{span} class=num>{ready}</td>"
-            f"<td{span} class=num>{s.min_replicas}–{s.max_replicas}</td>"
-        )
-        rows.append(f'<tr data-service="{esc(s.tenant)}/{esc(s.name)}">{head}{replicas[0]}</tr>')
-        rows.extend(f"<tr>{r}</tr>" for r in replicas[1:])
-    return (
-        "<table><thead><tr><th>service</th><th>model</th><th>state</th><th>desired</th><th>placed</th>"
-        "<th>ready</th><th>min–max</th><th>replica</th><th>replica state</th><th>node</th><th>region</th>"
-        "<th>in flight</th><th>queued</th><th>latency s</th><th>KV free tokens</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        head = [
+            (f"{esc(s.tenant)}/{esc(s.name)}", ""),
+            (esc(s.model), ""),
+            (esc(s.state), ""),
+            (str(s.desired_replicas), "num"),
+            (str(s.placed_replicas), "num"),
+            (str(ready), "num"),
+            (f"{s.min_replicas}–{s.max_replicas}", "num"),
+        ]
+        rows += _row_group(f'data-service="{esc(s.tenant)}/{esc(s.name)}"', head, replicas)
+    return _table(
+        (
+            "service",
+            "model",
+            "state",
+            "desired",
+            "placed",
+            "ready",
+            "min–max",
+            "replica",
+            "replica state",
+            "node",
+            "region",
+            "in flight",
+            "queued",
+            "latency s",
+            "KV free tokens",
+        ),
+        rows,
     )
 
 
