@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from suanli.cli import bill, config, network
+from suanli.cli import bill, config, network, service
 from suanli.cli.client import (
     BUILTIN_ADDRESS,
     DEFAULT_ADDRESS,
@@ -27,6 +27,20 @@ from suanli.console.server import (
     split_listen,
     start_console,
 )
+
+# Unlike `suanli service`'s, no built-in default: a platform without serving (`suanli up` runs none) gets
+# a Services page saying so, not one saying localhost:50056 does not answer.
+ServingAddr = Annotated[
+    str,
+    typer.Option(
+        "--serving",
+        envvar=service.ADDR_ENV,
+        metavar="HOST:PORT",
+        show_default=False,
+        help=f"Serving gRPC address (env {service.ADDR_ENV}; default: the config context's, else none: "
+        "the Services page says serving is not configured).",
+    ),
+]
 
 
 def console(
@@ -47,8 +61,9 @@ def console(
     address: SchedulerOption = DEFAULT_ADDRESS,
     billing: bill.Addr = bill.DEFAULT_ADDR,
     routing: network.Addr = network.DEFAULT_ADDR,
+    serving: ServingAddr = "",
 ) -> None:
-    """Serve the web console: capacity, nodes, queues, jobs, network and charges, live.
+    """Serve the web console: capacity, nodes, queues, jobs, inference services, network and charges, live.
 
     It calls the services with the context's token (and CA); a browser logs in with that same token.
     """
@@ -58,6 +73,7 @@ def console(
             config.server("scheduler", address, BUILTIN_ADDRESS),
             config.server("billing", billing, bill.BUILTIN_ADDR),
             config.server("routing", routing, network.BUILTIN_ADDR),
+            config.server("serving", serving, ""),
         )
         token, ca_pem = config.token(), config.ca()
     except (config.ConfigError, ValueError) as exc:

@@ -7,9 +7,9 @@ The console is one more client of the public APIs: it sees exactly what its toke
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 
@@ -19,18 +19,19 @@ from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.api.serving.v1 import serving_pb2 as spb
+from suanli.api.serving.v1 import serving_pb2_grpc as spb_grpc
 from suanli.auth.principal import tenant_of_queue
 from suanli.cli.client import UNARY_TIMEOUT_S
 from suanli.cli.config import aio_bearer_channel
 from suanli.console.views import TenantUsage
 
 PAGE_SIZE = 500
+SERVING_NOT_CONFIGURED = "not configured (no serving address in this console's context: --serving)"
+T = TypeVar("T")
 # The jobs page and the counts on the overview show the newest jobs; older ones are a click away in
 # the CLI (`suanli job list`), and a page of thousands of rows helps no one.
 JOBS_SHOWN = 200
-# Jobs whose WatchJob events the console keeps for the timeline; the oldest watch goes first.
-WATCHED_JOBS = 64
-TIMELINE_EVENTS = 500
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Targets:
     scheduler: str
     billing: str = ""
     routing: str = ""
+    serving: str = ""
 
 
 class Unavailable(Exception):
@@ -64,15 +66,22 @@ def _described(error: grpc.RpcError, service: str) -> Unavailable:
     return Unavailable(f"{service}: {code.name}" + (f" ({details})" if details else ""), code)
 
 
-@dataclass
-class _Watch:
-    job_id: str
-    events: list[pb.JobEvent] = field(default_factory=list)
-    task: asyncio.Task[None] | None = None
+async def _every_page(fetch: Callable[[str], Awaitable[tuple[Sequence[T], str]]], service: str) -> list[T]:
+    """Every item of a paged list: ``fetch(page_token)`` answers (items, next page token)."""
+    found: list[T] = []
+    token = ""
+    try:
+        while True:
+            items, token = await fetch(token)
+            found.extend(items)
+            if not token:
+                return found
+    except grpc.RpcError as exc:
+        raise _described(exc, service) from None
 
 
 class Gateway:
-    """The console's channels to the scheduler, billing and routing, and the job watches it keeps."""
+    """The console's channels to the scheduler, billing, routing and serving."""
 
     def __init__(self, targets: Targets, token: str, ca_pem: bytes | None) -> None:
         self.targets = targets
@@ -85,7 +94,9 @@ class Gateway:
         self.routing = (
             rpb_grpc.RoutingStub(self._channel(targets.routing, token)) if targets.routing else None
         )
-        self._watches: dict[str, _Watch] = {}
+        self.serving = (
+            spb_grpc.ServingStub(self._channel(targets.serving, token)) if targets.serving else None
+        )
 
     def _channel(self, address: str, token: str) -> grpc.aio.Channel:
         channel = aio_bearer_channel(address, token, self._ca)
@@ -93,13 +104,6 @@ class Gateway:
         return channel
 
     async def close(self) -> None:
-        for watch in self._watches.values():
-            if watch.task is not None:
-                watch.task.cancel()
-        for watch in self._watches.values():
-            if watch.task is not None:
-                with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
-                    await watch.task
         for channel in self._channels:
             await channel.close()
 
@@ -115,19 +119,12 @@ class Gateway:
                 raise _described(exc, "scheduling") from None
 
     async def nodes(self) -> list[pb.Node]:
-        found: list[pb.Node] = []
-        token = ""
-        try:
-            while True:
-                page = await self.scheduler.ListNodes(
-                    pb.ListNodesRequest(page_size=PAGE_SIZE, page_token=token), timeout=UNARY_TIMEOUT_S
-                )
-                found.extend(page.nodes)
-                token = page.next_page_token
-                if not token:
-                    return found
-        except grpc.RpcError as exc:
-            raise _described(exc, "scheduling") from None
+        async def page(token: str) -> tuple[Sequence[pb.Node], str]:
+            request = pb.ListNodesRequest(page_size=PAGE_SIZE, page_token=token)
+            answer = await self.scheduler.ListNodes(request, timeout=UNARY_TIMEOUT_S)
+            return answer.nodes, answer.next_page_token
+
+        return await _every_page(page, "scheduling")
 
     async def queues(self) -> list[pb.Queue]:
         try:
@@ -159,9 +156,12 @@ class Gateway:
             raise _described(exc, "scheduling") from None
         return found
 
-    async def job(self, job_id: str) -> pb.Job:
+    async def describe(self, job_id: str) -> pb.JobDescription:
+        """The job with its whole recorded history (events, attempts, accounting)."""
         try:
-            return await self.scheduler.GetJob(pb.GetJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S)
+            return await self.scheduler.DescribeJob(
+                pb.DescribeJobRequest(job_id=job_id), timeout=UNARY_TIMEOUT_S
+            )
         except grpc.RpcError as exc:
             raise _described(exc, "scheduling") from None
 
@@ -198,29 +198,18 @@ class Gateway:
 
         return list(await asyncio.gather(*(one(t) for t in tenants)))
 
-    def timeline(self, job_id: str) -> list[pb.JobEvent]:
-        """The WatchJob events seen for ``job_id`` so far; the first ask starts watching it."""
-        watch = self._watches.get(job_id)
-        if watch is None:
-            if len(self._watches) >= WATCHED_JOBS:
-                oldest = next(iter(self._watches))
-                dropped = self._watches.pop(oldest)
-                if dropped.task is not None:
-                    dropped.task.cancel()
-            watch = self._watches[job_id] = _Watch(job_id)
-            watch.task = asyncio.create_task(self._watch(watch), name=f"console-watch-{job_id}")
-        return list(watch.events)
+    async def services(self) -> list[spb.Service]:
+        """Every tenant's inference services (ListServices carries each replica's load, as GetService)."""
+        if self.serving is None:
+            raise Unavailable(f"serving: {SERVING_NOT_CONFIGURED}")
+        serving = self.serving
 
-    async def _watch(self, watch: _Watch) -> None:
-        # The stream ends when the job does; a broken one (the scheduler restarting) is not retried, the
-        # next ask of a dropped watch starts a new one.
-        try:
-            async for event in self.scheduler.WatchJob(pb.WatchJobRequest(job_id=watch.job_id)):
-                watch.events.append(event)
-                del watch.events[:-TIMELINE_EVENTS]
-        except grpc.RpcError:
-            if self._watches.get(watch.job_id) is watch:
-                del self._watches[watch.job_id]
+        async def page(token: str) -> tuple[Sequence[spb.Service], str]:
+            request = spb.ListServicesRequest(page_size=PAGE_SIZE, page_token=token)
+            answer = await serving.ListServices(request, timeout=UNARY_TIMEOUT_S)
+            return answer.services, answer.next_page_token
+
+        return await _every_page(page, "serving")
 
 
 def tenants(queues: Sequence[pb.Queue]) -> list[str]:

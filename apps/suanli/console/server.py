@@ -137,18 +137,24 @@ class JobNotFound(Exception):
 
 async def job_page(gateway: Gateway, match: dict[str, str]) -> views.Page:
     job_id = match["job_id"]
-    job, explained = await asyncio.gather(_attempt(gateway.job(job_id)), _attempt(gateway.explain(job_id)))
-    if isinstance(job, Unavailable):
-        if job.not_found:
+    described, explained = await asyncio.gather(
+        _attempt(gateway.describe(job_id)), _attempt(gateway.explain(job_id))
+    )
+    if isinstance(described, Unavailable):
+        if described.not_found:
             raise JobNotFound(job_id)
-        return views.Page(f"Job {job_id}", {"job-summary": views.unavailable("job", str(job))})
+        return views.Page(f"Job {job_id}", {"job-summary": views.unavailable("job", str(described))})
+    job = described.job
+    # Each refresh reads the history again, so the timeline is the job's whole record on the first
+    # load and grows live after it (the event stream sends it when it changed).
     return views.Page(
         f"Job {job.spec.name or job.id}",
         {
             "job-summary": views.job_summary(job),
             "job-tasks": views.tasks_table(job),
             "job-explanation": _or_error(explained, "explanation", views.explanation),
-            "job-timeline": views.timeline(job, gateway.timeline(job_id)),
+            "job-attempts": views.attempts(described),
+            "job-timeline": views.timeline(described),
         },
     )
 
@@ -156,6 +162,11 @@ async def job_page(gateway: Gateway, match: dict[str, str]) -> views.Page:
 async def network_page(gateway: Gateway, _: dict[str, str]) -> views.Page:
     matrix = await _attempt(gateway.network())
     return views.Page("Network", {"network": _or_error(matrix, "network", views.network_matrix)})
+
+
+async def services_page(gateway: Gateway, _: dict[str, str]) -> views.Page:
+    services = await _attempt(gateway.services())
+    return views.Page("Services", {"services": _or_error(services, "services", views.services_table)})
 
 
 async def charges_page(gateway: Gateway, _: dict[str, str]) -> views.Page:
@@ -174,6 +185,7 @@ PAGES: tuple[tuple[re.Pattern[str], Builder], ...] = (
     (re.compile(r"/queues"), queues_page),
     (re.compile(r"/jobs"), jobs_page),
     (re.compile(r"/jobs/(?P<job_id>[^/]+)"), job_page),
+    (re.compile(r"/services"), services_page),
     (re.compile(r"/network"), network_page),
     (re.compile(r"/charges"), charges_page),
 )
@@ -184,6 +196,7 @@ HEADINGS = {
     "counts": "By state",
     "job-tasks": "Tasks and placement",
     "job-explanation": "Explanation",
+    "job-attempts": "Attempts and use",
     "job-timeline": "Timeline",
 }
 

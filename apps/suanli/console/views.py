@@ -13,10 +13,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from google.protobuf.message import Message
+
 from suanli.api.billing.v1 import billing_pb2 as bpb
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
-from suanli.cli.render import FINAL_STATES, GPU_MILLI, amount, cores, gpu_slots, gpus, state_name, timestamp
+from suanli.api.serving.v1 import serving_pb2 as spb
+from suanli.cli.render import (
+    FINAL_STATES,
+    GPU_MILLI,
+    accounting_fields,
+    amount,
+    cores,
+    duration,
+    gpu_slots,
+    gpus,
+    state_name,
+    timestamp,
+)
 
 # (path, label) of the navigation bar, in order; the path names the page in the event stream too.
 NAV: tuple[tuple[str, str], ...] = (
@@ -24,6 +38,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/nodes", "Nodes"),
     ("/queues", "Queues"),
     ("/jobs", "Jobs"),
+    ("/services", "Services"),
     ("/network", "Network"),
     ("/charges", "Charges"),
 )
@@ -68,6 +83,32 @@ def heat_style(ratio: float) -> str:
 
 def _percent(used: int, total: int) -> str:
     return f"{100 * used / total:.0f}%" if total else "-"
+
+
+def _css(name: str) -> str:
+    return f' class="{name}"' if name else ""
+
+
+def _table(headings: Sequence[str], rows: Sequence[str]) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headings)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _row_group(
+    attributes: str,
+    spanned: Sequence[tuple[str, str]],
+    parts: Sequence[str],
+    after: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """The rows of one item with several parts (a queue's flavours, a service's replicas): its own
+    cells, (html, CSS class) pairs, span the rows before and after the cells of each part."""
+    span = f' rowspan="{len(parts)}"'
+
+    def cells(given: Sequence[tuple[str, str]]) -> str:
+        return "".join(f"<td{span}{_css(css)}>{html}</td>" for html, css in given)
+
+    first = f"<tr {attributes}>{cells(spanned)}{parts[0]}{cells(after)}</tr>"
+    return [first, *(f"<tr>{part}</tr>" for part in parts[1:])]
 
 
 # --- overview ------------------------------------------------------------------------------------
@@ -247,20 +288,34 @@ def queues_table(queues: Sequence[pb.Queue], pending: Mapping[str, Mapping[str, 
             if reasons
             else "-"
         )
-        span = f' rowspan="{len(resources)}"'
         state = "stopped" if q.stopped else "open"
-        head = (
-            f"<td{span}>{esc(q.name)}</td><td{span}>{esc(q.cohort or '-')}</td><td{span}>{state}</td>"
-            f'<td{span} class="num">{q.pending_jobs}</td><td{span} class="num">{q.running_jobs}</td>'
-            f'<td{span} class="num">{q.dominant_share:.2f}</td>'
-        )
-        rows.append(f'<tr data-queue="{esc(q.name)}">{head}{resources[0]}<td{span}>{reason_html}</td></tr>')
-        rows.extend(f"<tr>{r}</tr>" for r in resources[1:])
-    return (
-        "<table><thead><tr><th>queue</th><th>cohort</th><th>state</th><th>pending</th><th>running</th>"
-        "<th>dominant share</th><th>flavour</th><th>guaranteed</th><th>maximum</th><th>used</th>"
-        "<th>borrowed</th><th>borrowing limit</th><th>lending limit</th><th>pending reasons</th></tr>"
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        head = [
+            (esc(q.name), ""),
+            (esc(q.cohort or "-"), ""),
+            (state, ""),
+            (str(q.pending_jobs), "num"),
+            (str(q.running_jobs), "num"),
+            (f"{q.dominant_share:.2f}", "num"),
+        ]
+        rows += _row_group(f'data-queue="{esc(q.name)}"', head, resources, [(reason_html, "")])
+    return _table(
+        (
+            "queue",
+            "cohort",
+            "state",
+            "pending",
+            "running",
+            "dominant share",
+            "flavour",
+            "guaranteed",
+            "maximum",
+            "used",
+            "borrowed",
+            "borrowing limit",
+            "lending limit",
+            "pending reasons",
+        ),
+        rows,
     )
 
 
@@ -340,17 +395,60 @@ def tasks_table(job: pb.Job) -> str:
     )
 
 
-def timeline(job: pb.Job, events: Sequence[pb.JobEvent]) -> str:
-    """When the job was submitted, then what WatchJob reported since the console started watching it."""
-    rows = [f"<li><time>{esc(timestamp(job.submitted_at))}</time> submitted to {esc(job.spec.queue)}</li>"]
-    for e in events:
+def _when(message: Message, name: str) -> str:
+    return esc(timestamp(getattr(message, name))) if message.HasField(name) else "-"
+
+
+def _cause(event: pb.HistoryEvent) -> str:
+    """Who or what caused ``event``, where its message does not already say so."""
+    parts = [f"by {event.by}" if event.by and event.by not in event.message else ""]
+    parts.append(event.reason if event.reason and event.reason not in event.message else "")
+    if event.HasField("exit_code") and f"exit code {event.exit_code}" not in event.message:
+        parts.append(f"exit code {event.exit_code}")
+    cause = "; ".join(p for p in parts if p)
+    return f' <small class="cause">({esc(cause)})</small>' if cause else ""
+
+
+def timeline(described: pb.JobDescription) -> str:
+    """The job's whole recorded history, oldest first: each event with its time, type, task and
+    attempt, message and cause (DescribeJob reads the job's event stream, so a job the console never
+    showed before still has its submission, placements and requeues)."""
+    if not described.events:
+        return _empty("No events recorded yet.")
+    rows = []
+    for e in described.events:
         task = f" {e.task_id}" + (f" (attempt {e.attempt})" if e.attempt else "") if e.task_id else ""
+        node = f" on {e.node_id}" if e.node_id and e.node_id not in e.message else ""
         message = f": {e.message}" if e.message else ""
         rows.append(
-            f"<li><time>{esc(timestamp(e.at))}</time> {_state(e.state)} {esc(e.event)}{esc(task)}"
-            f"{esc(message)}</li>"
+            f'<li data-event="{esc(e.type)}"><time>{esc(timestamp(e.at))}</time> <b>{esc(e.type)}</b>'
+            f"{esc(task)}{esc(node)}{esc(message)}{_cause(e)}</li>"
         )
     return f'<ol class="timeline">{"".join(rows)}</ol>'
+
+
+def attempts(described: pb.JobDescription) -> str:
+    """What the job used (`suanli acct`'s figures), then each attempt of each task with its placement,
+    when it ran and how it ended."""
+    used = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in accounting_fields(described.accounting))
+    if not described.attempts:
+        return f'<dl class="fields">{used}</dl>' + _empty("No attempts yet: no task was placed.")
+    rows = [
+        f"<tr><td>{esc(a.task_id)}</td><td class=num>{a.attempt}</td><td>{esc(a.node_id or '-')}</td>"
+        f"<td>{esc(a.region or '-')}</td>"
+        f"<td>{esc(gpu_slots(pb.TaskStatus(gpu_indices=a.gpu_indices, gpu_milli=a.gpu_milli)))}</td>"
+        f"<td>{_when(a, 'placed_at')}</td><td>{_when(a, 'started_at')}</td><td>{_when(a, 'ended_at')}</td>"
+        f"<td class=num>{esc(duration(a.running_s))}</td><td>{esc(a.outcome or '-')}</td>"
+        f"<td class=num>{a.exit_code if a.HasField('exit_code') else '-'}</td>"
+        f"<td>{esc(a.reason or '-')}</td></tr>"
+        for a in described.attempts
+    ]
+    return (
+        f'<dl class="fields">{used}</dl>'
+        "<table><thead><tr><th>task</th><th>attempt</th><th>node</th><th>region</th><th>GPUs</th>"
+        "<th>placed</th><th>started</th><th>ended</th><th>ran</th><th>outcome</th><th>exit code</th>"
+        f"<th>reason</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def explanation(explained: pb.Explanation) -> str:
@@ -426,6 +524,67 @@ def network_matrix(matrix: rpb.NetworkMatrix) -> str:
     return (
         f'<table class="matrix"><thead><tr><th>from \\ to</th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+# --- services ------------------------------------------------------------------------------------
+
+READY = "running"  # a replica's state once its model server runs (serving.proto, Replica.state)
+
+
+def _load(replica: spb.Replica) -> str:
+    # Blank while the replica sends no fresh load report (services.load), as `suanli service get`.
+    if not replica.HasField("load"):
+        return '<td class="num none" colspan="4">no fresh report</td>'
+    load = replica.load
+    return (
+        f"<td class=num>{load.in_flight}</td><td class=num>{load.queued}</td>"
+        f"<td class=num>{load.recent_latency_s:.3f}</td><td class=num>{load.kv_free_tokens}</td>"
+    )
+
+
+def services_table(services: Sequence[spb.Service]) -> str:
+    """Each inference service: model, state, replicas desired / placed / ready (running) within
+    min..max; under it each replica with its state, placement and latest load report."""
+    if not services:
+        return _empty("No inference services.")
+    rows = []
+    for s in sorted(services, key=lambda s: (s.tenant, s.name)):
+        ready = sum(1 for r in s.replicas if r.state == READY)
+        replicas = [
+            f"<td>{esc(r.replica_id)}</td><td>{esc(r.state)}</td>"
+            f"<td>{esc(r.node_id or '-')}</td><td>{esc(r.region or r.pinned_region or '-')}</td>{_load(r)}"
+            for r in s.replicas
+        ] or ['<td colspan="8">-</td>']
+        head = [
+            (f"{esc(s.tenant)}/{esc(s.name)}", ""),
+            (esc(s.model), ""),
+            (esc(s.state), ""),
+            (str(s.desired_replicas), "num"),
+            (str(s.placed_replicas), "num"),
+            (str(ready), "num"),
+            (f"{s.min_replicas}–{s.max_replicas}", "num"),
+        ]
+        rows += _row_group(f'data-service="{esc(s.tenant)}/{esc(s.name)}"', head, replicas)
+    return _table(
+        (
+            "service",
+            "model",
+            "state",
+            "desired",
+            "placed",
+            "ready",
+            "min–max",
+            "replica",
+            "replica state",
+            "node",
+            "region",
+            "in flight",
+            "queued",
+            "latency s",
+            "KV free tokens",
+        ),
+        rows,
     )
 
 

@@ -3,6 +3,7 @@ pair and one token ledger, and a token per role for the tenant ``acme``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable
@@ -81,16 +82,22 @@ class Platform:
         return grant.token_id, token
 
 
+def region_link(src: str, dst: str) -> dict[str, Any]:
+    """A NetworkLinkChanged record of the region path ``src`` -> ``dst`` (for network.links)."""
+    link_id = f"{src}/{dst}"
+    return {
+        **sample_records(default_registry().current("NetworkLinkChanged"))[0],
+        **envelope(link_id),
+        "link_id": link_id,
+        "scope": "region",
+        "src_region": src,
+        "dst_region": dst,
+    }
+
+
 async def _known_region(p: Platform, bootstrap: str, prefix: str) -> None:
     """One path on network.links, so routing knows the region Resolve is asked from."""
-    link = {
-        **sample_records(default_registry().current("NetworkLinkChanged"))[0],
-        **envelope("cn-east/cn-west"),
-        "link_id": "cn-east/cn-west",
-        "scope": "region",
-        "src_region": REGION,
-        "dst_region": "cn-west",
-    }
+    link = region_link(REGION, "cn-west")
     await publish(bootstrap, prefix, "network.links", link["link_id"], "NetworkLinkChanged", link)
     api = rpb_grpc.RoutingStub(p.channel(p.routing))
     admin = bearer(p.tokens[Role.PLATFORM_ADMIN])
@@ -117,21 +124,22 @@ def bearer(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
-@contextlib.asynccontextmanager
-async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterator[Platform]:
-    keys = KeyPaths(tmp / "auth")
-    create_keys(keys)
-    schema = f"auth_{secrets.token_hex(4)}"
-    prefix = f"t-auth-{secrets.token_hex(3)}"
-    auth: dict[str, Any] = {
-        "auth_public_key": keys.public,
-        "auth_dsn": pg_dsn,
-        "auth_schema": schema,
-        "auth_refresh_s": REFRESH_S,
-    }
-    queues = tmp / "auth-queues.yaml"
-    queues.write_text(QUEUES)
-    cfg = config(pg_dsn, kafka_bootstrap, prefix, tmp, **auth).model_copy(update={"queues_path": queues})
+@dataclass(frozen=True)
+class Companions:
+    """The gRPC addresses of billing, routing and serving, and the store schemas of billing and serving."""
+
+    billing: str
+    routing: str
+    serving: str
+    billing_schema: str
+    serving_schema: str
+
+
+async def companions(
+    stack: contextlib.AsyncExitStack, pg_dsn: str, kafka_bootstrap: str, prefix: str, **auth: Any
+) -> Companions:
+    """Billing, routing and serving on the topics of ``prefix``, stopped with ``stack``.
+    ``auth``: the settings that turn authentication on (none: off)."""
     billing_cfg = BillingSettings.load(
         {},
         kafka_bootstrap=kafka_bootstrap,
@@ -153,25 +161,58 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
         listen="127.0.0.1:0",
         **auth,
     )
+
+    async def routing() -> str:
+        api = routing_api(routing_cfg)
+        await api.start()
+        stack.push_async_callback(api.stop)
+        return f"127.0.0.1:{api.port}"
+
+    # Side by side: most of each start is waiting (migrations, consumer groups joining), and one after
+    # the other costs the sum.
+    async with asyncio.TaskGroup() as group:
+        billing = group.create_task(stack.enter_async_context(running(billing_cfg)))
+        routed = group.create_task(routing())
+        serving = group.create_task(stack.enter_async_context(serving_running(serving_cfg)))
+    return Companions(
+        f"127.0.0.1:{billing.result().grpc_port}",
+        routed.result(),
+        f"127.0.0.1:{serving.result().grpc_port}",
+        billing_cfg.db_schema,
+        serving_cfg.db_schema,
+    )
+
+
+@contextlib.asynccontextmanager
+async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterator[Platform]:
+    keys = KeyPaths(tmp / "auth")
+    create_keys(keys)
+    schema = f"auth_{secrets.token_hex(4)}"
+    prefix = f"t-auth-{secrets.token_hex(3)}"
+    auth: dict[str, Any] = {
+        "auth_public_key": keys.public,
+        "auth_dsn": pg_dsn,
+        "auth_schema": schema,
+        "auth_refresh_s": REFRESH_S,
+    }
+    queues = tmp / "auth-queues.yaml"
+    queues.write_text(QUEUES)
+    cfg = config(pg_dsn, kafka_bootstrap, prefix, tmp, **auth).model_copy(update={"queues_path": queues})
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(await PostgresEventStore.connect(pg_dsn, schema=schema))
         ledger = TokenLedger(store, SystemClock())
         scheduling = await started(cfg)
         stack.push_async_callback(scheduling.stop)
-        billing = await stack.enter_async_context(running(billing_cfg))
-        api = routing_api(routing_cfg)
-        await api.start()
-        stack.push_async_callback(api.stop)
+        others = await companions(stack, pg_dsn, kafka_bootstrap, prefix, **auth)
         log_dir = tmp / "agent-logs"
         log_dir.mkdir()
         agent_settings = SensingSettings.load({}, **auth)
         endpoint = LogsEndpoint(TaskLogs(log_dir, "matrix-node"), "127.0.0.1:0", agent_settings)
         agent_logs = await stack.enter_async_context(endpoint.serving())
-        serving = await stack.enter_async_context(serving_running(serving_cfg))
         p = Platform(
             f"127.0.0.1:{scheduling.port}",
-            f"127.0.0.1:{billing.grpc_port}",
-            f"127.0.0.1:{api.port}",
+            others.billing,
+            others.routing,
             ledger,
             keys,
             cfg.store_schema,
@@ -179,9 +220,9 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             prefix,
             agent_logs,
             log_dir,
-            serving=f"127.0.0.1:{serving.grpc_port}",
-            serving_schema=serving_cfg.db_schema,
-            billing_schema=billing_cfg.db_schema,
+            serving=others.serving,
+            serving_schema=others.serving_schema,
+            billing_schema=others.billing_schema,
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]

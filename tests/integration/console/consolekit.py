@@ -1,5 +1,6 @@
-"""Kit of the console tests: a scheduler with a small two-region fleet, the console in front of it,
-an HTTP client that logs in as a browser would, and a reader of the console's event stream."""
+"""Kit of the console tests: a scheduler with a small two-region fleet (alone, or with billing, routing
+and serving holding real data), the console in front of it, an HTTP client that logs in as a browser
+would, and a reader of the console's event stream."""
 
 from __future__ import annotations
 
@@ -9,19 +10,29 @@ import json
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from scheduling.helpers import capacity, config, publish, started, task_spec, until
+import grpc
+from auth.authkit import companions, region_link
+from scheduling.helpers import capacity, config, envelope, publish, started, task_spec, until
 
+from suanli.api.billing.v1 import billing_pb2 as bpb
+from suanli.api.billing.v1 import billing_pb2_grpc as bpb_grpc
+from suanli.api.routing.v1 import routing_pb2 as rpb
+from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
+from suanli.api.serving.v1 import serving_pb2 as spb
+from suanli.api.serving.v1 import serving_pb2_grpc as spb_grpc
 from suanli.console.gateway import Targets
 from suanli.console.server import RunningConsole, start_console
+from suanli.contracts import default_registry, sample_records
 
 QUEUES = """
-priority_classes: {high: 100, low: 0}
+priority_classes: {high: 100, low: 0, serving: 500}
 queues:
   - {name: acme, quotas: {gpu:A100: 8000, gpu:H200: 2000, cpu: 256000}}
   - {name: acme/vision, quotas: {gpu:A100: 4000, cpu: 128000}}
@@ -29,6 +40,17 @@ queues:
 """
 # node -> (region, GPU model, GPUs): the heat map gets two regions and two models.
 NODES = {"e1": ("cn-east", "A100", 4), "e2": ("cn-east", "H200", 2), "w1": ("cn-west", "A100", 4)}
+# One replica on half an A100: the Services page has a service with a placed replica.
+SERVICE = """
+name: chat
+queue: acme
+model: llama-2-7b
+resources: {gpu: 0.5, gpu_models: [A100], cpu: "2", memory: 8Gi}
+command: python -m server
+min_replicas: 1
+max_replicas: 2
+target: {concurrency: 8}
+"""
 # Short, so a change reaches the stream quickly; the tests wait on outcomes with deadlines, not on it.
 REFRESH_S = 0.3
 
@@ -48,9 +70,13 @@ class Fleet:
         return answer.job
 
 
+def _prefix() -> str:
+    return f"t-console-{secrets.token_hex(3)}"
+
+
 @contextlib.asynccontextmanager
-async def fleet(pg_dsn: str, bootstrap: str, tmp: Path) -> AsyncIterator[Fleet]:
-    prefix = f"t-console-{secrets.token_hex(3)}"
+async def fleet(pg_dsn: str, bootstrap: str, tmp: Path, prefix: str = "") -> AsyncIterator[Fleet]:
+    prefix = prefix or _prefix()
     service = await started(config(pg_dsn, bootstrap, prefix, tmp, queues_yaml=QUEUES))
     address = f"127.0.0.1:{service.port}"
     try:
@@ -70,10 +96,82 @@ async def fleet(pg_dsn: str, bootstrap: str, tmp: Path) -> AsyncIterator[Fleet]:
 
 @contextlib.asynccontextmanager
 async def _channel(address: str) -> AsyncIterator[pb_grpc.SchedulerStub]:
-    import grpc
-
     async with grpc.aio.insecure_channel(address) as channel:
         yield pb_grpc.SchedulerStub(channel)
+
+
+def _usage(job: pb.Job, node: str, seconds: int) -> dict[str, Any]:
+    """A UsageMetered record: ``job``'s task on ``node``, one H200 for the ``seconds`` up to now."""
+    end = datetime.now(UTC)
+    return {
+        **sample_records(default_registry().current("UsageMetered"))[0],
+        **envelope(job.id),
+        "task_id": f"{job.id}/0",
+        "job_id": job.id,
+        "tenant": job.spec.queue.split("/")[0],
+        "queue": job.spec.queue,
+        "node_id": node,
+        "window_start": end - timedelta(seconds=seconds),
+        "window_end": end,
+        "cu_seconds": {"h200": float(seconds)},
+        "gpu_milli_seconds": 1000 * seconds,
+        "cpu_milli_seconds": 0,
+        "attempt": 1,
+        "efficiency": None,
+    }
+
+
+@contextlib.asynccontextmanager
+async def platform(pg_dsn: str, bootstrap: str, tmp: Path) -> AsyncIterator[tuple[Fleet, Targets]]:
+    """The fleet's scheduler with billing, routing and serving on its topics, each holding something
+    to show: a measured path cn-east -> cn-west, a job of acme billed for an hour of H200, and an
+    inference service with its replica placed. No authentication (tests/integration/console/
+    test_console_auth.py has it)."""
+    prefix = _prefix()
+    async with contextlib.AsyncExitStack() as stack:
+        # The scheduler and the others side by side: none needs another to start.
+        f, addresses = await asyncio.gather(
+            stack.enter_async_context(fleet(pg_dsn, bootstrap, tmp, prefix)),
+            companions(stack, pg_dsn, bootstrap, prefix),
+        )
+        targets = Targets(f.address, addresses.billing, addresses.routing, addresses.serving)
+        link = region_link("cn-east", "cn-west")
+        await publish(bootstrap, f.prefix, "network.links", link["link_id"], "NetworkLinkChanged", link)
+        billed = await f.submit("billed", model="H200")
+        usage = _usage(billed, "e2", 3600)
+        await publish(bootstrap, f.prefix, "usage.metered", usage["task_id"], "UsageMetered", usage)
+        channels = [grpc.aio.insecure_channel(a) for a in (targets.routing, targets.billing, targets.serving)]
+        for channel in channels:
+            stack.push_async_callback(channel.close)
+        routing, billing, serving = channels
+        await spb_grpc.ServingStub(serving).CreateService(spb.CreateServiceRequest(spec=SERVICE))
+
+        async def measured() -> bool:
+            matrix = await rpb_grpc.RoutingStub(routing).GetNetwork(rpb.GetNetworkRequest())
+            return bool(matrix.region_links)
+
+        async def charged() -> bool:
+            try:
+                answer = await bpb_grpc.BillingStub(billing).GetUsage(bpb.GetUsageRequest(tenant="acme"))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is grpc.StatusCode.NOT_FOUND:  # billing has not read the job yet
+                    return False
+                raise
+            return bool(answer.rows)
+
+        async def replica_placed() -> bool:
+            answer = await spb_grpc.ServingStub(serving).GetService(
+                spb.GetServiceRequest(tenant="acme", name="chat")
+            )
+            return answer.placed_replicas == 1
+
+        # Together: the three services catch up at the same time, not one after the other.
+        await asyncio.gather(
+            until(measured, what="routing has the path"),
+            until(charged, what="billing has rated the usage"),
+            until(replica_placed, what="the replica is placed"),
+        )
+        yield f, targets
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,6 @@
-"""The console in front of the three services with authentication on: the browser's token must be the
-console's own and the scheduler must still accept it; the network and charges pages from the real
-routing and billing services."""
+"""The console in front of the four services with authentication on: the browser's token must be the
+console's own and the scheduler must still accept it; the network, charges and services pages from
+the real routing, billing and serving services."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ async def plat(
 
 
 def targets(p: Platform) -> Targets:
-    return Targets(p.scheduler, p.billing, p.routing)
+    return Targets(p.scheduler, p.billing, p.routing, p.serving)
 
 
 async def test_only_the_consoles_own_token_logs_in(plat: Platform) -> None:
@@ -53,6 +53,8 @@ async def test_only_the_consoles_own_token_logs_in(plat: Platform) -> None:
             assert f'data-tenant="{tenant}"' in text
         async with http.get(f"{web.url}queues") as response:
             assert "acme/team" in await response.text()
+        async with http.get(f"{web.url}services") as response:
+            assert "No inference services." in await response.text()  # serving answered: none yet
 
 
 async def test_a_revoked_token_no_longer_logs_in(plat: Platform) -> None:

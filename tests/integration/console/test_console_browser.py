@@ -1,6 +1,8 @@
 """The console in a real headless browser (Debian's chromium driven by Playwright; `make chromium`
-installs both): every page loads without a console error, live values change while jobs arrive, and
-a screenshot of each page is kept under the test artifacts directory (never in the repository)."""
+installs both), in front of the scheduler, billing, routing and serving: every page loads without a
+console error and shows the services' data, live values change while jobs arrive, the job page holds
+the job's whole history, and a screenshot of each page is kept under the test artifacts directory
+(never in the repository; .ci/run keeps them in .ci/artifacts/console)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,18 @@ if not os.access(CHROMIUM, os.X_OK):
 
 from playwright.async_api import ConsoleMessage, Page, async_playwright  # noqa: E402
 
-PAGES = ("/", "/nodes", "/queues", "/jobs", "/network", "/charges")
+# path -> (a selector of what the page shows from its service once the stream delivered it, the texts
+# it holds): the heat map, the nodes, the queues, the jobs, the inference service and its placed
+# replica, the measured path, the hour of H200 billed to acme.
+PAGES = {
+    "/": ("#heatmap tfoot", ["/10"]),
+    "/nodes": ("#nodes td.devices", []),
+    "/queues": ('#queues tr[data-queue="acme/vision"]', ["acme/vision"]),
+    "/jobs": ("#jobs tbody", ["billed", "chat-"]),
+    "/services": ('#services tr[data-service="acme/chat"]', ["llama-2-7b", "active", "placed"]),
+    "/network": ("#network td.link:not(.none)", [" ms", "loss"]),
+    "/charges": ('#charges tr[data-tenant="acme"]', ["h200", "cn-east", "CNY"]),
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +77,9 @@ def shot(artifacts: Path, name: str) -> Callable[[Page], object]:
 
 
 async def test_pages_in_a_browser(
-    web: RunningConsole, scheduler: Fleet, artifacts: Path, record_property: Callable[[str, object], None]
+    full_web: tuple[RunningConsole, Fleet], artifacts: Path, record_property: Callable[[str, object], None]
 ) -> None:
+    web, scheduler = full_web
     record_property("screenshots", str(artifacts))
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -79,9 +93,13 @@ async def test_pages_in_a_browser(
             await page.click("button[type=submit]")
             await page.wait_for_url(f"{web.url}jobs")
 
-            for path in PAGES:
+            for path, (shows, texts) in PAGES.items():
                 await page.goto(f"{web.url}{path.lstrip('/')}")
                 await page.wait_for_selector("#live-status[data-state=live]")  # the stream is connected
+                await page.wait_for_selector(shows)
+                assert not await page.query_selector("main .error"), await page.inner_text("main")
+                shown = await page.inner_text(shows)
+                assert all(text in shown for text in texts), (path, shown)
                 await shot(artifacts, path.strip("/") or "overview")(page)
             assert not errors, errors
 
@@ -95,9 +113,12 @@ async def test_pages_in_a_browser(
             await text_changes(page, "#heatmap", heat, "the heat map to show the placement")
             await shot(artifacts, "overview-live")(page)
 
+            # The job's whole history (DescribeJob), though the console never showed the job before.
             await page.goto(f"{web.url}jobs/{job.id}")
-            await page.wait_for_selector("#job-timeline li:nth-child(2)")  # WatchJob's first event arrived
+            await page.wait_for_selector('#job-timeline li[data-event="TaskPlaced"]')
+            assert "JobSubmitted" in await page.inner_text("#job-timeline li:first-child")
             assert "browser-live" in await page.inner_text("#job-summary")
+            assert await page.query_selector("#job-attempts tbody tr")
             await shot(artifacts, "job")(page)
             assert not errors, errors
         finally:
@@ -109,6 +130,7 @@ async def test_pages_in_a_browser(
             "nodes.png",
             "queues.png",
             "jobs.png",
+            "services.png",
             "network.png",
             "charges.png",
             "overview-live.png",

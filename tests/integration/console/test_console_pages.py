@@ -26,7 +26,8 @@ PAGES = {
     "/nodes": ["e1", "e2", "w1", "H200", "GPUs (allocation)"],
     "/queues": ["acme/vision", "globex", "gpu:A100", "pending reasons"],
     "/jobs": ["By state", "pending"],
-    # Neither service is in this console's targets: the page says so instead of failing.
+    # No billing, routing or serving in this console's targets: each page says so instead of failing.
+    "/services": ["serving: not configured (no serving address in this console&#x27;s context"],
     "/network": ["routing: no routing service in this console&#x27;s context"],
     "/charges": ["billing: no billing service in this console&#x27;s context"],
 }
@@ -99,14 +100,27 @@ async def test_stream_delivers_a_submitted_job_and_its_page(web: RunningConsole,
         async with http.get(f"{web.url}jobs/{job.id}") as response:
             assert response.status == 200
             text = await response.text()
-        for needle in ("Tasks and placement", "Explanation", "Timeline", "stream-me", "submitted to acme"):
+        for needle in ("Tasks and placement", "Explanation", "Attempts and use", "Timeline", "stream-me"):
             assert needle in text, needle
+        # The whole recorded history on the first showing of the job (DescribeJob), not only what
+        # happened while the console watched.
+        assert '<li data-event="JobSubmitted">' in text
 
-        # The job page's own stream: the timeline gets WatchJob's first event (the job as it is now).
+        # The job page's own stream: the timeline and the attempts follow the placement.
         async with http.get(f"{web.url}events?page=/jobs/{job.id}") as response:
             stream = Stream(response)
-            update = await stream.until(lambda fragments: "Current" in fragments.get("job-timeline", ""))
-            assert set(update) >= {"job-summary", "job-tasks", "job-explanation", "job-timeline"}
+            first = await stream.next_update()
+            assert set(first) == {
+                "job-summary",
+                "job-tasks",
+                "job-explanation",
+                "job-attempts",
+                "job-timeline",
+            }
+            if 'data-event="TaskPlaced"' not in first["job-timeline"]:
+                await stream.until(
+                    lambda fragments: 'data-event="TaskPlaced"' in fragments.get("job-timeline", "")
+                )
 
         async with http.get(f"{web.url}jobs/no-such-job") as response:
             assert response.status == 404

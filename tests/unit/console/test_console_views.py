@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from suanli.api.billing.v1 import billing_pb2 as bpb
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.api.serving.v1 import serving_pb2 as spb
+from suanli.cli.render import gpu_slots
 from suanli.console import views
 from suanli.console.server import Sessions, _safe_next, resolve, split_listen
 
@@ -70,7 +74,18 @@ def test_every_name_from_a_service_is_escaped() -> None:
         tasks=[pb.TaskStatus(task_id=EVIL, state=EVIL, node_id=EVIL, region=EVIL, reason=EVIL)],
         regions=[EVIL],
     )
-    event = pb.JobEvent(job_id=EVIL, event=EVIL, message=EVIL, task_id=EVIL)
+    described = pb.JobDescription(
+        job=job,
+        events=[pb.HistoryEvent(type=EVIL, message=EVIL, task_id=EVIL, node_id=EVIL, by=EVIL, reason=EVIL)],
+        attempts=[pb.TaskAttempt(task_id=EVIL, node_id=EVIL, region=EVIL, outcome=EVIL, reason=EVIL)],
+    )
+    service = spb.Service(
+        tenant=EVIL,
+        name=EVIL,
+        model=EVIL,
+        state=EVIL,
+        replicas=[spb.Replica(replica_id=EVIL, state=EVIL, node_id=EVIL, region=EVIL)],
+    )
     explained = pb.Explanation(
         job_id=EVIL,
         pending_reason=job.pending_reason,
@@ -93,7 +108,9 @@ def test_every_name_from_a_service_is_escaped() -> None:
         views.jobs_table([job]),
         views.job_summary(job),
         views.tasks_table(job),
-        views.timeline(job, [event]),
+        views.timeline(described),
+        views.attempts(described),
+        views.services_table([service]),
         views.explanation(explained),
         views.network_matrix(rpb.NetworkMatrix(regions=[EVIL], region_links=[link])),
         views.charges_table([views.TenantUsage(EVIL, usage), views.TenantUsage(EVIL + "2", None, EVIL)]),
@@ -197,6 +214,103 @@ def test_charges_show_each_tenant_total_and_rows() -> None:
     assert "12.50 CNY" in table and "2026-12" in table and "no usage billed yet" in table
 
 
+def at(seconds: int) -> Timestamp:
+    return Timestamp(seconds=1_790_000_000 + seconds)
+
+
+def test_timeline_is_the_whole_recorded_history_with_causes() -> None:
+    described = pb.JobDescription(
+        events=[
+            pb.HistoryEvent(at=at(0), type="JobSubmitted", message="submitted to acme", by="alice@acme"),
+            pb.HistoryEvent(at=at(5), type="TaskPlaced", task_id="t0", attempt=1, node_id="e1"),
+            pb.HistoryEvent(
+                at=at(9),
+                type="TaskPreempted",
+                task_id="t0",
+                attempt=1,
+                message="preempted",
+                by="job-urgent",
+                reason="priority",
+            ),
+            pb.HistoryEvent(at=at(12), type="TaskFailed", task_id="t0", attempt=2, exit_code=3),
+        ]
+    )
+    items = re.findall(r'<li data-event="(\w+)">(.*?)</li>', views.timeline(described))
+    assert [name for name, _ in items] == ["JobSubmitted", "TaskPlaced", "TaskPreempted", "TaskFailed"]
+    assert "submitted to acme" in items[0][1] and "by alice@acme" in items[0][1]
+    assert "t0 (attempt 1) on e1" in items[1][1]
+    assert "(by job-urgent; priority)" in items[2][1]
+    assert "(exit code 3)" in items[3][1]
+    assert "No events recorded yet." in views.timeline(pb.JobDescription())
+
+
+def test_attempts_show_placement_run_time_and_use() -> None:
+    described = pb.JobDescription(
+        attempts=[
+            pb.TaskAttempt(
+                task_id="t0",
+                attempt=1,
+                node_id="e1",
+                region="cn-east",
+                gpu_indices=[0, 1],
+                gpu_milli=[1000, 1000],
+                placed_at=at(0),
+                started_at=at(2),
+                ended_at=at(3663),
+                outcome="PREEMPTED",
+                reason="priority",
+                running_s=3661,
+            )
+        ],
+        accounting=pb.JobAccounting(attempts=2, gpu_hours=2.034),
+    )
+    html = views.attempts(described)
+    texts = cells(html.split("<tbody>")[1])
+    assert texts[:5] == [
+        "t0",
+        "1",
+        "e1",
+        "cn-east",
+        gpu_slots(pb.TaskStatus(gpu_indices=[0, 1], gpu_milli=[1000, 1000])),
+    ]
+    assert "01:01:01" in texts and "PREEMPTED" in texts and texts[-2:] == ["-", "priority"]
+    assert "<dt>GPU-hours</dt><dd>2.034</dd>" in html
+    assert "No attempts yet" in views.attempts(pb.JobDescription())
+
+
+def test_services_show_replica_counts_and_each_replicas_load() -> None:
+    chat = spb.Service(
+        tenant="acme",
+        name="chat",
+        model="llama-2-7b",
+        state="active",
+        desired_replicas=3,
+        placed_replicas=2,
+        min_replicas=1,
+        max_replicas=4,
+        replicas=[
+            spb.Replica(
+                replica_id="r1",
+                state="running",
+                node_id="e1",
+                region="cn-east",
+                load=spb.ReplicaLoad(in_flight=5, queued=2, recent_latency_s=0.25, kv_free_tokens=9000),
+            ),
+            spb.Replica(replica_id="r2", state="placed", node_id="w1", region="cn-west"),
+            spb.Replica(replica_id="r3", state="pending", pinned_region="cn-west"),
+        ],
+    )
+    table = views.services_table([chat, spb.Service(tenant="acme", name="idle", state="active")])
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table)[1:]
+    assert cells(rows[0])[:7] == ["acme/chat", "llama-2-7b", "active", "3", "2", "1", "1–4"]
+    assert cells(rows[0])[7:] == ["r1", "running", "e1", "cn-east", "5", "2", "0.250", "9000"]
+    assert cells(rows[1]) == ["r2", "placed", "w1", "cn-west", "no fresh report"]
+    assert cells(rows[2])[:4] == ["r3", "pending", "-", "cn-west"]
+    assert cells(rows[3])[:7] == ["acme/idle", "", "active", "0", "0", "0", "0–0"]
+    assert 'rowspan="3"' in table
+    assert "No inference services." in views.services_table([])
+
+
 def test_document_links_the_stream_and_marks_the_current_page() -> None:
     doc = views.document(
         views.Page("Nodes", {"nodes": "<table></table>"}), "/nodes", "/events?page=/nodes", {}
@@ -210,6 +324,7 @@ def test_document_links_the_stream_and_marks_the_current_page() -> None:
 def test_pages_resolve_by_path() -> None:
     assert resolve("/")[1] == {}  # type: ignore[index]
     assert resolve("/jobs/j%2F1")[1] == {"job_id": "j/1"}  # type: ignore[index]
+    assert resolve("/services") is not None
     assert resolve("/nope") is None
     assert resolve("/jobs/a/b") is None
 
