@@ -6,9 +6,11 @@ from __future__ import annotations
 import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -20,26 +22,11 @@ from suanli.serving.adapters.metrics import MeteredServing, ServingMetrics
 from suanli.serving.domain.load import LoadView, ReplicaLoad
 from suanli.serving.domain.service import ReplicaPolicy, Service
 from suanli.serving.service_layer.serving import ServingService
-from suanli.telemetry.names import (
-    SERVING_IN_FLIGHT,
-    SERVING_LOAD_REPORTS,
-    SERVING_QUEUED,
-    SERVING_REPLICAS,
-    SERVING_REPLICAS_DESIRED,
-    SERVING_REPLICAS_STOPPED,
-    SERVING_SCALE_DECISIONS,
-    SERVING_SERVICES,
-)
+from suanli.telemetry import names
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-SPEC: dict[str, Any] = {
-    "name": "chat",
-    "model": "llama-2-7b",
-    "resources": {"gpu": 0.5, "gpu_models": ["A100 80GB SXM"], "cpu": "4", "memory": "16Gi"},
-    "min_replicas": 2,
-    "max_replicas": 4,
-    "target": {"concurrency": 8},
-}
+# The repository's example service (llama-2-7b on half an L40S, 2 to 8 replicas, queue globex).
+SPEC: dict[str, Any] = yaml.safe_load((Path(__file__).parents[3] / "examples/services/chat.yaml").read_text())
 
 Points = dict[tuple[tuple[str, Any], ...], float]
 
@@ -69,8 +56,8 @@ def _setup() -> tuple[InMemoryMetricReader, ServingMetrics, InMemoryServing, Met
 
 async def _created(store: InMemoryServing, uow: MeteredServing, service: ServingService) -> Service:
     async with uow.begin() as unit:
-        await service.create(unit, "acme/nlp", SPEC, 0, "alice@acme")
-    stored = await store.get("acme", "chat")
+        await service.create(unit, "globex", SPEC, 0, "alice@globex")
+    stored = await store.get("globex", "chat")
     assert stored is not None
     return stored.service
 
@@ -78,8 +65,8 @@ async def _created(store: InMemoryServing, uow: MeteredServing, service: Serving
 async def test_committed_decisions_are_counted_by_reason_and_cause_from_zero() -> None:
     reader, _, store, uow, service = _setup()
     # Every known reason and cause is served before anything happens (a rate of 0, not no series).
-    assert set(_points(reader, SERVING_SCALE_DECISIONS).values()) == {0}
-    assert {dict(k)["cause"] for k in _points(reader, SERVING_REPLICAS_STOPPED)} == {
+    assert set(_points(reader, names.SERVING_SCALE_DECISIONS).values()) == {0}
+    assert {dict(k)["cause"] for k in _points(reader, names.SERVING_REPLICAS_STOPPED)} == {
         "failed",
         "finished",
         "cancelled",
@@ -100,12 +87,12 @@ async def test_committed_decisions_are_counted_by_reason_and_cause_from_zero() -
     # A unit that fails after deciding rolls back: its scale-up is not counted.
     with pytest.raises(RuntimeError):
         async with uow.begin() as unit:
-            await service.scale(unit, "acme", "chat", 4, "alice@acme")
+            await service.scale(unit, "globex", "chat", 4, "alice@globex")
             raise RuntimeError("the transaction fails")
 
-    scaled = {dict(k)["reason"]: v for k, v in _points(reader, SERVING_SCALE_DECISIONS).items()}
+    scaled = {dict(k)["reason"]: v for k, v in _points(reader, names.SERVING_SCALE_DECISIONS).items()}
     assert scaled == {"created": 1, "manual": 0, "autoscaler": 0, "replica-replaced": 1}
-    stopped = {dict(k)["cause"]: v for k, v in _points(reader, SERVING_REPLICAS_STOPPED).items()}
+    stopped = {dict(k)["cause"]: v for k, v in _points(reader, names.SERVING_REPLICAS_STOPPED).items()}
     assert stopped == {"failed": 1, "finished": 0, "cancelled": 0, "refused": 0, "requeued": 0}
 
 
@@ -132,8 +119,10 @@ async def test_gauges_count_live_services_replicas_and_fresh_load_by_model() -> 
     reader, metrics, store, uow, service = _setup()
     chat = await _created(store, uow, service)
     async with uow.begin() as unit:
-        await service.create(unit, "acme/nlp", {**SPEC, "name": "big", "model": "llama-2-13b"}, 3, "alice")
-    big = await store.get("acme", "big")
+        # 26 GB of 13b weights: a whole L40S (48 GB).
+        bigger = {**SPEC, "name": "big", "model": "llama-2-13b", "resources": {**SPEC["resources"], "gpu": 1}}
+        await service.create(unit, "globex", bigger, 3, "alice@globex")
+    big = await store.get("globex", "big")
     assert big is not None
     r1, r2 = (r.replica_id for r in chat.serving_replicas)
     loads = LoadView()
@@ -142,23 +131,25 @@ async def test_gauges_count_live_services_replicas_and_fresh_load_by_model() -> 
     loads.report(_load("svc-deleted", "x", 7, 7, NOW), NOW)  # no live service: left out
 
     metrics.observe([chat, big.service], loads.fresh(NOW))
-    by_model = {dict(k)["model"]: v for k, v in _points(reader, SERVING_SERVICES).items()}
+    by_model = {dict(k)["model"]: v for k, v in _points(reader, names.SERVING_SERVICES).items()}
     assert by_model == {"llama-2-7b": 1, "llama-2-13b": 1}
-    desired = {dict(k)["model"]: v for k, v in _points(reader, SERVING_REPLICAS_DESIRED).items()}
+    desired = {dict(k)["model"]: v for k, v in _points(reader, names.SERVING_REPLICAS_DESIRED).items()}
     assert desired == {"llama-2-7b": 2, "llama-2-13b": 3}
-    replicas = {(dict(k)["model"], dict(k)["state"]): v for k, v in _points(reader, SERVING_REPLICAS).items()}
+    replicas = {
+        (dict(k)["model"], dict(k)["state"]): v for k, v in _points(reader, names.SERVING_REPLICAS).items()
+    }
     assert replicas[("llama-2-7b", "requested")] == 2 and replicas[("llama-2-13b", "requested")] == 3
     assert replicas[("llama-2-7b", "running")] == 0  # every state is served, 0 when empty
     assert len(replicas) == 2 * 5
-    in_flight = {dict(k)["model"]: v for k, v in _points(reader, SERVING_IN_FLIGHT).items()}
-    queued = {dict(k)["model"]: v for k, v in _points(reader, SERVING_QUEUED).items()}
+    in_flight = {dict(k)["model"]: v for k, v in _points(reader, names.SERVING_IN_FLIGHT).items()}
+    queued = {dict(k)["model"]: v for k, v in _points(reader, names.SERVING_QUEUED).items()}
     assert in_flight == {"llama-2-7b": 5, "llama-2-13b": 0} and queued == {"llama-2-7b": 2, "llama-2-13b": 0}
 
     # The 13b service deleted: its model reports 0 instead of its last counts.
     metrics.observe([chat], [])
-    by_model = {dict(k)["model"]: v for k, v in _points(reader, SERVING_SERVICES).items()}
+    by_model = {dict(k)["model"]: v for k, v in _points(reader, names.SERVING_SERVICES).items()}
     assert by_model == {"llama-2-7b": 1, "llama-2-13b": 0}
-    in_flight = {dict(k)["model"]: v for k, v in _points(reader, SERVING_IN_FLIGHT).items()}
+    in_flight = {dict(k)["model"]: v for k, v in _points(reader, names.SERVING_IN_FLIGHT).items()}
     assert in_flight == {"llama-2-7b": 0, "llama-2-13b": 0}
 
 
@@ -168,5 +159,5 @@ def test_load_reports_are_counted_by_outcome() -> None:
     view = LoadView()
     for at in (NOW, NOW + timedelta(seconds=1), NOW):  # the last one older than the one held
         metrics.load_reported(view.report(_load("svc-1", "r1", 1, 0, at), NOW))
-    outcomes = {dict(k)["outcome"]: v for k, v in _points(reader, SERVING_LOAD_REPORTS).items()}
+    outcomes = {dict(k)["outcome"]: v for k, v in _points(reader, names.SERVING_LOAD_REPORTS).items()}
     assert outcomes == {"kept": 2, "outdated": 1}
