@@ -12,8 +12,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# signing/ and public/ are where docker-compose.yml mounts auth-init's named volumes: a new volume takes
+# the owner and mode of the directory it is mounted on, so they must exist here, owned by suanli.
 RUN groupadd --system --gid 10001 suanli \
-    && useradd --system --uid 10001 --gid suanli --home-dir /var/lib/suanli --create-home suanli
+    && useradd --system --uid 10001 --gid suanli --home-dir /var/lib/suanli --create-home suanli \
+    && install -d -o suanli -g suanli -m 0700 /var/lib/suanli/signing \
+    && install -d -o suanli -g suanli -m 0755 /var/lib/suanli/public
 
 WORKDIR /app
 COPY . /app

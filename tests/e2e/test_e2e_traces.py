@@ -96,17 +96,31 @@ def _path_to_root(span: StoredSpan, by_id: dict[str, StoredSpan]) -> list[Stored
     return path
 
 
-def _settled(spans: list[StoredSpan]) -> bool:
-    """A charge whose ancestry reached the root and whose ChargeRecorded was relayed, and no span waiting
-    for its parent: each process exports on its own schedule, so a child may arrive before its parent."""
+def _settled(spans: list[StoredSpan]) -> StoredSpan | None:
+    """The charge of the window the task's end closed, once its ancestry reached the root and its
+    ChargeRecorded was relayed, and no span waits for its parent: each process exports on its own
+    schedule, so a child may arrive before its parent."""
     by_id = {s.span_id: s for s in spans}
     if any(s.parent_span_id and s.parent_span_id not in by_id for s in spans):
-        return False
+        return None
     relayed = {s.parent_span_id for s in spans if s.name == "outbox.publish" and s.service == "billing"}
-    return any(
-        s.name == "billing.charge" and s.span_id in relayed and _path_to_root(s, by_id) is not None
-        for s in spans
+    return next(
+        (
+            s
+            for s in spans
+            if s.name == "billing.charge" and s.span_id in relayed and _ended_by(s, by_id) == "TaskFinished"
+        ),
+        None,
     )
+
+
+def _ended_by(charge: StoredSpan, by_id: dict[str, StoredSpan]) -> str | None:
+    """The lifecycle event a charge's window descends from (None while its ancestry is incomplete)."""
+    path = _path_to_root(charge, by_id)
+    if path is None or len(path) != len(HOPS):
+        return None
+    name = list(reversed(path))[HOPS.index(ENDED)].attributes.get("suanli.event_name")
+    return None if name is None else str(name)
 
 
 def _describe(spans: list[StoredSpan]) -> str:
@@ -141,7 +155,7 @@ async def test_one_trace_runs_from_submit_to_charge(
 
     async def settled() -> list[StoredSpan] | None:
         spans = store.trace(trace_id)
-        return spans if _settled(spans) else None
+        return spans if _settled(spans) is not None else None
 
     try:
         spans = await until(settled, 30, "the job's charge relayed in its trace", every=0.2)
@@ -161,12 +175,18 @@ async def test_one_trace_runs_from_submit_to_charge(
     assert len(processes) >= 5, picture
     assert {"e2e-client", "scheduling", "sensing", "metering", "billing"} <= {s.service for s in spans}
 
-    # The charge descends, parent by parent, from the submission through every hop, in this order.
-    charge = next(s for s in spans if s.name == "billing.charge")
-    assert charge.attributes["job_id"] == job.id
+    # Every charge of the job descends, parent by parent, from the submission through every hop, in this
+    # order: the window the task's end closed through its TaskFinished, one a snapshot closed (the task
+    # crossed a minute) through the TaskStarted, whose trace metering keeps with the attempt.
+    charges = [s for s in spans if s.name == "billing.charge"]
+    assert charges and all(c.attributes["job_id"] == job.id for c in charges), picture
+    for each in charges:
+        path = list(reversed(_path_to_root(each, by_id) or []))
+        assert [(s.service, s.name) for s in path] == list(HOPS), picture
+        assert _ended_by(each, by_id) in {"TaskStarted", "TaskFinished"}, picture
+    charge = _settled(spans)
+    assert charge is not None, picture
     path = list(reversed(_path_to_root(charge, by_id) or []))
-    assert [(s.service, s.name) for s in path] == list(HOPS), picture
-    assert by_id[path[HOPS.index(ENDED)].span_id].attributes["suanli.event_name"] == "TaskFinished"
 
     # The cycle that placed the job is a span of its own (a root of another trace) that the job's
     # decision links to; the decision is the parent of the placement the agent consumed.
@@ -219,8 +239,8 @@ def test_job_trace_prints_the_hops_in_order(stack: Stack, charged_job: dict[str,
     assert 1.9 <= next(p["seconds"] for p in answer["phases"] if p["phase"] == "run") < 10
 
     # The hops from the submission to the charge, parent by parent, with their offsets in time order.
-    # (A usage window closed by a snapshot, when the task crossed a minute, is charged in the
-    # snapshot's trace: the job's charges are read in the trace of its submission.)
+    # (Every usage window of the task is in the job's trace, also one a snapshot closed when the task
+    # crossed a minute: metering keeps the trace of the attempt's start.)
     spans = {s["span_id"]: s for s in answer["spans"]}
     submitted = next(s["trace_id"] for s in answer["spans"] if s["span"] == SUBMIT)
     path = [next(s for s in answer["spans"] if s["span"] == "billing.charge" and s["trace_id"] == submitted)]

@@ -1,7 +1,9 @@
-"""`suanli audit`: who did what — jobs submitted and cancelled, tokens issued and revoked.
+"""`suanli audit`: who did what — jobs, queues, priority classes, inference services, period closes
+and tokens.
 
-Reads the systems of record in PostgreSQL (the scheduler's event store and the token ledger), not a
-service: the trail is there even when the services are down (docs/security.md, "Audit").
+Reads the systems of record in PostgreSQL (the scheduler's, serving's and billing's event stores and the
+token ledger), not a service: the trail is there even when the services are down (docs/security.md,
+"Audit").
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ import typer
 
 from suanli.auth.audit import AuditEntry, read_entries, select
 from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
+from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.cli import paging
 from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.eventstore import PostgresEventStore
+from suanli.scheduling.entrypoints.settings import SchedulingSettings
+from suanli.serving.entrypoints.settings import ServingSettings
+
+# The services' own defaults, so that the audit reads where they write unless told otherwise.
+SCHEDULING_SCHEMA: str = SchedulingSettings.model_fields["store_schema"].default
+SERVING_SCHEMA: str = ServingSettings.model_fields["db_schema"].default
+BILLING_SCHEMA: str = BillingSettings.model_fields["db_schema"].default
 
 COLUMNS = ("time", "subject", "tenant", "token", "action", "target", "target_tenant", "detail")
 
@@ -35,11 +45,12 @@ def _time(text: str | None, option: str) -> datetime | None:
 
 
 async def _entries(dsn: str, schemas: tuple[str, ...]) -> list[AuditEntry]:
-    found: list[AuditEntry] = []
-    for schema in schemas:
+    async def read(schema: str) -> list[AuditEntry]:
         async with await PostgresEventStore.connect(dsn, schema=schema, max_size=1) as store:
-            found += await read_entries(store, schema)
-    return found
+            return await read_entries(store, schema)
+
+    # The stores side by side: one listing waits for the slowest, not for the sum of them.
+    return [entry for found in await asyncio.gather(*map(read, schemas)) for entry in found]
 
 
 def audit(
@@ -60,7 +71,17 @@ def audit(
     ] = "",
     scheduling_schema: Annotated[
         str, typer.Option("--scheduling-schema", help="The scheduler's event store schema.")
-    ] = "scheduling",
+    ] = SCHEDULING_SCHEMA,
+    serving_schema: Annotated[
+        str,
+        typer.Option(
+            "--serving-schema", envvar="SUANLI_SERVING_SCHEMA", help="The serving service's store schema."
+        ),
+    ] = SERVING_SCHEMA,
+    billing_schema: Annotated[
+        str,
+        typer.Option("--billing-schema", envvar="SUANLI_BILLING_SCHEMA", help="Billing's store schema."),
+    ] = BILLING_SCHEMA,
     auth_schema: Annotated[
         str, typer.Option("--auth-schema", help="The token ledger's schema.")
     ] = AUTH_SCHEMA,
@@ -68,15 +89,17 @@ def audit(
     no_headers: NoHeadersOption = False,
     sort_by: SortByOption = "",
 ) -> None:
-    """Who did what: jobs submitted and cancelled, tokens issued and revoked, newest first.
+    """Who did what, newest first: jobs submitted and cancelled, queues and priority classes changed,
+    inference services created, scaled and deleted, periods closed, tokens issued and revoked.
 
     When more are left, stderr says how to go on: --continue TOKEN lists the next ones.
     """
     if not dsn:
         raise fail(Failure("no database: pass --dsn or set SUANLI_PG_DSN", EXIT_USAGE))
     window = _time(since, "--since"), _time(until, "--until")
+    schemas = (scheduling_schema, serving_schema, billing_schema, auth_schema)
     try:
-        found = asyncio.run(_entries(dsn, (scheduling_schema, auth_schema)))
+        found = asyncio.run(_entries(dsn, schemas))
     except OSError as exc:
         raise fail(Failure(f"cannot reach PostgreSQL: {exc}", EXIT_UNREACHABLE)) from None
     chosen = select(found, tenant=tenant, subject=subject, since=window[0], until=window[1])

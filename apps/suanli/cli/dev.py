@@ -128,7 +128,12 @@ def certs(
     ),
     days: int = typer.Option(30, min=1, help="Validity in days."),
 ) -> None:
-    """Create a development CA, a server certificate and a client certificate (mTLS) signed by it."""
+    """Create a development CA and, signed by it, a server certificate and client certificates (mTLS).
+
+    client.pem names no role (its calls still need a token); service.pem and agent.pem are identities:
+    on a server that requires client certificates, a call without a token is `suanli service` (role
+    service) or `suanli agent` (role agent).
+    """
     from suanli.auth.tls import TLS_CERT_ENV, TLS_KEY_ENV, create_dev_certificates
 
     made = create_dev_certificates(directory.resolve(), hosts=host, days=days)
@@ -139,6 +144,10 @@ def certs(
     console.print(
         f"mTLS:      servers also SUANLI_TLS_CLIENT_CA={made.ca}; clients present "
         f"{made.client_cert} / {made.client_key}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"identities without a token: {made.service_cert} (role service), {made.agent_cert} (role agent)",
         soft_wrap=True,
     )
 

@@ -67,7 +67,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "audit": (
         "suanli.cli.audit:audit",
-        "Who did what: jobs submitted and cancelled, tokens issued and revoked, newest first.",
+        "Who did what, newest first: jobs submitted and cancelled, queues and priority classes changed,",
     ),
 }
 

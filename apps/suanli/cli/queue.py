@@ -36,6 +36,7 @@ from suanli.cli.output import (
     emit_rows,
     stdout,
 )
+from suanli.cli.queues import all_queues
 from suanli.cli.render import queues_rows, to_data
 from suanli.cli.watching import IntervalOption, WatchOption
 
@@ -277,7 +278,7 @@ def list_command(
     with scheduler(address) as stub:
 
         def answer() -> tuple[dict[str, Any], Rows]:
-            queues = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+            queues = all_queues(stub)
             return {"queues": [to_data(q) for q in queues]}, queues_rows(queues)
 
         if watch_rows:

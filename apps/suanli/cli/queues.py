@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.cli import paging
 from suanli.cli.client import DEFAULT_ADDRESS, UNARY_TIMEOUT_S, SchedulerOption, scheduler
 from suanli.cli.output import TABLE, NoHeadersOption, OutputOption, Rows, SortByOption, emit_rows
 from suanli.cli.render import queues_rows, to_data
 from suanli.cli.selectors import in_subtree
 from suanli.cli.watching import IntervalOption, WatchOption, watch
+
+if TYPE_CHECKING:
+    from suanli.api.scheduler.v1.scheduler_pb2_grpc import SchedulerStub
+
+PAGE_SIZE = 500
+
+
+def all_queues(stub: SchedulerStub) -> list[pb.Queue]:
+    """Every queue the caller sees, page after page, in name order."""
+
+    def fetch(size: int, token: str) -> tuple[Sequence[pb.Queue], str]:
+        request = pb.ListQueuesRequest(page_size=size, page_token=token)
+        page = stub.ListQueues(request, timeout=UNARY_TIMEOUT_S)
+        return page.queues, page.next_page_token
+
+    return paging.collect(fetch, page_size=PAGE_SIZE)[0]
 
 
 def queues(
@@ -39,7 +57,7 @@ def queues(
             if one:
                 found = [stub.GetQueue(pb.GetQueueRequest(name=name or ""), timeout=UNARY_TIMEOUT_S)]
             else:
-                found = list(stub.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+                found = all_queues(stub)
             if subtree and name:
                 below = in_subtree(name)
                 found = [q for q in found if below(q.name)]

@@ -33,6 +33,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2_grpc
 from suanli.cli import paging
 from suanli.cli.client import UNARY_TIMEOUT_S
 from suanli.cli.config import bearer_channel
+from suanli.cli.queues import all_queues
 from suanli.cli.render import FINAL_STATES, gpu_slots
 
 PAGE_SIZE = 500
@@ -260,7 +261,7 @@ class Observer:
         return paging.collect(fetch, page_size=PAGE_SIZE)[0]
 
     def queues(self) -> list[pb.Queue]:
-        queues = list(self.scheduler.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S).queues)
+        queues = all_queues(self.scheduler)
         for queue in queues:
             for r in queue.resources:
                 known = self.borrowing.get((queue.name, r.flavour))

@@ -13,7 +13,7 @@ from suanli.auth.ledger import DEFAULT_SCHEMA as AUTH_SCHEMA
 from suanli.auth.ledger import TokenLedger
 from suanli.auth.principal import Role
 from suanli.auth.tls import DevCertificates, create_dev_certificates
-from suanli.auth.tokens import KeyPaths, create_keys, load_private_key
+from suanli.auth.tokens import KeyPaths, create_keys
 from suanli.bus import ensure_topics
 from suanli.bus.topics import CATALOGUE
 from suanli.cli.config import Context, write_context
@@ -217,13 +217,14 @@ class Stack:
         """A fresh key pair (the database is fresh too) and the admin token."""
         assert self.pg is not None
         dsn = self.pg.dsn
-        keys = KeyPaths(self.config.home / "auth")
-        create_keys(keys, replace=True)
+        key = create_keys(KeyPaths(self.config.home / "auth"), replace=True)
 
         async def mint() -> str:
             async with await PostgresEventStore.connect(dsn, schema=AUTH_SCHEMA, max_size=1) as store:
-                _, token = await TokenLedger(store, SystemClock()).issue(
-                    load_private_key(keys.private),
+                ledger = TokenLedger(store, SystemClock())
+                await ledger.add_key(key.public_key(), "suanli up")
+                _, token = await ledger.issue(
+                    key,
                     "suanli-up",
                     "",
                     frozenset({Role.PLATFORM_ADMIN}),

@@ -1,8 +1,10 @@
-"""The one gRPC server interceptor: authenticate the token, apply the policy table, expose the principal.
+"""The one gRPC server interceptor: authenticate the caller, apply the policy table, expose the principal.
 
-Transport-independent: it reads only the call's metadata (``authorization: Bearer <jwt>``), so it works
-the same over plaintext, TLS or mTLS credentials. For each call it (1) lets health and reflection through
-when they are open, (2) verifies the token (signature, expiry, revocation) -> UNAUTHENTICATED, (3) checks
+The caller is proven by the call's bearer token (``authorization: Bearer <jwt>``), over plaintext, TLS or
+mTLS alike; on a server that requires client certificates, a call without a token is the verified
+certificate's identity instead (`suanli.auth.peer`). For each call it (1) lets health and reflection
+through when they are open, (2) verifies the token (signature, key, expiry, revocation) or the
+certificate's role -> UNAUTHENTICATED, (3) checks
 the caller's roles against the method's rule -> PERMISSION_DENIED (a method missing from the table is
 denied too), (4) for REQUEST rules compares the tenant the request names with the caller's, and then runs
 the servicer with the principal in `suanli.auth.context` for the RESOURCE and LIST rules.
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
 
 from suanli.auth.context import PRINCIPAL
-from suanli.auth.ledger import RevocationView
+from suanli.auth.ledger import LedgerView
+from suanli.auth.peer import AuthContext, peer_principal
 from suanli.auth.policy import POLICY, Rule, TenantRule, is_open
 from suanli.auth.principal import Principal, tenant_of_queue
 from suanli.auth.tokens import TokenVerifier
@@ -32,22 +35,37 @@ Admit = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Principal | None]]
 
 
 class Authenticator:
-    """Turns a call's metadata into a principal: a valid, unexpired, unrevoked token."""
+    """Turns a call into a principal: a valid, unexpired, unrevoked token.
+
+    With ``certificates`` (a server that requires client certificates), a call without a token is the
+    identity of its verified client certificate instead.
+    """
 
     def __init__(
         self,
         verifier: TokenVerifier,
-        revocations: RevocationView | None = None,
+        revocations: LedgerView | None = None,
         now: Callable[[], float] = time.time,
+        *,
+        certificates: bool = False,
     ) -> None:
         self._verifier = verifier
         self._revocations = revocations
         self._now = now
+        self._certificates = certificates
 
-    def authenticate(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> Principal:
-        """The principal the call's bearer token proves; ``Unauthenticated`` says why not."""
+    def authenticate(
+        self, metadata: Sequence[tuple[str, str | bytes]] | None, peer: AuthContext | None = None
+    ) -> Principal:
+        """The principal the call's bearer token (or certificate) proves; ``Unauthenticated`` says why not.
+
+        A token, when sent, always decides: a certificate never rescues a bad token.
+        """
         values = [v for k, v in metadata or () if k.lower() == AUTHORIZATION]
         if not values:
+            by_certificate = peer_principal(peer or {}) if self._certificates else None
+            if by_certificate is not None:
+                return by_certificate
             raise Unauthenticated("no token: send 'authorization: Bearer <token>' (docs/security.md)")
         value = values[0].decode() if isinstance(values[0], bytes) else values[0]
         if not value.lower().startswith(BEARER):
@@ -80,11 +98,14 @@ def check_request_tenant(principal: Principal, rule: Rule, request: Any) -> None
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Enforces `suanli.auth.policy.POLICY` on every call of the server it is installed on."""
+    """Enforces the policy table (`suanli.auth.policy.POLICY`) on every call of its server."""
 
-    def __init__(self, authenticator: Authenticator, *, open_health: bool = True) -> None:
+    def __init__(
+        self, authenticator: Authenticator, *, open_health: bool = True, policy: Mapping[str, Rule] = POLICY
+    ) -> None:
         self._auth = authenticator
         self._open_health = open_health
+        self._policy = policy
 
     async def intercept_service(
         self,
@@ -96,7 +117,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or (self._open_health and is_open(method)):
             return handler
-        rule = None if is_open(method) else POLICY.get(method)
+        rule = None if is_open(method) else self._policy.get(method)
 
         async def admit(request: Any, context: grpc.aio.ServicerContext) -> Principal | None:
             try:
@@ -110,7 +131,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def _admit(
         self, method: str, rule: Rule | None, request: Any, context: grpc.aio.ServicerContext
     ) -> Principal:
-        principal = self._auth.authenticate(context.invocation_metadata())
+        principal = self._auth.authenticate(context.invocation_metadata(), context.auth_context())
         if is_open(method):
             return principal  # health / reflection with open_health off: any valid token
         if rule is None:

@@ -1,8 +1,10 @@
-"""Authentication for a service's gRPC server, from its settings: the interceptor and its revocation view.
+"""Authentication for a service's gRPC server, from its settings: the interceptor and its ledger view.
 
 A service's settings inherit `AuthSettings`; with ``SUANLI_AUTH_PUBLIC_KEY`` unset the server runs
 without authentication (and logs that loudly), which is what unit and integration fixtures that predate
-tokens get. `suanli up` always sets it (docs/security.md).
+tokens get. `suanli up` always sets it (docs/security.md). The server trusts that key and the signing
+keys the ledger holds (not retired), and, when it requires client certificates (``SUANLI_TLS_CLIENT_CA``),
+takes a call without a token as the certificate's identity.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from suanli.auth.interceptor import Authenticator, AuthInterceptor
-from suanli.auth.ledger import DEFAULT_SCHEMA, RevocationView
+from suanli.auth.ledger import DEFAULT_SCHEMA, LedgerView
 from suanli.auth.tls import TlsSettings
-from suanli.auth.tokens import TokenVerifier, load_public_key
+from suanli.auth.tokens import KeyRing, TokenVerifier, load_public_key
 from suanli.eventstore import PostgresEventStore
 from suanli.settings import shared
 
@@ -61,10 +63,10 @@ class AuthSettings(TlsSettings):
 
 @dataclass
 class ServerAuth:
-    """The interceptor to install and the revocation view behind it (refreshed while the server runs)."""
+    """The interceptor to install and the ledger view behind it (refreshed while the server runs)."""
 
     interceptor: AuthInterceptor
-    revocations: RevocationView
+    ledger: LedgerView
 
 
 @contextlib.asynccontextmanager
@@ -83,20 +85,25 @@ async def server_auth(
     dsn = settings.ledger_dsn
     if not dsn:
         raise ValueError(f"{PUBLIC_KEY_ENV} is set but neither {AUTH_DSN_ENV} nor SUANLI_PG_DSN is")
-    verifier = TokenVerifier(load_public_key(settings.auth_public_key))
+    keys = KeyRing(load_public_key(settings.auth_public_key))
     async with await PostgresEventStore.connect(dsn, schema=settings.auth_schema, max_size=2) as store:
-        revocations = RevocationView(store, settings.auth_refresh_s)
-        await revocations.refresh()
-        authenticator = Authenticator(verifier, revocations, *(() if now is None else (now,)))
+        view = LedgerView(store, settings.auth_refresh_s, keys)
+        await view.refresh()
+        certificates = settings.tls_client_ca is not None
+        authenticator = Authenticator(
+            TokenVerifier(keys), view, *(() if now is None else (now,)), certificates=certificates
+        )
         interceptor = AuthInterceptor(authenticator, open_health=settings.auth_open_health)
-        task = asyncio.create_task(revocations.run(), name="auth-revocations")
+        task = asyncio.create_task(view.run(), name="auth-ledger")
         try:
             log.info(
-                "authentication on (key %s, %d revoked tokens)",
+                "authentication on (key %s, %d keys trusted with the ledger's, %d revoked tokens%s)",
                 settings.auth_public_key,
-                len(revocations.revoked),
+                len(keys),
+                len(view.revoked),
+                ", client certificates as identities" if certificates else "",
             )
-            yield ServerAuth(interceptor, revocations)
+            yield ServerAuth(interceptor, view)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

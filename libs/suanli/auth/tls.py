@@ -6,9 +6,10 @@ CA (mTLS, for services and agents). Without them it serves plaintext and logs th
 (`suanli.auth.interceptor`) are checked the same either way: TLS protects them on the wire, it does not
 replace them.
 
-`create_dev_certificates` makes a local CA, a server certificate for the loopback names and a client
-certificate (`suanli dev certs`; `suanli up` uses it for every run). Production deployments bring
-certificates from their own CA.
+`create_dev_certificates` makes a local CA, a server certificate for the loopback names, a client
+certificate, and client certificates that are identities of their own: one for services and one for
+agents, each naming its role (`suanli.auth.peer`; `suanli dev certs`; `suanli up` uses it for every run).
+Production deployments bring certificates from their own CA.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import model_validator
 
+from suanli.auth.peer import role_uri
+from suanli.auth.principal import Role
 from suanli.settings import ServiceSettings, shared
 
 log = logging.getLogger(__name__)
@@ -96,13 +99,21 @@ def channel_credentials(
 
 @dataclass(frozen=True)
 class DevCertificates:
-    """Where `create_dev_certificates` put its files (PEM): the CA, the server's and the client's pair."""
+    """Where `create_dev_certificates` put its files (PEM): the CA, the server's and the clients' pairs.
+
+    ``client`` names no role (it still needs a token); ``service`` and ``agent`` are identities with the
+    role of their name when a call carries no token (docs/security.md, "Certificates as identities").
+    """
 
     ca: Path
     server_cert: Path
     server_key: Path
     client_cert: Path
     client_key: Path
+    service_cert: Path
+    service_key: Path
+    agent_cert: Path
+    agent_key: Path
 
     @classmethod
     def under(cls, directory: Path) -> DevCertificates:
@@ -113,6 +124,10 @@ class DevCertificates:
             directory / "server-key.pem",
             directory / "client.pem",
             directory / "client-key.pem",
+            directory / "service.pem",
+            directory / "service-key.pem",
+            directory / "agent.pem",
+            directory / "agent-key.pem",
         )
 
 
@@ -123,7 +138,7 @@ def create_dev_certificates(
     days: int = 30,
     now: dt.datetime | None = None,
 ) -> DevCertificates:
-    """A local CA, a server certificate for ``hosts`` and a client certificate, all signed by the CA.
+    """A local CA, a server certificate for ``hosts`` and the client certificates, all signed by the CA.
 
     Keys are P-256 and written 0600; the CA key is not kept (nothing else is ever signed with it), so a
     new set means new files everywhere — which is what a development CA should cost.
@@ -160,9 +175,12 @@ def create_dev_certificates(
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
+    client = ExtendedKeyUsageOID.CLIENT_AUTH
     for cert_path, key_path, common_name, usage, extra in (
         (out.server_cert, out.server_key, "suanli server", ExtendedKeyUsageOID.SERVER_AUTH, names),
-        (out.client_cert, out.client_key, "suanli client", ExtendedKeyUsageOID.CLIENT_AUTH, []),
+        (out.client_cert, out.client_key, "suanli client", client, []),
+        (out.service_cert, out.service_key, "suanli service", client, [_role(Role.SERVICE)]),
+        (out.agent_cert, out.agent_key, "suanli agent", client, [_role(Role.AGENT)]),
     ):
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -178,6 +196,10 @@ def create_dev_certificates(
         )
         _write(key_path, pem, mode=0o600)
     return out
+
+
+def _role(role: Role) -> x509.GeneralName:
+    return x509.UniformResourceIdentifier(role_uri(role))
 
 
 def _builder(

@@ -49,9 +49,15 @@ def aio_bearer_channel(
 ) -> grpc.aio.Channel:
     """A grpc.aio channel to ``address`` sending ``value`` as its bearer token (empty: none).
 
-    TLS trusting ``ca_pem`` when given, else plaintext; ``options`` are gRPC channel arguments.
+    TLS trusting ``ca_pem`` when given, else plaintext; ``options`` are gRPC channel arguments. Every call
+    carries the caller's trace context (``traceparent``), so the server's span continues its trace.
     """
-    interceptors = [_AioBearerUnary(value), _AioBearerStream(value)] if value else None
+    # On use: the commands that never open an aio channel (`suanli job list`) do not load OpenTelemetry.
+    from suanli.telemetry.grpc import client_interceptors
+
+    interceptors: list[grpc.aio.ClientInterceptor] = client_interceptors()
+    if value:
+        interceptors += [_AioBearerUnary(value), _AioBearerStream(value)]
     if ca_pem is None:
         return grpc.aio.insecure_channel(address, options=options or None, interceptors=interceptors)
     return grpc.aio.secure_channel(

@@ -183,9 +183,9 @@ TOPIC_SPECS: Final[tuple[TopicSpec, ...]] = (
     TopicSpec(
         AUTH_EVENTS,
         1,
-        "token id",
+        "token or key id",
         retention_ms=365 * DAY_MS,
-        doc="Tokens issued and revoked (the audit feed of the auth event store's outbox).",
+        doc="Tokens issued and revoked, signing keys added and retired (the auth event store's outbox).",
     ),
     TopicSpec(
         SERVICES_EVENTS,
@@ -296,6 +296,8 @@ EVENTS: Final = MappingProxyType(
             # auth: the token ledger (suanli.auth.ledger)
             _spec("TokenIssued", "auth", AUTH_EVENTS, "token_id"),
             _spec("TokenRevoked", "auth", AUTH_EVENTS, "token_id"),
+            _spec("SigningKeyAdded", "auth", AUTH_EVENTS, "key_id"),
+            _spec("SigningKeyRetired", "auth", AUTH_EVENTS, "key_id"),
             # serving: inference services (docs/serving.md)
             _spec("ServiceCreated", "serving", SERVICES_EVENTS, "service_id"),
             _spec("ServiceScaled", "serving", SERVICES_EVENTS, "service_id"),

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import pytest
@@ -26,6 +26,9 @@ import pytest
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.dsn import with_database
 from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgres
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 KAFKA_ENV = "SUANLI_KAFKA_BOOTSTRAP"
 TEST_PG_ENV = "SUANLI_TEST_PG"
@@ -92,6 +95,26 @@ def pg_dsn(postgres_server: PostgresEndpoint) -> Iterator[str]:
         yield with_database(postgres_server.dsn, name)
     finally:
         asyncio.run(_admin(postgres_server.dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextlib.contextmanager
+def recorded_spans(service: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """Telemetry set up as ``service`` while the block runs, every span it ends kept in memory.
+
+    Never exported over OTLP, whatever the environment says; a test's fixture yields from it.
+    """
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from suanli import telemetry
+
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    exporter = InMemorySpanExporter()
+    handle = telemetry.setup(service, span_exporter=exporter)
+    try:
+        yield exporter
+    finally:
+        handle.shutdown()
 
 
 @pytest.fixture

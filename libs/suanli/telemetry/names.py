@@ -40,6 +40,7 @@ SCHEDULER_NETWORK_VIEW_AGE = "suanli_scheduler_network_view_age_seconds"
 PLACEMENT_LATENCY = "suanli_placement_latency_seconds"
 CAPACITY_CU = "suanli_capacity_cu"
 UTILISATION_RATIO = "suanli_utilisation_ratio"
+ALLOCATED_CU = "suanli_allocated_cu"
 NODES = "suanli_nodes"
 ROUTING_RESOLVES = "suanli_routing_resolves_total"
 ROUTING_RESOLVE_LATENCY = "suanli_routing_resolve_seconds"
@@ -61,6 +62,16 @@ AGENT_ORDERS_REFUSED = "suanli_agent_orders_refused_total"
 BILLING_CHARGES = "suanli_billing_charges_total"
 PRUNED_ROWS = "suanli_pruned_rows_total"
 METERING_LATE_FACTS = "suanli_metering_late_facts_total"
+RPC_HANDLED = "suanli_rpc_server_handled_total"
+RPC_HANDLING = "suanli_rpc_server_handling_seconds"
+
+# Not ``service``: the scrape config labels every target with its service (deploy/prometheus), and a
+# metric's own label of that name would be served renamed to ``exported_service``.
+_RPC_LABELS = ("grpc_service", "grpc_method")
+# The e2e run calls these two; the others (billing, serving, an agent's logs endpoint) serve the series
+# from their first call on.
+_RPC_EXPORTER = "scheduling, routing and every other gRPC server (suanli.telemetry.grpc), once called"
+
 # Serving (docs/serving.md, "Metrics"): labelled by model, a name of the model catalogue
 # (suanli.serving.domain.models), never by service: a tenant can create services without bound.
 SERVING_SERVICES = "suanli_serving_services"
@@ -129,6 +140,15 @@ METRICS: tuple[MetricSpec, ...] = (
         ("region", "gpu_model"),
         "metering",
         "Allocatable capacity in standard compute units of live nodes.",
+    ),
+    MetricSpec(
+        ALLOCATED_CU,
+        "gauge",
+        "{CU}",
+        ("region", "gpu_model"),
+        "metering",
+        "Standard compute units of live nodes allocated to placed tasks (above capacity when "
+        "oversubscribed).",
     ),
     MetricSpec(
         UTILISATION_RATIO,
@@ -242,15 +262,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "histogram",
         "s",
         ("group", "topic"),
-        "every EventConsumer (bus)",
-        "Time to handle one record, retries included (rate: its _count; errors: retries and dead letters).",
+        "every consumer: the bus's (scheduling, billing, sensing) and the faust workers' (metering, routing)",
+        "Time to handle one record, retries included (rate: its _count; errors: retries and dead letters); "
+        "a faust worker's record: the time of the batch it was handled in.",
     ),
     MetricSpec(
         CONSUMER_RETRIES,
         "counter",
         "1",
         ("group", "topic"),
-        "every EventConsumer (bus)",
+        "every consumer: the bus's (scheduling, billing, sensing) and the faust workers' (metering, routing)",
         "Handler failures retried in place (transient: the database or broker away).",
     ),
     MetricSpec(
@@ -289,9 +310,10 @@ METRICS: tuple[MetricSpec, ...] = (
         BILLING_CHARGES,
         "counter",
         "1",
-        (),
+        ("tenant",),
         "billing",
-        "Charges billing recorded: usage windows rated as they arrived or released from parking.",
+        "Charges billing recorded, by the tenant charged: usage windows rated as they arrived or released "
+        "from parking.",
     ),
     MetricSpec(
         PRUNED_ROWS,
@@ -317,7 +339,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "1",
         ("model",),
         "serving",
-        "Live (not deleted) inference services by model, read from serving's table every 10 s.",
+        "Live (not deleted) inference services by model, read from serving's table every 5 s.",
     ),
     MetricSpec(
         SERVING_REPLICAS_DESIRED,
@@ -379,6 +401,23 @@ METRICS: tuple[MetricSpec, ...] = (
         ("model",),
         "serving",
         "Requests queued at the replicas of live services by model, from their fresh load reports.",
+    ),
+    MetricSpec(
+        RPC_HANDLED,
+        "counter",
+        "1",
+        (*_RPC_LABELS, "grpc_code"),
+        _RPC_EXPORTER,
+        "Unary and server-streaming calls a gRPC server finished, by method and status code (OK, "
+        "NOT_FOUND, UNAVAILABLE, ...); health checks are left out.",
+    ),
+    MetricSpec(
+        RPC_HANDLING,
+        "histogram",
+        "s",
+        _RPC_LABELS,
+        _RPC_EXPORTER,
+        "Server-side time of one call, from the request to its status: a stream's until it ends.",
     ),
 )
 

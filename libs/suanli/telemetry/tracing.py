@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -218,6 +218,35 @@ class SpansPerTrace:
         group = self._group(traceparent, key)
         group.items += 1
         return _Scope(group)
+
+
+def in_trace_of(
+    traceparent: str | None,
+    name: str,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    *,
+    tracer_name: str = "suanli",
+) -> AbstractContextManager[object]:
+    """Work done for ``traceparent``'s trace, whatever trace the current span is in.
+
+    When the current span is in that trace already (or ``traceparent`` is absent or malformed) the block
+    runs as it is; otherwise it runs in a new span ``name``, a child of the span ``traceparent`` names and
+    linked to the current one: the fact that caused the work (a later snapshot closing a task's usage
+    window) is kept as a link, and the work's outputs continue the trace they belong to.
+    """
+    target = context_of(traceparent)
+    if target is None:
+        return nullcontext()
+    wanted = trace.get_current_span(target).get_span_context()
+    current = trace.get_current_span().get_span_context()
+    if current.is_valid and current.trace_id == wanted.trace_id:
+        return nullcontext()
+    return tracer(tracer_name).start_as_current_span(
+        name,
+        context=target,
+        links=[Link(current)] if current.is_valid else (),
+        attributes=attributes,
+    )
 
 
 @contextmanager

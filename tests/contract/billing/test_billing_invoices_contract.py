@@ -9,8 +9,9 @@ from decimal import Decimal
 import pytest
 from billing_contract_kit import CALENDAR, FEBRUARY, JAN, JANUARY, Adapter, billed, invoice, usage
 
-from suanli.billing.domain.invoices import ChargeTotal
+from suanli.billing.domain.invoices import Caller, ChargeTotal, Closing
 from suanli.billing.service_layer.ports import LedgerConflict, LedgerUnit
+from suanli.contracts import decode
 
 DECEMBER = CALENDAR.period_of(JAN - timedelta(days=31))
 
@@ -48,14 +49,19 @@ async def test_an_issued_invoice_reads_back_as_issued(adapter: Adapter) -> None:
 
 async def test_an_invoice_is_issued_once_and_announced(adapter: Adapter) -> None:
     issued = invoice("acme", JANUARY, [], issued_at=FEBRUARY.start)
+    closing = Closing(requested=True, caller=Caller("alice", "", "tok-1"))
     async with adapter.uow.begin() as unit:
-        await unit.invoices.record_invoice(issued)
+        await unit.invoices.record_invoice(issued, closing)
     with pytest.raises(LedgerConflict):
         async with adapter.uow.begin() as unit:
             await unit.invoices.record_invoice(issued)
     outbox = await adapter.store.pending_outbox()
     assert [(r.topic, r.key, r.event_name) for r in outbox] == [("billing.events", b"acme", "InvoiceIssued")]
-    assert [e.event_name for e in await adapter.store.read("billing-acme")] == ["InvoiceIssued"]
+    [event] = await adapter.store.read("billing-acme")
+    record = decode(event.payload)[1]
+    # Who closed the period travels with the invoice (the audit trail's "close period").
+    assert (event.event_name, record["closed_by"]) == ("InvoiceIssued", "request")
+    assert record["principal"] == {"subject": "alice", "tenant": "", "token_id": "tok-1"}
 
 
 async def test_unbilled_periods_are_those_ended_with_charges_and_no_invoice(adapter: Adapter) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,8 @@ class Platform:
     agent_logs: str = ""  # a node agent's logs endpoint (AgentLogs), over ``agent_log_dir``
     agent_log_dir: Path = Path()
     serving: str = ""
+    serving_schema: str = ""
+    billing_schema: str = ""
     tokens: dict[Role, str] = field(default_factory=dict)
     channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
@@ -94,15 +96,21 @@ async def _known_region(p: Platform, bootstrap: str, prefix: str) -> None:
     admin = bearer(p.tokens[Role.PLATFORM_ADMIN])
 
     async def known() -> bool:
-        try:
-            await api.Resolve(rpb.ResolveRequest(from_region=REGION), metadata=admin, timeout=5)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
-                return False
-            raise
-        return True
+        resolve = api.Resolve(rpb.ResolveRequest(from_region=REGION), metadata=admin, timeout=5)
+        return await answered(resolve, grpc.StatusCode.INVALID_ARGUMENT)
 
     await until(known, what="routing knows the region")
+
+
+async def answered(call: Awaitable[Any], not_yet: grpc.StatusCode) -> bool:
+    """Whether a call was answered; False when refused with ``not_yet`` (what a later try may not be)."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() is not_yet:
+            return False
+        raise
+    return True
 
 
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
@@ -172,6 +180,8 @@ async def platform(pg_dsn: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterato
             agent_logs,
             log_dir,
             serving=f"127.0.0.1:{serving.grpc_port}",
+            serving_schema=serving_cfg.db_schema,
+            billing_schema=billing_cfg.db_schema,
         )
         for role in Role:
             p.tokens[role] = (await p.issue(role))[1]

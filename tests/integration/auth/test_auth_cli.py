@@ -20,6 +20,7 @@ from suanli.api.scheduler.v1 import scheduler_pb2 as spb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as spb_grpc
 from suanli.auth.principal import Role
 from suanli.cli.main import app
+from suanli.infra.polling import until
 
 from .authkit import Platform, bearer
 
@@ -42,7 +43,7 @@ async def test_init_create_list_revoke(plat: Platform, pg_dsn: str, tmp_path: Pa
     assert made.exit_code == 0, made.output
     assert stat.S_IMODE((home / "auth" / "signing-key.pem").stat().st_mode) == 0o600
     again = await cli("auth", "init", "--home", str(home))
-    assert again.exit_code == 2 and "--rotate" in again.output
+    assert again.exit_code == 2 and "suanli auth key rotate" in again.output
 
     # The services verify with the package's key: sign with that one (its home is tmp/auth's parent).
     key_home = str(plat.keys.directory.parent)
@@ -148,3 +149,60 @@ async def test_token_list_pages_newest_first(plat: Platform, pg_dsn: str) -> Non
     pages = await asyncio.to_thread(follow, run, parse, 2)
     assert_pages(pages, everything, newest=lambda row: row[0])
     await asyncio.to_thread(assert_refuses_garbage, run)
+
+
+async def test_keys_rotate_without_downtime_and_retire(plat: Platform, pg_dsn: str, tmp_path: Path) -> None:
+    """A key of its own home in the package's ledger: the services trust it from the ledger alone (their
+    key file is the package's), keep trusting its tokens after a rotation, and refuse them once retired."""
+    home = ["--home", str(tmp_path / "home")]
+    ledger = ["--dsn", pg_dsn, "--schema", plat.auth_schema]
+    api = spb_grpc.SchedulerStub(plat.channel(plat.scheduler))
+
+    async def token() -> str:
+        made = await cli("auth", "token", "create", "-s", "grafana", "-r", "service", *home, *ledger)
+        assert made.exit_code == 0, made.output
+        return made.stdout.strip().splitlines()[-1]
+
+    async def answer(token: str) -> grpc.StatusCode:
+        try:
+            await api.ListNodes(spb.ListNodesRequest(), metadata=bearer(token), timeout=10)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code()
+        return grpc.StatusCode.OK
+
+    async def becomes(token: str, code: grpc.StatusCode) -> None:
+        async def probe() -> bool:
+            return await answer(token) is code
+
+        await until(probe, timeout=10, what=f"{code.name} for the token")
+
+    async def keys() -> dict[str, str]:
+        listed = await cli("auth", "key", "list", "-o", "json", *ledger)
+        assert listed.exit_code == 0, listed.output
+        return {k["id"]: k["status"] for k in json.loads(listed.stdout)["keys"]}
+
+    made = await cli("auth", "init", *home, *ledger)
+    assert made.exit_code == 0, made.output
+    first = made.stdout.split("(key id ")[1].split(")")[0]
+    assert (await keys())[first] == "active"
+    old = await token()
+    await becomes(old, grpc.StatusCode.OK)  # within one refresh of the ledger, no restart
+
+    rotated = await cli("auth", "key", "rotate", *home, *ledger)
+    assert rotated.exit_code == 0, rotated.output
+    second = rotated.stdout.split("new key ")[1].split()[0]
+    assert f"old key {first} still verifies until `suanli auth key retire {first}`" in rotated.stdout
+    new = await token()
+    await becomes(new, grpc.StatusCode.OK)
+    assert await answer(old) is grpc.StatusCode.OK  # both valid until the old key is retired
+    assert {first: "active", second: "active"}.items() <= (await keys()).items()
+
+    retired = await cli("auth", "key", "retire", first, "--reason", "rotated", *ledger)
+    assert retired.exit_code == 0, retired.output
+    await becomes(old, grpc.StatusCode.UNAUTHENTICATED)
+    assert await answer(new) is grpc.StatusCode.OK
+    assert (await keys())[first] == "retired"
+    again = await cli("auth", "key", "retire", first, *ledger)
+    assert again.exit_code == 2 and "already retired" in again.output
+    unknown = await cli("auth", "key", "retire", "0123456789abcdef", *ledger)
+    assert unknown.exit_code == 2 and "no signing key" in unknown.output

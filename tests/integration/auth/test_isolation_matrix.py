@@ -380,6 +380,11 @@ async def test_expired_forged_and_revoked_tokens_are_refused(plat: Platform) -> 
     stranger = Ed25519PrivateKey.generate()
     forged = sign(Grant("mallory", "", frozenset({Role.PLATFORM_ADMIN}), "tok-f", now, now + 3600), stranger)
     got = await answers(forged)
+    assert codes(got) == {grpc.StatusCode.UNAUTHENTICATED} and all("unknown key" in str(d) for _, d in got)
+    # The same claims and signature under the header (kid) of the platform's key: the signature fails.
+    _, claims, signature = forged.split(".")
+    header = sign(Grant("x", OWN, frozenset({Role.VIEWER}), "tok-h", now, now + 60), key).split(".")[0]
+    got = await answers(f"{header}.{claims}.{signature}")
     assert codes(got) == {grpc.StatusCode.UNAUTHENTICATED} and all("signature" in str(d) for _, d in got)
 
     # Revoked: accepted, revoked through the ledger, then refused by every service after its refresh.

@@ -20,17 +20,13 @@ from suanli import telemetry
 from suanli.billing.entrypoints.service import running
 from suanli.bus import EventPublisher
 from suanli.bus.headers import EVENT_NAME, header
+from suanli.infra.testing import recorded_spans
 
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
-    exporter = InMemorySpanExporter()
-    handle = telemetry.setup("billing", span_exporter=exporter)
-    try:
+    with recorded_spans("billing", monkeypatch) as exporter:
         yield exporter
-    finally:
-        handle.shutdown()
 
 
 async def _charge_headers(env: Env) -> list[list[tuple[str, bytes]]]:

@@ -36,6 +36,7 @@ from suanli.metering.testing import (
     task_placed,
     task_started,
 )
+from suanli.telemetry.tracing import continued
 
 INTERVAL_MS = 500
 READY_DEADLINE_S = 45.0
@@ -263,6 +264,26 @@ async def _trail(stack: Stack, task: str) -> str:
     return "\n".join(lines)
 
 
+async def _capacity_known(stack: Stack, node: str) -> None:
+    """Until the worker has published ``node``'s capacity view: its devices are known to price placements."""
+    capacity = stack.reader(stack.topics.capacity)
+    await capacity.start()
+    try:
+        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
+    finally:
+        await capacity.stop()
+
+
+async def _usage(stack: Stack, done: Callable[[list[Received]], bool], what: str) -> list[Received]:
+    """The usage topic read until ``done`` holds."""
+    reader = stack.reader(stack.topics.usage)
+    await reader.start()
+    try:
+        return await reader.until(done, what=what)
+    finally:
+        await reader.stop()
+
+
 def _latest_by_node(seen: list[Received]) -> dict[str, dict[str, Any]]:
     return {r.record["node_id"]: r.record for r in seen}
 
@@ -368,12 +389,7 @@ async def test_silent_node_is_lost_within_three_intervals_and_ready_when_back(st
 async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Stack) -> None:
     node, task = "usage-node", f"task-{secrets.token_hex(3)}"
     stack.heartbeats.nodes[node] = {"devices": [gpu(0), gpu(1)]}
-    capacity = stack.reader(stack.topics.capacity)
-    await capacity.start()
-    try:  # the node's devices must be known to price the placement
-        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
-    finally:
-        await capacity.stop()
+    await _capacity_known(stack, node)
     start, end = ms("2025-01-01T10:00:30"), ms("2025-01-01T10:02:15")
     p, t = stack.publisher, stack.topics
     await p.publish(t.jobs, "job-u", "JobSubmitted", job_submitted("job-u", [task], start - 60_000))
@@ -388,14 +404,9 @@ async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Sta
     await p.publish(t.lifecycle, task, "TaskFinished", finished)
     await p.publish(t.lifecycle, task, "TaskFinished", finished)  # redelivered
 
-    reader = stack.reader(t.usage)
-    await reader.start()
-    try:
-        seen = await reader.until(
-            lambda s: sum(r.record["task_id"] == task for r in s) >= 3, what=f"3 windows of {task}"
-        )
-    finally:
-        await reader.stop()
+    seen = await _usage(
+        stack, lambda s: sum(r.record["task_id"] == task for r in s) >= 3, f"3 windows of {task}"
+    )
     windows = {r.record["event_id"]: r.record for r in seen if r.record["task_id"] == task}
     assert len(windows) == 3
     ordered = sorted(windows.values(), key=lambda w: w["window_start"])
@@ -409,15 +420,33 @@ async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Sta
     assert ordered[0]["window_start"] == from_ms(start) and ordered[-1]["window_end"] == from_ms(end)
 
 
+async def test_a_window_closed_by_a_later_snapshot_is_in_the_trace_of_the_task_start(stack: Stack) -> None:
+    node, task = f"trace-node-{secrets.token_hex(2)}", f"task-{secrets.token_hex(3)}"
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0)]}
+    await _capacity_known(stack, node)
+    job_trace = secrets.token_hex(16)
+    # Started two minutes ago and never ended: only the agent's snapshots (no trace of the job's) close
+    # its windows.
+    start = now_ms() - 120_000
+    p, t = stack.publisher, stack.topics
+    await p.publish(t.jobs, "job-tr", "JobSubmitted", job_submitted("job-tr", [task], start - 1000))
+    placed = task_placed(task, node, start - 1000, job_id="job-tr", devices=[(0, 1000)], cpu_milli=1000)
+    await p.publish(t.placements, node, "TaskPlaced", placed)
+    with continued(f"00-{job_trace}-{secrets.token_hex(8)}-01"):
+        await p.publish(t.lifecycle, task, "TaskStarted", task_started(task, node, start, job_id="job-tr"))
+    stack.heartbeats.nodes[node] = {"devices": [gpu(0)], "task_ids": [task]}
+
+    seen = await _usage(stack, lambda s: any(r.record["task_id"] == task for r in s), f"a window of {task}")
+    windows = [r for r in seen if r.record["task_id"] == task]
+    assert all(r.record["window_end"] <= from_ms(now_ms()) for r in windows)
+    traceparents = {header(r.headers, "traceparent") for r in windows}
+    assert traceparents and all(tp and tp.split("-")[1] == job_trace for tp in traceparents), traceparents
+
+
 async def test_a_task_whose_job_event_never_arrived_is_charged_to_its_placements_payer(stack: Stack) -> None:
     node, task = "payer-node", f"task-{secrets.token_hex(3)}"
     stack.heartbeats.nodes[node] = {"devices": [gpu(0)]}
-    capacity = stack.reader(stack.topics.capacity)
-    await capacity.start()
-    try:
-        await capacity.until(lambda s: node in _latest_by_node(s), what=f"{node} capacity")
-    finally:
-        await capacity.stop()
+    await _capacity_known(stack, node)
     start, end = ms("2025-01-01T12:00:00"), ms("2025-01-01T12:00:40")
     p, t = stack.publisher, stack.topics
     # No JobSubmitted: as when it was dead-lettered, or metering's task state was rebuilt without it.
@@ -425,14 +454,7 @@ async def test_a_task_whose_job_event_never_arrived_is_charged_to_its_placements
     await p.publish(t.placements, node, "TaskPlaced", placed)
     await p.publish(t.lifecycle, task, "TaskStarted", task_started(task, node, start, job_id="job-p"))
     await p.publish(t.lifecycle, task, "TaskFinished", task_finished(task, node, end, job_id="job-p"))
-    reader = stack.reader(t.usage)
-    await reader.start()
-    try:
-        seen = await reader.until(
-            lambda s: any(r.record["task_id"] == task for r in s), what=f"{task} window"
-        )
-    finally:
-        await reader.stop()
+    seen = await _usage(stack, lambda s: any(r.record["task_id"] == task for r in s), f"{task} window")
     (window,) = [r.record for r in seen if r.record["task_id"] == task]
     assert (window["tenant"], window["queue"], window["job_id"]) == ("beta", "beta.infer", "job-p")
     assert window["gpu_milli_seconds"] == 1000 * 40

@@ -29,12 +29,14 @@ from typer.testing import CliRunner
 from suanli.api.routing.v1 import routing_pb2 as pb
 from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
 from suanli.bus import EventPublisher
+from suanli.bus.headers import header
 from suanli.cli.main import app as cli
 from suanli.clock import to_ms
 from suanli.contracts import decode
 from suanli.infra.net import free_loopback_port
 from suanli.routing.entrypoints.topics import RoutingTopics
 from suanli.routing.testing import link_measured, node_capacity
+from suanli.telemetry.tracing import continued
 
 INTERVAL_S = 0.5
 DOWN_AFTER = 3
@@ -266,6 +268,20 @@ async def test_probe_rounds_become_network_links_with_their_figures(stack: Stack
     )
     assert to_ms(last["last_probe_at"]) == start + 1000
     assert (region[-1]["scope"], region[-1]["status"], region[-1]["src_site"]) == ("region", "OK", "")
+
+
+async def test_the_link_change_a_probe_round_causes_continues_the_rounds_trace(stack: Stack) -> None:
+    src, dst = ("TrA", "tra-1"), ("TrB", "trb-1")
+    round_trace = secrets.token_hex(16)
+    with continued(f"00-{round_trace}-{secrets.token_hex(8)}-01"):
+        record = link_measured(src, dst, now_ms(), rtt_ms=25.0)
+        await stack.publisher.publish(stack.topics.measured, src[1], "LinkMeasured", record)
+    async with stack.reader(stack.topics.links) as links:
+        await links.links("tra-1->trb-1", lambda s: True, "the path's first state")
+    # The first state is the round's (the timer's republications later are in no trace).
+    headers = next(h for r, h in links.records if isinstance(r, dict) and r["link_id"] == "tra-1->trb-1")
+    traceparent = header(headers, "traceparent")
+    assert traceparent is not None and traceparent.split("-")[1] == round_trace
 
 
 async def test_a_path_whose_probes_stop_goes_down_within_down_after_intervals(stack: Stack) -> None:

@@ -1,7 +1,8 @@
 """`suanli job logs` on the real broker and PostgreSQL, with authentication on: a real agent runs a real
 subprocess placed by the scheduler and serves its log; the scheduler streams it to the job's tenant (the
-client library's `logs`, following while it runs, then read again), refuses another tenant (NOT_FOUND,
-also at the agent itself), names a bad task or attempt precisely, and says a simulated node has no logs."""
+client library's `logs`, following while it runs, then read again) in one trace from the scheduler's
+span to the agent's, refuses another tenant (NOT_FOUND, also at the agent itself), names a bad task or
+attempt precisely, and says a simulated node has no logs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from opentelemetry import trace
 from typer.testing import CliRunner
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
@@ -30,6 +32,7 @@ from suanli.clock import SystemClock
 from suanli.contracts import default_registry, sample_records
 from suanli.contracts import labels as node_labels
 from suanli.eventstore import PostgresEventStore
+from suanli.infra.testing import recorded_spans
 from suanli.sensing.adapters.task_logs import TaskLogs
 from suanli.sensing.bootstrap import RealAgentConfig, build_real_agent
 from suanli.sensing.domain.identity import NodeIdentity
@@ -100,7 +103,11 @@ async def _code(call: AsyncIterator[object]) -> tuple[grpc.StatusCode, str]:
 
 
 async def test_a_tenant_streams_its_real_tasks_log_and_nobody_else_can(
-    pg_dsn: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+    pg_dsn: str,
+    kafka_bootstrap: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = KeyPaths(tmp_path / "auth")
     create_keys(keys)
@@ -111,6 +118,8 @@ async def test_a_tenant_streams_its_real_tasks_log_and_nobody_else_can(
     endpoint = LogsEndpoint(TaskLogs(log_dir, NODE), "127.0.0.1:0", agent_settings)
 
     async with contextlib.AsyncExitStack() as stack:
+        # Spans of every server in this process: the scheduler's call to the agent continues its trace.
+        spans = stack.enter_context(recorded_spans("scheduling", monkeypatch))
         store = await stack.enter_async_context(
             await PostgresEventStore.connect(pg_dsn, schema=auth["auth_schema"])
         )
@@ -147,6 +156,11 @@ async def test_a_tenant_streams_its_real_tasks_log_and_nobody_else_can(
         followed = [c async for c in client.logs(job.id, follow=True)]
         assert b"".join(c.data for c in followed) == OUTPUT
         assert {(c.task_id, c.attempt, c.node_id) for c in followed} == {(job.tasks[0].task_id, 1, NODE)}
+        ended = {s.name: s for s in spans.get_finished_spans() if s.kind is trace.SpanKind.SERVER}
+        proxied = ended["suanli.scheduler.v1.Scheduler/StreamJobLogs"]
+        served = ended["suanli.sensing.v1.AgentLogs/StreamTaskLog"]
+        assert served.context.trace_id == proxied.context.trace_id
+        assert served.parent is not None and served.parent.span_id == proxied.context.span_id
 
         async def succeeded() -> bool:
             return (await client.get(job.id)).state == pb.JOB_STATE_SUCCEEDED

@@ -22,6 +22,7 @@ from suanli import telemetry
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.scheduler.v1 import scheduler_pb2_grpc as pb_grpc
 from suanli.bus import ConsumedEvent, EventConsumer
+from suanli.infra.testing import recorded_spans
 from suanli.telemetry.grpc import client_interceptors
 
 from .helpers import TopicReader, capacity, config, publish, started, task_spec, until
@@ -33,13 +34,8 @@ SUBMIT = "suanli.scheduler.v1.Scheduler/SubmitJob"
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
-    exporter = InMemorySpanExporter()
-    handle = telemetry.setup("scheduling", span_exporter=exporter)
-    try:
+    with recorded_spans("scheduling", monkeypatch) as exporter:
         yield exporter
-    finally:
-        handle.shutdown()
 
 
 def _ids(traceparent: bytes) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from suanli import telemetry
 from suanli.bus import EventPublisher, topic_name
 from suanli.bus.headers import header
+from suanli.infra.testing import recorded_spans
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.bus import ensure_agent_topics
 from suanli.sensing.bootstrap import build_fleet_host
@@ -25,13 +26,8 @@ NODE = "north-s1-gpu-001"
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
-    exporter = InMemorySpanExporter()
-    handle = telemetry.setup("sensing", span_exporter=exporter)
-    try:
+    with recorded_spans("sensing", monkeypatch) as exporter:
         yield exporter
-    finally:
-        handle.shutdown()
 
 
 async def test_agent_starts_a_placed_task_in_the_placements_trace(

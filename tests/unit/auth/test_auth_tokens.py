@@ -15,6 +15,7 @@ from suanli.auth.tokens import (
     KeyPaths,
     TokenVerifier,
     create_keys,
+    key_id,
     load_private_key,
     load_public_key,
     sign,
@@ -46,7 +47,7 @@ def grant(**changes: object) -> Grant:
 def test_the_private_key_is_0600_in_a_0700_directory_and_is_not_overwritten(keys: KeyPaths) -> None:
     assert stat.S_IMODE(keys.private.stat().st_mode) == 0o600
     assert stat.S_IMODE(keys.directory.stat().st_mode) == 0o700
-    with pytest.raises(FileExistsError, match="--rotate"):
+    with pytest.raises(FileExistsError, match="suanli auth key rotate"):
         create_keys(keys)
     before = keys.public.read_bytes()
     create_keys(keys, replace=True)
@@ -59,8 +60,9 @@ def test_a_key_others_can_read_is_refused(keys: KeyPaths) -> None:
         load_private_key(keys.private)
 
 
-def test_a_signed_token_names_its_principal(keys: KeyPaths) -> None:
+def test_a_signed_token_names_its_principal_and_its_key(keys: KeyPaths) -> None:
     token = sign(grant(), load_private_key(keys.private))
+    assert jwt.get_unverified_header(token)["kid"] == key_id(load_public_key(keys.public))
     principal = TokenVerifier(load_public_key(keys.public)).verify(token, NOW + 10)
     assert principal == Principal("alice", "acme", frozenset({Role.TENANT_MEMBER}), "tok-1", NOW + 3600)
     assert principal.label == "alice@acme#tok-1"
@@ -71,7 +73,17 @@ def test_a_signed_token_names_its_principal(keys: KeyPaths) -> None:
     ("make", "message"),
     [
         (lambda key: sign(grant(), key), "token has expired"),
-        (lambda key: sign(grant(), Ed25519PrivateKey.generate()), "token signature is not valid"),
+        (lambda key: sign(grant(), Ed25519PrivateKey.generate()), "token was signed by an unknown key"),
+        # Signed by another key but claiming the trusted key's id: the signature check refuses it.
+        (
+            lambda key: jwt.encode(
+                {"sub": "a", "jti": "x", "iat": NOW, "exp": NOW + 9e9, "iss": "suanli", "aud": "suanli"},
+                Ed25519PrivateKey.generate(),
+                "EdDSA",
+                headers={"kid": key_id(key.public_key())},
+            ),
+            "token signature is not valid",
+        ),
         (lambda key: "not.a.jwt", "token is not valid"),
         (
             lambda key: jwt.encode(

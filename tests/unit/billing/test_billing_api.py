@@ -113,12 +113,12 @@ async def test_a_tenant_bound_caller_gets_its_new_tenants_empty_answers(
         (
             ("ListCharges", pb.ListChargesRequest(tenant="acme", page_token="bm90IGEgdG9rZW4=")),
             "INVALID_ARGUMENT",
-            "page_token: not a token from ListCharges",
+            "page_token: not a token from ListCharges in this order",
         ),
         (
             ("ListCharges", pb.ListChargesRequest(tenant="acme", page_token="!!")),
             "INVALID_ARGUMENT",
-            "page_token: not a token from ListCharges",
+            "page_token: not a token from ListCharges in this order",
         ),
         (
             ("GetInvoice", pb.GetInvoiceRequest(tenant="acme", period="2024-12")),

@@ -9,10 +9,14 @@ from typing import Any
 import pytest
 from billing_unit_kit import JAN, Billing, billing
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from suanli.billing.adapters.metrics import BillingMetrics
 from suanli.billing.domain.errors import InvalidUsage
 from suanli.billing.entrypoints.consumer import BillingHandler, UnexpectedEvent
 from suanli.bus import ConsumedEvent
+from suanli.telemetry.names import BILLING_CHARGES
 
 TOPICS = {"usage.metered": "u", "jobs.events": "j", "capacity.nodes": "c"}
 
@@ -97,3 +101,29 @@ async def test_what_cannot_be_billed_is_raised_as_it_is_for_the_dead_letter_topi
         await handle(event("elsewhere", 0, "UsageMetered", usage_record(1)))
     with pytest.raises(InvalidUsage):
         await handle(event("u", 1, "UsageMetered", usage_record(1, window_end=JAN)))
+
+
+async def test_charges_are_counted_per_tenant_from_zero_once_and_after_their_commit() -> None:
+    reader = InMemoryMetricReader()
+    b = billing()
+    metrics = BillingMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    handle = BillingHandler(b.service, b.uow, "billing", TOPICS, metrics)
+
+    def charges() -> dict[tuple[tuple[str, Any], ...], Any]:
+        data = reader.get_metrics_data()
+        return {
+            tuple(sorted(p.attributes.items())): p.value
+            for rm in (data.resource_metrics if data else ())
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == BILLING_CHARGES
+            for p in m.data.data_points
+        }
+
+    await handle(event("u", 0, "UsageMetered", usage_record(1)))  # parked: its job is not known yet
+    await handle(job_submitted(0))
+    assert charges() == {(("tenant", "acme"),): 0}  # served before the tenant's first charge
+    await handle(node_capacity(0))  # releases the parked usage
+    await handle(event("u", 1, "UsageMetered", usage_record(2)))
+    await handle(event("u", 1, "UsageMetered", usage_record(2)))  # redelivered: counted once
+    assert charges() == {(("tenant", "acme"),): 2}

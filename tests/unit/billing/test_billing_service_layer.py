@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -22,8 +23,9 @@ async def facts(b: Billing) -> None:
         await b.service.node_located(unit, "n-east", "cn-east")
 
 
-async def metered(b: Billing, *usages: Usage) -> int:
-    recorded = 0
+async def metered(b: Billing, *usages: Usage) -> Counter[str]:
+    """Charges recorded per tenant."""
+    recorded: Counter[str] = Counter()
     for u in usages:
         async with b.uow.begin() as unit:
             recorded += await b.service.usage_metered(unit, u)
@@ -32,13 +34,13 @@ async def metered(b: Billing, *usages: Usage) -> int:
 
 async def test_usage_before_its_facts_is_parked_then_rated_when_they_arrive() -> None:
     b = billing()
-    assert await metered(b, usage(1), usage(2, start=JAN + timedelta(minutes=1))) == 0
+    assert await metered(b, usage(1), usage(2, start=JAN + timedelta(minutes=1))) == Counter()
     assert len(b.uow.tables.parked) == 2
     async with b.uow.begin() as unit:
         # The job is known but not the node: still parked.
-        assert await b.service.job_submitted(unit, "job-1", "acme", STANDARD) == 0
+        assert await b.service.job_submitted(unit, "job-1", "acme", STANDARD) == Counter()
     async with b.uow.begin() as unit:
-        assert await b.service.node_located(unit, "n-east", "cn-east") == 2
+        assert await b.service.node_located(unit, "n-east", "cn-east") == Counter(acme=2)
     assert b.uow.tables.parked == {}
     assert await b.receivable("acme") == Decimal("12.000000")
 
@@ -46,8 +48,8 @@ async def test_usage_before_its_facts_is_parked_then_rated_when_they_arrive() ->
 async def test_usage_is_rated_once_whatever_the_redeliveries() -> None:
     b = billing()
     await facts(b)
-    assert await metered(b, usage(1)) == 1
-    assert await metered(b, usage(1)) == 0
+    assert await metered(b, usage(1)) == Counter(acme=1)
+    assert await metered(b, usage(1)) == Counter()
     assert await b.receivable("acme") == Decimal("6.000000")
 
 

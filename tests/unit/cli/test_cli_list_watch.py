@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.api.serving.v1 import serving_pb2 as spb
-from suanli.cli import queue, service, watching
+from suanli.cli import queue, queues, service, watching
 from suanli.cli.main import app
 
 RUNNER = CliRunner(env={"COLUMNS": "240"})
@@ -40,11 +40,19 @@ def a_queue(name: str, pending: int, used: int) -> pb.Queue:
 
 
 class Queues:
+    """Each round's queues one per page, as a server with page size 1 answers; the tokens asked kept."""
+
     def __init__(self, rounds: list[list[pb.Queue]]) -> None:
         self.rounds = iter(rounds)
+        self.left: list[pb.Queue] = []
+        self.tokens: list[str] = []
 
     def ListQueues(self, request: pb.ListQueuesRequest, timeout: float) -> pb.ListQueuesResponse:
-        return pb.ListQueuesResponse(queues=next(self.rounds))
+        self.tokens.append(request.page_token)
+        if not request.page_token:
+            self.left = next(self.rounds)
+        page, self.left = self.left[:1], self.left[1:]
+        return pb.ListQueuesResponse(queues=page, next_page_token=page[0].name if self.left else "")
 
 
 def test_queue_list_watch_prints_the_list_then_each_queue_that_changes(
@@ -74,6 +82,25 @@ def test_queue_list_watch_prints_the_list_then_each_queue_that_changes(
         ["beta", "-", "0", "0", "0.00", "cpu", "0"],
     ]
     assert slept == [0.5, 0.5]
+    assert stub.tokens == ["", "acme"] * 2 + ["", "acme", "acme/vision"]
+
+
+def test_queues_lists_every_page_of_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = Queues([[a_queue("acme", 0, 1000), a_queue("acme/vision", 1, 0), a_queue("beta", 2, 0)]])
+
+    @contextmanager
+    def scheduler(address: str) -> Iterator[Queues]:
+        yield stub
+
+    monkeypatch.setattr(queues, "scheduler", scheduler)
+    result = RUNNER.invoke(app, ["queues", "-o", "csv", "--no-headers"])
+    assert result.exit_code == 0, result.output
+    assert [row[:3] for row in csv_rows(result.stdout)] == [
+        ["acme", "-", "0"],
+        ["acme/vision", "-", "1"],
+        ["beta", "-", "2"],
+    ]
+    assert stub.tokens == ["", "acme", "acme/vision"]
 
 
 def a_service(name: str, desired: int, placed: int) -> spb.Service:

@@ -114,7 +114,7 @@ async def test_attempts_bound_the_tries_and_no_retry_means_one() -> None:
     assert len(method.requests) == 1
 
 
-def test_the_channel_reconnects_as_often_as_the_client_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_channel_reconnects_as_often_as_the_client_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     # gRPC spaces a dead channel's connection attempts out to 120 s, failing every call in between at
     # once; the client's channel keeps them within its own retry pauses.
     from suanli.client import channel as channel_module
@@ -127,7 +127,8 @@ def test_the_channel_reconnects_as_often_as_the_client_retries(monkeypatch: pyte
         return channel_module.aio_bearer_channel(address, token, ca, options)
 
     monkeypatch.setattr(scheduler_module, "aio_bearer_channel", opened)
-    SchedulerClient("127.0.0.1:1", retry=Retry(initial_backoff_s=0.1, max_backoff_s=0.5))
+    client = SchedulerClient("127.0.0.1:1", retry=Retry(initial_backoff_s=0.1, max_backoff_s=0.5))
+    await client.close()
     assert seen == [
         {
             "grpc.initial_reconnect_backoff_ms": 100,

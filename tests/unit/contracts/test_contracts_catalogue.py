@@ -64,7 +64,12 @@ def test_topics_and_keys() -> None:
     assert catalogue.events_on(catalogue.PLACEMENTS) == ("TaskPlaced", "TaskPreempted", "TaskStopRequested")
     assert catalogue.topic_of("NodeSnapshot") == "node.snapshots"
     assert catalogue.context_of("ChargeRecorded") == "billing"
-    assert catalogue.events_on(catalogue.AUTH_EVENTS) == ("TokenIssued", "TokenRevoked")
+    assert catalogue.events_on(catalogue.AUTH_EVENTS) == (
+        "TokenIssued",
+        "TokenRevoked",
+        "SigningKeyAdded",
+        "SigningKeyRetired",
+    )
     assert catalogue.events_on(catalogue.QUEUES_EVENTS) == (
         "QueueCreated",
         "QueueUpdated",
@@ -108,10 +113,10 @@ def test_lint_reports_a_file_missing_from_the_catalogue(tmp_path: Path) -> None:
     extra = tmp_path / "avro" / "sensing" / "NodeRegistered.avsc"
     text = extra.read_text().replace('"NodeRegistered"', '"NodeRenamed"')
     (extra.parent / "NodeRenamed.avsc").write_text(text)
-    (tmp_path / "avro" / "billing" / "InvoiceIssued.avsc").unlink()
+    (tmp_path / "avro" / "billing" / "ChargeRecorded.avsc").unlink()
     problems = lint_registry(SchemaRegistry.load(tmp_path / "avro"))
     assert any("NodeRenamed is not in suanli.contracts.catalogue" in p for p in problems)
-    assert any("InvoiceIssued has no schema file" in p for p in problems)
+    assert any("ChargeRecorded has no schema file" in p for p in problems)
 
 
 def test_docs_table_lists_every_event_with_its_topic() -> None:

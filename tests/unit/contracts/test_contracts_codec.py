@@ -362,12 +362,12 @@ def _copy(tmp_path: Path) -> Path:
 
 def test_schemas_dir_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _copy(tmp_path)
-    (root / "billing" / "InvoiceIssued.avsc").unlink()
+    (root / "billing" / "ChargeRecorded.avsc").unlink()
     monkeypatch.setenv("SUANLI_SCHEMAS_DIR", str(root))
     reg = default_registry()
-    assert reg.root == root.resolve() and "InvoiceIssued" not in reg
+    assert reg.root == root.resolve() and "ChargeRecorded" not in reg
     with pytest.raises(UnknownEventError):
-        encode("InvoiceIssued", {})
+        encode("ChargeRecorded", {})
 
 
 def _rewrite(path: Path, **changes: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -173,9 +173,11 @@ def test_prometheus_scrapes_every_suanli_service_on_its_catalogued_port(
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 SUANLI_SERVICES = {"scheduling", "metering", "routing", "billing", "serving", "fleet"}
-# One-shot steps from the same image: `suanli dev db-roles` provisions the services' database roles.
-ONE_SHOTS = {"db-roles"}
-USES_POSTGRES = {"scheduling", "billing", "serving"}
+# One-shot steps from the same image: `suanli dev db-roles` provisions the services' database roles,
+# `auth-init` the token signing key.
+ONE_SHOTS = {"db-roles", "auth-init"}
+# Routing keeps no tables but reads the token ledger (authentication is on).
+USES_POSTGRES = {"scheduling", "billing", "serving", "routing"}
 BOOTSTRAP = "kafka-1:9092,kafka-2:9092,kafka-3:9092"
 
 
@@ -589,3 +591,70 @@ def test_kafka_init_applies_the_generated_acls_as_the_admin(compose: dict[str, A
     for broker in BROKERS:
         assert step["depends_on"][broker]["condition"] == "service_healthy"
     assert step["environment"]["SUANLI_KAFKA_BOOTSTRAP"] == BOOTSTRAP
+
+
+# --- tokens on: one signing key made once, its public key in every gRPC service ------------------------
+
+GRPC_SERVICES = ("scheduling", "routing", "billing", "serving")
+
+
+def _mounts(svc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Container path -> (source, mode) of a service's short-form volumes."""
+    out = {}
+    for volume in svc.get("volumes", []):
+        source, target, *mode = volume.split(":") if not volume.startswith("$") else volume.rsplit(":", 2)
+        out[target] = (source, mode[0] if mode else "rw")
+    return out
+
+
+def test_auth_init_makes_the_signing_key_once_in_a_volume_no_service_mounts(compose: dict[str, Any]) -> None:
+    from suanli.auth.tokens import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE
+    from suanli.cli import access
+
+    step = compose["services"]["auth-init"]
+    assert step["restart"] == "on-failure"
+    script = " ".join(step["entrypoint"] + step["command"])
+    home = step["environment"]["SUANLI_HOME"]
+    mounts = _mounts(step)
+    assert mounts[home] == ("auth-signing", "rw")
+    public_dir = next(target for target, (source, _) in mounts.items() if source == "auth-public")
+    # Runs on every start: an existing key pair is kept (a second `auth init` would refuse and fail it).
+    assert f"test -f {home}/auth/{PRIVATE_KEY_FILE} || suanli auth init" in script
+    assert f"cp {home}/auth/{PUBLIC_KEY_FILE} {public_dir}/{PUBLIC_KEY_FILE}" in script
+    assert script.startswith("/bin/sh -c set -e;")
+    # The mount points exist in the image, owned by its user: a new volume takes their owner.
+    dockerfile = DOCKERFILE.read_text(encoding="utf-8")
+    for directory in (home, public_dir):
+        assert re.search(rf"install -d -o suanli -g suanli -m 07\d\d {directory}\b", dockerfile), directory
+    # `token create` through this step writes the ledger as its owner, the auth role.
+    auth = f"{access.DEFAULT_ROLE_PREFIX}auth"
+    assert auth in {r.role for r in access.service_roles()}
+    assert step["environment"]["SUANLI_PG_DSN"].startswith(
+        f"postgresql://{auth}:${{SUANLI_AUTH_PG_PASSWORD:?"
+    )
+    assert {"auth-signing", "auth-public"} <= set(compose["volumes"])
+    for name, svc in compose["services"].items():
+        if name != "auth-init":
+            assert "auth-signing" not in {source for source, _ in _mounts(svc).values()}, name
+
+
+@pytest.mark.parametrize("name", GRPC_SERVICES)
+def test_every_grpc_service_verifies_tokens_with_the_public_key(compose: dict[str, Any], name: str) -> None:
+    from suanli.auth.server import PUBLIC_KEY_ENV
+
+    svc = compose["services"][name]
+    key = PurePosixPath(svc["environment"][PUBLIC_KEY_ENV])
+    assert _mounts(svc)[str(key.parent)] == ("auth-public", "ro")
+    step = compose["services"]["auth-init"]
+    assert f"/{key.name}" in " ".join(step["command"])  # the file auth-init copies there
+    assert svc["depends_on"]["auth-init"]["condition"] == "service_completed_successfully"
+    # Revocations come from the ledger, read with the service's own role.
+    assert svc["depends_on"]["db-roles"]["condition"] == "service_completed_successfully"
+    assert f"SUANLI_{name.upper()}_PG_DSN" in svc["environment"]
+    assert TLS_MOUNT in svc["volumes"]
+
+
+@pytest.mark.parametrize("name", ["prometheus", "grafana", "jaeger", "otel-collector"])
+def test_observability_ports_are_published_on_loopback_only(compose: dict[str, Any], name: str) -> None:
+    ports = compose["services"][name]["ports"]
+    assert ports and all(str(p).startswith("127.0.0.1:") for p in ports), ports

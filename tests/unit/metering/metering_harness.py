@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
 from suanli.contracts import decode
 from suanli.metering.adapters.batch import FACTS, OutputTopics, TableBatch
 from suanli.metering.adapters.decoded import DecodedStates
@@ -113,3 +115,15 @@ def statuses(topic: Topic, node_id: str) -> list[str]:
 
 def by_name(events: list[tuple[str, Mapping[str, Any]]], name: str) -> list[Mapping[str, Any]]:
     return [r for n, r in events if n == name]
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[tuple[str, tuple[tuple[str, Any], ...]], Any]:
+    """Each data point ``reader`` holds, by metric name and sorted attributes: its value."""
+    data = reader.get_metrics_data()
+    return {
+        (m.name, tuple(sorted(p.attributes.items()))): p.value
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        for p in m.data.data_points
+    }

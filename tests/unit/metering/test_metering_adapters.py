@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from suanli.clock import from_ms
@@ -81,6 +83,20 @@ def test_task_state_and_facts_round_trip() -> None:
     state, _ = replay(facts[:5])
     assert state is not None
     assert loads(MeteredTask, dumps(state)) == state
+
+
+def test_an_attempts_trace_context_survives_the_changelog_and_older_records_read_without_it() -> None:
+    traced = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    facts = _facts()
+    facts[2] = Started("t1", "job-1", 1, "n1", T0, trace_context=traced)
+    state, _ = replay(facts[:5])
+    assert state is not None and state.attempts[0].trace_context == traced
+    assert loads(MeteredTask, dumps(state)) == state
+    older = dumps(replace(state, attempts=(replace(state.attempts[0], trace_context=""),)))
+    assert b"trace_context" in older
+    stripped = older.replace(b',"trace_context":""', b"")
+    assert b"trace_context" not in stripped
+    assert loads(MeteredTask, stripped).attempts[0].trace_context == ""
 
 
 @pytest.mark.parametrize(

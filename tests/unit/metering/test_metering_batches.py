@@ -3,7 +3,7 @@ on the bus's path: retried by the bus's policy, or dead-lettered with the bus's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from metering_harness import Harness, statuses
@@ -28,6 +28,10 @@ class Consumed:
 @dataclass
 class DeadLetters:
     letters: list[tuple[int, Exception, int, str]]
+    retried: list[int] = field(default_factory=list)  # offsets, once per failure tried again
+
+    def retry(self, record: Consumed) -> None:
+        self.retried.append(record.offset)
 
     async def __call__(self, record: Consumed, error: Exception, /, *, attempts: int, reason: str) -> None:
         self.letters.append((record.offset, error, attempts, reason))
@@ -41,7 +45,7 @@ def snapshot(node: str, seq: int, at: int = T0, gpus: int = 1) -> bytes:
 def setup(h: Harness) -> tuple[Batches[Consumed], DeadLetters, Any]:
     dead = DeadLetters([])
     batches: Batches[Consumed] = Batches(
-        h.begin, retry=FAST, dead_letter=dead, describe=lambda r: f"snapshots@{r.offset}"
+        h.begin, retry=FAST, dead_letter=dead, describe=lambda r: f"snapshots@{r.offset}", retried=dead.retry
     )
     return batches, dead, event_intakes(h.metering)
 
@@ -96,6 +100,7 @@ async def test_a_broker_error_writes_nothing_of_the_batch_and_its_records_are_re
     assert [v["node_id"] for v in views] == ["n2", "n1", "n2"]
     assert views[0]["event_id"] == views[2]["event_id"]
     assert h.nodes.keys() == {b"n1", b"n2"} and dead.letters == []
+    assert dead.retried == []  # the batch's failure is not a retry: each record then passed at once
 
 
 async def test_a_broker_error_that_outlasts_the_policy_is_dead_lettered_as_retries_exhausted() -> None:
@@ -107,3 +112,4 @@ async def test_a_broker_error_that_outlasts_the_policy_is_dead_lettered_as_retri
         (FAST.max_attempts, RETRIES_EXHAUSTED)
     ]
     assert not h.nodes  # never written: its outputs were never acknowledged
+    assert dead.retried == [0] * (FAST.max_attempts - 1)  # every try after the record's first alone

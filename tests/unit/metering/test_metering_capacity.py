@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from metering_harness import metric_points
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from suanli.metering.adapters.metrics import MeteringMetrics
 from suanli.metering.domain import (
     DeviceShare,
     NodeAllocation,
@@ -12,8 +16,10 @@ from suanli.metering.domain import (
     capacity_of,
     summarise,
 )
+from suanli.metering.domain.aggregate import CuTotals, Summary
 from suanli.metering.testing import gpu, ms, node_snapshot
 from suanli.resources import default_catalogue
+from suanli.telemetry.names import ALLOCATED_CU
 
 CAT = default_catalogue()
 AT = ms("2025-01-01T10:00:00")
@@ -116,3 +122,18 @@ def test_summary_by_region_and_model_counts_ready_nodes_only() -> None:
         ("cn-east", NodeStatus.READY): 1,
         ("cn-north", NodeStatus.LOST): 1,
     }
+
+
+def test_allocated_cu_is_served_per_region_and_model_and_drops_to_zero_when_gone() -> None:
+    reader = InMemoryMetricReader()
+    gauges = MeteringMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    h200, cpu = CuTotals(989.5, 494.75), CuTotals(6.4, 0.2)
+    gauges.observe(Summary({("cn", "h200"): h200, ("cn", "cpu"): cpu}, {"cn": h200 + cpu}))
+    allocated = {k[1]: v for k, v in metric_points(reader).items() if k[0] == ALLOCATED_CU}
+    assert allocated == {
+        (("gpu_model", "h200"), ("region", "cn")): 494.75,
+        (("gpu_model", "cpu"), ("region", "cn")): 0.2,
+    }
+    gauges.observe(Summary({("cn", "cpu"): cpu}, {"cn": cpu}))  # the GPU node was lost
+    allocated = {k[1]: v for k, v in metric_points(reader).items() if k[0] == ALLOCATED_CU}
+    assert allocated[(("gpu_model", "h200"), ("region", "cn"))] == 0

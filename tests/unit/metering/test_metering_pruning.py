@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metering_harness import DAY_MS, Harness
+from metering_harness import DAY_MS, Harness, metric_points
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -143,14 +143,7 @@ def test_the_counters_serve_every_series_at_zero_then_count() -> None:
     counters = TaskTableCounters(MeterProvider(metric_readers=[reader]).get_meter("test"))
     counters.pruned(3)
     counters.late_fact("Started")
-    data = reader.get_metrics_data()
-    points = {
-        (m.name, tuple(sorted(p.attributes.items()))): p.value
-        for rm in (data.resource_metrics if data else ())
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        for p in m.data.data_points
-    }
+    points = metric_points(reader)
     assert points[(PRUNED_ROWS, (("table", "metering_tasks"),))] == 3
     assert {k[1][0][1]: v for k, v in points.items() if k[0] == METERING_LATE_FACTS} == {
         "Started": 1,

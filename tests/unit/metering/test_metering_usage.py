@@ -155,3 +155,19 @@ def test_samples_give_an_efficiency_ratio_and_never_change_the_charge() -> None:
     assert [w.efficiency for w in with_samples] == [None, pytest.approx(0.6), None]
     assert [w.gpu_milli_seconds for w in with_samples] == [w.gpu_milli_seconds for w in without]
     assert [dict(w.cu_seconds) for w in with_samples] == [dict(w.cu_seconds) for w in without]
+
+
+JOB_TRACE = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+
+
+def test_every_window_of_an_attempt_carries_its_starts_trace_whatever_closes_it() -> None:
+    started = Started(T, "job-1", 1, "n1", ms("2025-01-01T10:00:30"), trace_context=JOB_TRACE)
+    seen = Seen(T, "n1", ms("2025-01-01T10:02:05"))  # a snapshot of another trace closes two windows
+    # A redelivered start without a context (an older producer) does not erase the attempt's.
+    again = Started(T, "job-1", 1, "n1", ms("2025-01-01T10:00:30"))
+    retry = Started(T, "job-1", 2, "n2", ms("2025-01-01T10:03:20"), trace_context="")
+    retried = [placed(attempt=2, node="n2"), retry, Ended(T, 2, ms("2025-01-01T10:03:30"), "finished")]
+    state, out = replay([JOB, placed(), started, seen, again, FINISH, *retried])
+    assert state is not None
+    assert [(w.charge.attempt, w.trace_context) for w in out] == [(1, JOB_TRACE)] * 3 + [(2, "")]
+    assert [a.trace_context for a in state.attempts] == [JOB_TRACE, ""]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -12,28 +12,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from suanli import telemetry
 from suanli.eventstore import InMemoryEventStore, NewEvent, OutboxMessage, OutboxRelay, RecordingOutboxSink
 from suanli.eventstore.kafka_sink import with_traceparent
 from suanli.eventstore.pruning import RetentionSettings
 from suanli.infra.polling import until
 from suanli.telemetry import batch_span, context_of, current_traceparent, tracer
 from suanli.telemetry.grpc import client_interceptors, with_tracing
-from suanli.telemetry.tracing import SpansPerTrace
+from suanli.telemetry.tracing import SpansPerTrace, in_trace_of
 
 STALE = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
-    exporter = InMemorySpanExporter()
-    handle = telemetry.setup("tests", span_exporter=exporter)
-    try:
-        yield exporter
-    finally:
-        handle.shutdown()
 
 
 def _hex(trace_id: int) -> str:
@@ -234,3 +221,23 @@ def test_spans_per_trace_keep_each_input_in_its_own_trace(spans: InMemorySpanExp
     assert len(work) == 4
     assert all([lk.context.span_id for lk in s.links] == [cycle.get_span_context().span_id] for s in work)
     assert len({s.start_time for s in work}) == 1 and len({s.end_time for s in work}) == 1
+
+
+def test_work_for_another_trace_runs_in_a_child_of_it_linked_to_the_current_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    with tracer("tests").start_as_current_span("started") as started:
+        job = current_traceparent()
+    with tracer("tests").start_as_current_span("snapshot") as snapshot:
+        with in_trace_of(job, "window", {"task_id": "t1"}):
+            moved = current_traceparent()
+        # Already in the job's trace (its end closes the window), or no context kept: nothing new.
+        with in_trace_of(current_traceparent(), "window"), in_trace_of(None, "window"):
+            stayed = current_traceparent()
+    assert stayed == current_traceparent(trace.set_span_in_context(snapshot))
+    [window] = [s for s in spans.get_finished_spans() if s.name == "window"]
+    assert window.context.trace_id == started.get_span_context().trace_id
+    assert window.parent is not None and window.parent.span_id == started.get_span_context().span_id
+    assert [lk.context.span_id for lk in window.links] == [snapshot.get_span_context().span_id]
+    assert (window.attributes or {})["task_id"] == "t1"
+    assert moved is not None and moved.split("-")[2] == format(window.context.span_id, "016x")

@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from suanli.billing.adapters import records
 from suanli.billing.adapters.announce import Announcer
-from suanli.billing.domain.invoices import ChargeTotal, Invoice
+from suanli.billing.domain.invoices import ON_SCHEDULE, ChargeTotal, Closing, Invoice
 from suanli.billing.domain.ledger import BilledCharge, LedgerEntry, entries_for
 from suanli.billing.domain.periods import Period
 from suanli.billing.domain.usage import JobTerms, Usage
@@ -153,12 +153,13 @@ class InMemoryInvoices(_Port):
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return self._t.invoices.get((tenant, period.start))
 
-    async def record_invoice(self, invoice: Invoice) -> None:
+    async def record_invoice(self, invoice: Invoice, closing: Closing = ON_SCHEDULE) -> None:
         key = (invoice.tenant, invoice.period.start)
         if key in self._t.invoices:
             raise LedgerConflict(f"period {invoice.period.label} of tenant {invoice.tenant} is invoiced")
         self._t.invoices[key] = invoice
-        await self._announcer.announce(invoice.tenant, [("InvoiceIssued", records.invoice_issued(invoice))])
+        issued = records.invoice_issued(invoice, closing)
+        await self._announcer.announce(invoice.tenant, [("InvoiceIssued", issued)])
 
     async def unbilled_periods(self, ended_by: datetime) -> list[tuple[str, datetime]]:
         found = {

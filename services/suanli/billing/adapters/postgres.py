@@ -19,7 +19,7 @@ import asyncpg
 
 from suanli.billing.adapters import records
 from suanli.billing.adapters.announce import Announcer
-from suanli.billing.domain.invoices import ChargeTotal, Invoice, InvoiceLine
+from suanli.billing.domain.invoices import ON_SCHEDULE, ChargeTotal, Closing, Invoice, InvoiceLine
 from suanli.billing.domain.ledger import BilledCharge, entries_for
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import Charge
@@ -200,7 +200,7 @@ class PostgresInvoices(_Port):
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return await read_invoice(self._conn, self._s, self._calendar, tenant, period)
 
-    async def record_invoice(self, invoice: Invoice) -> None:
+    async def record_invoice(self, invoice: Invoice, closing: Closing = ON_SCHEDULE) -> None:
         try:
             await self._conn.execute(
                 f"INSERT INTO {self._s}.invoices VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -231,7 +231,8 @@ class PostgresInvoices(_Port):
                 for n, ln in enumerate(invoice.lines, 1)
             ],
         )
-        await self._announcer.announce(invoice.tenant, [("InvoiceIssued", records.invoice_issued(invoice))])
+        issued = records.invoice_issued(invoice, closing)
+        await self._announcer.announce(invoice.tenant, [("InvoiceIssued", issued)])
 
     async def unbilled_periods(self, ended_by: datetime) -> list[tuple[str, datetime]]:
         rows = await self._conn.fetch(

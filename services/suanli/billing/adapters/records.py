@@ -10,7 +10,7 @@ from typing import Any
 
 from suanli.billing.domain import ids
 from suanli.billing.domain.errors import InvalidUsage
-from suanli.billing.domain.invoices import CU_HOUR_UNIT, Invoice
+from suanli.billing.domain.invoices import CU_HOUR_UNIT, Closing, Invoice
 from suanli.billing.domain.ledger import BilledCharge, entries_for
 from suanli.billing.domain.usage import JobTerms, Usage, cu_seconds_from_float
 from suanli.contracts import new_envelope
@@ -105,7 +105,8 @@ def charges_recorded(
     return by_tenant
 
 
-def invoice_issued(invoice: Invoice) -> dict[str, Any]:
+def invoice_issued(invoice: Invoice, closing: Closing) -> dict[str, Any]:
+    caller = closing.caller
     return {
         **new_envelope(
             PRODUCER,
@@ -129,4 +130,8 @@ def invoice_issued(invoice: Invoice) -> dict[str, Any]:
             for line in invoice.lines
         ],
         "due_at": None,
+        "closed_by": closing.how,
+        "principal": None
+        if caller is None
+        else {"subject": caller.subject, "tenant": caller.tenant, "token_id": caller.token_id},
     }

@@ -38,6 +38,34 @@ class InvoiceLine:
 
 
 @dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asked, as their verified token names them (subject, its tenant, the token's id)."""
+
+    subject: str
+    tenant: str
+    token_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Closing:
+    """How a period was closed: on request (a ClosePeriod call) or on schedule (after the grace).
+
+    ``caller`` is the requester when billing runs with authentication; None on schedule or without it.
+    """
+
+    requested: bool
+    caller: Caller | None = None
+
+    @property
+    def how(self) -> str:
+        """The ``closed_by`` of the InvoiceIssued it is recorded with."""
+        return "request" if self.requested else "schedule"
+
+
+ON_SCHEDULE = Closing(requested=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Invoice:
     invoice_id: str
     tenant: str

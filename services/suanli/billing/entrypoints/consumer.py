@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from suanli.billing.adapters import records
 from suanli.billing.adapters.metrics import BillingMetrics
-from suanli.billing.service_layer.billing import BillingService
+from suanli.billing.service_layer.billing import BillingService, Charged
 from suanli.billing.service_layer.ports import LedgerUnit, UnitOfWork
 from suanli.bus import ConsumedEvent
 from suanli.eventstore import AlreadyProcessed
@@ -16,7 +16,7 @@ from suanli.telemetry.tracing import tracer
 
 log = logging.getLogger(__name__)
 
-Effect = Callable[[LedgerUnit], Awaitable[int]]
+Effect = Callable[[LedgerUnit], Awaitable[Charged]]
 
 
 class UnexpectedEvent(ValueError):
@@ -92,6 +92,7 @@ class BillingHandler:
             if event.event_name != "JobSubmitted":
                 return None  # other job events do not change prices
             job_id, tenant, terms = records.terms_from_job_submitted(event.record)
+            self._metrics.tenant_known(tenant)
             return lambda unit: service.job_submitted(unit, job_id, tenant, terms)
         if event.topic == self._nodes:
             if event.tombstone or event.event_name != "NodeCapacityChanged":

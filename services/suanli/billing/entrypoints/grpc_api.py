@@ -17,7 +17,7 @@ from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.tls import TlsSettings, add_port
-from suanli.billing.domain.invoices import Invoice
+from suanli.billing.domain.invoices import Caller, Closing, Invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import CURRENT, PREVIOUS, Calendar, Period
 from suanli.billing.domain.rating import SECONDS_PER_HOUR
@@ -122,7 +122,7 @@ class BillingApi(pb_grpc.BillingServicer):
             # Default: the period that ended last, the only one an operator closes early in practice.
             period = self._period(request.period or PREVIOUS)
             async with self._uow.begin() as unit:
-                invoice = await self._service.close_period(unit, tenant, period, self._now())
+                invoice = await self._service.close_period(unit, tenant, period, self._now(), _closing())
             return _invoice(invoice)
 
     async def _tenant(self, field: str) -> str:
@@ -145,6 +145,13 @@ class BillingApi(pb_grpc.BillingServicer):
             return self._calendar.parse(label, self._now())
         except ValueError as exc:
             raise InvalidField("period", str(exc)) from None
+
+
+def _closing() -> Closing:
+    """A close on request, by the caller when authentication is on (the audit trail's `close period`)."""
+    principal = auth_context.current()
+    caller = None if principal is None else Caller(principal.subject, principal.tenant, principal.token_id)
+    return Closing(requested=True, caller=caller)
 
 
 def _required(field: str, value: str) -> str:

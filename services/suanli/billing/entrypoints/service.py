@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from suanli.auth.server import server_auth
 from suanli.billing import bootstrap
+from suanli.billing.domain.invoices import ON_SCHEDULE
 from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.entrypoints.grpc_api import BillingApi, start_server
 from suanli.billing.entrypoints.settings import BillingSettings
@@ -91,7 +92,7 @@ async def close_due_periods(uow: UnitOfWork, service: BillingService, clock: Clo
         due = await service.periods_due(unit, now)
     for tenant, period in due:
         async with uow.begin() as unit:
-            await service.close_period(unit, tenant, period, now)
+            await service.close_period(unit, tenant, period, now, ON_SCHEDULE)
     return len(due)
 
 

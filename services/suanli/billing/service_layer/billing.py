@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from suanli.billing.domain.invoices import Invoice, build_invoice
+from suanli.billing.domain.invoices import ON_SCHEDULE, Closing, Invoice, build_invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import Charge, rate
@@ -14,6 +15,9 @@ from suanli.billing.service_layer.errors import AlreadyReversed, ChargeNotFound,
 from suanli.billing.service_layer.ports import Invoices, LedgerUnit
 from suanli.resources.pricebook import PriceBook
 
+Charged = Counter[str]
+"""Charges recorded by a use case, per tenant charged (empty for a duplicate or parked usage)."""
+
 
 @dataclass(frozen=True, slots=True)
 class BillingService:
@@ -21,28 +25,31 @@ class BillingService:
     calendar: Calendar
     close_grace: timedelta
 
-    async def usage_metered(self, unit: LedgerUnit, usage: Usage) -> int:
+    async def usage_metered(self, unit: LedgerUnit, usage: Usage) -> Charged:
         """Rate `usage` now, or park it until its job's terms and node's region are known.
 
-        Returns the number of charges recorded (0 for a duplicate or a parked usage).
+        Returns the charges recorded per tenant (none for a duplicate or a parked usage).
         """
         terms = await unit.terms.job_terms(usage.job_id)
         region = await unit.terms.node_region(usage.node_id)
         if terms is None or region is None:
             await unit.parking.park(usage)
-            return 0
+            return Counter()
         return await self._rate(unit, usage, terms, region)
 
-    async def job_submitted(self, unit: LedgerUnit, job_id: str, tenant: str, terms: JobTerms) -> int:
+    async def job_submitted(self, unit: LedgerUnit, job_id: str, tenant: str, terms: JobTerms) -> Charged:
         await unit.terms.record_job_terms(job_id, tenant, terms)
         return await self._release(unit, await unit.parking.parked(job_id=job_id))
 
-    async def node_located(self, unit: LedgerUnit, node_id: str, region: str) -> int:
+    async def node_located(self, unit: LedgerUnit, node_id: str, region: str) -> Charged:
         await unit.terms.record_node_region(node_id, region)
         return await self._release(unit, await unit.parking.parked(node_id=node_id))
 
-    async def close_period(self, unit: LedgerUnit, tenant: str, period: Period, now: datetime) -> Invoice:
-        """Issue the tenant's invoice for `period` (the existing one if already issued)."""
+    async def close_period(
+        self, unit: LedgerUnit, tenant: str, period: Period, now: datetime, closing: Closing = ON_SCHEDULE
+    ) -> Invoice:
+        """Issue the tenant's invoice for `period` (the existing one if already issued), closed as `closing`
+        says (recorded with the invoice: who asked is part of the audit trail)."""
         existing = await unit.invoices.invoice(tenant, period)
         if existing is not None:
             return existing
@@ -50,7 +57,7 @@ class BillingService:
             raise PeriodNotEnded(period)
         totals = await unit.ledger.charge_totals(tenant, period)
         invoice = build_invoice(tenant, period, self.book.currency, totals, issued_at=now)
-        await unit.invoices.record_invoice(invoice)
+        await unit.invoices.record_invoice(invoice, closing)
         return invoice
 
     async def periods_due(self, unit: LedgerUnit, now: datetime) -> list[tuple[str, Period]]:
@@ -70,16 +77,16 @@ class BillingService:
         await unit.ledger.record_charges([BilledCharge(reversal, billed.usage_period, period)])
         return reversal
 
-    async def _release(self, unit: LedgerUnit, parked: list[Usage]) -> int:
-        recorded = 0
+    async def _release(self, unit: LedgerUnit, parked: list[Usage]) -> Charged:
+        recorded: Charged = Counter()
         for usage in parked:
             recorded += await self.usage_metered(unit, usage)
         return recorded
 
-    async def _rate(self, unit: LedgerUnit, usage: Usage, terms: JobTerms, region: str) -> int:
+    async def _rate(self, unit: LedgerUnit, usage: Usage, terms: JobTerms, region: str) -> Charged:
         await unit.parking.unpark(usage.event_id)
         if not await unit.ledger.claim_usage(usage.event_id):
-            return 0
+            return Counter()
         cuts = self.calendar.boundaries_within(usage.window_start, usage.window_end)
         billed = []
         for charge in rate(usage, terms, region, self.book, cuts):
@@ -87,7 +94,7 @@ class BillingService:
             billing_period = await self._open_period(unit.invoices, charge.tenant, usage_period)
             billed.append(BilledCharge(charge, usage_period, billing_period))
         await unit.ledger.record_charges(billed)
-        return len(billed)
+        return Counter(b.charge.tenant for b in billed)
 
     async def _open_period(self, invoices: Invoices, tenant: str, period: Period) -> Period:
         # Late usage of an invoiced period is billed in the first period not yet invoiced.

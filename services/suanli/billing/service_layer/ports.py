@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
-from suanli.billing.domain.invoices import ChargeTotal, Invoice
+from suanli.billing.domain.invoices import ON_SCHEDULE, ChargeTotal, Closing, Invoice
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Period
 from suanli.billing.domain.usage import JobTerms, Usage
@@ -90,8 +90,9 @@ class Invoices(Protocol):
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None: ...
 
-    async def record_invoice(self, invoice: Invoice) -> None:
-        """Invoice rows and the InvoiceIssued event (outbox); `LedgerConflict` if already issued."""
+    async def record_invoice(self, invoice: Invoice, closing: Closing = ON_SCHEDULE) -> None:
+        """Invoice rows and the InvoiceIssued event (outbox) saying how it was closed; `LedgerConflict` if
+        already issued."""
         ...
 
     async def unbilled_periods(self, ended_by: datetime) -> list[tuple[str, datetime]]:

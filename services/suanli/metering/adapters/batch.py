@@ -29,11 +29,14 @@ from suanli.metering.domain import (
     UsageWindow,
 )
 from suanli.telemetry import inject_headers
+from suanli.telemetry.tracing import in_trace_of
 
 S = TypeVar("S")
 
 # The internal task-facts topic carries the core's facts as tagged JSON.
 FACTS = TaggedCodec(JobKnown, Placed, Started, Ended, Seen, Sampled)
+# The span in which task facts become usage windows (the task-facts agent's batch span has this name too).
+WINDOW_SPAN = "metering.window"
 
 
 class KeyedTable(Table, Protocol):
@@ -87,7 +90,11 @@ class TopicOutputs:
         self._publish(self._topics.status, change.node_id, "NodeStatusChanged", records.status_record(change))
 
     def usage_metered(self, window: UsageWindow) -> None:
-        self._publish(self._topics.usage, window.charge.task_id, "UsageMetered", records.usage_record(window))
+        # In the attempt's trace (its start's), also when a fact of another trace closed the window (a
+        # later snapshot): then in a span of the attempt's trace linked to that fact's.
+        with in_trace_of(window.trace_context, WINDOW_SPAN, {"task_id": window.charge.task_id}):
+            record = records.usage_record(window)
+            self._publish(self._topics.usage, window.charge.task_id, "UsageMetered", record)
 
     def task_facts(self, facts: Iterable[TaskFact]) -> None:
         for fact in facts:

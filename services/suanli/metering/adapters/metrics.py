@@ -6,6 +6,7 @@ from opentelemetry import metrics
 
 from suanli.metering.domain import Ended, Sampled, Seen, Started, Summary
 from suanli.telemetry.names import (
+    ALLOCATED_CU,
     CAPACITY_CU,
     METERING_LATE_FACTS,
     NODES,
@@ -36,15 +37,17 @@ class MeteringMetrics:
     def __init__(self, meter: metrics.Meter | None = None) -> None:
         meter = meter or metrics.get_meter("suanli.metering")
         self._capacity = _Gauge(meter, CAPACITY_CU)
+        self._allocated = _Gauge(meter, ALLOCATED_CU)
         self._utilisation = _Gauge(meter, UTILISATION_RATIO)
         self._nodes = _Gauge(meter, NODES)
 
     def observe(self, summary: Summary) -> None:
+        by_model = summary.by_region_model
         self._capacity.set_all(
-            {
-                (("region", region), ("gpu_model", model)): totals.allocatable
-                for (region, model), totals in summary.by_region_model.items()
-            }
+            {(("region", r), ("gpu_model", m)): totals.allocatable for (r, m), totals in by_model.items()}
+        )
+        self._allocated.set_all(
+            {(("region", r), ("gpu_model", m)): totals.used for (r, m), totals in by_model.items()}
         )
         self._utilisation.set_all(
             {(("region", region),): totals.utilisation for region, totals in summary.by_region.items()}

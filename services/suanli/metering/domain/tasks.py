@@ -45,6 +45,8 @@ class Started:
     attempt: int
     node_id: str
     at_ms: int
+    # The TaskStarted's trace context (the job's trace), opaque to the core: the entrypoint fills it.
+    trace_context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,8 @@ class AttemptState:
     seen_through_ms: int | None = None
     metered_through_ms: int | None = None
     util: tuple[UtilSum, ...] = ()
+    # From the attempt's Started (the first that had one): every window of the attempt carries it.
+    trace_context: str = ""
 
     @property
     def complete(self) -> bool:
@@ -177,7 +181,11 @@ def apply(state: MeteredTask | None, fact: TaskFact) -> MeteredTask:
             return _put(
                 replace(state, job_id=state.job_id or fact.job_id),
                 replace(
-                    a, job_id=a.job_id or fact.job_id, node_id=a.node_id or fact.node_id, started_ms=started
+                    a,
+                    job_id=a.job_id or fact.job_id,
+                    node_id=a.node_id or fact.node_id,
+                    started_ms=started,
+                    trace_context=a.trace_context or fact.trace_context,
                 ),
             )
         case Ended():
@@ -230,6 +238,7 @@ def _meter_attempt(state: MeteredTask, a: AttemptState) -> tuple[AttemptState, l
         from_ms=start,
         to_ms=target,
         efficiency=_efficiency(a, a.allocation),
+        trace_context=a.trace_context,
     )
     util = tuple(u for u in a.util if u.window_start_ms >= window_start(target))
     return replace(a, metered_through_ms=target, util=util), out

@@ -70,6 +70,9 @@ class UsageWindow:
     cpu_milli_seconds: int
     # Actual over allocated use in this window, from UsageSampled; reported beside, never charged.
     efficiency: float | None = None
+    # The attempt's trace context (its TaskStarted's), opaque here: whatever fact closes the window, the
+    # entrypoint publishes it in the job's trace.
+    trace_context: str = ""
 
     @property
     def event_id(self) -> str:
@@ -111,6 +114,7 @@ def windows(
     to_ms: int,
     efficiency: dict[int, float] | None = None,
     width_ms: int = WINDOW_MS,
+    trace_context: str = "",
 ) -> list[UsageWindow]:
     """Windows over ``[from_ms, to_ms)`` of an attempt holding its resources since ``started_ms``."""
     rates = allocation.cu_by_class()
@@ -128,6 +132,7 @@ def windows(
                 gpu_milli_seconds=_between(gpu_milli, a - started_ms, b - started_ms),
                 cpu_milli_seconds=_between(allocation.cpu_milli, a - started_ms, b - started_ms),
                 efficiency=(efficiency or {}).get(window_start(a, width_ms)),
+                trace_context=trace_context,
             )
         )
     return out

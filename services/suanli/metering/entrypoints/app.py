@@ -30,12 +30,12 @@ from typing import Any
 from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.deadletter import dead_letter
-from suanli.bus.faust import delivered, header_list, processor_app
-from suanli.bus.headers import Headers, header
+from suanli.bus.faust import arrived_batches, delivered, processor_app, traceparent_of
+from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
-from suanli.metering.adapters.batch import OutputTopics, batches_over
+from suanli.metering.adapters.batch import WINDOW_SPAN, OutputTopics, batches_over
 from suanli.metering.adapters.decoded import DecodedStates
 from suanli.metering.entrypoints.inputs import event_intakes, fact_intake
 from suanli.metering.entrypoints.settings import MeteringSettings
@@ -43,7 +43,7 @@ from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.service_layer.batches import Batches, Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Gauges
-from suanli.telemetry.tracing import TRACEPARENT, SpansPerTrace
+from suanli.telemetry.tracing import SpansPerTrace
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,11 @@ class MeteringApp:
         )
         self.begin = batches_over(self.nodes, self.tasks, outputs, DecodedStates())
         self.batches: Batches[FaustEvent] = Batches(
-            self.begin, retry=retry, dead_letter=self._dead_letter, describe=_where
+            self.begin,
+            retry=retry,
+            dead_letter=self._dead_letter,
+            describe=_where,
+            retried=lambda event: bus_metrics.retried(event.message.topic),
         )
         # The snapshot and placement agents and the liveness timer all read, publish and then write node
         # state; one at a time, or one would write back a state that misses what the other recorded.
@@ -145,7 +149,7 @@ class MeteringApp:
                 self._consumer(intakes[name], lock, f"metering.{name}")
             )
         self.app.agent(self.facts, name="metering.task-facts")(
-            self._consumer(fact_intake(self.metering), self._task_side, "metering.window")
+            self._consumer(fact_intake(self.metering), self._task_side, WINDOW_SPAN)
         )
         self.app.timer(self.settings.interval_s, name="metering.liveness")(self._liveness)
         self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
@@ -155,27 +159,16 @@ class MeteringApp:
     ) -> Callable[[Any], AsyncIterator[None]]:
         batch_max = self.settings.batch_max
         batches = self.batches
+        metrics = self.bus_metrics
 
         async def consume(stream: Any) -> AsyncIterator[None]:
-            # Acked by hand, after the batch is handled: faust would ack a record (and may commit its
-            # offset) as soon as the next one is asked for, before its outputs are acknowledged.
-            manual = stream.noack()
-            arrived = manual.channel.queue  # records fetched and not yet taken: they join this batch
-            events: list[FaustEvent] = []
-            async for event in manual.events():
-                events.append(event)
-                # A batch is what has already arrived, so no record waits for more to come.
-                if len(events) < batch_max and not arrived.empty():
-                    continue
+            async for events in arrived_batches(stream, batch_max=batch_max, metrics=metrics):
                 # One span per trace in the batch (not per record), a child of the records' span: what a
                 # record yields (facts, usage windows) is published inside it, so it stays in the trace
                 # of the record it came from however the batch was mixed.
                 with SpansPerTrace(span_name, attributes={"batch.records": len(events)}) as spans:
                     async with lock or contextlib.nullcontext():
-                        await batches.handle(events, intake, lambda e: spans.scope(_traceparent(e)))
-                for done in events:
-                    await manual.ack(done)
-                events = []
+                        await batches.handle(events, intake, lambda e: spans.scope(traceparent_of(e)))
                 yield None
 
         return consume
@@ -256,7 +249,3 @@ class MeteringApp:
             return int(self._partitioner(key.encode(), partitions, partitions)) in mine
 
         return owns
-
-
-def _traceparent(event: FaustEvent) -> str | None:
-    return header(header_list(event.message.headers), TRACEPARENT)

@@ -8,16 +8,17 @@ topic that metering has no use for are skipped: they are not in the topic's rout
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from suanli.contracts import catalogue, decode, events_on
 from suanli.metering.adapters import records
 from suanli.metering.adapters.batch import FACTS
-from suanli.metering.domain import TaskFact
+from suanli.metering.domain import Started, TaskFact
 from suanli.metering.service_layer.batches import Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Batch
+from suanli.telemetry.tracing import current_traceparent
 
 # name, record, where it was read: the record's timestamp (ms) and partition (None when unknown)
 Event = tuple[str, Mapping[str, Any], "Read"]
@@ -70,6 +71,10 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
 
     def lifecycle(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         fact = records.lifecycle_fact(name, record)
+        if isinstance(fact, Started):
+            # The span metering reads the TaskStarted in (of its trace: the job's); every usage window of
+            # the attempt is published in it, whichever later fact closes the window.
+            fact = replace(fact, trace_context=current_traceparent() or "")
         if fact is not None:
             metering.forward_facts([fact], batch)
 

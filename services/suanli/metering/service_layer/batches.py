@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from suanli.bus.deadletter import DECODE, Failed, retry_failed
+from suanli.bus.deadletter import DECODE, Failed, retry_failed, sleep
 from suanli.bus.retry import RetryPolicy
 from suanli.metering.service_layer.ports import Batch
 
@@ -62,11 +62,13 @@ class Batches(Generic[R]):
         retry: RetryPolicy,
         dead_letter: DeadLetters[R],
         describe: Callable[[R], str],
+        retried: Callable[[R], None] = lambda record: None,
     ) -> None:
         self._begin = begin
         self._retry = retry
         self._dead_letter = dead_letter
         self._describe = describe
+        self._retried = retried
 
     async def handle(self, records: Sequence[R], intake: Intake[R, I], scope: Scope[R] = _no_scope) -> None:
         """Handle ``records`` in order, each inside ``scope(record)``; returns once each is handled or
@@ -94,13 +96,21 @@ class Batches(Generic[R]):
             await self._alone(item, intake)
         except Exception as exc:
             outcome = await retry_failed(
-                exc, lambda: self._alone(item, intake), self._retry, where=self._describe(record)
+                exc,
+                lambda: self._alone(item, intake),
+                self._retry,
+                where=self._describe(record),
+                pause=lambda delay_s: self._pause(record, delay_s),
             )
             # A faust agent is stopped by cancelling it, so no backoff ends in Stopped here.
             if isinstance(outcome, Failed):
                 await self._dead_letter(
                     record, outcome.error, attempts=outcome.attempts, reason=outcome.reason
                 )
+
+    async def _pause(self, record: R, delay_s: float) -> bool:
+        self._retried(record)  # counted as the bus's consumers count theirs: a failure tried again
+        return await sleep(delay_s)
 
     async def _alone(self, item: I, intake: Intake[R, I]) -> None:
         batch = self._begin()

@@ -26,7 +26,7 @@ from typing import Any
 from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.deadletter import DECODE, HANDLER, Failed, dead_letter, retry_failed
-from suanli.bus.faust import delivered, processor_app
+from suanli.bus.faust import arrived_batches, delivered, processor_app, traceparent_of
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -40,6 +40,8 @@ from suanli.routing.domain.view import NetworkView
 from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.routing.entrypoints.topics import PROBES, RoutingTopics
 from suanli.routing.service_layer.records import EVENT, link_record
+from suanli.telemetry import inject_headers
+from suanli.telemetry.tracing import SpansPerTrace
 
 log = logging.getLogger(__name__)
 PRODUCER = "routing/network-view"
@@ -107,8 +109,11 @@ class NetworkViewProcessor:
     # -- agents ----------------------------------------------------------------------------------------
 
     async def _intake(self, stream: Any) -> AsyncIterator[None]:
-        async for event in stream.events():
-            await self._forward(event)
+        async for events in arrived_batches(stream, metrics=self.bus_metrics):
+            with SpansPerTrace("routing.intake", attributes={"batch.records": len(events)}) as spans:
+                for event in events:
+                    with spans.scope(traceparent_of(event)):
+                        await self._forward(event)
             yield None
 
     async def _forward(self, event: Any) -> None:
@@ -126,20 +131,29 @@ class NetworkViewProcessor:
             await self._dead_letter(event, exc, HANDLER)
             return
         key = f"{probe.src_region}->{probe.dst_region}".encode()
-        await self._send(self.probes, key, value, [])
+        # With the round's trace context, so the view's span (and the link changes) continue its trace.
+        await self._send(self.probes, key, value, inject_headers())
 
     async def _fold(self, stream: Any) -> AsyncIterator[None]:
-        async for event in stream.events():
-            _, record = decode(event.message.value)  # checked by the intake
-            probe = probe_from_record(record, occurred_ms(record["occurred_at"]))
-            async with self._lock:
-                now = self.clock.now()
-                self.streams.read(event.message.partition, probe.at_ms, to_ms(now))
-                changed = self.view.observe(probe, to_ms(now))
-                if changed:
-                    self.metrics.fresh((to_ms(now) - probe.at_ms) / 1000)
-                await self._publish(changed)
+        async for events in arrived_batches(stream, metrics=self.bus_metrics):
+            # One span per probe round's trace, a child of the round's span: the link changes it causes are
+            # published inside it, so they continue that trace.
+            with SpansPerTrace("routing.view", attributes={"batch.records": len(events)}) as spans:
+                for event in events:
+                    with spans.scope(traceparent_of(event)):
+                        await self._fold_one(event)
             yield None
+
+    async def _fold_one(self, event: Any) -> None:
+        _, record = decode(event.message.value)  # checked by the intake
+        probe = probe_from_record(record, occurred_ms(record["occurred_at"]))
+        async with self._lock:
+            now = self.clock.now()
+            self.streams.read(event.message.partition, probe.at_ms, to_ms(now))
+            changed = self.view.observe(probe, to_ms(now))
+            if changed:
+                self.metrics.fresh((to_ms(now) - probe.at_ms) / 1000)
+            await self._publish(changed)
 
     async def _check(self) -> None:
         async with self._lock:
@@ -159,7 +173,7 @@ class NetworkViewProcessor:
         at = self.clock.now()
         for state in states:
             record = link_record(state, producer=PRODUCER, event_id=str(self.ids()), at=at)
-            await self._send(self.links, state.link_id.encode(), encode(EVENT, record), [])
+            await self._send(self.links, state.link_id.encode(), encode(EVENT, record), inject_headers())
 
     async def _send(self, topic: Any, key: bytes, value: bytes, headers: Headers) -> None:
         async def once() -> None:

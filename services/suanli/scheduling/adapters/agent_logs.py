@@ -1,7 +1,8 @@
 """The scheduler's client of the node agents' logs endpoints (`suanli.sensing.v1.AgentLogs`).
 
 StreamJobLogs proxies through it with the caller's own ``authorization`` header, so the agent applies
-the same token and its own tenant check to the attempt (docs/security.md, "Task logs"). The agent's
+the same token and its own tenant check to the attempt (docs/security.md, "Task logs"), and with its
+trace context, so the agent's span is a child of StreamJobLogs'. The agent's
 answers become the kernel's request errors: the scheduler's caller gets a precise status whichever side
 refused.
 """
@@ -14,7 +15,7 @@ import grpc
 
 from suanli.api.sensing.v1 import agent_logs_pb2 as pb
 from suanli.api.sensing.v1 import agent_logs_pb2_grpc as pb_grpc
-from suanli.auth.tls import channel_credentials
+from suanli.client.channel import aio_bearer_channel
 from suanli.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -47,11 +48,8 @@ class AgentLogClient:
     def _stub(self, endpoint: str) -> pb_grpc.AgentLogsStub:
         channel = self._channels.get(endpoint)
         if channel is None:
-            channel = (
-                grpc.aio.insecure_channel(endpoint)
-                if self._ca is None
-                else grpc.aio.secure_channel(endpoint, channel_credentials(self._ca))
-            )
+            # No bearer of its own: each call carries its caller's. The kernel's channel sends the trace.
+            channel = aio_bearer_channel(endpoint, "", self._ca)
             self._channels[endpoint] = channel
         return pb_grpc.AgentLogsStub(channel)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -230,7 +230,8 @@ def node_message(view: NodeView, used: Mapping[str, tuple[int, int, dict[int, in
 def node_usage(projection: Projection) -> dict[str, tuple[int, int, dict[int, int]]]:
     """Per node: CPU, memory and milli per device held by active tasks (what the scheduler allocated)."""
     out: dict[str, tuple[int, int, dict[int, int]]] = {}
-    for job in projection.jobs.values():
+    # Every job with an active task is live: finished history is not walked.
+    for job in projection.live.values():
         for t in job.active:
             cpu, memory, gpus = out.get(t.node_id, (0, 0, {}))
             for index, milli in zip(t.gpu_indices, t.gpu_milli, strict=True):
@@ -281,16 +282,31 @@ def spec_of_queue(queue: pb.Queue) -> pb.QueueSpec:
     )
 
 
+def queue_messages(
+    specs: Sequence[QueueSpec], projection: Projection, models: Mapping[str, str]
+) -> list[pb.Queue]:
+    """`models`: node id -> GPU model, to charge GPU use to its flavour. One walk over the live jobs for
+    all of `specs` (a queue counts the jobs of the queues below it too); finished jobs count nowhere."""
+    by_queue: dict[str, list[JobView]] = {}
+    for job in projection.live.values():
+        if not job.phase.final:
+            by_queue.setdefault(job.spec.queue, []).append(job)
+    out = []
+    for spec in specs:
+        prefix = spec.name + "/"
+        jobs = [j for q, js in by_queue.items() if q == spec.name or q.startswith(prefix) for j in js]
+        out.append(_queue_message(spec, jobs, models))
+    return out
+
+
 def queue_message(spec: QueueSpec, projection: Projection, models: Mapping[str, str]) -> pb.Queue:
-    """`models`: node id -> GPU model, to charge GPU use to its flavour."""
+    return queue_messages((spec,), projection, models)[0]
+
+
+def _queue_message(spec: QueueSpec, jobs: Iterable[JobView], models: Mapping[str, str]) -> pb.Queue:
     used: dict[str, int] = {}
     pending = running = 0
-    prefix = spec.name + "/"
-    for job in projection.jobs.values():
-        if job.spec.queue != spec.name and not job.spec.queue.startswith(prefix):
-            continue
-        if job.phase.final:
-            continue
+    for job in jobs:
         if job.waiting:
             pending += 1
         elif job.active:
@@ -348,7 +364,10 @@ def decode_token(token: str, filters: Mapping[str, Any]) -> Any:
     return after
 
 
-def page_size(value: int) -> int:
-    if not 0 <= value <= 500:
-        raise InvalidSpec("page_size", "must be 0..500 (0 means 50)")
-    return value or 50
+MAX_PAGE_SIZE = 500
+
+
+def page_size(value: int, default: int = 50) -> int:
+    if not 0 <= value <= MAX_PAGE_SIZE:
+        raise InvalidSpec("page_size", f"must be 0..{MAX_PAGE_SIZE} (0 means {default})")
+    return value or default

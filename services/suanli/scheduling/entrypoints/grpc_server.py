@@ -56,6 +56,7 @@ from suanli.scheduling.service_layer.commands import (
 from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound, QueueNotFound
 from suanli.scheduling.service_layer.history import StreamReader, job_history
 from suanli.scheduling.service_layer.job_commands import JobCommands
+from suanli.scheduling.service_layer.job_index import Page
 from suanli.scheduling.service_layer.projection import Change, Projection
 from suanli.scheduling.service_layer.start_estimates import StartEstimates
 
@@ -123,6 +124,22 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self._estimates_at = (now, estimates)
         return estimates
 
+    def _jobs_page(self, queue: str, size: int, last: int | None, newest: bool, phase: Phase | None) -> Page:
+        """One ListJobs page from the projection's index, read only within the caller's scope: the
+        queue asked for, else the caller's tenant, else (a platform-wide caller) every job."""
+        principal = auth_context.current()
+        tenant = None if principal is None or principal.platform_wide else principal.tenant
+        if queue and not auth_context.sees(tenant_of_queue(queue)):
+            return Page([], False)
+        return self.projection.index.page(
+            size,
+            queue=queue,
+            tenant=tenant,
+            after=last,
+            newest_first=newest,
+            keep=None if phase is None else (lambda j: j.phase is phase),
+        )
+
     # -- RPCs ----------------------------------------------------------------------------------------
 
     async def SubmitJob(
@@ -150,21 +167,12 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
                 filters["newest_first"] = True
             # The token holds the last seq served: the next page continues past it in the order asked.
             last = convert.decode_token(request.page_token, filters)
+            if last is not None and (isinstance(last, bool) or not isinstance(last, int)):
+                raise InvalidSpec("page_token", "is not a token this server issued")
             phase = JOB_STATE_NAMES.get(request.state)
-            matching = sorted(
-                (
-                    j
-                    for j in self.projection.jobs.values()
-                    if (last is None or (j.seq < last if newest else j.seq > last))
-                    and auth_context.sees(j.spec.tenant)
-                    and (not request.queue or j.spec.queue == request.queue)
-                    and (phase is None or j.phase is phase)
-                ),
-                key=lambda j: j.seq,
-                reverse=newest,
-            )
-            page = matching[:size]
-            token = convert.encode_token(filters, page[-1].seq) if len(matching) > size else ""
+            found = self._jobs_page(request.queue, size, last, newest, phase)
+            page = found.jobs
+            token = convert.encode_token(filters, page[-1].seq) if found.more else ""
             estimates = self._estimates(page)  # each queue replayed once for the page
             return pb.ListJobsResponse(
                 jobs=[self._message(j, estimates) for j in page], next_page_token=token
@@ -224,14 +232,20 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     async def ListQueues(
         self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListQueuesResponse:
-        models = self._models()
-        return pb.ListQueuesResponse(
-            queues=[
-                convert.queue_message(q, self.projection, models)
-                for q in sorted(self.projection.queues.values(), key=lambda q: q.name)
-                if auth_context.sees(tenant_of_queue(q.name))
-            ]
-        )
+        async with rpc_errors(context):
+            size = convert.page_size(request.page_size, default=convert.MAX_PAGE_SIZE)
+            after = convert.decode_token(request.page_token, {}) or ""
+            if not isinstance(after, str):
+                raise InvalidSpec("page_token", "is not a token this server issued")
+            names = sorted(
+                name
+                for name in self.projection.queues
+                if name > after and auth_context.sees(tenant_of_queue(name))
+            )
+            specs = [self.projection.queues[name] for name in names[:size]]
+            token = convert.encode_token({}, specs[-1].name) if len(names) > size else ""
+            queues = convert.queue_messages(specs, self.projection, self._models())
+            return pb.ListQueuesResponse(queues=queues, next_page_token=token)
 
     async def GetQueue(self, request: pb.GetQueueRequest, context: grpc.aio.ServicerContext) -> pb.Queue:
         async with rpc_errors(context):
@@ -423,7 +437,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         """Room left on each schedulable node, with `exclude`'s own tasks given back (so a placed job's
         node is among the candidates it is scored against)."""
         held: dict[str, list[Any]] = {}
-        for job in self.projection.jobs.values():
+        for job in self.projection.live.values():  # every job holding room is live
             if job.id != exclude:
                 for t in job.active:
                     held.setdefault(t.node_id, []).append(t)

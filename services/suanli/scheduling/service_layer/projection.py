@@ -19,6 +19,7 @@ from suanli.eventstore import StoredEvent
 from suanli.scheduling.domain.jobs import JobSubmitted, JobView, Phase, evolve, submitted
 from suanli.scheduling.domain.queueing import PriorityClass, QueueSpec
 from suanli.scheduling.domain.queueing.admin import with_class, without_class
+from suanli.scheduling.service_layer.job_index import JobIndex
 from suanli.scheduling.service_layer.payloads import JOB_EVENTS, parse
 from suanli.scheduling.service_layer.queues_config import queue_from_record
 from suanli.telemetry.tracing import TRACEPARENT
@@ -83,6 +84,8 @@ class Projection:
         self.position = 0
         self.versions: dict[str, int] = {}
         self.jobs: dict[str, JobView] = {}
+        # The same jobs in submission order per tenant and queue: list pages read only their own scope.
+        self.index = JobIndex()
         # Jobs that still matter to a cycle or to reconciliation: not final, or holding room (a cancelled
         # job's stopping tasks). Kept so that per-cycle and per-snapshot work does not grow with history.
         self.live: dict[str, JobView] = {}
@@ -168,6 +171,7 @@ class Projection:
                 return
             job = evolve(current, fact, event.version, at)
         self.jobs[job_id] = job
+        self.index.put(job)
         self._count_pending(job)
         if job.phase.final and not job.active:
             self.live.pop(job_id, None)

@@ -61,9 +61,9 @@ class StartEstimates:
 
     def _held_room(self) -> tuple[Held, ...]:
         if self._held is None:
-            self._held = tuple(
-                self._held_by(task) for job in self._projection.jobs.values() for task in job.active
-            )
+            # Every job holding room is live: finished history is not walked.
+            live = self._projection.live.values()
+            self._held = tuple(self._held_by(task) for job in live for task in job.active)
         return self._held
 
     def _held_by(self, task: TaskRun) -> Held:

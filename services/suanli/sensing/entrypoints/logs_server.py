@@ -1,4 +1,5 @@
-"""The agent's logs endpoint: `suanli.sensing.v1.AgentLogs` over gRPC, behind the platform's interceptor.
+"""The agent's logs endpoint: `suanli.sensing.v1.AgentLogs` over gRPC, behind the platform's interceptors
+(tracing and RED metrics, then authentication).
 
 The scheduler's StreamJobLogs calls it with its own caller's token (docs/api.md, "Task logs"): the
 interceptor verifies the token and the role (the policy table), and this servicer keeps the caller to
@@ -23,6 +24,7 @@ from suanli.auth.tls import add_port
 from suanli.rpc import add_health, rpc_errors
 from suanli.sensing.adapters.task_logs import TaskLogNotFound, TaskLogs
 from suanli.sensing.service_layer.agent import NodeAgent
+from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = "suanli.sensing.v1.AgentLogs"
@@ -84,7 +86,7 @@ class LogsEndpoint:
     async def serving(self) -> AsyncIterator[str]:
         """Serve with the settings' authentication and TLS while the block runs; the advertised address."""
         async with server_auth(self.settings) as auth:
-            interceptors = [auth.interceptor] if auth is not None else []
+            interceptors = with_tracing(() if auth is None else (auth.interceptor,))
             servicer = AgentLogsServicer(self.logs)
             server, port = await start_logs_server(servicer, self.listen, interceptors, self.settings)
             self.address = self._advertise or advertised(self.listen, port)
