@@ -1,8 +1,9 @@
 """End to end, on one platform for the module: gRPC submissions are placed, run on a simulated fleet of 20
 nodes in 3 regions and on a real-mode agent running real processes, and reach their final states;
 garbage on every input topic is dead-lettered while the services keep serving; bad RPCs are refused;
-every running service's /metrics serves every catalogued metric with its labels, and a real Prometheus
-scraping the platform answers every dashboard panel and template variable with data.
+every running service's /metrics (serving's with one inference service created) serves every catalogued
+metric with its labels, and a real Prometheus scraping the platform answers every dashboard panel and
+template variable with data.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import pytest
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.routing.v1 import routing_pb2_grpc as rpb_grpc
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.api.serving.v1 import serving_pb2 as spb
+from suanli.api.serving.v1 import serving_pb2_grpc as spb_grpc
 from suanli.bus import headers as h
 from suanli.bus import topic_name, topics
 from suanli.bus.publisher import EventPublisher
@@ -50,6 +53,14 @@ REAL_REGION = "cn-lab"
 # A model of the device catalogue that the e2e fleet lacks and its queue has no quota for: such a job is
 # accepted and waits (INADMISSIBLE), where a name outside the catalogue would be refused at submit.
 ABSENT_MODEL = "P100"
+# One inference service on the simulated fleet, so serving's metrics (replicas by model and state,
+# scale decisions) have a model to report: one replica on half an L40S.
+SERVICE_SPEC = """
+name: e2e-chat
+model: llama-2-7b
+resources: {gpu: 0.5, gpu_models: [L40S], cpu: "2", memory: 8Gi}
+target: {concurrency: 8}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +97,10 @@ async def platform(stack: Stack) -> AsyncIterator[Platform]:
     p = Platform(stack, stack.scheduler_addr)
     # 20 simulated nodes + the real one, all READY in the scheduler's own view.
     await p.ready_nodes(21, timeout=90)
+    async with aio_bearer_channel(stack.serving_addr, stack.admin_token, stack.ca) as channel:
+        await spb_grpc.ServingStub(channel).CreateService(
+            spb.CreateServiceRequest(queue="e2e", spec=SERVICE_SPEC), timeout=10
+        )
     yield p
     await p.close()
 
@@ -275,7 +290,13 @@ async def test_invalid_rpcs_get_invalid_argument_naming_the_field(
 
 
 # The stack's processes by the service they run (the simulated fleet is the sensing agent).
-SCRAPED = {"scheduling": "scheduling", "billing": "billing", "metering": "metering", "routing": "routing"}
+SCRAPED = {
+    "scheduling": "scheduling",
+    "billing": "billing",
+    "metering": "metering",
+    "routing": "routing",
+    "serving": "serving",
+}
 SCRAPED_AGENT = ("fleet", "sensing")
 SAMPLE_SUFFIXES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
 

@@ -31,7 +31,7 @@ from suanli.data import data_path
 from suanli.infra.testing import outside_pytest_root
 
 WORKLOAD = data_path("deploy/workloads/mixed.yaml")  # the default
-SERVICES = {"scheduling", "billing", "metering", "routing", "fleet"}
+SERVICES = {"scheduling", "billing", "metering", "routing", "serving", "fleet"}
 # Submission stops at 90 s: the script's milestones come in its first 30 s and a one-minute billing
 # period has closed (and been invoiced 15-20 s later) within 80 s; the drain takes about a minute more.
 DURATION_S = 90
@@ -121,9 +121,10 @@ def test_up_makes_its_context_current_in_the_users_cli_config(
     document = yaml.safe_load(user_config.read_text())
     assert document["current-context"] == "up"
     (context,) = [c for c in document["contexts"] if c["name"] == "up"]
-    printed = re.search(r"scheduler (\S+), billing (\S+), routing (\S+);", result.stdout)
+    printed = re.search(r"scheduler (\S+), billing (\S+), routing (\S+), serving (\S+);", result.stdout)
     assert printed, result.stdout[-4000:]
-    assert (context["scheduler"], context["billing"], context["routing"]) == printed.groups()
+    servers = ("scheduler", "billing", "routing", "serving")
+    assert tuple(context[server] for server in servers) == printed.groups()
     assert context["token"] and Path(context["ca"]) == home / "tls" / "ca.pem"
     # Another terminal's plain `suanli job list` reached the run's scheduler through it, with its token.
     assert LISTED, "the CLI was never tried"

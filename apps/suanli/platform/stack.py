@@ -29,7 +29,12 @@ from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, 
 from suanli.telemetry.spanstore import SpanStoreServer
 
 # The per-service DSN variables, which win over SUANLI_PG_DSN in each service's settings.
-SERVICE_DSN_ENVS = ("SUANLI_SCHEDULING_PG_DSN", "SUANLI_BILLING_PG_DSN", "SUANLI_ROUTING_PG_DSN")
+SERVICE_DSN_ENVS = (
+    "SUANLI_SCHEDULING_PG_DSN",
+    "SUANLI_BILLING_PG_DSN",
+    "SUANLI_ROUTING_PG_DSN",
+    "SUANLI_SERVING_PG_DSN",
+)
 DEFAULT_FLEET = data_path("deploy/fleets/demo-3regions.yaml")
 # The demo's queues (`suanli up`): quotas sized to the demo fleet; tests pass their own.
 DEFAULT_QUEUES = data_path("deploy/scheduler/demo-queues.yaml")
@@ -77,8 +82,9 @@ class StackConfig:
     # TLS on every gRPC server (docs/security.md): a development CA and certificates in <home>/tls/; the
     # CLI context trusts that CA.
     tls: bool = True
-    # The services' well-known ports (scheduler 50051, billing 50055, routing 50053: the CLI's built-in
-    # defaults) where free, else any; off, every port is picked at random (tests running side by side).
+    # The services' well-known ports (scheduler 50051, billing 50055, routing 50053, serving 50056: the
+    # CLI's built-in defaults) where free, else any; off, every port is picked at random (tests running
+    # side by side).
     well_known_ports: bool = False
     # A trace store (suanli.telemetry.spanstore) every process exports its spans to over OTLP/gRPC;
     # the CLI context's `traces` entry points `suanli job trace` at its query API.
@@ -88,7 +94,7 @@ class StackConfig:
 
 
 # The CLI's built-in addresses (suanli.client.config): a platform on these is found with no config at all.
-WELL_KNOWN_PORTS = {"scheduler": 50051, "billing": 50055, "routing": 50053}
+WELL_KNOWN_PORTS = {"scheduler": 50051, "billing": 50055, "routing": 50053, "serving": 50056}
 
 
 @dataclass
@@ -102,6 +108,7 @@ class Stack:
     scheduler_addr: str = ""
     billing_addr: str = ""
     routing_addr: str = ""
+    serving_addr: str = ""
     broker: BrokerProcess | None = None
     admin_token: str = ""
     client_config: Path | None = None
@@ -134,6 +141,7 @@ class Stack:
             "SUANLI_SCHEDULER_ADDR": self.scheduler_addr,
             "SUANLI_BILLING_ADDR": self.billing_addr,
             "SUANLI_ROUTING_ADDR": self.routing_addr,
+            "SUANLI_SERVING_ADDR": self.serving_addr,
             # Several services on one machine: a process started without a port of its own (see
             # metrics_env) picks a free one instead of its default.
             "SUANLI_METRICS_PORT": "0",
@@ -164,8 +172,11 @@ class Stack:
             self.start_scheduling()
             self.start_billing()
             self.start_metering()
+            # Serving boots while routing and the fleet do: neither waits on it.
+            serving = self.start_serving(wait=False)
             self.start_routing()
             self.start_fleet()
+            self.supervisor.wait_ready(serving)
         except BaseException:
             self.stop()
             raise
@@ -189,6 +200,7 @@ class Stack:
         self.scheduler_addr = self._address("scheduler")
         self.billing_addr = self._address("billing")
         self.routing_addr = self._address("routing")
+        self.serving_addr = self._address("serving")
         if cfg.tls:
             self.ca = create_dev_certificates(cfg.home / "tls").ca.read_bytes()
         if cfg.auth:
@@ -229,6 +241,7 @@ class Stack:
             "scheduler": self.scheduler_addr,
             "billing": self.billing_addr,
             "routing": self.routing_addr,
+            "serving": self.serving_addr,
             **({"traces": self.spans.query_url} if self.spans is not None else {}),
         }
         ca = str(DevCertificates.under(self.config.home / "tls").ca) if self.config.tls else ""
@@ -322,6 +335,19 @@ class Stack:
 
     def start_routing(self, name: str = "routing") -> RunningService:
         return self.supervisor.start(self.routing_spec(name))
+
+    def start_serving(self, wait: bool = True) -> RunningService:
+        address = self.serving_addr
+        return self.supervisor.start(
+            ServiceSpec(
+                "serving",
+                suanli_argv("serve", "serving", "--listen", address),
+                ready=lambda: grpc_serving(address, ca_pem=self.ca),
+                ready_timeout_s=90,
+                env=self.metrics_env("serving"),
+            ),
+            wait,
+        )
 
     def fleet_spec(self, name: str = "fleet") -> ServiceSpec:
         cfg = self.config

@@ -65,7 +65,9 @@ class Supervisor:
     def __exit__(self, *exc: object) -> None:
         self.stop_all()
 
-    def start(self, spec: ServiceSpec) -> RunningService:
+    def start(self, spec: ServiceSpec, wait: bool = True) -> RunningService:
+        """Start ``spec``'s process and, unless ``wait`` is off, wait until it is ready (`wait_ready`
+        later: other processes start meanwhile)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{spec.name}.log"
         env = {**self.base_env, **spec.env}
@@ -80,18 +82,19 @@ class Supervisor:
             )
         running = RunningService(spec, process, log_path)
         self.services.append(running)
-        if spec.ready is not None:
-            self._wait_ready(running)
+        if wait:
+            self.wait_ready(running)
         return running
 
-    def _wait_ready(self, running: RunningService) -> None:
+    def wait_ready(self, running: RunningService) -> None:
+        """Until its ready check passes; `ServiceStartError` when it exits or is not ready in time."""
         spec = running.spec
         deadline = time.monotonic() + spec.ready_timeout_s
         while time.monotonic() < deadline:
             code = running.exited()
             if code is not None:
                 raise ServiceStartError(f"{spec.name} exited with code {code}; log: {running.log_path}")
-            if spec.ready is not None and spec.ready():
+            if spec.ready is None or spec.ready():
                 return
             time.sleep(0.1)
         raise ServiceStartError(

@@ -382,6 +382,7 @@ def _endpoints(stack: Stack, web: BackgroundConsole | None) -> str:
         f"scheduler {stack.scheduler_addr}",
         f"billing {stack.billing_addr}",
         f"routing {stack.routing_addr}",
+        f"serving {stack.serving_addr}",
     ]
     if web is not None:
         parts.append(f"console {web.url}")
@@ -454,7 +455,7 @@ def run_up(options: UpOptions, console: Console) -> int:
             _announce_context(stack, options, console)
             console.print(
                 f"scheduler {stack.scheduler_addr}, billing {stack.billing_addr}, "
-                f"routing {stack.routing_addr}; "
+                f"routing {stack.routing_addr}, serving {stack.serving_addr}; "
                 f"waiting for {expected_nodes} nodes of {options.fleet.name} to be Ready"
             )
             metrics = ", ".join(f"{name} :{port}" for name, port in sorted(stack.metrics_ports.items()))

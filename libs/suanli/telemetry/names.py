@@ -72,6 +72,17 @@ _RPC_LABELS = ("grpc_service", "grpc_method")
 # from their first call on.
 _RPC_EXPORTER = "scheduling, routing and every other gRPC server (suanli.telemetry.grpc), once called"
 
+# Serving (docs/serving.md, "Metrics"): labelled by model, a name of the model catalogue
+# (suanli.serving.domain.models), never by service: a tenant can create services without bound.
+SERVING_SERVICES = "suanli_serving_services"
+SERVING_REPLICAS_DESIRED = "suanli_serving_replicas_desired"
+SERVING_REPLICAS = "suanli_serving_replicas"
+SERVING_SCALE_DECISIONS = "suanli_serving_scale_decisions_total"
+SERVING_REPLICAS_STOPPED = "suanli_serving_replicas_stopped_total"
+SERVING_LOAD_REPORTS = "suanli_serving_load_reports_total"
+SERVING_IN_FLIGHT = "suanli_serving_in_flight"
+SERVING_QUEUED = "suanli_serving_queued"
+
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         SCHEDULER_QUEUE_DEPTH,
@@ -323,6 +334,75 @@ METRICS: tuple[MetricSpec, ...] = (
         "the task retention and their attempt is not held: its record was pruned; never charged again.",
     ),
     MetricSpec(
+        SERVING_SERVICES,
+        "gauge",
+        "1",
+        ("model",),
+        "serving",
+        "Live (not deleted) inference services by model, read from serving's table every 5 s.",
+    ),
+    MetricSpec(
+        SERVING_REPLICAS_DESIRED,
+        "gauge",
+        "1",
+        ("model",),
+        "serving",
+        "Replicas the live services want, summed by model.",
+    ),
+    MetricSpec(
+        SERVING_REPLICAS,
+        "gauge",
+        "1",
+        ("model", "state"),
+        "serving",
+        "Replicas of live services by model and state (requested, pending, placed, running, releasing); "
+        "placed and running are on a node.",
+    ),
+    MetricSpec(
+        SERVING_SCALE_DECISIONS,
+        "counter",
+        "1",
+        ("reason",),
+        "serving",
+        "Replica-count changes serving committed (ServiceScaled) by reason: created, manual, autoscaler, "
+        "replica-replaced (a replica's job ended and a new one was asked for).",
+    ),
+    MetricSpec(
+        SERVING_REPLICAS_STOPPED,
+        "counter",
+        "1",
+        ("cause",),
+        "serving",
+        "Replicas whose job stopped (ReplicaStopped) by cause: failed, finished, cancelled, refused, "
+        "requeued (the scheduler places it again).",
+    ),
+    MetricSpec(
+        SERVING_LOAD_REPORTS,
+        "counter",
+        "1",
+        ("outcome",),
+        "serving",
+        "Replica load reports read from services.load: kept, or outdated (a newer one of the replica was "
+        "held); malformed ones are dead-lettered.",
+    ),
+    MetricSpec(
+        SERVING_IN_FLIGHT,
+        "gauge",
+        "1",
+        ("model",),
+        "serving",
+        "Requests in flight on the replicas of live services by model, from their fresh load reports "
+        "(0 while none report).",
+    ),
+    MetricSpec(
+        SERVING_QUEUED,
+        "gauge",
+        "1",
+        ("model",),
+        "serving",
+        "Requests queued at the replicas of live services by model, from their fresh load reports.",
+    ),
+    MetricSpec(
         RPC_HANDLED,
         "counter",
         "1",
@@ -365,4 +445,5 @@ METRICS_PORTS: dict[str, int] = {
     "routing": 9103,
     "scheduling": 9104,
     "billing": 9105,
+    "serving": 9106,
 }

@@ -145,6 +145,7 @@ COMPOSE_NAMES = {
     "metering": "metering",
     "routing": "routing",
     "billing": "billing",
+    "serving": "serving",
     "fleet": "sensing",
 }
 
@@ -255,7 +256,7 @@ def test_suanli_services_have_the_environment_they_need(compose: dict[str, Any])
 
 def test_grpc_services_are_health_checked_on_the_port_they_listen_on(compose: dict[str, Any]) -> None:
     services = _suanli_services(compose)
-    for name in ("scheduling", "routing", "billing"):
+    for name in ("scheduling", "routing", "billing", "serving"):
         command = services[name]["command"]
         port = command[command.index("--listen") + 1].rpartition(":")[2]
         check = " ".join(services[name]["healthcheck"]["test"])

@@ -287,19 +287,20 @@ def test_the_whole_view_with_the_scenario_fits_120_columns_without_cutting_names
     assert "waited 3  borrowing 1  preemptions 1  over quota 1  invoices 0" in view
 
 
-def test_the_footer_says_where_the_scheduler_billing_and_routing_listen(tmp_path: Path) -> None:
+def test_the_footer_says_where_the_scheduler_billing_routing_and_serving_listen(tmp_path: Path) -> None:
     stack = Stack(StackConfig(home=tmp_path))
-    stack.scheduler_addr, stack.billing_addr, stack.routing_addr = (
+    stack.scheduler_addr, stack.billing_addr, stack.routing_addr, stack.serving_addr = (
         "127.0.0.1:50051",
         "127.0.0.1:50055",
         "127.0.0.1:41234",  # a well-known port was taken: the one it got
+        "127.0.0.1:50056",
     )
     reach = _endpoints(stack, None)
     status = Status("submitting", 5, 1, 25, {}, 0, 0.0, logs=".suanli/up/logs", endpoints=reach)
     view = text(dashboard(status, Observation(at=0), [], []))  # the 120 columns the view is made for
     footer = [line.rstrip() for line in view.splitlines()[-2:]]
     assert footer == [
-        "scheduler 127.0.0.1:50051 · billing 127.0.0.1:50055 · routing 127.0.0.1:41234 (context 'up'). "
-        "Ctrl-C stops everything.",
-        "Logs: .suanli/up/logs",
+        "scheduler 127.0.0.1:50051 · billing 127.0.0.1:50055 · routing 127.0.0.1:41234 · "
+        "serving 127.0.0.1:50056 (context 'up').",
+        "Ctrl-C stops everything. Logs: .suanli/up/logs",
     ]

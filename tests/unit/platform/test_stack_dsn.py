@@ -9,6 +9,7 @@ from suanli.infra.postgres import PostgresEndpoint
 from suanli.platform.stack import SERVICE_DSN_ENVS, Stack, StackConfig
 from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.scheduling.entrypoints.settings import SchedulingSettings
+from suanli.serving.entrypoints.settings import ServingSettings
 
 
 def test_the_stack_sets_each_services_own_dsn_variable(tmp_path: Path) -> None:
@@ -16,6 +17,7 @@ def test_the_stack_sets_each_services_own_dsn_variable(tmp_path: Path) -> None:
         SchedulingSettings.env_names("dsn")[0],
         BillingSettings.env_names("pg_dsn")[0],
         RoutingSettings.env_names("pg_dsn")[0],
+        ServingSettings.env_names("pg_dsn")[0],
     }
     assert set(SERVICE_DSN_ENVS) == own
     stack = Stack(StackConfig(home=tmp_path, auth=False, tls=False))

@@ -38,6 +38,28 @@ def test_ready_check_and_stop_all_leave_no_process(tmp_path: Path) -> None:
     assert group_members(pgid) == []
 
 
+# A child ready only once the test has written the `go` file: readiness the test controls.
+GATED = """
+import pathlib, sys, time
+go, ready = map(pathlib.Path, sys.argv[1:])
+while not go.exists():
+    time.sleep(0.01)
+ready.write_text("up")
+time.sleep(600)
+"""
+
+
+def test_a_child_started_without_waiting_is_waited_for_later(tmp_path: Path) -> None:
+    go, marker = tmp_path / "go", tmp_path / "ready"
+    with Supervisor(tmp_path / "logs") as supervisor:
+        argv = [sys.executable, "-c", GATED, str(go), str(marker)]
+        running = supervisor.start(ServiceSpec("gated", argv, ready=marker.exists), wait=False)
+        assert running.exited() is None and not marker.exists()  # start returned before it was ready
+        go.write_text("go")
+        supervisor.wait_ready(running)
+        assert marker.read_text() == "up"
+
+
 def test_a_child_that_exits_before_ready_is_reported_with_its_log(tmp_path: Path) -> None:
     supervisor = Supervisor(tmp_path / "logs")
     spec = ServiceSpec(

@@ -85,6 +85,10 @@ class LoadView:
         """The fresh reports of a service's replicas, by replica id."""
         return {r: load for (s, r), load in self._latest.items() if s == service_id and load.fresh(now)}
 
+    def fresh(self, now: datetime) -> list[ReplicaLoad]:
+        """Every fresh report, of every service."""
+        return [load for load in self._latest.values() if load.fresh(now)]
+
     def _forget_stale(self, now: datetime) -> None:
         stale = [key for key, load in self._latest.items() if not load.fresh(now)]
         for key in stale:

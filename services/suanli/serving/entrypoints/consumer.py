@@ -164,13 +164,18 @@ class LoadHandler:
     Anything but a valid ReplicaLoadReported is dead-lettered with the reason.
     """
 
-    def __init__(self, view: LoadView, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, view: LoadView, now: Callable[[], datetime], counted: Callable[[bool], None] | None = None
+    ) -> None:
         self._view = view
         self._now = now
+        self._counted = counted
 
     async def __call__(self, event: ConsumedEvent) -> None:
         if event.tombstone:
             return
         if event.event_name != "ReplicaLoadReported":
             raise UnexpectedEvent(f"{event.event_name or 'an unnamed record'} is not an event of {LOAD}")
-        self._view.report(records.load_from_record(event.record), self._now())
+        kept = self._view.report(records.load_from_record(event.record), self._now())
+        if self._counted is not None:
+            self._counted(kept)

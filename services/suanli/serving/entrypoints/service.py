@@ -6,15 +6,18 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from suanli.auth.server import server_auth
 from suanli.bus import SERVICE_RETRY, EventConsumer, EventPublisher, ensure_topics, topics
 from suanli.clock import Clock, SystemClock, uuid4_factory
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.serving import bootstrap
+from suanli.serving.adapters.metrics import MeteredServing, ServingMetrics
 from suanli.serving.domain.load import LoadView
+from suanli.serving.domain.service import Service
 from suanli.serving.entrypoints.consumer import INPUTS, LOAD, LoadHandler, ServingHandler
 from suanli.serving.entrypoints.grpc_api import ServingApi, start_server
 from suanli.serving.entrypoints.settings import ServingSettings
@@ -23,6 +26,10 @@ from suanli.serving.service_layer.serving import ServingService
 from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
+
+# How often the gauges are set from the live services (one read of them all) and the load view.
+METRICS_REFRESH_S = 5.0
+_PAGE = 1000
 
 
 @dataclass(slots=True)
@@ -52,9 +59,9 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
         await stack.enter_async_context(ProcessedEventsPruner(serving.store, schema=serving.store.schema))
 
         loads = LoadView()
-        api = ServingApi(
-            serving.queries, serving.uow, serving.service, settings.watch_poll_s, loads, clock.now
-        )
+        metrics = ServingMetrics()
+        uow = MeteredServing(serving.uow, metrics)
+        api = ServingApi(serving.queries, uow, serving.service, settings.watch_poll_s, loads, clock.now)
         auth = await stack.enter_async_context(server_auth(settings))
         server, port = await start_server(
             api, settings.listen, with_tracing(() if auth is None else (auth.interceptor,)), settings
@@ -62,7 +69,7 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
         stack.push_async_callback(server.stop, 5.0)
 
         names = {name: topics.topic_name(name, prefix) for name in INPUTS}
-        handler = ServingHandler(serving.service, serving.uow, serving.queries, settings.group, names)
+        handler = ServingHandler(serving.service, uow, serving.queries, settings.group, names)
         consumer = EventConsumer(
             settings.kafka_bootstrap,
             settings.group,
@@ -78,12 +85,45 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
             settings.kafka_bootstrap,
             f"{settings.group}-load-{uuid4_factory().hex[:8]}",
             [topics.topic_name(LOAD, prefix)],
-            LoadHandler(loads, clock.now),
+            LoadHandler(loads, clock.now, metrics.load_reported),
             settings=dataclasses.replace(settings.consumer, auto_offset_reset="latest"),
         )
         await stack.enter_async_context(load_consumer)
+        if settings.metrics_port is not None:  # no endpoint: nothing would read the gauges
+            observing = asyncio.create_task(_observe(serving.queries, loads, clock.now, metrics))
+            stack.push_async_callback(_cancelled, observing)
         log.info("serving serving gRPC on port %d, consuming %s", port, ", ".join(names.values()))
-        yield RunningServing(port, serving.store, serving.queries, serving.service, serving.uow, consumer)
+        yield RunningServing(port, serving.store, serving.queries, serving.service, uow, consumer)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _live_services(queries: ServingQueries) -> list[Service]:
+    found: list[Service] = []
+    after: str | None = ""
+    while after is not None:
+        page = await queries.page(None, after, _PAGE)
+        found += [stored.service for stored in page.services]
+        after = page.next_after
+    return found
+
+
+async def _observe(
+    queries: ServingQueries, loads: LoadView, now: Callable[[], datetime], metrics: ServingMetrics
+) -> None:
+    """Set the gauges every `METRICS_REFRESH_S`; a failed read keeps the last values until the next."""
+    while True:
+        try:
+            metrics.observe(await _live_services(queries), loads.fresh(now()))
+        except Exception as exc:
+            log.warning(
+                "serving metrics: reading the services failed, retried in %.0fs: %r", METRICS_REFRESH_S, exc
+            )
+        await asyncio.sleep(METRICS_REFRESH_S)
 
 
 async def serve(settings: ServingSettings, stop: asyncio.Event) -> None:
