@@ -396,7 +396,7 @@ def _start_console(stack: Stack, console: Console) -> BackgroundConsole | None:
     from suanli.console.server import DEFAULT_LISTEN as CONSOLE_LISTEN
     from suanli.console.server import BackgroundConsole
 
-    targets = Targets(stack.scheduler_addr, stack.billing_addr, stack.routing_addr)
+    targets = Targets(stack.scheduler_addr, stack.billing_addr, stack.routing_addr, stack.serving_addr)
     web: BackgroundConsole | None = None
     for listen in (CONSOLE_LISTEN, "127.0.0.1:0"):
         try:
