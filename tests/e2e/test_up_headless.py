@@ -9,6 +9,7 @@ One run serves every test of the module."""
 from __future__ import annotations
 
 import contextlib
+import http.cookiejar
 import json
 import os
 import re
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -81,22 +84,57 @@ def run() -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
     # The user's CLI config, which `suanli up` gives its context: kept out of the real ~/.config/suanli.
     env = {**os.environ, "SUANLI_CONFIG": str(base / "cli" / "config.yaml")}
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    # Meanwhile, a person in another terminal: plain `suanli job list`, no address, no token given.
+    printed: list[str] = []
+    reader = threading.Thread(target=_read_output, args=(process, printed), daemon=True)
+    reader.start()
+    # Meanwhile, a person in another terminal: plain `suanli job list`, no address, no token given;
+    # and in a browser, the console at the URL `suanli up` printed, logged in with the context's token.
     probe = threading.Thread(target=_list_jobs_through_the_context, args=(process, env), daemon=True)
+    browser = threading.Thread(target=_open_the_console, args=(process, printed, env), daemon=True)
     probe.start()
+    browser.start()
     try:
-        out, _ = process.communicate(timeout=RUN_TIMEOUT_S)
+        process.wait(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         # SIGTERM shuts `suanli up` down like Ctrl-C, so even a timed-out run cleans up after itself.
         process.send_signal(signal.SIGTERM)
-        out, _ = process.communicate(timeout=90)
-        pytest.fail(f"suanli up did not finish within {RUN_TIMEOUT_S}s:\n{out[-5000:]}")
+        process.wait(timeout=90)
+        reader.join(timeout=30)
+        pytest.fail(f"suanli up did not finish within {RUN_TIMEOUT_S}s:\n{''.join(printed)[-5000:]}")
+    reader.join(timeout=30)
     probe.join(timeout=30)
-    yield subprocess.CompletedProcess(argv, process.returncode, out), home
+    browser.join(timeout=30)
+    yield subprocess.CompletedProcess(argv, process.returncode, "".join(printed)), home
     shutil.rmtree(base, ignore_errors=True)
 
 
 LISTED: list[subprocess.CompletedProcess[str]] = []  # the other terminal's `suanli job list` answers
+PAGES: dict[str, tuple[int, str]] = {}  # the console's pages as the browser got them: status, body
+
+
+def _read_output(process: subprocess.Popen[str], into: list[str]) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        into.append(line)
+
+
+def _open_the_console(process: subprocess.Popen[str], printed: list[str], env: dict[str, str]) -> None:
+    """Log in at the printed console URL with the token of the context `up` wrote, then read pages."""
+    url = ""
+    config = Path(env["SUANLI_CONFIG"])
+    while process.poll() is None and not (url and config.exists()):
+        found = re.search(r"web console: (http://\S+)", "".join(printed))
+        url = found.group(1).rstrip("/") if found else ""
+        time.sleep(0.5)
+    if process.poll() is not None:
+        return
+    (context,) = [c for c in yaml.safe_load(config.read_text())["contexts"] if c["name"] == "up"]
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    form = urllib.parse.urlencode({"token": context["token"], "next": "/services"}).encode()
+    with browser.open(f"{url}/login", data=form, timeout=30) as answer:  # 303 -> /services
+        PAGES[answer.url.removeprefix(url)] = (answer.status, answer.read().decode())
+    with browser.open(f"{url}/nodes", timeout=30) as answer:
+        PAGES["/nodes"] = (answer.status, answer.read().decode())
 
 
 def _list_jobs_through_the_context(process: subprocess.Popen[str], env: dict[str, str]) -> None:
@@ -132,6 +170,20 @@ def test_up_makes_its_context_current_in_the_users_cli_config(
     assert last.returncode == 0 and last.stdout.split()[0].startswith("job/"), (last.stdout, last.stderr)
     # The same context as <home>/config.yaml, which a --no-context run leaves as the only copy.
     assert yaml.safe_load((home / "config.yaml").read_text())["contexts"] == [context]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_up_serves_the_web_console_at_the_url_it_prints(
+    run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, _ = run
+    assert re.search(r"web console: http://127\.0\.0\.1:\d+/? \(", result.stdout), result.stdout[-4000:]
+    # Logged in with the context's token, the console shows the stack's own services and nodes.
+    assert set(PAGES) == {"/services", "/nodes"}, PAGES.keys()
+    status, services = PAGES["/services"]
+    assert status == 200 and "not configured" not in services
+    status, nodes = PAGES["/nodes"]
+    assert status == 200 and "wdc1-h200-" in nodes, nodes[:2000]
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
