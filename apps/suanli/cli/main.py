@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "console": (
         "suanli.console.cli:console",
-        "Serve the web console: capacity, nodes, queues, jobs, network and charges, live.",
+        "Serve the web console: capacity, nodes, queues, jobs, inference services, network and charges,",
     ),
     "job": ("suanli.cli.job:app", "Submit and follow jobs."),
     "acct": (
