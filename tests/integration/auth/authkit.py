@@ -108,6 +108,32 @@ async def _known_region(p: Platform, bootstrap: str, prefix: str) -> None:
 
     await until(known, what="routing knows the region")
 
+    async def replica_known() -> bool:
+        # Republished on each try: routing's load consumer reads from the newest report on.
+        load = matrix_load()
+        await publish(bootstrap, prefix, "services.load", MATRIX_SERVICE, "ReplicaLoadReported", load)
+        ask = rpb.ResolveReplicaRequest(service_id=MATRIX_SERVICE, policy="least-outstanding")
+        return await answered(api.ResolveReplica(ask, metadata=admin, timeout=5), grpc.StatusCode.NOT_FOUND)
+
+    await until(replica_known, what="routing knows the matrix service's replica")
+
+
+MATRIX_SERVICE = "svc-matrix"
+
+
+def matrix_load() -> dict[str, Any]:
+    """A load report of one replica of MATRIX_SERVICE that stays fresh for the whole run."""
+    return {
+        **sample_records(default_registry().current("ReplicaLoadReported"))[0],
+        **envelope(MATRIX_SERVICE),
+        "service_id": MATRIX_SERVICE,
+        "replica_id": f"{MATRIX_SERVICE}-r1",
+        "region": REGION,
+        "max_batch": 8,
+        "prefill_tokens_per_s": 1000.0,
+        "interval_s": 3600.0,
+    }
+
 
 async def answered(call: Awaitable[Any], not_yet: grpc.StatusCode) -> bool:
     """Whether a call was answered; False when refused with ``not_yet`` (what a later try may not be)."""
