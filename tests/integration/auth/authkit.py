@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from suanli.contracts import default_registry, sample_records
 from suanli.eventstore import PostgresEventStore
 from suanli.routing.bootstrap import routing_api
 from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.routing.testing import replica_load
 from suanli.sensing.adapters.task_logs import TaskLogs
 from suanli.sensing.entrypoints.logs_server import LogsEndpoint
 from suanli.sensing.entrypoints.settings import SensingSettings
@@ -123,16 +125,8 @@ MATRIX_SERVICE = "svc-matrix"
 
 def matrix_load() -> dict[str, Any]:
     """A load report of one replica of MATRIX_SERVICE that stays fresh for the whole run."""
-    return {
-        **sample_records(default_registry().current("ReplicaLoadReported"))[0],
-        **envelope(MATRIX_SERVICE),
-        "service_id": MATRIX_SERVICE,
-        "replica_id": f"{MATRIX_SERVICE}-r1",
-        "region": REGION,
-        "max_batch": 8,
-        "prefill_tokens_per_s": 1000.0,
-        "interval_s": 3600.0,
-    }
+    at = int(time.time() * 1000)
+    return replica_load(MATRIX_SERVICE, f"{MATRIX_SERVICE}-r1", REGION, at, interval_s=3600.0)
 
 
 async def answered(call: Awaitable[Any], not_yet: grpc.StatusCode) -> bool:

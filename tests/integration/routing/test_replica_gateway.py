@@ -26,11 +26,12 @@ from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
 from suanli.bus import EventPublisher
 from suanli.bus.headers import DLQ_ERROR_MESSAGE
 from suanli.bus.topics import topic_name
-from suanli.contracts import default_registry, new_envelope, sample_records
 from suanli.inference.gateway import GatewayConfig, RunningGateway, start_gateway
 from suanli.routing.bootstrap import routing_api
 from suanli.routing.entrypoints.api import RoutingApi
 from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.routing.service_layer.records import link_record
+from suanli.routing.testing import region_link, replica_load
 
 EAST, WEST = "gw-east", "gw-west"
 DEADLINE_S = 10.0
@@ -89,22 +90,17 @@ class Stack:
         queued: int = 0,
         interval_s: float = 60.0,
     ) -> None:
-        record = {
-            **new_envelope("test", service_id, event_id=str(uuid.uuid4()), occurred_at=datetime.now(UTC)),
-            "service_id": service_id,
-            "replica_id": replica,
-            "region": region,
-            "address": address,
-            "in_flight": in_flight,
-            "queued": queued,
-            "max_batch": 8,
-            "prefill_tokens_per_s": 10_000.0,
-            "decode_step_s": 0.02,
-            "recent_latency_s": 2.0,
-            "prefill_backlog_s": 0.0,
-            "kv_free_tokens": 100_000,
-            "interval_s": interval_s,
-        }
+        at = time.time_ns() // 1_000_000
+        record = replica_load(
+            service_id,
+            replica,
+            region,
+            at,
+            address=address,
+            in_flight=in_flight,
+            queued=queued,
+            interval_s=interval_s,
+        )
         await publish(self.bootstrap, self.prefix, "services.load", service_id, "ReplicaLoadReported", record)
 
     async def resolve(self, service_id: str, policy: str, region: str = EAST) -> pb.ResolveReplicaResponse:
@@ -133,30 +129,18 @@ async def until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
-def region_link(src: str, dst: str, rtt_ms: float) -> dict[str, Any]:
-    link_id = f"region:{src}->{dst}"
-    return {
-        **sample_records(default_registry().current("NetworkLinkChanged"))[0],
-        **new_envelope("test", link_id, event_id=str(uuid.uuid4()), occurred_at=datetime.now(UTC)),
-        "link_id": link_id,
-        "scope": "region",
-        "src_region": src,
-        "src_site": "",
-        "dst_region": dst,
-        "dst_site": "",
-        "rtt_ms": rtt_ms,
-        "baseline_rtt_ms": rtt_ms,
-        "status": "OK",
-        "last_probe_at": datetime.now(UTC),
-    }
+def link(src: str, dst: str, rtt_ms: float) -> dict[str, Any]:
+    return link_record(
+        region_link(src, dst, rtt_ms), producer="test", event_id=str(uuid.uuid4()), at=datetime.now(UTC)
+    )
 
 
 @pytest.fixture(scope="module")
 async def stack(kafka_bootstrap: str) -> AsyncIterator[Stack]:
     prefix = f"t-gateway-{uuid.uuid4().hex[:6]}"
     for src, dst in ((EAST, WEST), (WEST, EAST)):
-        link = region_link(src, dst, 40.0)
-        await publish(kafka_bootstrap, prefix, "network.links", link["link_id"], "NetworkLinkChanged", link)
+        state = link(src, dst, 40.0)
+        await publish(kafka_bootstrap, prefix, "network.links", state["link_id"], "NetworkLinkChanged", state)
     settings = RoutingSettings.load({}, bootstrap=kafka_bootstrap, topic_prefix=prefix, listen="127.0.0.1:0")
     api = routing_api(settings)
     await api.start()
@@ -282,8 +266,8 @@ async def test_the_gateway_forwards_and_fails_over_when_a_replica_dies(stack: St
 async def test_garbage_on_services_load_is_dead_lettered_and_routing_keeps_serving(stack: Stack) -> None:
     async with EventPublisher(stack.bootstrap) as bus:
         await bus.publish_raw(topic_name("services.load", stack.prefix), b"k", b"not avro at all", [])
-    link = region_link(EAST, "gw-north", 10.0)  # decodes, but is no load report
-    await publish(stack.bootstrap, stack.prefix, "services.load", "x", "NetworkLinkChanged", link)
+    other = link(EAST, "gw-north", 10.0)  # decodes, but is no load report
+    await publish(stack.bootstrap, stack.prefix, "services.load", "x", "NetworkLinkChanged", other)
     dlq = AIOKafkaConsumer(
         topic_name("services.load.dlq", stack.prefix),
         bootstrap_servers=stack.bootstrap,

@@ -6,52 +6,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from suanli.contracts.load import LoadView, ReplicaLoad
+from suanli.clock import to_ms
+from suanli.contracts.load import LoadView, ReplicaLoad, load_from_record
 from suanli.errors import FailedPrecondition, InvalidArgument, NotFound
 from suanli.routing.domain.links import LinkState, LinkStatus
 from suanli.routing.service_layer.network import NetworkState
 from suanli.routing.service_layer.replicas import ReplicaQuery, ReplicaResolver
+from suanli.routing.testing import region_link, replica_load
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def load(replica: str, region: str, *, in_flight: int = 0, age_s: float = 0.0) -> ReplicaLoad:
-    return ReplicaLoad(
-        service_id="svc-a",
-        replica_id=replica,
-        region=region,
-        address=f"{replica}:80",
-        in_flight=in_flight,
-        queued=0,
-        max_batch=4,
-        prefill_tokens_per_s=10_000.0,
-        decode_step_s=0.02,
-        recent_latency_s=2.0,
-        prefill_backlog_s=0.0,
-        kv_free_tokens=100_000,
-        interval_s=1.0,
-        reported_at=NOW - timedelta(seconds=age_s),
-    )
-
-
-def link(src: str, dst: str, status: LinkStatus = LinkStatus.OK) -> LinkState:
-    return LinkState(
-        link_id=f"region:{src}->{dst}",
-        scope="region",
-        src_region=src,
-        src_site="",
-        dst_region=dst,
-        dst_site="",
-        rtt_ms=40.0,
-        baseline_rtt_ms=40.0,
-        jitters=(1.0,),
-        loss_ratio=0.0,
-        bandwidth_mbps=None,
-        last_probe_ms=0,
-        status=status,
-        reason="",
-        rounds=1,
-    )
+    at = to_ms(NOW - timedelta(seconds=age_s))
+    return load_from_record(replica_load("svc-a", replica, region, at, in_flight=in_flight, interval_s=1.0))
 
 
 def resolver(*loads: ReplicaLoad, links: tuple[LinkState, ...] = ()) -> ReplicaResolver:
@@ -73,10 +41,10 @@ def test_round_robin_takes_turns_per_service_and_least_outstanding_the_idle() ->
 
 
 def test_network_aware_never_crosses_a_down_pair() -> None:
-    r = resolver(load("a1", "west"), links=(link("east", "west", LinkStatus.DOWN),))
+    r = resolver(load("a1", "west"), links=(region_link("east", "west", 40.0, LinkStatus.DOWN),))
     with pytest.raises(FailedPrecondition, match="unreachable from east"):
         r.resolve(ReplicaQuery("svc-a", client_region="east"))
-    up = resolver(load("a1", "west"), links=(link("east", "west"),))
+    up = resolver(load("a1", "west"), links=(region_link("east", "west", 40.0),))
     found = up.resolve(ReplicaQuery("svc-a", client_region="east"))
     assert (found.chosen.load.replica_id, found.chosen.rtt_ms, found.choice.home_region) == (
         "a1",
