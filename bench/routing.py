@@ -226,12 +226,15 @@ def _server(sites: int, seed: int, ports: Any, results: Any, measure: Any, stop:
     pin(0)
 
     async def serve() -> None:
+        from suanli.contracts.load import LoadView
         from suanli.routing.entrypoints.grpc_server import RoutingServicer, serving, start_server
+        from suanli.routing.service_layer.replicas import ReplicaResolver
 
         router, _ = build_router(sites, seed)
         timings = _Timings()
+        replicas = ReplicaResolver(LoadView(), router.network, router.clock.now, intra_region_ms=1.0)
         server, port, health = await start_server(
-            RoutingServicer(router, router.network, timings), "127.0.0.1:0"
+            RoutingServicer(router, router.network, timings, replicas), "127.0.0.1:0"
         )
         serving(health)
         ports.put(port)

@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "The network view: region RTT / loss / status matrix (and site paths with --sites).",
     ),
     "route": ("suanli.cli.network:route_app", "Ask the routing service where a workload should go."),
+    "gateway": (
+        "suanli.inference.gateway:gateway",
+        "Serve an HTTP request gateway: resolve an inference replica through routing and forward to it.",
+    ),
     "serve": ("suanli.cli.main:serve_app", "Run a service in the foreground."),
     "agent": (
         "suanli.sensing.entrypoints.cli:agent",

@@ -1,1 +1,2 @@
-"""The inference simulator: the Azure LLM trace through balancing policy x autoscaler x regions."""
+"""Inference apps: the simulator (the Azure LLM trace through balancing policy x autoscaler x regions) and
+the request gateway (`suanli gateway`)."""

@@ -67,6 +67,9 @@ WRITERS: Final = frozenset({_P, _TA, _TM})
 # Charges and invoices: the tenant's admins and viewers (finance), not every member.
 BILL_READERS: Final = frozenset({_P, _S, _TA, _V})
 ADMINS: Final = frozenset({_P})
+# Replica addresses are the platform's plumbing: a load report does not say whose service it is, so no
+# tenant rule can confine them; the request gateway calls with a `service` token.
+PLUMBING: Final = frozenset({_P, _S})
 
 
 def _m(service: str, method: str) -> str:
@@ -100,6 +103,7 @@ POLICY: Final = MappingProxyType(
         _m(ROUTING, "Resolve"): Rule(READERS, TenantRule.NONE),
         _m(ROUTING, "GetNetwork"): Rule(READERS, TenantRule.NONE),
         _m(ROUTING, "WatchNetwork"): Rule(READERS, TenantRule.NONE),
+        _m(ROUTING, "ResolveReplica"): Rule(PLUMBING, TenantRule.NONE),
         # The tenant is the one the attempt's placement named, recorded with its log by the agent.
         _m(AGENT_LOGS, "StreamTaskLog"): Rule(READERS, TenantRule.RESOURCE),
         # Services are named within their tenant: the queue's first segment, or the tenant field.

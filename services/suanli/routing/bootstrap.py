@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import SERVICE_RETRY
 from suanli.clock import Clock, IdFactory, SystemClock, to_ms, uuid4_factory
+from suanli.contracts.load import LoadView
 from suanli.resources.pricebook_file import load_pricebook
 from suanli.routing.adapters.metrics import ResolveMetrics, ViewMetrics
 from suanli.routing.domain.links import LinkState
@@ -17,16 +18,24 @@ from suanli.routing.entrypoints.processor import NetworkViewProcessor
 from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.routing.service_layer.capacity import CapacityState
 from suanli.routing.service_layer.network import NetworkState
+from suanli.routing.service_layer.replicas import ReplicaResolver
 from suanli.routing.service_layer.router import Router
 
 
 def routing_api(settings: RoutingSettings, *, clock: Clock | None = None) -> RoutingApi:
     """The API with its read views; the price book is read (and validated) here, once."""
-    network, capacity = NetworkState(), CapacityState()
-    router = Router(
-        network, capacity, load_pricebook(settings.pricebook), settings.scoring_policy, clock or SystemClock()
+    clock = clock or SystemClock()
+    network, capacity, loads = NetworkState(), CapacityState(), LoadView()
+    router = Router(network, capacity, load_pricebook(settings.pricebook), settings.scoring_policy, clock)
+    replicas = ReplicaResolver(
+        loads,
+        network,
+        clock.now,
+        intra_region_ms=settings.intra_region_rtt_ms,
+        spill_margin_s=settings.spill_margin_s,
     )
-    return RoutingApi(settings, RoutingServicer(router, network, ResolveMetrics()), network, capacity)
+    servicer = RoutingServicer(router, network, ResolveMetrics(), replicas)
+    return RoutingApi(settings, servicer, network, capacity, loads)
 
 
 def view_processor(

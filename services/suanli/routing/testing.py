@@ -1,4 +1,4 @@
-"""Records for tests and benchmarks: `LinkMeasured` probe rounds and `NodeCapacityChanged` views."""
+"""Records for tests and benchmarks: probe rounds, capacity views, region link states and load reports."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from suanli.clock import from_ms
 from suanli.contracts import new_envelope
+from suanli.routing.domain.links import REGION, LinkState, LinkStatus
 
 
 def link_measured(
@@ -78,4 +79,55 @@ def node_capacity(
             }
             for i in range(gpus)
         ],
+    }
+
+
+def region_link(src: str, dst: str, rtt_ms: float, status: LinkStatus = LinkStatus.OK) -> LinkState:
+    """A region pair's summary as the network view holds it (`link_record` makes it a record)."""
+    return LinkState(
+        link_id=f"region:{src}->{dst}",
+        scope=REGION,
+        src_region=src,
+        src_site="",
+        dst_region=dst,
+        dst_site="",
+        rtt_ms=rtt_ms,
+        baseline_rtt_ms=rtt_ms,
+        jitters=(1.0,),
+        loss_ratio=0.0,
+        bandwidth_mbps=None,
+        last_probe_ms=0,
+        status=status,
+        reason="",
+        rounds=1,
+    )
+
+
+def replica_load(
+    service_id: str,
+    replica_id: str,
+    region: str,
+    at_ms: int,
+    *,
+    address: str = "",
+    in_flight: int = 0,
+    queued: int = 0,
+    interval_s: float = 60.0,
+) -> dict[str, Any]:
+    """A `ReplicaLoadReported` of a replica batching up to 8 requests, reported at ``at_ms``."""
+    return {
+        **new_envelope("test", service_id, event_id=str(uuid.uuid4()), occurred_at=from_ms(at_ms)),
+        "service_id": service_id,
+        "replica_id": replica_id,
+        "region": region,
+        "address": address,
+        "in_flight": in_flight,
+        "queued": queued,
+        "max_batch": 8,
+        "prefill_tokens_per_s": 10_000.0,
+        "decode_step_s": 0.02,
+        "recent_latency_s": 2.0,
+        "prefill_backlog_s": 0.0,
+        "kv_free_tokens": 100_000,
+        "interval_s": interval_s,
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from suanli.contracts import default_registry, sample_records
 from suanli.eventstore import PostgresEventStore
 from suanli.routing.bootstrap import routing_api
 from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.routing.testing import replica_load
 from suanli.sensing.adapters.task_logs import TaskLogs
 from suanli.sensing.entrypoints.logs_server import LogsEndpoint
 from suanli.sensing.entrypoints.settings import SensingSettings
@@ -107,6 +109,24 @@ async def _known_region(p: Platform, bootstrap: str, prefix: str) -> None:
         return await answered(resolve, grpc.StatusCode.INVALID_ARGUMENT)
 
     await until(known, what="routing knows the region")
+
+    async def replica_known() -> bool:
+        # Republished on each try: routing's load consumer reads from the newest report on.
+        load = matrix_load()
+        await publish(bootstrap, prefix, "services.load", MATRIX_SERVICE, "ReplicaLoadReported", load)
+        ask = rpb.ResolveReplicaRequest(service_id=MATRIX_SERVICE, policy="least-outstanding")
+        return await answered(api.ResolveReplica(ask, metadata=admin, timeout=5), grpc.StatusCode.NOT_FOUND)
+
+    await until(replica_known, what="routing knows the matrix service's replica")
+
+
+MATRIX_SERVICE = "svc-matrix"
+
+
+def matrix_load() -> dict[str, Any]:
+    """A load report of one replica of MATRIX_SERVICE that stays fresh for the whole run."""
+    at = int(time.time() * 1000)
+    return replica_load(MATRIX_SERVICE, f"{MATRIX_SERVICE}-r1", REGION, at, interval_s=3600.0)
 
 
 async def answered(call: Awaitable[Any], not_yet: grpc.StatusCode) -> bool:

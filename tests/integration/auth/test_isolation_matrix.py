@@ -35,7 +35,7 @@ from suanli.auth.policy import POLICY, TenantRule
 from suanli.auth.principal import PLATFORM_WIDE, Role
 from suanli.auth.tokens import Grant, load_private_key, sign
 
-from .authkit import OTHER, OWN, REGION, Platform, bearer
+from .authkit import MATRIX_SERVICE, OTHER, OWN, REGION, Platform, bearer
 
 OK = grpc.StatusCode.OK
 PERIOD = "2025-01"  # ended long ago: ClosePeriod may close it
@@ -256,6 +256,11 @@ def _calls() -> dict[str, Call]:
         R + "GetNetwork": lambda p, t, md: r(p).GetNetwork(rpb.GetNetworkRequest(), metadata=md, timeout=10),
         R + "WatchNetwork": lambda p, t, md: _first(
             r(p).WatchNetwork(rpb.WatchNetworkRequest(), metadata=md)
+        ),
+        R + "ResolveReplica": lambda p, t, md: r(p).ResolveReplica(
+            rpb.ResolveReplicaRequest(service_id=MATRIX_SERVICE, policy="least-outstanding"),
+            metadata=md,
+            timeout=10,
         ),
         A + "StreamTaskLog": agent_log,
         V + "CreateService": _create_service,

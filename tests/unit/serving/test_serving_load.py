@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from suanli.serving.domain.load import InvalidLoad, LoadView, ReplicaLoad
+from suanli.contracts.load import InvalidLoad, LoadView, ReplicaLoad
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 REPORT = ReplicaLoad(

@@ -15,11 +15,11 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from suanli.clock import ManualClock
+from suanli.contracts.load import LoadView, ReplicaLoad
 from suanli.eventstore import AlreadyProcessed
 from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
 from suanli.serving.adapters.metrics import MeteredServing, ServingMetrics
-from suanli.serving.domain.load import LoadView, ReplicaLoad
 from suanli.serving.domain.service import ReplicaPolicy, Service
 from suanli.serving.service_layer.serving import ServingService
 from suanli.telemetry import names

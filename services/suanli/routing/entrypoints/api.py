@@ -1,7 +1,14 @@
-"""The Routing API as one component: its read views (compacted topics read whole) and the gRPC server.
+"""The Routing API as one component: its read views and the gRPC server.
 
-Health is NOT_SERVING until both views have read their topics to the end offsets seen at start, so a
-restarted instance answers only once its view is rebuilt.
+The network and capacity views are compacted topics read whole. The load view (ResolveReplica's input)
+follows ``services.load`` in a consumer group of its own per instance, from the newest reports on: a
+report is full state, so the next round of reports is all a new instance needs. Anything there but a
+valid ``ReplicaLoadReported`` is dead-lettered to ``services.load.dlq`` with the reason (once per
+instance, as serving's load view does).
+
+Health is NOT_SERVING until the compacted views have read their topics to the end offsets seen at start
+and the load consumer holds its partitions, so a restarted instance answers only once its views are
+rebuilt.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import grpc
 from grpc_health.v1 import health
 
 from suanli.auth.server import server_auth
-from suanli.bus import ensure_topics
-from suanli.clock import to_ms
+from suanli.bus import ConsumedEvent, ConsumerSettings, EventConsumer, ensure_topics
+from suanli.clock import to_ms, uuid4_factory
+from suanli.contracts.load import LoadView, load_from_record
+from suanli.errors import InvalidArgument
 from suanli.routing.adapters.compacted import CompactedReader
 from suanli.routing.entrypoints.grpc_server import RoutingServicer, serving, start_server
 from suanli.routing.entrypoints.settings import RoutingSettings
@@ -28,6 +37,11 @@ from suanli.telemetry.grpc import with_tracing
 
 log = logging.getLogger(__name__)
 CAPACITY_EVENT = "NodeCapacityChanged"
+LOAD_EVENT = "ReplicaLoadReported"
+
+
+class NotALoadReport(InvalidArgument):
+    """A record on services.load that decodes but is another event (dead-lettered)."""
 
 
 class RoutingApi:
@@ -37,11 +51,13 @@ class RoutingApi:
         servicer: RoutingServicer,
         network: NetworkState,
         capacity: CapacityState,
+        loads: LoadView,
     ) -> None:
         self.settings = settings
         self.servicer = servicer
         self.network = network
         self.capacity = capacity
+        self.loads = loads
         names = RoutingTopics(settings.topic_prefix)
         self.readers = (
             CompactedReader(
@@ -49,6 +65,17 @@ class RoutingApi:
             ),
             CompactedReader(
                 settings.bootstrap, names.capacity, self._on_capacity, fetch_wait_ms=settings.fetch_wait_ms
+            ),
+        )
+        self.load_consumer = EventConsumer(
+            settings.bootstrap,
+            f"{settings.group_id}-load-{uuid4_factory().hex[:8]}",
+            [names.load],
+            self._on_load,
+            settings=ConsumerSettings(
+                auto_offset_reset="latest",
+                fetch_max_wait_ms=settings.fetch_wait_ms,
+                client_id="suanli-routing",
             ),
         )
         self.server: grpc.aio.Server | None = None
@@ -65,10 +92,18 @@ class RoutingApi:
         if name == CAPACITY_EVENT:
             self.capacity.apply(record, to_ms(record["occurred_at"]))
 
+    async def _on_load(self, event: ConsumedEvent) -> None:
+        if event.tombstone:
+            return
+        if event.event_name != LOAD_EVENT:
+            raise NotALoadReport(f"{event.event_name or 'an unnamed record'}: only {LOAD_EVENT} belongs here")
+        self.loads.report(load_from_record(event.record), self.servicer.replicas.now())
+
     async def start(self) -> None:
         await ensure_topics(self.settings.bootstrap, RoutingTopics.specs(), prefix=self.settings.topic_prefix)
         for reader in self.readers:
             await reader.start()
+        await self._auth.enter_async_context(self.load_consumer)
         auth = await self._auth.enter_async_context(server_auth(self.settings))
         interceptors = with_tracing(() if auth is None else (auth.interceptor,))
         self.server, self.port, self._health = await start_server(
@@ -80,6 +115,7 @@ class RoutingApi:
     async def _serve_when_caught_up(self) -> None:
         for reader in self.readers:
             await reader.caught_up.wait()
+        await self.load_consumer.wait_assigned()
         assert self._health is not None
         serving(self._health)
         log.info("routing views rebuilt: %d links, serving", len(self.network.links))

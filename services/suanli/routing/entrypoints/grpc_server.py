@@ -2,7 +2,8 @@
 
 Every instance answers from its own read views (network.links and capacity.nodes read whole), so any
 instance serves any call. Errors are kernel request kinds answered through `suanli.rpc`: a bad field
--> INVALID_ARGUMENT naming it (an unknown region lists the known ones).
+-> INVALID_ARGUMENT naming it (an unknown region lists the known ones); ResolveReplica: NOT_FOUND for a
+service no load report names, FAILED_PRECONDITION when none of its replicas can take the request.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from suanli.routing.adapters.metrics import ResolveMetrics
 from suanli.routing.domain.links import SITE, LinkState
 from suanli.routing.entrypoints.answers import STATUSES, AnswerWriter
 from suanli.routing.service_layer.network import NetworkState
+from suanli.routing.service_layer.replicas import Considered, ReplicaQuery, ReplicaResolver
 from suanli.routing.service_layer.router import ResolveQuery, Router
 from suanli.rpc import rpc_errors
 
@@ -73,10 +75,25 @@ def query_of(request: pb.ResolveRequest) -> ResolveQuery:
     )
 
 
+def replica_message(c: Considered) -> pb.ReplicaEndpoint:
+    return pb.ReplicaEndpoint(
+        replica_id=c.load.replica_id,
+        address=c.load.address,
+        region=c.load.region,
+        in_flight=c.load.in_flight,
+        queued=c.load.queued,
+        expected_latency_s=c.expected_s or 0.0,
+        rtt_ms=c.rtt_ms if c.rtt_ms is not None and c.rtt_ms < float("inf") else 0.0,
+    )
+
+
 class RoutingServicer(pb_grpc.RoutingServicer):
-    def __init__(self, router: Router, network: NetworkState, metrics: ResolveMetrics) -> None:
+    def __init__(
+        self, router: Router, network: NetworkState, metrics: ResolveMetrics, replicas: ReplicaResolver
+    ) -> None:
         self.router = router
         self.network = network
+        self.replicas = replicas
         self.metrics = metrics
         self.answers = AnswerWriter()
 
@@ -95,6 +112,31 @@ class RoutingServicer(pb_grpc.RoutingServicer):
             raise  # rpc_errors aborts the call; not reached
         finally:
             self.metrics.resolved(kind, outcome, time.perf_counter() - started)
+
+    async def ResolveReplica(
+        self, request: pb.ResolveReplicaRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResolveReplicaResponse:
+        async with rpc_errors(context):
+            found = self.replicas.resolve(
+                ReplicaQuery(
+                    service_id=request.service_id,
+                    client_region=request.client_region,
+                    policy=request.policy,
+                    context_tokens=request.context_tokens,
+                    generated_tokens=request.generated_tokens,
+                    exclude=tuple(request.exclude),
+                )
+            )
+            c = found.choice
+            return pb.ResolveReplicaResponse(
+                replica=replica_message(found.chosen),
+                policy=c.policy,
+                reason=c.reason,
+                expected_latency_s=c.expected_s or 0.0,
+                home_region=c.home_region or "",
+                spilled=c.spilled,
+                alternatives=[replica_message(a) for a in found.alternatives],
+            )
 
     async def GetNetwork(
         self, request: pb.GetNetworkRequest, context: grpc.aio.ServicerContext
@@ -131,6 +173,11 @@ def add_routing(servicer: RoutingServicer, server: grpc.aio.Server) -> None:
     handlers = {
         "Resolve": grpc.unary_unary_rpc_method_handler(
             servicer.Resolve, request_deserializer=pb.ResolveRequest.FromString
+        ),
+        "ResolveReplica": grpc.unary_unary_rpc_method_handler(
+            servicer.ResolveReplica,
+            request_deserializer=pb.ResolveReplicaRequest.FromString,
+            response_serializer=pb.ResolveReplicaResponse.SerializeToString,
         ),
         "GetNetwork": grpc.unary_unary_rpc_method_handler(
             servicer.GetNetwork,

@@ -104,6 +104,11 @@ class RoutingSettings(AuthSettings):
     intra_region_rtt_ms: float = Field(
         _SCORING.intra_region_rtt_ms, ge=0, description="RTT inside the origin region when not measured."
     )
+    spill_margin_s: float = Field(
+        0.05,
+        ge=0,
+        description="network-aware: a replica out of the client's region must be this much faster.",
+    )
 
     @property
     def group_id(self) -> str:

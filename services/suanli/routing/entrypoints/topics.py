@@ -37,7 +37,17 @@ class RoutingTopics:
     def capacity(self) -> str:
         return topic_name(topics.CAPACITY_NODES.name, self.prefix)
 
+    @property
+    def load(self) -> str:
+        return topic_name(topics.SERVICES_LOAD.name, self.prefix)
+
     @staticmethod
     def specs() -> tuple[TopicSpec, ...]:
         """Everything routing touches, for ``ensure_topics`` (which adds the dead-letter topics)."""
-        return (topics.LINKS_MEASURED, PROBES, topics.NETWORK_LINKS, topics.CAPACITY_NODES)
+        return (
+            topics.LINKS_MEASURED,
+            PROBES,
+            topics.NETWORK_LINKS,
+            topics.CAPACITY_NODES,
+            topics.SERVICES_LOAD,
+        )

@@ -14,7 +14,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from opentelemetry import metrics
 
-from suanli.serving.domain.load import ReplicaLoad
+from suanli.contracts.load import ReplicaLoad
 from suanli.serving.domain.service import (
     SCALE_REASONS,
     Decision,

@@ -14,7 +14,6 @@ from typing import Any
 
 from suanli.contracts import encode, new_envelope
 from suanli.eventstore import NewEvent, OutboxMessage
-from suanli.serving.domain.load import InvalidLoad, ReplicaLoad
 from suanli.serving.domain.service import (
     CancelReplica,
     Decision,
@@ -128,26 +127,3 @@ def service_from(state: Mapping[str, Any]) -> Service:
         replicas=replicas,
         version=int(state["version"]),
     )
-
-
-def load_from_record(record: Mapping[str, Any]) -> ReplicaLoad:
-    """A ReplicaLoadReported record as a ReplicaLoad; `InvalidLoad` names what is wrong."""
-    try:
-        return ReplicaLoad(
-            service_id=record["service_id"],
-            replica_id=record["replica_id"],
-            region=record["region"],
-            address=record["address"],
-            in_flight=int(record["in_flight"]),
-            queued=int(record["queued"]),
-            max_batch=int(record["max_batch"]),
-            prefill_tokens_per_s=float(record["prefill_tokens_per_s"]),
-            decode_step_s=float(record["decode_step_s"]),
-            recent_latency_s=float(record["recent_latency_s"]),
-            prefill_backlog_s=float(record["prefill_backlog_s"]),
-            kv_free_tokens=int(record["kv_free_tokens"]),
-            interval_s=float(record["interval_s"]),
-            reported_at=record["occurred_at"],
-        )
-    except KeyError as exc:
-        raise InvalidLoad(f"ReplicaLoadReported without {exc.args[0]}") from None

@@ -15,10 +15,9 @@ from typing import Any
 
 from suanli.bus import ConsumedEvent
 from suanli.contracts.catalogue import events_on
+from suanli.contracts.load import LoadView, load_from_record
 from suanli.eventstore import AlreadyProcessed
 from suanli.infra.transient import RetriableError, is_transient
-from suanli.serving.adapters import records
-from suanli.serving.domain.load import LoadView
 from suanli.serving.domain.service import REPLICA_ENV, REQUEST_PREFIX
 from suanli.serving.service_layer.ports import Services, ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
@@ -176,6 +175,6 @@ class LoadHandler:
             return
         if event.event_name != "ReplicaLoadReported":
             raise UnexpectedEvent(f"{event.event_name or 'an unnamed record'} is not an event of {LOAD}")
-        kept = self._view.report(records.load_from_record(event.record), self._now())
+        kept = self._view.report(load_from_record(event.record), self._now())
         if self._counted is not None:
             self._counted(kept)

@@ -18,9 +18,9 @@ from suanli.api.serving.v1 import serving_pb2_grpc as pb_grpc
 from suanli.auth import context as auth_context
 from suanli.auth.principal import tenant_of_queue
 from suanli.auth.tls import TlsSettings
+from suanli.contracts.load import LoadView, ReplicaLoad
 from suanli.errors import PermissionDenied
 from suanli.rpc import rpc_errors
-from suanli.serving.domain.load import LoadView, ReplicaLoad
 from suanli.serving.domain.service import Service, ServiceState
 from suanli.serving.service_layer.errors import InvalidField, ServiceNotFound
 from suanli.serving.service_layer.ports import ServingQueries, StoredService, UnitOfWork

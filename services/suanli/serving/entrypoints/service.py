@@ -13,10 +13,10 @@ from datetime import datetime
 from suanli.auth.server import server_auth
 from suanli.bus import SERVICE_RETRY, EventConsumer, EventPublisher, ensure_topics, topics
 from suanli.clock import Clock, SystemClock, uuid4_factory
+from suanli.contracts.load import LoadView
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.serving import bootstrap
 from suanli.serving.adapters.metrics import MeteredServing, ServingMetrics
-from suanli.serving.domain.load import LoadView
 from suanli.serving.domain.service import Service
 from suanli.serving.entrypoints.consumer import INPUTS, LOAD, LoadHandler, ServingHandler
 from suanli.serving.entrypoints.grpc_api import ServingApi, start_server

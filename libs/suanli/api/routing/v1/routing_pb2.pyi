@@ -206,3 +206,55 @@ class LinkUpdate(_message.Message):
     LINK_FIELD_NUMBER: _ClassVar[int]
     link: Link
     def __init__(self, link: _Optional[_Union[Link, _Mapping]] = ...) -> None: ...
+
+class ResolveReplicaRequest(_message.Message):
+    __slots__ = ("service_id", "client_region", "policy", "context_tokens", "generated_tokens", "exclude")
+    SERVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_REGION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    service_id: str
+    client_region: str
+    policy: str
+    context_tokens: int
+    generated_tokens: int
+    exclude: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, service_id: _Optional[str] = ..., client_region: _Optional[str] = ..., policy: _Optional[str] = ..., context_tokens: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., exclude: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReplicaEndpoint(_message.Message):
+    __slots__ = ("replica_id", "address", "region", "in_flight", "queued", "expected_latency_s", "rtt_ms")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    RTT_MS_FIELD_NUMBER: _ClassVar[int]
+    replica_id: str
+    address: str
+    region: str
+    in_flight: int
+    queued: int
+    expected_latency_s: float
+    rtt_ms: float
+    def __init__(self, replica_id: _Optional[str] = ..., address: _Optional[str] = ..., region: _Optional[str] = ..., in_flight: _Optional[int] = ..., queued: _Optional[int] = ..., expected_latency_s: _Optional[float] = ..., rtt_ms: _Optional[float] = ...) -> None: ...
+
+class ResolveReplicaResponse(_message.Message):
+    __slots__ = ("replica", "policy", "reason", "expected_latency_s", "home_region", "spilled", "alternatives")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    HOME_REGION_FIELD_NUMBER: _ClassVar[int]
+    SPILLED_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
+    replica: ReplicaEndpoint
+    policy: str
+    reason: str
+    expected_latency_s: float
+    home_region: str
+    spilled: bool
+    alternatives: _containers.RepeatedCompositeFieldContainer[ReplicaEndpoint]
+    def __init__(self, replica: _Optional[_Union[ReplicaEndpoint, _Mapping]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., expected_latency_s: _Optional[float] = ..., home_region: _Optional[str] = ..., spilled: _Optional[bool] = ..., alternatives: _Optional[_Iterable[_Union[ReplicaEndpoint, _Mapping]]] = ...) -> None: ...

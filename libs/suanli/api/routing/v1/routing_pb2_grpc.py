@@ -51,6 +51,11 @@ class RoutingStub:
                 request_serializer=suanli_dot_routing_dot_v1_dot_routing__pb2.WatchNetworkRequest.SerializeToString,
                 response_deserializer=suanli_dot_routing_dot_v1_dot_routing__pb2.LinkUpdate.FromString,
                 _registered_method=True)
+        self.ResolveReplica = channel.unary_unary(
+                '/suanli.routing.v1.Routing/ResolveReplica',
+                request_serializer=suanli_dot_routing_dot_v1_dot_routing__pb2.ResolveReplicaRequest.SerializeToString,
+                response_deserializer=suanli_dot_routing_dot_v1_dot_routing__pb2.ResolveReplicaResponse.FromString,
+                _registered_method=True)
 
 
 class RoutingServicer:
@@ -78,6 +83,16 @@ class RoutingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveReplica(self, request, context):
+        """The replica of an inference service that should take one request, chosen by `policy` among the
+        fresh load reports of services.load. NOT_FOUND: no report of the service is held; FAILED_PRECONDITION
+        (with the reason): none is fresh, every one is excluded, or every one is behind a DOWN path;
+        INVALID_ARGUMENT names the field.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RoutingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +110,11 @@ def add_RoutingServicer_to_server(servicer, server):
                     servicer.WatchNetwork,
                     request_deserializer=suanli_dot_routing_dot_v1_dot_routing__pb2.WatchNetworkRequest.FromString,
                     response_serializer=suanli_dot_routing_dot_v1_dot_routing__pb2.LinkUpdate.SerializeToString,
+            ),
+            'ResolveReplica': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveReplica,
+                    request_deserializer=suanli_dot_routing_dot_v1_dot_routing__pb2.ResolveReplicaRequest.FromString,
+                    response_serializer=suanli_dot_routing_dot_v1_dot_routing__pb2.ResolveReplicaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +198,33 @@ class Routing:
             '/suanli.routing.v1.Routing/WatchNetwork',
             suanli_dot_routing_dot_v1_dot_routing__pb2.WatchNetworkRequest.SerializeToString,
             suanli_dot_routing_dot_v1_dot_routing__pb2.LinkUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveReplica(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.routing.v1.Routing/ResolveReplica',
+            suanli_dot_routing_dot_v1_dot_routing__pb2.ResolveReplicaRequest.SerializeToString,
+            suanli_dot_routing_dot_v1_dot_routing__pb2.ResolveReplicaResponse.FromString,
             options,
             channel_credentials,
             insecure,

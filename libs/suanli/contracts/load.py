@@ -4,13 +4,17 @@ Reports are full state (`ReplicaLoadReported` on `services.load`), so the newest
 whole truth and a lost or repeated report heals with the next one. A replica whose last report is
 older than `STALE_INTERVALS` of its own interval is left out: it stopped reporting (killed, partitioned)
 and a balancer or autoscaler must not count it as serving. Pure: the time is passed in.
+
+In the kernel because two services keep this view: serving (its autoscalers) and routing (its balancers).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from suanli.errors import InvalidArgument
 
@@ -25,6 +29,8 @@ class InvalidLoad(InvalidArgument):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLoad:
+    """One replica's load report, checked (`InvalidLoad` names a number that cannot be)."""
+
     service_id: str
     replica_id: str
     region: str
@@ -56,6 +62,7 @@ class ReplicaLoad:
             raise InvalidLoad(f"interval_s: must be above 0 (got {self.interval_s})")
 
     def fresh(self, now: datetime) -> bool:
+        """Whether the report is at most `STALE_INTERVALS` of the replica's own interval old."""
         return now - self.reported_at <= timedelta(seconds=STALE_INTERVALS * self.interval_s)
 
 
@@ -85,6 +92,10 @@ class LoadView:
         """The fresh reports of a service's replicas, by replica id."""
         return {r: load for (s, r), load in self._latest.items() if s == service_id and load.fresh(now)}
 
+    def knows(self, service_id: str) -> bool:
+        """Whether any report of the service is held, fresh or not (stale ones go at the next sweep)."""
+        return any(s == service_id for s, _ in self._latest)
+
     def fresh(self, now: datetime) -> list[ReplicaLoad]:
         """Every fresh report, of every service."""
         return [load for load in self._latest.values() if load.fresh(now)]
@@ -93,3 +104,26 @@ class LoadView:
         stale = [key for key, load in self._latest.items() if not load.fresh(now)]
         for key in stale:
             del self._latest[key]
+
+
+def load_from_record(record: Mapping[str, Any]) -> ReplicaLoad:
+    """A ReplicaLoadReported record as a ReplicaLoad; `InvalidLoad` names what is wrong."""
+    try:
+        return ReplicaLoad(
+            service_id=record["service_id"],
+            replica_id=record["replica_id"],
+            region=record["region"],
+            address=record["address"],
+            in_flight=int(record["in_flight"]),
+            queued=int(record["queued"]),
+            max_batch=int(record["max_batch"]),
+            prefill_tokens_per_s=float(record["prefill_tokens_per_s"]),
+            decode_step_s=float(record["decode_step_s"]),
+            recent_latency_s=float(record["recent_latency_s"]),
+            prefill_backlog_s=float(record["prefill_backlog_s"]),
+            kv_free_tokens=int(record["kv_free_tokens"]),
+            interval_s=float(record["interval_s"]),
+            reported_at=record["occurred_at"],
+        )
+    except KeyError as exc:
+        raise InvalidLoad(f"ReplicaLoadReported without {exc.args[0]}") from None

@@ -1,0 +1,220 @@
+"""`suanli gateway`: a small HTTP request gateway in front of an inference service's replicas.
+
+``POST /v1/services/{service_id}/generate`` asks routing's ``ResolveReplica`` for the replica to use (by
+the gateway's policy, from the gateway's region), forwards the JSON body as is to
+``http://{address}/generate`` and returns the replica's answer, with ``X-Suanli-Replica``,
+``X-Suanli-Region`` and ``X-Suanli-Policy`` naming the choice. A replica that cannot be reached is
+excluded and the request resolved once more (the next choice); a second failure answers 502. No fresh
+replica answers 503 with routing's reason, an unknown service 404. The body's ``context_tokens`` and
+``max_tokens``, when it has them, feed network-aware's latency estimate. Docs: docs/inference.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import aiohttp
+import grpc
+import typer
+from aiohttp import web
+
+from suanli.api.routing.v1 import routing_pb2 as pb
+from suanli.api.routing.v1 import routing_pb2_grpc
+from suanli.cli import config, network
+from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
+from suanli.client.channel import aio_bearer_channel
+from suanli.console.server import split_listen
+from suanli.routing.domain.balancing import BALANCERS
+
+DEFAULT_LISTEN = "127.0.0.1:8090"
+DEFAULT_POLICY = "network-aware"
+TRIES = 2  # the first choice, then the next one
+RESOLVE_TIMEOUT_S = 5.0
+FORWARD_TIMEOUT_S = 300.0  # a generation can take minutes; a dead replica fails at connect, not here
+CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    region: str
+    policy: str
+
+
+def _tokens(body: bytes) -> tuple[int, int]:
+    """(context, generated) tokens named in a JSON body, 0 where it does not say."""
+    try:
+        doc = json.loads(body or b"{}")
+    except ValueError:
+        return 0, 0
+    if not isinstance(doc, dict):
+        return 0, 0
+
+    def count(name: str) -> int:
+        value = doc.get(name)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return count("context_tokens"), count("max_tokens")
+
+
+def _error(status: int, message: str, **extra: str) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+class Gateway:
+    """The request handler: resolve, forward, fail over once."""
+
+    def __init__(
+        self, routing: routing_pb2_grpc.RoutingStub, session: aiohttp.ClientSession, cfg: GatewayConfig
+    ) -> None:
+        self.routing = routing
+        self.session = session
+        self.cfg = cfg
+
+    async def generate(self, request: web.Request) -> web.Response:
+        service_id = request.match_info["service_id"]
+        body = await request.read()
+        context_tokens, generated_tokens = _tokens(body)
+        failed: list[str] = []
+        for _ in range(TRIES):
+            ask = pb.ResolveReplicaRequest(
+                service_id=service_id,
+                client_region=self.cfg.region,
+                policy=self.cfg.policy,
+                context_tokens=context_tokens,
+                generated_tokens=generated_tokens,
+                exclude=[f.split(" ", 1)[0] for f in failed],  # the replica id leads each line
+            )
+            try:
+                answer = await self.routing.ResolveReplica(ask, timeout=RESOLVE_TIMEOUT_S)
+            except grpc.aio.AioRpcError as exc:
+                return self._refused(exc, failed)
+            replica = answer.replica
+            try:
+                return await self._forward(replica, answer.policy, body, request.content_type)
+            except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+                reason = str(exc) or type(exc).__name__
+                failed.append(f"{replica.replica_id} ({replica.address or 'no address'}: {reason})")
+        return _error(502, f"replicas unreachable: {'; '.join(failed)}")
+
+    async def _forward(self, replica: Any, policy: str, body: bytes, content_type: str) -> web.Response:
+        if not replica.address:
+            raise OSError("a simulated replica takes no requests")
+        async with self.session.post(
+            f"http://{replica.address}/generate", data=body, headers={"Content-Type": content_type}
+        ) as answer:
+            payload = await answer.read()
+            headers = {
+                "X-Suanli-Replica": replica.replica_id,
+                "X-Suanli-Region": replica.region,
+                "X-Suanli-Policy": policy,
+            }
+            return web.Response(
+                body=payload, status=answer.status, content_type=answer.content_type, headers=headers
+            )
+
+    def _refused(self, exc: Any, failed: list[str]) -> web.Response:
+        code, details = exc.code(), exc.details() or ""
+        if failed:
+            # The retry found nothing else: the replica's failure is the answer, routing's reason beside it.
+            return _error(502, f"replica unreachable: {'; '.join(failed)}", routing=details)
+        if code is grpc.StatusCode.NOT_FOUND:
+            return _error(404, details)
+        if code is grpc.StatusCode.INVALID_ARGUMENT:
+            return _error(400, details)
+        if code is grpc.StatusCode.FAILED_PRECONDITION:
+            return _error(503, details)
+        return _error(503, f"routing: {code.name}: {details}")
+
+
+def application(gateway: Gateway) -> web.Application:
+    app = web.Application()
+    app.router.add_post("/v1/services/{service_id}/generate", gateway.generate)
+    return app
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    runner: web.AppRunner
+    session: aiohttp.ClientSession
+    channel: Any
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+        await self.session.close()
+        await self.channel.close()
+
+
+async def start_gateway(
+    listen: str, routing: str, cfg: GatewayConfig, token: str = "", ca_pem: bytes | None = None
+) -> RunningGateway:
+    """Listen on ``listen`` (port 0 picks one) and resolve through routing at ``routing``."""
+    host, port = split_listen(listen)
+    channel = aio_bearer_channel(routing, token, ca_pem)
+    timeout = aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    session = aiohttp.ClientSession(timeout=timeout)
+    runner = web.AppRunner(application(Gateway(routing_pb2_grpc.RoutingStub(channel), session, cfg)))
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError:
+        await RunningGateway("", runner, session, channel).stop()
+        raise
+    bound = runner.addresses[0][1]  # the port picked when `listen` asked for 0
+    return RunningGateway(f"http://{host}:{bound}", runner, session, channel)
+
+
+def gateway(
+    region: Annotated[
+        str, typer.Option("--region", metavar="REGION", help="The clients' region: the origin of every RTT.")
+    ],
+    listen: Annotated[
+        str, typer.Option("--listen", metavar="HOST:PORT", help="Where the gateway takes HTTP requests.")
+    ] = DEFAULT_LISTEN,
+    routing: network.Addr = network.DEFAULT_ADDR,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            metavar="POLICY",
+            help="round-robin, least-outstanding, power-of-two or network-aware.",
+        ),
+    ] = DEFAULT_POLICY,
+) -> None:
+    """Serve an HTTP request gateway: resolve an inference replica through routing and forward to it.
+
+    POST /v1/services/SERVICE/generate goes to the replica routing chooses; one retry on the next choice.
+    It calls routing with the context's token, which needs the `service` (or `platform-admin`) role.
+    """
+    try:
+        split_listen(listen)
+        if policy not in BALANCERS:
+            raise ValueError(f"--policy {policy!r}: one of {', '.join(BALANCERS)}")
+        address = config.server("routing", routing, network.BUILTIN_ADDR)
+        token, ca_pem = config.token(), config.ca()
+    except (config.ConfigError, ValueError) as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    try:
+        asyncio.run(_serve(listen, address, GatewayConfig(region, policy), token, ca_pem))
+    except OSError as exc:
+        raise fail(Failure(f"cannot listen on {listen}: {exc.strerror or exc}", EXIT_UNREACHABLE)) from None
+
+
+async def _serve(listen: str, routing: str, cfg: GatewayConfig, token: str, ca_pem: bytes | None) -> None:
+    running = await start_gateway(listen, routing, cfg, token, ca_pem)
+    typer.echo(f"Suanli gateway at {running.url} (routing {routing}, region {cfg.region}, {cfg.policy})")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await running.stop()

@@ -1,0 +1,296 @@
+"""ResolveReplica and `suanli gateway` on the real broker: routing's load view fed from services.load.
+
+One Routing API (in process) and one gateway serve the module; each test names its own services. The
+replicas are tiny aiohttp servers answering with their own id; their load reports are published by the
+test, again on every poll (replicas report periodically, and routing's load consumer reads from the
+newest report on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import grpc
+import pytest
+from aiohttp import web
+from aiokafka import AIOKafkaConsumer
+
+from suanli.api.routing.v1 import routing_pb2 as pb
+from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
+from suanli.bus import EventPublisher
+from suanli.bus.headers import DLQ_ERROR_MESSAGE
+from suanli.bus.topics import topic_name
+from suanli.inference.gateway import GatewayConfig, RunningGateway, start_gateway
+from suanli.routing.bootstrap import routing_api
+from suanli.routing.entrypoints.api import RoutingApi
+from suanli.routing.entrypoints.settings import RoutingSettings
+from suanli.routing.service_layer.records import link_record
+from suanli.routing.testing import region_link, replica_load
+
+EAST, WEST = "gw-east", "gw-west"
+DEADLINE_S = 10.0
+
+
+class Replica:
+    """An HTTP replica answering POST /generate with its id."""
+
+    def __init__(self, replica_id: str) -> None:
+        self.replica_id = replica_id
+        self.runner: web.AppRunner | None = None
+        self.address = ""
+
+    async def start(self) -> Replica:
+        async def generate(request: web.Request) -> web.Response:
+            return web.json_response({"replica": self.replica_id, "asked": await request.json()})
+
+        app = web.Application()
+        app.router.add_post("/generate", generate)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+        self.address = f"127.0.0.1:{self.runner.addresses[0][1]}"
+        return self
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+
+async def publish(
+    bootstrap: str, prefix: str, topic: str, key: str, name: str, record: dict[str, Any]
+) -> None:
+    async with EventPublisher(bootstrap) as bus:
+        await bus.publish(topic_name(topic, prefix), key, name, record)
+
+
+class Stack:
+    def __init__(self, bootstrap: str, prefix: str, api: RoutingApi, gateway: RunningGateway) -> None:
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.api = api
+        self.gateway = gateway
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{api.port}")
+        self.routing = pb_grpc.RoutingStub(self.channel)
+
+    async def report(
+        self,
+        service_id: str,
+        replica: str,
+        region: str,
+        address: str = "",
+        *,
+        in_flight: int = 0,
+        queued: int = 0,
+        interval_s: float = 60.0,
+    ) -> None:
+        at = time.time_ns() // 1_000_000
+        record = replica_load(
+            service_id,
+            replica,
+            region,
+            at,
+            address=address,
+            in_flight=in_flight,
+            queued=queued,
+            interval_s=interval_s,
+        )
+        await publish(self.bootstrap, self.prefix, "services.load", service_id, "ReplicaLoadReported", record)
+
+    async def resolve(self, service_id: str, policy: str, region: str = EAST) -> pb.ResolveReplicaResponse:
+        request = pb.ResolveReplicaRequest(
+            service_id=service_id,
+            client_region=region,
+            policy=policy,
+            context_tokens=500,
+            generated_tokens=50,
+        )
+        return await self.routing.ResolveReplica(request, timeout=5)
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
+    deadline = time.monotonic() + DEADLINE_S
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+        except grpc.aio.AioRpcError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def link(src: str, dst: str, rtt_ms: float) -> dict[str, Any]:
+    return link_record(
+        region_link(src, dst, rtt_ms), producer="test", event_id=str(uuid.uuid4()), at=datetime.now(UTC)
+    )
+
+
+@pytest.fixture(scope="module")
+async def stack(kafka_bootstrap: str) -> AsyncIterator[Stack]:
+    prefix = f"t-gateway-{uuid.uuid4().hex[:6]}"
+    for src, dst in ((EAST, WEST), (WEST, EAST)):
+        state = link(src, dst, 40.0)
+        await publish(kafka_bootstrap, prefix, "network.links", state["link_id"], "NetworkLinkChanged", state)
+    settings = RoutingSettings.load({}, bootstrap=kafka_bootstrap, topic_prefix=prefix, listen="127.0.0.1:0")
+    api = routing_api(settings)
+    await api.start()
+    await until(lambda: asyncio.sleep(0, len(api.network.region_links()) == 2), "the network view")
+    gateway = await start_gateway(
+        "127.0.0.1:0", f"127.0.0.1:{api.port}", GatewayConfig(EAST, "least-outstanding")
+    )
+    s = Stack(kafka_bootstrap, prefix, api, gateway)
+    try:
+        yield s
+    finally:
+        await s.channel.close()
+        await gateway.stop()
+        await api.stop()
+
+
+async def test_least_outstanding_picks_the_idle_replica_and_errors_are_precise(stack: Stack) -> None:
+    async def idle_chosen() -> bool:
+        await stack.report("svc-lo", "svc-lo-r1", EAST, in_flight=6, queued=2)
+        await stack.report("svc-lo", "svc-lo-r2", EAST, in_flight=1)
+        answer = await stack.resolve("svc-lo", "least-outstanding")
+        return len(answer.alternatives) == 1 and answer.replica.replica_id == "svc-lo-r2"
+
+    await until(idle_chosen, "least-outstanding to pick the idle replica")
+    answer = await stack.resolve("svc-lo", "least-outstanding")
+    assert answer.reason == "1 outstanding, the fewest"
+    assert [a.replica_id for a in answer.alternatives] == ["svc-lo-r1"]
+
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await stack.resolve("svc-nobody", "least-outstanding")
+    assert unknown.value.code() is grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.aio.AioRpcError) as bad:
+        await stack.resolve("svc-lo", "fastest")
+    assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert (bad.value.details() or "").startswith("policy: unknown policy 'fastest'")
+
+
+async def test_network_aware_keeps_the_region_and_spills_only_when_home_is_loaded(stack: Stack) -> None:
+    async def home_chosen() -> bool:
+        await stack.report("svc-na", "svc-na-east", EAST, in_flight=1)
+        await stack.report("svc-na", "svc-na-west", WEST)
+        answer = await stack.resolve("svc-na", "network-aware")
+        return len(answer.alternatives) == 1 and answer.replica.replica_id == "svc-na-east"
+
+    await until(home_chosen, "network-aware to keep the home region")
+    answer = await stack.resolve("svc-na", "network-aware")
+    assert (answer.home_region, answer.spilled) == (EAST, False)
+    assert answer.alternatives[0].rtt_ms == 40.0
+
+    async def spilled() -> pb.ResolveReplicaResponse | None:
+        # Home full (batch of 8 taken, 20 queued): its wait outweighs the 40 ms to the west.
+        await stack.report("svc-na", "svc-na-east", EAST, in_flight=8, queued=20)
+        answer = await stack.resolve("svc-na", "network-aware")
+        return answer if answer.spilled else None
+
+    answer = await until(spilled, "network-aware to spill west")
+    assert answer.replica.replica_id == "svc-na-west"
+    assert answer.reason.startswith(f"spilled from {EAST}")
+
+
+async def test_a_stale_report_stops_being_chosen(stack: Stack) -> None:
+    async def both_fresh() -> bool:
+        await stack.report("svc-st", "svc-st-a", EAST, interval_s=0.2)
+        await stack.report("svc-st", "svc-st-b", EAST, in_flight=5)
+        answer = await stack.resolve("svc-st", "least-outstanding")
+        return answer.replica.replica_id == "svc-st-a"
+
+    await until(both_fresh, "the idle replica to be chosen")
+
+    async def a_gone() -> bool:  # a stopped reporting: stale after 3 x 0.2 s
+        answer = await stack.resolve("svc-st", "least-outstanding")
+        return answer.replica.replica_id == "svc-st-b" and not answer.alternatives
+
+    await until(a_gone, "the stale replica to be left out")
+
+
+async def test_the_gateway_forwards_and_fails_over_when_a_replica_dies(stack: Stack) -> None:
+    one, two = await Replica("svc-gw-r1").start(), await Replica("svc-gw-r2").start()
+    url = f"{stack.gateway.url}/v1/services/svc-gw/generate"
+    async with aiohttp.ClientSession() as http:
+
+        async def forwarded() -> tuple[int, dict[str, Any], Any] | None:
+            await stack.report("svc-gw", one.replica_id, EAST, one.address)
+            await stack.report("svc-gw", two.replica_id, EAST, two.address, in_flight=3)
+            if len((await stack.resolve("svc-gw", "least-outstanding")).alternatives) != 1:
+                return None  # both reports read: the failover below has a next choice
+            async with http.post(url, json={"prompt": "hi", "max_tokens": 4}) as answer:
+                body = await answer.json()
+                return (
+                    (answer.status, body, answer.headers) if body.get("replica") == one.replica_id else None
+                )
+
+        status, body, headers = await until(forwarded, "the gateway to forward to the idle replica")
+        assert status == 200 and body["asked"] == {"prompt": "hi", "max_tokens": 4}
+        assert (headers["X-Suanli-Replica"], headers["X-Suanli-Region"]) == (one.replica_id, EAST)
+
+        await one.stop()  # still reported fresh and idle: the first choice, now unreachable
+        async with http.post(url, json={"prompt": "again"}) as answer:
+            assert answer.status == 200, await answer.text()
+            assert (await answer.json())["replica"] == two.replica_id
+            assert answer.headers["X-Suanli-Replica"] == two.replica_id
+
+        await two.stop()
+        async with http.post(url, json={"prompt": "nobody"}) as answer:
+            assert answer.status == 502
+            error = (await answer.json())["error"]
+            assert one.replica_id in error and two.replica_id in error
+
+        async with http.post(f"{stack.gateway.url}/v1/services/svc-none/generate", json={}) as answer:
+            assert answer.status == 404
+
+        async def stale() -> dict[str, Any] | None:
+            # Reported once routing knows nothing of it (404); stale three intervals (0.3 s) later.
+            async with http.post(f"{stack.gateway.url}/v1/services/svc-gw-stale/generate", json={}) as answer:
+                if answer.status == 404:
+                    await stack.report("svc-gw-stale", "svc-gw-stale-r1", EAST, one.address, interval_s=0.1)
+                return await answer.json() if answer.status == 503 else None
+
+        refused = await until(stale, "a 503 for a service with no fresh replica")
+        assert "no fresh replica" in refused["error"]
+
+
+async def test_garbage_on_services_load_is_dead_lettered_and_routing_keeps_serving(stack: Stack) -> None:
+    async with EventPublisher(stack.bootstrap) as bus:
+        await bus.publish_raw(topic_name("services.load", stack.prefix), b"k", b"not avro at all", [])
+    other = link(EAST, "gw-north", 10.0)  # decodes, but is no load report
+    await publish(stack.bootstrap, stack.prefix, "services.load", "x", "NetworkLinkChanged", other)
+    dlq = AIOKafkaConsumer(
+        topic_name("services.load.dlq", stack.prefix),
+        bootstrap_servers=stack.bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+    )
+    await dlq.start()
+    reasons: list[str] = []
+    try:
+
+        async def both_dead_lettered() -> bool:
+            for records in (await dlq.getmany(timeout_ms=200)).values():
+                reasons.extend(dict(r.headers or ()).get(DLQ_ERROR_MESSAGE, b"").decode() for r in records)
+            return len(reasons) >= 2
+
+        await until(both_dead_lettered, "both records on services.load.dlq")
+    finally:
+        await dlq.stop()
+    assert any("only ReplicaLoadReported belongs here" in r for r in reasons), reasons
+
+    async def still_serving() -> bool:
+        await stack.report("svc-dlq", "svc-dlq-r1", WEST)
+        answer = await stack.resolve("svc-dlq", "round-robin")
+        return answer.replica.replica_id == "svc-dlq-r1"
+
+    await until(still_serving, "routing to keep resolving after garbage")
