@@ -353,10 +353,13 @@ async def test_jobs_submitted_while_the_broker_is_paused_are_delivered_once(
 # reads every record, docs/routing.md), so they add no dead letters.
 READERS: dict[str, tuple[str, ...]] = {
     "node.snapshots": ("suanli-metering", "scheduling-view"),
-    "tasks.lifecycle": ("suanli-metering", "scheduling"),
-    "placements": ("suanli-metering", "sensing-fleet"),
+    "tasks.lifecycle": ("suanli-metering", "scheduling", "serving"),
+    "placements": ("suanli-metering", "sensing-fleet", "serving"),
     "usage.samples": ("suanli-metering",),
-    "jobs.events": ("suanli-metering", "billing"),
+    "jobs.events": ("suanli-metering", "billing", "serving"),
+    "jobs.replies": ("serving",),
+    # Replicas' load reports: every serving and routing instance keeps the whole view in a group of its own.
+    "services.load": ("serving-load", "suanli-routing-load"),
     "capacity.nodes": ("scheduling-view", "billing"),
     "nodes.status": ("scheduling-view",),
     "network.links": ("scheduling-view",),
