@@ -29,6 +29,10 @@ def is_transient(exc: BaseException) -> bool:
         return bool(getattr(exc, "retriable", False))
     if isinstance(exc, asyncpg.InterfaceError | asyncpg.PostgresConnectionError):
         return True
+    # The server ended the session (idle_in_transaction_session_timeout, a restart) while asyncpg was
+    # between two steps of an operation: the protocol refuses the next one; a fresh connection works.
+    if isinstance(exc, asyncpg.exceptions.InternalClientError):
+        return True
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = getattr(exc, "sqlstate", None) or ""
         return sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES

@@ -25,6 +25,7 @@ def _pg(cls: type[asyncpg.PostgresError]) -> asyncpg.PostgresError:
         KafkaTimeoutError(),
         KafkaConnectionError(),
         asyncpg.InterfaceError("connection is closed"),
+        asyncpg.exceptions.InternalClientError("cannot switch to state 15; another operation is in progress"),
         _pg(asyncpg.ConnectionDoesNotExistError),
         _pg(asyncpg.CannotConnectNowError),
         _pg(asyncpg.AdminShutdownError),
