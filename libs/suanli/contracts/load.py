@@ -45,11 +45,17 @@ class ReplicaLoad:
     kv_free_tokens: int
     interval_s: float
     reported_at: datetime
+    # Counters since the replica started (v2; 0 in v1 reports): rates are differences of two reports.
+    arrived_total: int = 0
+    finished_total: int = 0
+    context_tokens_total: int = 0
+    generated_tokens_total: int = 0
 
     def __post_init__(self) -> None:
         if not self.service_id or not self.replica_id:
             raise InvalidLoad("a load report names its service_id and replica_id")
-        for name in ("in_flight", "queued", "kv_free_tokens"):
+        counters = ("arrived_total", "finished_total", "context_tokens_total", "generated_tokens_total")
+        for name in ("in_flight", "queued", "kv_free_tokens", *counters):
             if getattr(self, name) < 0:
                 raise InvalidLoad(f"{name}: must be 0 or more (got {getattr(self, name)})")
         if self.max_batch < 1:
@@ -124,6 +130,10 @@ def load_from_record(record: Mapping[str, Any]) -> ReplicaLoad:
             kv_free_tokens=int(record["kv_free_tokens"]),
             interval_s=float(record["interval_s"]),
             reported_at=record["occurred_at"],
+            arrived_total=int(record.get("arrived_total", 0)),
+            finished_total=int(record.get("finished_total", 0)),
+            context_tokens_total=int(record.get("context_tokens_total", 0)),
+            generated_tokens_total=int(record.get("generated_tokens_total", 0)),
         )
     except KeyError as exc:
         raise InvalidLoad(f"ReplicaLoadReported without {exc.args[0]}") from None

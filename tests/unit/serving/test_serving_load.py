@@ -47,6 +47,7 @@ def test_the_newest_report_wins_and_a_replica_that_stops_reporting_is_left_out()
     [
         ({"in_flight": -1}, "in_flight: must be 0 or more (got -1)"),
         ({"max_batch": 0}, "max_batch: must be 1 or more (got 0)"),
+        ({"arrived_total": -3}, "arrived_total: must be 0 or more (got -3)"),
         ({"decode_step_s": float("nan")}, "decode_step_s: must be a finite number, 0 or more (got nan)"),
         ({"interval_s": 0.0}, "interval_s: must be above 0 (got 0.0)"),
         ({"replica_id": ""}, "a load report names its service_id and replica_id"),
