@@ -124,14 +124,14 @@ class DriveStats:
     failures: Counter[str] = field(default_factory=Counter)
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     ttft: LatencyHistogram = field(default_factory=LatencyHistogram)
-    # whole second of the replay -> requests ended in it; only the last RECENT_S seconds are kept.
+    # whole second of the replay -> requests ended in it; only the last RECENT_S + 1 seconds are kept.
     per_second: dict[int, int] = field(default_factory=dict)
 
     def record(self, outcome: Outcome) -> None:
         self.requests += 1
         second = int(outcome.ended_at_s)
         self.per_second[second] = self.per_second.get(second, 0) + 1
-        for old in [s for s in self.per_second if s <= second - RECENT_S]:
+        for old in [s for s in self.per_second if s < second - RECENT_S]:
             del self.per_second[old]
         if not outcome.ok:
             self.failures[outcome.failure] += 1
@@ -145,9 +145,10 @@ class DriveStats:
 
     def summary(self, elapsed_s: float) -> DriveSummary:
         """The figures at `elapsed_s` seconds into the replay."""
+        # The last RECENT_S whole seconds: the current second is still filling.
         now = int(elapsed_s)
-        recent = sum(n for s, n in self.per_second.items() if now - RECENT_S < s <= now)
-        window = min(float(RECENT_S), elapsed_s)
+        recent = sum(n for s, n in self.per_second.items() if now - RECENT_S <= s < now)
+        window = float(min(RECENT_S, now))
         return DriveSummary(
             requests=self.requests,
             answered=self.answered,
