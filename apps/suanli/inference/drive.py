@@ -25,6 +25,7 @@ from suanli.serving.domain.trace import Trace
 DEFAULT_MAX_IN_FLIGHT = 256
 DEFAULT_TIMEOUT_S = 120.0
 OVER_IN_FLIGHT = "over max in-flight"
+UNANSWERED = "unanswered at stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ class Driver:
         self.clock = clock
         self.started = 0.0
         self.sent = 0
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], int] = {}  # each request -> its generated tokens
 
     @property
     def in_flight(self) -> int:
@@ -92,8 +93,11 @@ class Driver:
     def elapsed(self) -> float:
         return self.clock() - self.started if self.started else 0.0
 
-    async def replay(self, trace: Trace, stop: asyncio.Event | None = None) -> None:
-        """Send every request of `trace` on time (until `stop` is set), then wait for the answers."""
+    async def replay(
+        self, trace: Trace, stop: asyncio.Event | None = None, grace_s: float | None = None
+    ) -> None:
+        """Send every request of `trace` on time (until `stop` is set), then wait for the answers (at most
+        `grace_s` after the last send, when given)."""
         stop = stop or asyncio.Event()
         self.started = self.clock()
         for offset, context, generated in zip(
@@ -113,14 +117,26 @@ class Driver:
                 self.stats.record(Outcome(self.elapsed(), 0, 0.0, generated, reason=OVER_IN_FLIGHT))
                 continue
             task = asyncio.create_task(self._request(context, generated))
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
-        await self.finish()
+            self._in_flight[task] = generated
+            task.add_done_callback(self._done)
+        await self.finish(grace_s)
 
-    async def finish(self) -> None:
-        """Wait for the requests in flight (each ends by its timeout at the latest)."""
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(task, None)
+
+    async def finish(self, grace_s: float | None = None) -> None:
+        """Wait for the requests in flight (each ends by its timeout at the latest); those still out after
+        `grace_s` are given up and count as failed (`unanswered at stop`)."""
+        if not self._in_flight:
+            return
+        await asyncio.wait(set(self._in_flight), timeout=grace_s)
+        left = dict(self._in_flight)
+        for task, generated in left.items():
+            task.remove_done_callback(self._done)
+            task.cancel()
+            self.stats.record(Outcome(self.elapsed(), 0, 0.0, generated, reason=UNANSWERED))
+        self._in_flight.clear()
+        await asyncio.gather(*left, return_exceptions=True)
 
     async def _request(self, context: int, generated: int) -> None:
         body = {"context_tokens": context, "max_tokens": generated}
