@@ -17,6 +17,7 @@ from rich.text import Text
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_milli, state_name
+from suanli.platform.inference_figures import InferenceStatus
 from suanli.platform.observe import Decision, Observation
 from suanli.platform.summary import (
     READY,
@@ -49,6 +50,7 @@ class Status:
     problems: tuple[str, ...] = ()
     logs: str = ""
     endpoints: str = ""  # where the CLI and the console reach the platform
+    inference: InferenceStatus | None = None  # the demo's inference service, unless --no-inference
 
 
 def _bar(ratio: float, width: int = 12) -> Text:
@@ -334,6 +336,39 @@ def charges_panel(observation: Observation) -> Panel:
     return Panel(table, title=f"Charges so far ({currency or '-'})", title_align="left")
 
 
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
+
+
+def inference_figures(i: InferenceStatus) -> str:
+    """The service's replicas and the replay's figures on one line (the panel and the headless line)."""
+    running = i.states.get("running", 0)
+    placed = running + i.states.get("placed", 0)
+    line = f"replicas {running} running/{placed} placed/{i.desired} desired"
+    d = i.drive
+    if d is not None:
+        slo = "-" if d.slo_attainment is None else f"{100 * d.slo_attainment:.0f}%"
+        line += (
+            f"  requests {d.requests} ({d.recent_per_s:.1f}/s now)  SLO {slo}"
+            f"  p50 {_ms(d.latency_p50_s)} p99 {_ms(d.latency_p99_s)}  failed {sum(d.failures.values())}"
+        )
+    line += f"  scale events {i.scale_events}" + (f" (last {i.last_scale})" if i.last_scale else "")
+    return line
+
+
+def inference_panel(i: InferenceStatus) -> Panel:
+    """Replicas, request rate, latency and scaling of the demo's service; failures by reason."""
+    rows = [Text(inference_figures(i))]
+    if i.drive is not None and i.drive.failures:
+        failed = ", ".join(f"{reason} {n}" for reason, n in list(i.drive.failures.items())[:3])
+        rows.append(Text(f"failed: {failed}", style="yellow"))
+    if i.problem:
+        rows.append(Text(i.problem, style="red"))
+    return Panel(
+        Group(*rows), title=f"Inference: {i.service} ({i.model}) via the gateway", title_align="left"
+    )
+
+
 def status_line(status: Status) -> Text:
     counts = status.counts
     line = Text(f"{status.elapsed_s:5.0f}s  {status.phase:<10}", style="bold")
@@ -366,6 +401,7 @@ def progress_line(status: Status, observation: Observation) -> str:
         + (f"  region links {_link_counts(observation.network)}" if observation.network else "")
         + (f"  charges {charges}" if charges else "")
         + (f"  {milestones_line(status)}" if status.milestones else "")
+        + (f"  inference {inference_figures(status.inference)}" if status.inference else "")
     )
 
 
@@ -402,6 +438,7 @@ def dashboard(
         status_line(status),
         Text(milestones_line(status), style="cyan"),
         capacity_panel(observation.nodes, started_use(observation.jobs)),
+        *([inference_panel(status.inference)] if status.inference is not None else []),
         pending_panel(jobs),
         grid,
         footer,
