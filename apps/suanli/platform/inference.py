@@ -30,6 +30,7 @@ from suanli.cli.config import bearer_channel
 from suanli.inference.attainment import DriveStats, DriveSummary, SloTarget
 from suanli.inference.drive import DriveConfig, Driver, window
 from suanli.inference.setup import load_trace
+from suanli.platform.demo_service import DEFAULT_SPEED, STOP_GRACE_S, TENANT, demo_spec
 from suanli.platform.inference_figures import (
     InferenceStatus,
     InferenceSummary,
@@ -37,33 +38,6 @@ from suanli.platform.inference_figures import (
     gpu_seconds,
     summarise,
 )
-from suanli.serving.domain.spec import ServiceSpec
-
-TENANT = "globex"  # the model-serving company of the scenario (deploy/scheduler/demo-queues.yaml)
-GATEWAY_REGION = "washington-dc"  # where the demo's users are: the origin of network-aware's RTTs
-DEFAULT_SPEED = 1.0  # the trace's own pace: ~5.5 requests a second (traces/azure_llm/README.md)
-STOP_GRACE_S = 5.0  # after submission stops: how long answers still in flight are waited for
-DEMO_SERVICE: dict[str, Any] = {
-    "name": "chat",
-    "queue": TENANT,
-    "model": "llama-2-7b",  # 13.5 GB of FP16 weights: half an L40S (24 GB) holds them and a KV cache
-    "resources": {"gpu": 0.5, "gpu_models": ["L40S"], "cpu": "4", "memory": "32Gi"},
-    "min_replicas": 2,
-    "max_replicas": 6,
-    "target": {"ttft_ms": 2000, "tpot_ms": 100},
-    "max_batch": 16,
-    "cold_start_s": 10,
-}
-# The SLO autoscaler for the service, added to the spec once serving's spec takes an `autoscaling:` block
-# (until then the spec refuses unknown keys, and the service keeps min_replicas).
-AUTOSCALING = {"policy": "slo"}
-
-
-def demo_spec() -> dict[str, Any]:
-    spec = dict(DEMO_SERVICE)
-    if "autoscaling" in ServiceSpec.model_fields:
-        spec["autoscaling"] = AUTOSCALING
-    return spec
 
 
 class LiveInference:

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from suanli.inference.attainment import DriveSummary
+if TYPE_CHECKING:
+    from suanli.inference.attainment import DriveSummary
 
 SECONDS_PER_HOUR = 3600.0
 # Where the GPU-seconds come from (summary.json says so beside the figure).

@@ -32,7 +32,7 @@ from suanli.cli.render import FINAL_STATES
 from suanli.infra.postgres import embedded_running, stop_embedded
 from suanli.infra.process import pid_alive
 from suanli.platform.dashboard import Status, dashboard, progress_line
-from suanli.platform.inference import DEFAULT_SPEED, DEMO_SERVICE, GATEWAY_REGION, TENANT, LiveInference
+from suanli.platform.demo_service import DEFAULT_SPEED, DEMO_SERVICE, GATEWAY_REGION, TENANT
 from suanli.platform.inference_figures import InferenceSummary
 from suanli.platform.observe import Observation, Observer
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES, Stack, StackConfig
@@ -55,6 +55,7 @@ from suanli.platform.workload import Arrival, DemoWorkload, arrivals, load_workl
 
 if TYPE_CHECKING:
     from suanli.console.server import BackgroundConsole
+    from suanli.platform.inference import LiveInference
 
 MARKER = ".suanli-up"
 EXIT_FAILED = 1
@@ -342,6 +343,8 @@ class Run:
 
     def start_inference(self) -> None:
         """Create the demo's inference service and start replaying the trace through the gateway."""
+        from suanli.platform.inference import LiveInference  # aiohttp and the trace: on use only
+
         live = LiveInference(
             self.stack.serving_addr,
             self.stack.scheduler_addr,
