@@ -336,29 +336,34 @@ def charges_panel(observation: Observation) -> Panel:
     return Panel(table, title=f"Charges so far ({currency or '-'})", title_align="left")
 
 
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{1000 * seconds:.0f} ms"
+def _latency(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{1000 * seconds:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def inference_figures(i: InferenceStatus) -> str:
-    """The service's replicas and the replay's figures on one line (the panel and the headless line)."""
+def inference_figures(i: InferenceStatus) -> tuple[str, str]:
+    """The service's replicas and scaling; the replay's rate, attainment and latency."""
     running = i.states.get("running", 0)
     placed = running + i.states.get("placed", 0)
-    line = f"replicas {running} running/{placed} placed/{i.desired} desired"
+    replicas = (
+        f"replicas {running} running/{placed} placed/{i.desired} desired  scale events {i.scale_events}"
+    )
+    replicas += f" (last {i.last_scale})" if i.last_scale else ""
     d = i.drive
-    if d is not None:
-        slo = "-" if d.slo_attainment is None else f"{100 * d.slo_attainment:.0f}%"
-        line += (
-            f"  requests {d.requests} ({d.recent_per_s:.1f}/s now)  SLO {slo}"
-            f"  p50 {_ms(d.latency_p50_s)} p99 {_ms(d.latency_p99_s)}  failed {sum(d.failures.values())}"
-        )
-    line += f"  scale events {i.scale_events}" + (f" (last {i.last_scale})" if i.last_scale else "")
-    return line
+    if d is None:
+        return replicas, "no request sent yet"
+    slo = "-" if d.slo_attainment is None else f"{100 * d.slo_attainment:.0f}%"
+    requests = (
+        f"requests {d.requests} ({d.recent_per_s:.1f}/s now)  SLO {slo}  latency p50 "
+        f"{_latency(d.latency_p50_s)} p99 {_latency(d.latency_p99_s)}  failed {sum(d.failures.values())}"
+    )
+    return replicas, requests
 
 
 def inference_panel(i: InferenceStatus) -> Panel:
     """Replicas, request rate, latency and scaling of the demo's service; failures by reason."""
-    rows = [Text(inference_figures(i))]
+    rows = [Text(line) for line in inference_figures(i)]
     if i.drive is not None and i.drive.failures:
         failed = ", ".join(f"{reason} {n}" for reason, n in list(i.drive.failures.items())[:3])
         rows.append(Text(f"failed: {failed}", style="yellow"))
@@ -401,7 +406,7 @@ def progress_line(status: Status, observation: Observation) -> str:
         + (f"  region links {_link_counts(observation.network)}" if observation.network else "")
         + (f"  charges {charges}" if charges else "")
         + (f"  {milestones_line(status)}" if status.milestones else "")
-        + (f"  inference {inference_figures(status.inference)}" if status.inference else "")
+        + (f"  inference {'  '.join(inference_figures(status.inference))}" if status.inference else "")
     )
 
 
