@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ import aiohttp
 import grpc
 import typer
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from opentelemetry import metrics
 
 from suanli.api.routing.v1 import routing_pb2 as pb
@@ -139,10 +139,7 @@ class Gateway:
         return _error(503, f"routing: {code.name}: {details}")
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def counted(meter: metrics.Meter) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def counted(meter: metrics.Meter) -> Middleware:
     """A middleware counting every generate answer by status code, with its latency."""
     requests = meter.create_counter(GATEWAY_REQUESTS, **described(GATEWAY_REQUESTS))
     latency = meter.create_histogram(GATEWAY_LATENCY, **described(GATEWAY_LATENCY))
