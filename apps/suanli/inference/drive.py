@@ -83,6 +83,7 @@ class Driver:
         self.stats = stats
         self.clock = clock
         self.started = 0.0
+        self.finished = 0.0  # when the replay's last request ended: its figures' span
         self.sent = 0
         self._in_flight: dict[asyncio.Task[None], int] = {}  # each request -> its generated tokens
 
@@ -91,7 +92,10 @@ class Driver:
         return len(self._in_flight)
 
     def elapsed(self) -> float:
-        return self.clock() - self.started if self.started else 0.0
+        """Seconds since the replay started, or its whole span once it has finished."""
+        if not self.started:
+            return 0.0
+        return (self.finished or self.clock()) - self.started
 
     async def replay(
         self, trace: Trace, stop: asyncio.Event | None = None, grace_s: float | None = None
@@ -120,6 +124,7 @@ class Driver:
             self._in_flight[task] = generated
             task.add_done_callback(self._done)
         await self.finish(grace_s)
+        self.finished = self.clock()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._in_flight.pop(task, None)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pytest
 
 from suanli.inference.attainment import RECENT_S, DriveStats, LatencyHistogram, Outcome, SloTarget
-from suanli.inference.drive import OVER_IN_FLIGHT, _answer_figures, window
+from suanli.inference.drive import OVER_IN_FLIGHT, DriveConfig, Driver, _answer_figures, window
 from suanli.inference.drive_cli import slo_of
 from suanli.serving.domain.trace import Trace
 
@@ -82,3 +84,15 @@ def test_the_slo_comes_from_the_spec_unless_given() -> None:
     assert slo_of(spec, 500, 0) == SloTarget(0.5, 0.1)
     with pytest.raises(ValueError, match="no latency SLO"):
         slo_of('{"target": {"concurrency": 8}}', 0, 0)
+
+
+async def test_the_replay_span_stops_at_its_end_so_the_rate_is_not_diluted_by_what_follows() -> None:
+    now = [100.0]
+    empty = Trace(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    cfg = DriveConfig("http://gateway", "svc")
+    driver = Driver(cast(Any, None), cfg, DriveStats(SLO), clock=lambda: now[0])
+    assert driver.elapsed() == 0.0
+    now[0] = 130.0
+    await driver.replay(empty)  # ends at once: a span of 0 s
+    now[0] = 190.0  # the platform drains and settles meanwhile
+    assert driver.elapsed() == 0.0
