@@ -344,7 +344,7 @@ def drive(
     """Replay the Azure LLM trace against a service through a gateway; report SLO attainment and latency.
 
     Requests are sent at the trace's arrival times (open loop) with its context and generated tokens;
-    failures (503 no fresh replica, 502, timeouts) count against attainment.
+    failures (404/503 no replica, 502, timeouts) count against attainment.
     """
     import asyncio
 
