@@ -23,7 +23,7 @@ from suanli.serving.domain.service import (
     Service,
     ServiceScaled,
 )
-from suanli.serving.service_layer.ports import Services, UnitOfWork
+from suanli.serving.service_layer.ports import ExplainedDecision, Services, UnitOfWork
 from suanli.serving.service_layer.serving import ENDED_CAUSES
 from suanli.telemetry.names import (
     SERVING_IN_FLIGHT,
@@ -126,6 +126,9 @@ class _Recording:
     async def record(self, service: Service, decision: Decision) -> None:
         await self._inner.record(service, decision)
         self.decisions.append(decision)
+
+    async def explained(self, entry: ExplainedDecision, keep: int) -> None:
+        await self._inner.explained(entry, keep)
 
 
 class MeteredServing:

@@ -26,3 +26,16 @@ def serve(
     from suanli.serving.entrypoints.service import main
 
     main(load_or_usage_error(ServingSettings, listen=listen, metrics_port=metrics_port))
+
+
+@app.command("autoscaler")
+def autoscaler(
+    metrics_port: int | None = option(ServingSettings, "metrics_port", "--metrics-port"),
+) -> None:
+    """The autoscaler alone: sizes autoscaled services from services.load, one process at a time (lease).
+
+    Run serving with SUANLI_SERVING_AUTOSCALER=false beside it; see docs/serving.md, "Autoscaler".
+    """
+    from suanli.serving.entrypoints.autoscaler import main
+
+    main(load_or_usage_error(ServingSettings, metrics_port=metrics_port))
