@@ -28,7 +28,7 @@ def serve(
     main(load_or_usage_error(ServingSettings, listen=listen, metrics_port=metrics_port))
 
 
-@app.command("autoscaler")
+@app.command("serving-autoscaler")
 def autoscaler(
     metrics_port: int | None = option(ServingSettings, "metrics_port", "--metrics-port"),
 ) -> None:
