@@ -34,7 +34,10 @@ from suanli.serving.entrypoints.autoscaler import running_autoscaler
 from suanli.serving.entrypoints.service import running
 from suanli.serving.entrypoints.settings import ServingSettings
 
-pytestmark = pytest.mark.timeout(120)
+# ~20 s on the 2-core VM, most of it the broker's first join of each consumer group (serving's two,
+# routing's and the autoscaler's): in the slow run. test_serving_decisions.py keeps the decisions' SQL
+# in the default one.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 SPEC = """
 name: chat
@@ -112,10 +115,16 @@ async def test_a_burst_scales_up_then_down_and_without_the_autoscaler_the_count_
     routing = routing_api(
         RoutingSettings.load({}, bootstrap=kafka_bootstrap, topic_prefix=topic_prefix, listen="127.0.0.1:0")
     )
-    await routing.start()
     async with contextlib.AsyncExitStack() as stack:
+        autoscaler = contextlib.AsyncExitStack()
+        stack.push_async_callback(autoscaler.aclose)
+        # Started together: each joins its consumer groups, which takes the broker seconds per group.
+        serving, _, _ = await asyncio.gather(
+            stack.enter_async_context(running(settings)),
+            routing.start(),
+            autoscaler.enter_async_context(running_autoscaler(settings)),
+        )
         stack.push_async_callback(routing.stop)
-        serving = await stack.enter_async_context(running(settings))
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{serving.grpc_port}")
         stack.push_async_callback(channel.close)
         api = pb_grpc.ServingStub(channel)
@@ -131,8 +140,8 @@ async def test_a_burst_scales_up_then_down_and_without_the_autoscaler_the_count_
         reporter = await stack.enter_async_context(
             reporting(kafka_bootstrap, topic_prefix, created.service_id, replica)
         )
-        async with running_autoscaler(settings):
-            await _scaled_up_and_down(api, events, reporter)
+        await _scaled_up_and_down(api, events, reporter)
+        await autoscaler.aclose()
 
         # The autoscaler is down: a new burst changes nothing, and routing still resolves from the reports.
         scaled_before = len([r for n, r, _ in await events.poll() if n == "ServiceScaled"])
