@@ -11,12 +11,13 @@ import pytest
 
 from suanli.clock import ManualClock
 from suanli.contracts import decode
-from suanli.contracts.load import LoadView, ReplicaLoad
+from suanli.contracts.load import LoadView
 from suanli.eventstore.lease import LeaseLost
 from suanli.serving.adapters.lease import AutoscalerLease
 from suanli.serving.bootstrap import bootstrap
 from suanli.serving.entrypoints.settings import ServingSettings
 from suanli.serving.service_layer.autoscaler import PRINCIPAL, AutoscalerController
+from suanli.serving.testing import replica_report
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,25 +30,6 @@ SPEC = {
     "target": {"concurrency": 4},
     "autoscaling": {"policy": "kpa", "stable_window_s": 4, "panic_window_s": 2},
 }
-
-
-def _report(service_id: str, replica_id: str, at: datetime, in_flight: int) -> ReplicaLoad:
-    return ReplicaLoad(
-        service_id=service_id,
-        replica_id=replica_id,
-        region="",
-        address="",
-        in_flight=in_flight,
-        queued=0,
-        max_batch=16,
-        prefill_tokens_per_s=3000.0,
-        decode_step_s=0.05,
-        recent_latency_s=1.0,
-        prefill_backlog_s=0.0,
-        kv_free_tokens=9000,
-        interval_s=2.0,
-        reported_at=at,
-    )
 
 
 async def test_decisions_are_kept_bounded_with_their_scaling_and_fenced_by_the_lease(pg_dsn: str) -> None:
@@ -68,7 +50,7 @@ async def test_decisions_are_kept_bounded_with_their_scaling_and_fenced_by_the_l
 
         async def tick(in_flight: int) -> None:
             clock.advance(timedelta(seconds=2))
-            loads.report(_report(sid, replica, clock.now(), in_flight), clock.now())
+            loads.report(replica_report(sid, replica, clock.now(), in_flight=in_flight), clock.now())
             await controller.tick()
 
         with pytest.raises(LeaseLost):  # not holding the lease: nothing is written

@@ -13,13 +13,14 @@ import pytest
 
 from suanli.clock import ManualClock
 from suanli.contracts import decode
-from suanli.contracts.load import LoadView, ReplicaLoad
+from suanli.contracts.load import LoadView
 from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
 from suanli.serving.domain.service import ReplicaPolicy
 from suanli.serving.domain.spec import ServiceSpecError, validate_service
 from suanli.serving.service_layer.autoscaler import PRINCIPAL, AutoscalerController
 from suanli.serving.service_layer.serving import ServingService
+from suanli.serving.testing import replica_report
 
 SPEC: dict[str, Any] = {
     "name": "chat",
@@ -63,25 +64,6 @@ def test_the_autoscaling_block_is_checked_with_precise_errors() -> None:
     )
 
 
-def _report(service_id: str, replica: str, at: datetime, in_flight: int) -> ReplicaLoad:
-    return ReplicaLoad(
-        service_id=service_id,
-        replica_id=replica,
-        region="",
-        address="10.0.0.1:8000",
-        in_flight=in_flight,
-        queued=0,
-        max_batch=16,
-        prefill_tokens_per_s=3000.0,
-        decode_step_s=0.05,
-        recent_latency_s=1.0,
-        prefill_backlog_s=0.0,
-        kv_free_tokens=9000,
-        interval_s=2.0,
-        reported_at=at,
-    )
-
-
 async def test_a_burst_scales_up_and_the_stable_window_after_it_scales_down() -> None:
     clock = ManualClock(datetime(2026, 12, 2, tzinfo=UTC))
     ids = itertools.count(1)
@@ -94,7 +76,7 @@ async def test_a_burst_scales_up_and_the_stable_window_after_it_scales_down() ->
 
     async def tick(in_flight: int) -> None:
         clock.advance(timedelta(seconds=2))
-        loads.report(_report("svc-1", "svc-1-r1", clock.now(), in_flight), clock.now())
+        loads.report(replica_report("svc-1", "svc-1-r1", clock.now(), in_flight=in_flight), clock.now())
         await controller.tick()
 
     await tick(16)  # 16 in flight on one replica: panic, ceil(16 / (4 x 0.7)) = 6, at most 4

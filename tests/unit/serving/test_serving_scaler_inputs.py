@@ -7,32 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 from suanli.contracts.load import ReplicaLoad
 from suanli.serving.domain.scaler_inputs import LoadSampler
+from suanli.serving.testing import replica_report
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
 
 
-def _load(replica: str, at_s: float, *, arrived: int = 0, finished: int = 0, context: int = 0,
-          generated: int = 0, in_flight: int = 0, queued: int = 0) -> ReplicaLoad:  # fmt: skip
-    return ReplicaLoad(
-        service_id="svc-1",
-        replica_id=replica,
-        region="cn-east",
-        address="10.0.0.1:8000",
-        in_flight=in_flight,
-        queued=queued,
-        max_batch=16,
-        prefill_tokens_per_s=3000.0,
-        decode_step_s=0.05,
-        recent_latency_s=1.0,
-        prefill_backlog_s=0.0,
-        kv_free_tokens=9000,
-        interval_s=2.0,
-        reported_at=T0 + timedelta(seconds=at_s),
-        arrived_total=arrived,
-        finished_total=finished,
-        context_tokens_total=context,
-        generated_tokens_total=generated,
-    )
+def _load(replica: str, at_s: float, **numbers: int) -> ReplicaLoad:
+    return replica_report("svc-1", replica, T0 + timedelta(seconds=at_s), **numbers)
 
 
 def test_a_first_report_is_the_baseline_and_the_next_gives_arrivals_and_mean_sizes() -> None:
