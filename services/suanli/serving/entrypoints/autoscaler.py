@@ -120,12 +120,6 @@ async def serve_autoscaler(settings: ServingSettings, stop: asyncio.Event) -> No
 
 def main(settings: ServingSettings) -> None:
     """Foreground process: SIGTERM/SIGINT → graceful stop (the lease goes with its connection)."""
-    from suanli import telemetry
-    from suanli.infra.process import run_until_signalled
+    from suanli.serving.entrypoints.foreground import run_foreground
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handle = telemetry.setup("serving-autoscaler", metrics_port=settings.metrics_port)
-    try:
-        run_until_signalled(lambda stop: serve_autoscaler(settings, stop))
-    finally:
-        handle.shutdown()
+    run_foreground("serving-autoscaler", settings.metrics_port, lambda stop: serve_autoscaler(settings, stop))

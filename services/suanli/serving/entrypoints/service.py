@@ -116,12 +116,6 @@ async def serve(settings: ServingSettings, stop: asyncio.Event) -> None:
 
 def main(settings: ServingSettings) -> None:
     """Foreground process: telemetry, SIGTERM/SIGINT → graceful stop."""
-    from suanli import telemetry
-    from suanli.infra.process import run_until_signalled
+    from suanli.serving.entrypoints.foreground import run_foreground
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handle = telemetry.setup("serving", metrics_port=settings.metrics_port)
-    try:
-        run_until_signalled(lambda stop: serve(settings, stop))
-    finally:
-        handle.shutdown()
+    run_foreground("serving", settings.metrics_port, lambda stop: serve(settings, stop))
