@@ -22,6 +22,7 @@ from suanli.eventstore.lease import LeaseLost
 from suanli.infra.transient import is_transient
 from suanli.serving import bootstrap
 from suanli.serving.adapters.lease import AutoscalerLease
+from suanli.serving.adapters.metrics import MeteredServing, ServingMetrics
 from suanli.serving.entrypoints.consumer import LOAD, LoadHandler
 from suanli.serving.entrypoints.settings import ServingSettings
 from suanli.serving.service_layer.autoscaler import AutoscalerController
@@ -48,13 +49,13 @@ def load_consumer(
 
 @contextlib.asynccontextmanager
 async def autoscaling(
-    serving: bootstrap.Serving, loads: LoadView, settings: ServingSettings
+    serving: bootstrap.Serving, loads: LoadView, settings: ServingSettings, metrics: ServingMetrics
 ) -> AsyncIterator[AutoscalerController]:
     """Run the loop in the background until exit; the lease is released with its connection."""
     lease = AutoscalerLease(settings.pg_dsn, serving.store.schema, lease_s=settings.autoscaler_lease_s)
     controller = AutoscalerController(
         serving.service,
-        serving.uow.fenced(lease.check),
+        MeteredServing(serving.uow.fenced(lease.check), metrics),
         serving.queries,
         loads,
         serving.clock.now,
@@ -106,9 +107,9 @@ async def running_autoscaler(
         serving = await stack.enter_async_context(bootstrap.bootstrap(settings, clock))
         publisher = await stack.enter_async_context(EventPublisher(settings.kafka_bootstrap))
         await stack.enter_async_context(serving.relay(publisher))
-        loads = LoadView()
-        await stack.enter_async_context(load_consumer(settings, loads, clock))
-        controller = await stack.enter_async_context(autoscaling(serving, loads, settings))
+        loads, metrics = LoadView(), ServingMetrics()
+        await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))
+        controller = await stack.enter_async_context(autoscaling(serving, loads, settings, metrics))
         log.info("serving autoscaler running, tick %.1fs", settings.autoscaler_tick_s)
         yield controller
 

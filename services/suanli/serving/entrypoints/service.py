@@ -80,7 +80,7 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
         await stack.enter_async_context(consumer)
         await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))
         if settings.autoscaler:  # off: the autoscaler runs apart (`suanli serve serving autoscaler`) or not
-            await stack.enter_async_context(autoscaling(serving, loads, settings))
+            await stack.enter_async_context(autoscaling(serving, loads, settings, metrics))
         if settings.metrics_port is not None:  # no endpoint: nothing would read the gauges
             observing = asyncio.create_task(_observe(serving.queries, loads, clock.now, metrics))
             stack.push_async_callback(_cancelled, observing)
