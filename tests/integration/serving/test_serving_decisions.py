@@ -68,10 +68,10 @@ async def test_decisions_are_kept_bounded_with_their_scaling_and_fenced_by_the_l
 
         kept = await serving.queries.decisions(sid, 10)
         # keep=1: the latest change (3 -> 1) and the latest hold; the first change was dropped.
-        assert [(d.changed, d.from_replicas, d.decision.desired) for d in kept] in (
-            [(True, 3, 1)],
-            [(False, 1, 1), (True, 3, 1)],
-        )
+        assert [(d.changed, d.from_replicas, d.decision.desired) for d in kept] == [
+            (False, 1, 1),
+            (True, 3, 1),
+        ]
         change = next(d for d in kept if d.changed)
         assert change.decision.inputs.ready == 1 and change.decision.model[0][0] == "stable_concurrency"
         outbox = [decode(r.value) for r in await serving.store.pending_outbox(1000)]
