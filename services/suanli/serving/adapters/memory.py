@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -77,14 +77,14 @@ class InMemoryServices:
         self._rows.rows[service.service_id] = (records.state_of(service), created, now)
         self._rows.jobs.update(r.job_id for r in service.replicas.values() if r.job_id)
 
-    async def explained(self, entry: ExplainedDecision, keep: int) -> None:
-        kept = self._rows.decisions
-        if not entry.changed:
-            kept = [d for d in kept if d.service_id != entry.service_id or d.changed]
-        kept.append(entry)
-        changed = [d for d in kept if d.service_id == entry.service_id and d.changed]
-        dropped = {id(d) for d in changed[: max(0, len(changed) - keep)]}
-        self._rows.decisions = [d for d in kept if id(d) not in dropped]
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        held = {e.service_id for e in entries if not e.changed}
+        kept = [d for d in self._rows.decisions if d.changed or d.service_id not in held] + list(entries)
+        for service_id in {e.service_id for e in entries if e.changed}:
+            changed = [d for d in kept if d.service_id == service_id and d.changed]
+            dropped = {id(d) for d in changed[: max(0, len(changed) - keep)]}
+            kept = [d for d in kept if id(d) not in dropped]
+        self._rows.decisions = kept
 
 
 class InMemoryServing:

@@ -9,7 +9,7 @@ instance exports the whole platform's services: dashboards take the max over ins
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from opentelemetry import metrics
@@ -127,8 +127,8 @@ class _Recording:
         await self._inner.record(service, decision)
         self.decisions.append(decision)
 
-    async def explained(self, entry: ExplainedDecision, keep: int) -> None:
-        await self._inner.explained(entry, keep)
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        await self._inner.explained(entries, keep)
 
 
 class MeteredServing:

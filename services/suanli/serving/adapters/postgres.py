@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -119,26 +119,31 @@ class PostgresServices:
         before = service.version - len(decision.events)
         await self._tx.append(records.stream_of(service.service_id), before, told.events, outbox=told.outbox)
 
-    async def explained(self, entry: ExplainedDecision, keep: int) -> None:
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
         table = f"{self._s}.autoscaler_decisions"
-        if not entry.changed:
-            await self._conn.execute(
-                f"DELETE FROM {table} WHERE service_id = $1 AND NOT changed", entry.service_id
-            )
-        await self._conn.execute(
+        # Only the latest hold is kept: a hold is the same answer as the one before, seen later.
+        held = [e.service_id for e in entries if not e.changed]
+        if held:
+            await self._conn.execute(f"DELETE FROM {table} WHERE service_id = ANY($1) AND NOT changed", held)
+        await self._conn.executemany(
             f"INSERT INTO {table} (service_id, decided_at, from_replicas, changed, decision)"
             " VALUES ($1, $2, $3, $4, $5)",
-            entry.service_id,
-            entry.decided_at,
-            entry.from_replicas,
-            entry.changed,
-            json.dumps(records.decision_of(entry.decision)),
+            [
+                (
+                    e.service_id,
+                    e.decided_at,
+                    e.from_replicas,
+                    e.changed,
+                    json.dumps(records.decision_of(e.decision)),
+                )
+                for e in entries
+            ],
         )
-        if entry.changed:
+        for changed in (e for e in entries if e.changed):
             await self._conn.execute(
                 f"DELETE FROM {table} WHERE service_id = $1 AND changed AND seq NOT IN"
                 f" (SELECT seq FROM {table} WHERE service_id = $1 AND changed ORDER BY seq DESC LIMIT $2)",
-                entry.service_id,
+                changed.service_id,
                 keep,
             )
 

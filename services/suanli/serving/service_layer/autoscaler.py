@@ -74,18 +74,29 @@ class AutoscalerController:
         self._scaled.clear()
 
     async def tick(self) -> list[ExplainedDecision]:
-        """One decision per autoscaled service, kept, and carried out where it changes the count."""
+        """One decision per autoscaled service, kept, and carried out where it changes the count.
+
+        A change commits with its scaling, one transaction per service; the holds of the tick commit
+        together in one.
+        """
         services = [s for s in await live_services(self._queries) if s.spec.autoscaling.policy != "none"]
         for gone in set(self._scaled) - {s.service_id for s in services}:
             del self._scaled[gone]
-        decided = []
+        decided, held = [], []
         for service in services:
-            entry = await self._decide(service)
-            if entry is not None:
+            entry = self._decide(service)
+            if entry is None:
+                continue
+            if not entry.changed:
+                held.append(entry)
+            elif await self._carry_out(service, entry):
                 decided.append(entry)
-        return decided
+        if held:
+            async with self._uow.begin() as unit:
+                await unit.explained(held, self._keep)
+        return decided + held
 
-    async def _decide(self, service: Service) -> ExplainedDecision | None:
+    def _decide(self, service: Service) -> ExplainedDecision | None:
         scaled = self._scaled.get(service.service_id) or self._start(service)
         if scaled is None:
             return None
@@ -93,22 +104,23 @@ class AutoscalerController:
         reports = self._loads.of(service.service_id, now)
         serving = [r.replica_id for r in service.serving_replicas]
         decision = scaled.autoscaler.decide(scaled.sampler.sample(now.timestamp(), reports, serving))
-        entry = ExplainedDecision(service.service_id, now, service.desired, decision)
+        return ExplainedDecision(service.service_id, now, service.desired, decision)
+
+    async def _carry_out(self, service: Service, entry: ExplainedDecision) -> bool:
+        decision = entry.decision
         try:
             async with self._uow.begin() as unit:
-                if entry.changed:
-                    reason = scale_reason(scaled.autoscaler.name)
-                    await self._serving.scale(
-                        unit, service.tenant, service.name, decision.desired, PRINCIPAL, reason
-                    )
-                await unit.explained(entry, self._keep)
+                reason = scale_reason(decision.autoscaler)
+                await self._serving.scale(
+                    unit, service.tenant, service.name, decision.desired, PRINCIPAL, reason
+                )
+                await unit.explained([entry], self._keep)
         except (NotFound, FailedPrecondition, InvalidArgument) as exc:
             # Deleted, or its name taken again, since it was read: the next tick reads it afresh.
             log.info("autoscaler: %s/%s not scaled: %s", service.tenant, service.name, exc)
-            return None
-        if entry.changed:
-            log.info("autoscaler: %s/%s %s", service.tenant, service.name, decision.explain())
-        return entry
+            return False
+        log.info("autoscaler: %s/%s %s", service.tenant, service.name, decision.explain())
+        return True
 
     def _start(self, service: Service) -> _Scaled | None:
         spec = service.spec

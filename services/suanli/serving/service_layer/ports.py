@@ -7,6 +7,7 @@ RPC and a consumed fact about the same service are decided one after the other. 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,9 +52,9 @@ class Services(Protocol):
         """
         ...
 
-    async def explained(self, entry: ExplainedDecision, keep: int) -> None:
-        """Keep an autoscaler decision: the last `keep` that changed the count, and the latest that held
-        it (replacing the hold kept before)."""
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        """Keep autoscaler decisions (at most one per service): per service the last `keep` that changed
+        the count, and the latest that held it (replacing the hold kept before)."""
         ...
 
 
