@@ -14,8 +14,9 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import pytest
@@ -94,7 +95,7 @@ async def reporting(bootstrap: str, prefix: str, service_id: str, replica_id: st
                 await task
 
 
-def _autoscaled(to: int):  # type: ignore[no-untyped-def]
+def _autoscaled(to: int) -> Callable[[str, dict[str, Any]], bool]:
     return lambda n, r: n == "ServiceScaled" and r["reason"] == "autoscaler:kpa" and r["to_replicas"] == to
 
 

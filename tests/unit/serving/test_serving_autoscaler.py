@@ -18,9 +18,11 @@ from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
 from suanli.serving.domain.service import ReplicaPolicy
 from suanli.serving.domain.spec import ServiceSpecError, validate_service
+from suanli.serving.entrypoints.settings import ServingSettings
 from suanli.serving.service_layer.autoscaler import PRINCIPAL, AutoscalerController
 from suanli.serving.service_layer.serving import ServingService
 from suanli.serving.testing import replica_report
+from suanli.settings import SettingsError
 
 SPEC: dict[str, Any] = {
     "name": "chat",
@@ -114,3 +116,11 @@ async def test_a_burst_scales_up_and_the_stable_window_after_it_scales_down() ->
         (True, 4, 1),
     ]
     assert sum(d.changed for d in kept) == 2  # keep=2: the older change is dropped once a third comes
+
+
+def test_the_lease_must_outlive_two_ticks() -> None:
+    with pytest.raises(SettingsError) as refused:
+        ServingSettings.load(
+            {}, kafka_bootstrap="b:9092", pg_dsn="postgresql://x", autoscaler_tick_s=2, autoscaler_lease_s=3
+        )
+    assert "autoscaler_lease_s (3.0) must be at least 2 x autoscaler_tick_s (2.0)" in str(refused.value)
