@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queues": ("suanli.cli.queues:queues", "List queues, or show one."),
     "queue": ("suanli.cli.queue:app", "Administer queues, quotas, cohorts and priority classes."),
     "bill": ("suanli.cli.bill:app", "Usage, charges and invoices from the billing service."),
-    "service": ("suanli.cli.service:app", "Create, scale, watch and delete inference services."),
+    "service": ("suanli.cli.service:app", "Create, scale, watch, explain and delete inference services."),
     "network": (
         "suanli.cli.network:network",
         "The network view: region RTT / loss / status matrix (and site paths with --sites).",
@@ -206,6 +206,8 @@ def serve_app() -> typer.Typer:
         ("serving", serving),
     ):
         serve.command(name)(service.serve)
+    # The autoscaler apart from serving, so that it can be stopped (or fail) on its own.
+    serve.command("serving-autoscaler")(serving.autoscaler)
     return serve
 
 

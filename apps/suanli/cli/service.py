@@ -1,4 +1,5 @@
-"""`suanli service create|get|list|scale|delete|watch|drive`: inference services through the Serving gRPC API.
+"""`suanli service create|get|list|scale|delete|watch|explain|drive`: inference services through the
+Serving gRPC API.
 
 The spec is checked by the service (its errors name the field: `spec.resources.gpu: ...`); answers use
 the CLI's one output style (`-o table|wide|name|json|yaml|csv|jsonpath=`, `--no-headers`, `--sort-by`)
@@ -31,7 +32,7 @@ PAGE_SIZE = 500
 TOKEN_TENANT = "the token's tenant"
 
 app = typer.Typer(
-    help="Create, scale, watch and delete inference services. A service is a model server kept at "
+    help="Create, scale, watch, explain and delete inference services. A service is a model server kept at "
     "between min_replicas and max_replicas replicas, each an inference job of the scheduler "
     "(docs/serving.md).",
     no_args_is_help=True,
@@ -361,3 +362,69 @@ def drive(
     cfg = DriveConfig(gateway, service.service_id, max_in_flight, timeout)
     typer.echo(f"replaying {len(replay)} requests to {cfg.url} at {speed:g}x", err=True)
     report(asyncio.run(run_drive(replay, cfg, target)), json_path)
+
+
+_DECISION_COLUMNS = (
+    "decided_at",
+    "autoscaler",
+    "replicas",
+    "reason",
+    "ready",
+    "starting",
+    "concurrency",
+    "queued",
+    "arrivals_per_s",
+    "model",
+)
+
+
+def _figure(value: float) -> str:
+    return f"{value:.3g}"
+
+
+@app.command()
+def explain(
+    name: Name,
+    tenant: Tenant = "",
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=1000, help="Decisions to show, newest first.")
+    ] = 20,
+    output: OutputOption = TABLE,
+    no_headers: NoHeadersOption = False,
+    serving: Addr = "",
+) -> None:
+    """The autoscaler's last decisions: what it saw, its model's figures, the count it chose and why.
+
+    Shown: each decision that changed the replica count, and the latest that held it (docs/serving.md).
+    """
+    from suanli.api.serving.v1 import serving_pb2 as pb
+
+    request = pb.ExplainServiceRequest(tenant=tenant, name=name, limit=limit)
+    answer = _call(serving, "ExplainService", request)
+    rows = Rows(
+        _DECISION_COLUMNS,
+        [
+            (
+                d.decided_at.ToDatetime().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                d.autoscaler,
+                f"{d.from_replicas} -> {d.to_replicas}" if d.changed else f"{d.to_replicas} (held)",
+                d.reason,
+                str(d.inputs.ready),
+                str(d.inputs.starting),
+                _figure(d.inputs.concurrency),
+                str(d.inputs.queued),
+                _figure(d.inputs.arrivals / d.inputs.interval_s if d.inputs.interval_s else 0.0),
+                ", ".join(f"{f.name}={_figure(f.value)}" for f in d.model),
+            )
+            for d in answer.decisions
+        ],
+        f"service {answer.tenant}/{answer.name}: autoscaling {answer.policy}, "
+        f"{answer.desired_replicas} replicas desired"
+        + ("" if answer.policy != "none" else " (set by hand: no autoscaler decides)"),
+        right=frozenset({"ready", "starting", "concurrency", "queued", "arrivals_per_s"}),
+        wide=frozenset({"model"}),
+        wrap=frozenset({"reason", "model"}),
+        kind="decision",
+        names=[d.decided_at.ToJsonString() for d in answer.decisions],
+    )
+    emit_rows(output, to_data(answer), rows, no_headers=no_headers)

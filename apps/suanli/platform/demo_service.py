@@ -22,8 +22,8 @@ DEMO_SERVICE: dict[str, Any] = {
     "max_batch": 16,
     "cold_start_s": 10,
 }
-# The SLO autoscaler for the service, added to the spec once serving's spec takes an `autoscaling:` block
-# (until then the spec refuses unknown keys, and the service keeps min_replicas).
+# The SLO autoscaler for the service, added where serving's spec takes an `autoscaling:` block (a serving
+# older than its autoscaler refuses unknown keys: the service then keeps min_replicas).
 AUTOSCALING = {"policy": "slo"}
 
 

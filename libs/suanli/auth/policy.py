@@ -113,6 +113,7 @@ POLICY: Final = MappingProxyType(
         _m(SERVING, "ScaleService"): Rule(WRITERS, TenantRule.REQUEST, "tenant"),
         _m(SERVING, "DeleteService"): Rule(WRITERS, TenantRule.REQUEST, "tenant"),
         _m(SERVING, "WatchService"): Rule(READERS, TenantRule.REQUEST, "tenant"),
+        _m(SERVING, "ExplainService"): Rule(READERS, TenantRule.REQUEST, "tenant"),
     }
 )
 

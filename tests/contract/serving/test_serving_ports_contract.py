@@ -11,7 +11,7 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,9 +22,10 @@ from suanli.eventstore import AlreadyProcessed, EventStore, PostgresEventStore
 from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
 from suanli.serving.adapters.postgres import PostgresServing, PostgresServingQueries, migrate_serving
+from suanli.serving.domain.autoscaling import ScaleDecision, ScalerInputs
 from suanli.serving.domain.service import ReplicaPolicy
 from suanli.serving.service_layer.errors import ServiceExists
-from suanli.serving.service_layer.ports import ServingQueries, UnitOfWork
+from suanli.serving.service_layer.ports import ExplainedDecision, ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -150,3 +151,36 @@ async def test_a_tracked_record_is_applied_once(adapter: Adapter) -> None:
         async with adapter.uow.tracked("serving", "jobs.replies", 0, 7, "ev-1") as unit:
             await service.job_answered(unit, "serving-svc-1-r1", True, "job-1", "OK", "")
     assert [e.event_name for e in await adapter.store.read("service-svc-1")][-1] == "ReplicaSubmitted"
+
+
+def _decided(service_id: str, at_s: float, from_replicas: int, desired: int) -> ExplainedDecision:
+    seen = ScalerInputs(at_s, 1, 0, 12.0, 2, 30, 2.0, 400.0, 150.0)
+    decision = ScaleDecision(at_s, "kpa", 1, desired, "stable window", seen, (("stable_concurrency", 12.0),))
+    return ExplainedDecision(service_id, START + timedelta(seconds=at_s), from_replicas, decision)
+
+
+async def test_decisions_keep_the_last_changes_and_the_latest_hold_newest_first(adapter: Adapter) -> None:
+    service = _service()
+    async with adapter.uow.begin() as unit:
+        await service.create(unit, "acme", SPEC, 0, "")
+        await service.create(unit, "acme", {**SPEC, "name": "chat-2"}, 0, "")
+    async with adapter.uow.begin() as unit:
+        await unit.explained([_decided("svc-1", 1, 1, 2), _decided("svc-2", 1, 1, 1)], keep=2)
+    async with adapter.uow.begin() as unit:
+        await unit.explained([_decided("svc-1", 2, 2, 2)], keep=2)  # a hold
+        await unit.explained([_decided("svc-1", 3, 2, 3)], keep=2)
+        await unit.explained([_decided("svc-1", 4, 3, 3)], keep=2)  # the newer hold replaces the first
+    with pytest.raises(RuntimeError):  # a unit that fails keeps nothing
+        async with adapter.uow.begin() as unit:
+            await unit.explained([_decided("svc-1", 5, 3, 1)], keep=2)
+            raise RuntimeError("the transaction fails")
+    async with adapter.uow.begin() as unit:
+        await unit.explained([_decided("svc-1", 6, 3, 1)], keep=2)  # a third change: the first is dropped
+
+    kept = await adapter.queries.decisions("svc-1", 10)
+    assert [(d.decision.at_s, d.changed) for d in kept] == [(6, True), (4, False), (3, True)]
+    assert kept[0] == _decided("svc-1", 6, 3, 1)  # inputs, figures and reason read back whole
+    assert [d.decision.at_s for d in await adapter.queries.decisions("svc-1", 1)] == [6]
+    assert [(d.decision.at_s, d.changed) for d in await adapter.queries.decisions("svc-2", 10)] == [
+        (1, False)
+    ]

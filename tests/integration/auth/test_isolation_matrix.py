@@ -277,6 +277,9 @@ def _calls() -> dict[str, Call]:
         V + "WatchService": lambda p, t, md: _first(
             v(p).WatchService(vpb.WatchServiceRequest(tenant=t.tenant, name="matrix"), metadata=md)
         ),
+        V + "ExplainService": lambda p, t, md: v(p).ExplainService(
+            vpb.ExplainServiceRequest(tenant=t.tenant, name="matrix"), metadata=md, timeout=10
+        ),
     }
 
 

@@ -91,7 +91,13 @@ async def test_committed_decisions_are_counted_by_reason_and_cause_from_zero() -
             raise RuntimeError("the transaction fails")
 
     scaled = {dict(k)["reason"]: v for k, v in _points(reader, names.SERVING_SCALE_DECISIONS).items()}
-    assert scaled == {"created": 1, "manual": 0, "autoscaler": 0, "replica-replaced": 1}
+    assert scaled == {
+        "created": 1,
+        "manual": 0,
+        "autoscaler:kpa": 0,
+        "autoscaler:slo": 0,
+        "replica-replaced": 1,
+    }
     stopped = {dict(k)["cause"]: v for k, v in _points(reader, names.SERVING_REPLICAS_STOPPED).items()}
     assert stopped == {"failed": 1, "finished": 0, "cancelled": 0, "refused": 0, "requeued": 0}
 

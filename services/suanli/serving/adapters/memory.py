@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from suanli.eventstore import InMemoryEventStore, Transaction
 from suanli.serving.adapters import records
 from suanli.serving.domain.service import Decision, Service, ServiceCreated, ServiceState
 from suanli.serving.service_layer.errors import ServiceExists
-from suanli.serving.service_layer.ports import ServicePage, StoredService
+from suanli.serving.service_layer.ports import ExplainedDecision, ServicePage, StoredService
 
 
 class _Rows:
@@ -27,6 +27,7 @@ class _Rows:
     def __init__(self) -> None:
         self.rows: dict[str, tuple[dict[str, Any], datetime, datetime]] = {}
         self.jobs: set[str] = set()  # every replica job ever recorded, as replica_keys keeps them
+        self.decisions: list[ExplainedDecision] = []  # oldest first, as autoscaler_decisions keeps them
 
 
 class InMemoryServices:
@@ -76,6 +77,15 @@ class InMemoryServices:
         self._rows.rows[service.service_id] = (records.state_of(service), created, now)
         self._rows.jobs.update(r.job_id for r in service.replicas.values() if r.job_id)
 
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        held = {e.service_id for e in entries if not e.changed}
+        kept = [d for d in self._rows.decisions if d.changed or d.service_id not in held] + list(entries)
+        for service_id in {e.service_id for e in entries if e.changed}:
+            changed = [d for d in kept if d.service_id == service_id and d.changed]
+            dropped = {id(d) for d in changed[: max(0, len(changed) - keep)]}
+            kept = [d for d in kept if id(d) not in dropped]
+        self._rows.decisions = kept
+
 
 class InMemoryServing:
     """`UnitOfWork` and `ServingQueries` over one in-memory event store."""
@@ -108,11 +118,11 @@ class InMemoryServing:
 
     @asynccontextmanager
     async def _unit(self, tx: Transaction) -> AsyncIterator[InMemoryServices]:
-        saved = copy.deepcopy(self._rows.rows), set(self._rows.jobs)
+        saved = copy.deepcopy(self._rows.rows), set(self._rows.jobs), list(self._rows.decisions)
         try:
             yield InMemoryServices(tx, self._rows, self._topics, self._new_id, self._clock)
         except BaseException:
-            self._rows.rows, self._rows.jobs = saved
+            self._rows.rows, self._rows.jobs, self._rows.decisions = saved
             raise
 
     # -- ServingQueries -----------------------------------------------------------------------------
@@ -130,6 +140,9 @@ class InMemoryServing:
 
     async def knows_job(self, job_id: str) -> bool:
         return job_id in self._rows.jobs
+
+    async def decisions(self, service_id: str, limit: int) -> list[ExplainedDecision]:
+        return [d for d in reversed(self._rows.decisions) if d.service_id == service_id][:limit]
 
     async def page(self, tenant: str | None, after: str, limit: int) -> ServicePage:
         live = sorted(

@@ -9,7 +9,7 @@ instance exports the whole platform's services: dashboards take the max over ins
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from opentelemetry import metrics
@@ -23,7 +23,7 @@ from suanli.serving.domain.service import (
     Service,
     ServiceScaled,
 )
-from suanli.serving.service_layer.ports import Services, UnitOfWork
+from suanli.serving.service_layer.ports import ExplainedDecision, Services, UnitOfWork
 from suanli.serving.service_layer.serving import ENDED_CAUSES
 from suanli.telemetry.names import (
     SERVING_IN_FLIGHT,
@@ -126,6 +126,9 @@ class _Recording:
     async def record(self, service: Service, decision: Decision) -> None:
         await self._inner.record(service, decision)
         self.decisions.append(decision)
+
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        await self._inner.explained(entries, keep)
 
 
 class MeteredServing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from suanli.eventstore.postgres import PostgresTransaction
 from suanli.serving.adapters import records
 from suanli.serving.domain.service import Decision, Service, ServiceCreated, ServiceState
 from suanli.serving.service_layer.errors import ServiceExists
-from suanli.serving.service_layer.ports import ServicePage, StoredService
+from suanli.serving.service_layer.ports import ExplainedDecision, ServicePage, StoredService
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -119,9 +119,44 @@ class PostgresServices:
         before = service.version - len(decision.events)
         await self._tx.append(records.stream_of(service.service_id), before, told.events, outbox=told.outbox)
 
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        table = f"{self._s}.autoscaler_decisions"
+        # Only the latest hold is kept: a hold is the same answer as the one before, seen later.
+        held = [e.service_id for e in entries if not e.changed]
+        if held:
+            await self._conn.execute(f"DELETE FROM {table} WHERE service_id = ANY($1) AND NOT changed", held)
+        await self._conn.executemany(
+            f"INSERT INTO {table} (service_id, decided_at, from_replicas, changed, decision)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            [
+                (
+                    e.service_id,
+                    e.decided_at,
+                    e.from_replicas,
+                    e.changed,
+                    json.dumps(records.decision_of(e.decision)),
+                )
+                for e in entries
+            ],
+        )
+        for changed in (e for e in entries if e.changed):
+            await self._conn.execute(
+                f"DELETE FROM {table} WHERE service_id = $1 AND changed AND seq NOT IN"
+                f" (SELECT seq FROM {table} WHERE service_id = $1 AND changed ORDER BY seq DESC LIMIT $2)",
+                changed.service_id,
+                keep,
+            )
+
+
+Fence = Callable[[asyncpg.Connection], Awaitable[None]]
+
 
 class PostgresServing:
-    """`UnitOfWork` on the event store's transactions (which also carry the tracked offset)."""
+    """`UnitOfWork` on the event store's transactions (which also carry the tracked offset).
+
+    With a `fence`, each unit begun runs it first in its transaction (a lease check, which raises when
+    the writer no longer holds the lease): `fenced` makes such a unit of work for a lease's holder.
+    """
 
     def __init__(
         self,
@@ -129,11 +164,16 @@ class PostgresServing:
         topics: tuple[str, str],
         new_id: Callable[[], uuid.UUID],
         clock: Clock,
+        fence: Fence | None = None,
     ) -> None:
         self.store = store
         self._topics = topics
         self._new_id = new_id
         self._clock = clock
+        self._fence = fence
+
+    def fenced(self, fence: Fence) -> PostgresServing:
+        return PostgresServing(self.store, self._topics, self._new_id, self._clock, fence)
 
     @asynccontextmanager
     async def tracked(
@@ -145,6 +185,8 @@ class PostgresServing:
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[PostgresServices]:
         async with self.store.transaction(appending=True) as tx:
+            if self._fence is not None:
+                await self._fence(tx.connection)
             yield PostgresServices(tx, self.store.schema, self._topics, self._new_id, self._clock)
 
 
@@ -181,6 +223,23 @@ class PostgresServingQueries:
             f"SELECT 1 FROM {self._s}.replica_keys WHERE key = $1", f"job:{job_id}"
         )
         return found is not None
+
+    async def decisions(self, service_id: str, limit: int) -> list[ExplainedDecision]:
+        rows = await self._pool.fetch(
+            f"SELECT service_id, decided_at, from_replicas, decision FROM {self._s}.autoscaler_decisions"
+            " WHERE service_id = $1 ORDER BY seq DESC LIMIT $2",
+            service_id,
+            limit,
+        )
+        return [
+            ExplainedDecision(
+                r["service_id"],
+                r["decided_at"],
+                r["from_replicas"],
+                records.decision_from(json.loads(r["decision"])),
+            )
+            for r in rows
+        ]
 
 
 def _stored(row: asyncpg.Record) -> StoredService:

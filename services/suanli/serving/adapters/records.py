@@ -14,6 +14,7 @@ from typing import Any
 
 from suanli.contracts import encode, new_envelope
 from suanli.eventstore import NewEvent, OutboxMessage
+from suanli.serving.domain.autoscaling import ScaleDecision, ScalerInputs
 from suanli.serving.domain.service import (
     CancelReplica,
     Decision,
@@ -126,4 +127,29 @@ def service_from(state: Mapping[str, Any]) -> Service:
         next_seq=int(state["next_seq"]),
         replicas=replicas,
         version=int(state["version"]),
+    )
+
+
+def decision_of(decision: ScaleDecision) -> dict[str, Any]:
+    """An autoscaler decision as a stored JSON document: inputs, model figures, counts and reason."""
+    return {
+        "at_s": decision.at_s,
+        "autoscaler": decision.autoscaler,
+        "current": decision.current,
+        "desired": decision.desired,
+        "reason": decision.reason,
+        "inputs": dataclasses.asdict(decision.inputs),
+        "model": [[name, value] for name, value in decision.model],
+    }
+
+
+def decision_from(stored: Mapping[str, Any]) -> ScaleDecision:
+    return ScaleDecision(
+        at_s=stored["at_s"],
+        autoscaler=stored["autoscaler"],
+        current=stored["current"],
+        desired=stored["desired"],
+        reason=stored["reason"],
+        inputs=ScalerInputs(**stored["inputs"]),
+        model=tuple((str(name), float(value)) for name, value in stored["model"]),
     )

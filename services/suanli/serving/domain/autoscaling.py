@@ -146,10 +146,16 @@ class KpaAutoscaler:
         elif self._panic_since is not None and now - self._panic_since >= c.stable_window_s:
             self._panic_since = None
         if self._panic_since is not None:
-            desired, reason = max(want_panic, current), "panic: the 6 s window asks >= 200 % of ready"
+            desired = max(want_panic, current)
+            reason = f"panic: the {c.panic_window_s:g} s window asks >= {c.panic_threshold:.0%} of ready"
         else:
             desired, reason = want_stable, "stable window"
-        if desired == 0 and now - self._last_traffic_s < c.stable_window_s + c.scale_to_zero_grace_s:
+        quiet_s = now - self._last_traffic_s
+        if (
+            desired == 0
+            and self.bounds.scale_to_zero
+            and quiet_s < c.stable_window_s + c.scale_to_zero_grace_s
+        ):
             desired, reason = max(1, min(current, 1)), "no traffic, waiting out the scale-to-zero grace"
         desired = self.bounds.clamp(desired)
         model = (

@@ -26,7 +26,8 @@ from suanli.serving.domain.spec import ServiceSpec
 
 # Why a service's replica count changed (ServiceScaled.reason).
 CREATED, MANUAL, AUTOSCALER, REPLICA_REPLACED = "created", "manual", "autoscaler", "replica-replaced"
-SCALE_REASONS = (CREATED, MANUAL, AUTOSCALER, REPLICA_REPLACED)
+# The live autoscaler's reasons name its policy: `autoscaler:kpa`, `autoscaler:slo`.
+SCALE_REASONS = (CREATED, MANUAL, f"{AUTOSCALER}:kpa", f"{AUTOSCALER}:slo", REPLICA_REPLACED)
 # Environment every replica's task gets, so a replica knows (and reports) which service it serves.
 SERVICE_ENV, REPLICA_ENV, MODEL_ENV = "SUANLI_SERVICE", "SUANLI_SERVICE_REPLICA", "SUANLI_SERVICE_MODEL"
 REQUEST_PREFIX = "serving-"

@@ -13,6 +13,7 @@ regions: [dallas, frankfurt, tokyo]  # allowed regions (empty: any)
 spread: regions                      # regions | zones | none: keep replicas apart for availability
 scale_to_zero: false
 cold_start_s: 60                     # replica start to ready (image, weights load, warm-up)
+autoscaling: {policy: slo}           # slo | kpa | none (the default: the count is set by ScaleService)
 ```
 
 Validation follows the job spec's standard (suanli.jobspec): unknown keys are refused, every problem is one
@@ -43,6 +44,19 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _MAX_NAME = 63
 MAX_BATCH = 1024
 SpreadName = Literal["regions", "zones", "none"]
+PolicyName = Literal["none", "kpa", "slo"]
+MAX_WINDOW_S = 3600.0
+# Settings of one policy only: naming one under the other policy is refused rather than ignored.
+KPA_ONLY = (
+    "target_utilization",
+    "stable_window_s",
+    "panic_window_s",
+    "panic_threshold",
+    "max_scale_up_rate",
+    "max_scale_down_rate",
+    "scale_to_zero_grace_s",
+)
+SLO_ONLY = ("down_window_s", "drain_s", "safety")
 
 
 def e2e_target_s(
@@ -96,6 +110,50 @@ class Target(_Spec):
         )
 
 
+class Autoscaling(_Spec):
+    """Which autoscaler sets the replica count, and its settings (unset: the autoscaler's defaults)."""
+
+    policy: PolicyName = "none"
+    target_utilization: float | None = None  # kpa: share of target concurrency to aim at
+    stable_window_s: float | None = None  # kpa
+    panic_window_s: float | None = None  # kpa
+    panic_threshold: float | None = None  # kpa: panic when the panic window asks this x ready
+    max_scale_up_rate: float | None = None  # kpa: at most ready x this after one decision
+    max_scale_down_rate: float | None = None  # kpa: at least ready / this after one decision
+    scale_to_zero_grace_s: float | None = None  # kpa
+    down_window_s: float | None = None  # slo: down only to the largest count needed within it
+    drain_s: float | None = None  # slo: a backlog is sized to drain within this
+    safety: float | None = None  # slo: size each replica for this share of the SLO
+
+    @model_validator(mode="after")
+    def _settings(self) -> Autoscaling:
+        foreign: tuple[str, ...] = KPA_ONLY + SLO_ONLY
+        if self.policy != "none":
+            foreign = SLO_ONLY if self.policy == "kpa" else KPA_ONLY
+        for name in foreign:
+            if getattr(self, name) is not None:
+                raise invalid(f"{name} is not a setting of policy {self.policy}")
+        for name in ("stable_window_s", "panic_window_s", "down_window_s", "drain_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= MAX_WINDOW_S:
+                raise invalid(f"{name} must be above 0 and at most {MAX_WINDOW_S:.0f} (got {value})")
+        for name in ("target_utilization", "safety"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 1:
+                raise invalid(f"{name} must be above 0 and at most 1 (got {value})")
+        for name in ("panic_threshold", "max_scale_up_rate", "max_scale_down_rate"):
+            value = getattr(self, name)
+            if value is not None and not value > 1:
+                raise invalid(f"{name} must be above 1 (got {value})")
+        grace = self.scale_to_zero_grace_s
+        if grace is not None and not 0 <= grace <= MAX_WINDOW_S:
+            raise invalid(f"scale_to_zero_grace_s must be 0..{MAX_WINDOW_S:.0f} (got {grace})")
+        stable, panic = self.stable_window_s, self.panic_window_s
+        if stable is not None and panic is not None and panic > stable:
+            raise invalid(f"panic_window_s ({panic}) must be at most stable_window_s ({stable})")
+        return self
+
+
 class ServiceSpec(_Spec):
     name: str
     model: str
@@ -113,6 +171,7 @@ class ServiceSpec(_Spec):
     spread: SpreadName = "regions"
     scale_to_zero: bool = False
     cold_start_s: float = 60.0
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
 
     @field_validator("name")
     @classmethod
@@ -175,6 +234,11 @@ class ServiceSpec(_Spec):
             raise invalid("min_replicas 0 needs scale_to_zero: true")
         if len(set(self.regions)) != len(self.regions):
             raise invalid(f"regions lists a region twice: {self.regions}")
+        policy = self.autoscaling.policy
+        if policy == "kpa" and self.target.concurrency is None:
+            raise invalid("autoscaling.policy kpa needs target.concurrency (requests in flight per replica)")
+        if policy == "slo" and not self.target.has_slo:
+            raise invalid("autoscaling.policy slo needs a latency SLO (target.ttft_ms and target.tpot_ms)")
         return self
 
     @property

@@ -23,13 +23,15 @@ from suanli.errors import PermissionDenied
 from suanli.rpc import rpc_errors
 from suanli.serving.domain.service import Service, ServiceState
 from suanli.serving.service_layer.errors import InvalidField, ServiceNotFound
-from suanli.serving.service_layer.ports import ServingQueries, StoredService, UnitOfWork
+from suanli.serving.service_layer.ports import ExplainedDecision, ServingQueries, StoredService, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService, parse_document
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Serving"].full_name
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 MAX_SPEC_BYTES = 256 * 1024
+DEFAULT_DECISIONS = 20
+MAX_DECISIONS = 1000
 
 
 class ServingApi(pb_grpc.ServingServicer):
@@ -132,6 +134,24 @@ class ServingApi(pb_grpc.ServingServicer):
                 stored, version = found, found.service.version
                 yield pb.ServiceUpdate(event=_last_event(stored), service=self._message(stored))
 
+    async def ExplainService(
+        self, request: pb.ExplainServiceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExplainServiceResponse:
+        async with rpc_errors(context):
+            tenant, name = _named(request.tenant, request.name)
+            if not 0 <= request.limit <= MAX_DECISIONS:
+                raise InvalidField("limit", f"must be 0..{MAX_DECISIONS}, got {request.limit}")
+            service = (await self._stored(tenant, name)).service
+            kept = await self._queries.decisions(service.service_id, request.limit or DEFAULT_DECISIONS)
+            return pb.ExplainServiceResponse(
+                service_id=service.service_id,
+                tenant=service.tenant,
+                name=service.name,
+                policy=service.spec.autoscaling.policy,
+                desired_replicas=service.desired,
+                decisions=[_decision(entry) for entry in kept],
+            )
+
     async def _stored(self, tenant: str, name: str) -> StoredService:
         stored = await self._queries.get(tenant, name)
         if stored is None:
@@ -231,6 +251,30 @@ def _service(stored: StoredService, loads: dict[str, ReplicaLoad]) -> pb.Service
         spec=json.dumps(s.document, sort_keys=True),
         created_at=_ts(stored.created_at),
         updated_at=_ts(stored.updated_at),
+    )
+
+
+def _decision(entry: ExplainedDecision) -> pb.ScaleDecision:
+    d, seen = entry.decision, entry.decision.inputs
+    return pb.ScaleDecision(
+        decided_at=_ts(entry.decided_at),
+        autoscaler=d.autoscaler,
+        from_replicas=entry.from_replicas,
+        to_replicas=d.desired,
+        changed=entry.changed,
+        reason=d.reason,
+        inputs=pb.ScalerInputs(
+            ready=seen.ready,
+            starting=seen.starting,
+            concurrency=seen.concurrency,
+            queued=seen.queued,
+            arrivals=seen.arrivals,
+            interval_s=seen.interval_s,
+            mean_context=seen.mean_context,
+            mean_generated=seen.mean_generated,
+        ),
+        model=[pb.ModelFigure(name=name, value=value) for name, value in d.model],
+        current=d.current,
     )
 
 

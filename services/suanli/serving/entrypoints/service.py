@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -12,15 +11,16 @@ from datetime import datetime
 
 from suanli.auth.server import server_auth
 from suanli.bus import SERVICE_RETRY, EventConsumer, EventPublisher, ensure_topics, topics
-from suanli.clock import Clock, SystemClock, uuid4_factory
+from suanli.clock import Clock, SystemClock
 from suanli.contracts.load import LoadView
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.serving import bootstrap
 from suanli.serving.adapters.metrics import MeteredServing, ServingMetrics
-from suanli.serving.domain.service import Service
-from suanli.serving.entrypoints.consumer import INPUTS, LOAD, LoadHandler, ServingHandler
+from suanli.serving.entrypoints.autoscaler import autoscaling, load_consumer
+from suanli.serving.entrypoints.consumer import INPUTS, LOAD, ServingHandler
 from suanli.serving.entrypoints.grpc_api import ServingApi, start_server
 from suanli.serving.entrypoints.settings import ServingSettings
+from suanli.serving.service_layer.live import live_services
 from suanli.serving.service_layer.ports import ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
 from suanli.telemetry.grpc import with_tracing
@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 # How often the gauges are set from the live services (one read of them all) and the load view.
 METRICS_REFRESH_S = 5.0
-_PAGE = 1000
 
 
 @dataclass(slots=True)
@@ -79,16 +78,9 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
             settings=settings.consumer,
         )
         await stack.enter_async_context(consumer)
-        # Every instance keeps the whole view: its own group, from the newest reports on (a report is
-        # full state, so the next one is all a new instance needs).
-        load_consumer = EventConsumer(
-            settings.kafka_bootstrap,
-            f"{settings.group}-load-{uuid4_factory().hex[:8]}",
-            [topics.topic_name(LOAD, prefix)],
-            LoadHandler(loads, clock.now, metrics.load_reported),
-            settings=dataclasses.replace(settings.consumer, auto_offset_reset="latest"),
-        )
-        await stack.enter_async_context(load_consumer)
+        await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))
+        if settings.autoscaler:  # off: the autoscaler runs apart (`suanli serve serving autoscaler`) or not
+            await stack.enter_async_context(autoscaling(serving, loads, settings, metrics))
         if settings.metrics_port is not None:  # no endpoint: nothing would read the gauges
             observing = asyncio.create_task(_observe(serving.queries, loads, clock.now, metrics))
             stack.push_async_callback(_cancelled, observing)
@@ -102,23 +94,13 @@ async def _cancelled(task: asyncio.Task[None]) -> None:
         await task
 
 
-async def _live_services(queries: ServingQueries) -> list[Service]:
-    found: list[Service] = []
-    after: str | None = ""
-    while after is not None:
-        page = await queries.page(None, after, _PAGE)
-        found += [stored.service for stored in page.services]
-        after = page.next_after
-    return found
-
-
 async def _observe(
     queries: ServingQueries, loads: LoadView, now: Callable[[], datetime], metrics: ServingMetrics
 ) -> None:
     """Set the gauges every `METRICS_REFRESH_S`; a failed read keeps the last values until the next."""
     while True:
         try:
-            metrics.observe(await _live_services(queries), loads.fresh(now()))
+            metrics.observe(await live_services(queries), loads.fresh(now()))
         except Exception as exc:
             log.warning(
                 "serving metrics: reading the services failed, retried in %.0fs: %r", METRICS_REFRESH_S, exc
@@ -134,12 +116,6 @@ async def serve(settings: ServingSettings, stop: asyncio.Event) -> None:
 
 def main(settings: ServingSettings) -> None:
     """Foreground process: telemetry, SIGTERM/SIGINT → graceful stop."""
-    from suanli import telemetry
-    from suanli.infra.process import run_until_signalled
+    from suanli.serving.entrypoints.foreground import run_foreground
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handle = telemetry.setup("serving", metrics_port=settings.metrics_port)
-    try:
-        run_until_signalled(lambda stop: serve(settings, stop))
-    finally:
-        handle.shutdown()
+    run_foreground("serving", settings.metrics_port, lambda stop: serve(settings, stop))

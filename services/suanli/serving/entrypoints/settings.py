@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 
 from suanli.auth.server import AuthSettings
 from suanli.bus import ConsumerSettings
@@ -57,6 +57,28 @@ class ServingSettings(AuthSettings):
         gt=0,
         description="how soon a crashed instance's partitions move to the others",
     )
+
+    autoscaler: bool = Field(
+        True,
+        description="run the autoscaler in this process (false: `suanli serve serving autoscaler` apart, "
+        "or none: every count then stays as set)",
+    )
+    autoscaler_tick_s: float = Field(2.0, gt=0, description="how often the autoscaler decides")
+    autoscaler_lease_s: float = Field(
+        10.0, gt=0, description="how long an autoscaler that stopped renewing keeps the others standing by"
+    )
+    autoscaler_decisions_kept: int = Field(
+        100, ge=1, description="decisions that changed a count kept per service (ExplainService)"
+    )
+
+    @model_validator(mode="after")
+    def _lease_outlives_ticks(self) -> ServingSettings:
+        if self.autoscaler_lease_s < 2 * self.autoscaler_tick_s:
+            raise ValueError(
+                f"autoscaler_lease_s ({self.autoscaler_lease_s}) must be at least 2 x autoscaler_tick_s "
+                f"({self.autoscaler_tick_s}): the lease is renewed once per tick"
+            )
+        return self
 
     @property
     def policy(self) -> ReplicaPolicy:

@@ -7,12 +7,28 @@ RPC and a consumed fact about the same service are decided one after the other. 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from suanli.serving.domain.autoscaling import ScaleDecision
 from suanli.serving.domain.service import Decision, Service
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainedDecision:
+    """One autoscaler decision about a service, kept to explain it (`ExplainService`)."""
+
+    service_id: str
+    decided_at: datetime
+    from_replicas: int  # the service's desired count when it was decided
+    decision: ScaleDecision
+
+    @property
+    def changed(self) -> bool:
+        return self.decision.desired != self.from_replicas
 
 
 class Services(Protocol):
@@ -34,6 +50,11 @@ class Services(Protocol):
         A new service (its first event in the decision is ServiceCreated) is inserted; `ServiceExists`
         when the tenant has a live service of that name.
         """
+        ...
+
+    async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
+        """Keep autoscaler decisions (at most one per service): per service the last `keep` that changed
+        the count, and the latest that held it (replacing the hold kept before)."""
         ...
 
 
@@ -75,4 +96,8 @@ class ServingQueries(Protocol):
 
     async def knows_job(self, job_id: str) -> bool:
         """Whether the job is (or was) a replica's: most jobs of the scheduler's topics are not."""
+        ...
+
+    async def decisions(self, service_id: str, limit: int) -> list[ExplainedDecision]:
+        """The service's kept autoscaler decisions, newest first, at most `limit`."""
         ...

@@ -61,9 +61,13 @@ class ServingService:
         await unit.record(service, decision)
         return service
 
-    async def scale(self, unit: Services, tenant: str, name: str, replicas: int, principal: str) -> Service:
+    async def scale(
+        self, unit: Services, tenant: str, name: str, replicas: int, principal: str, reason: str = MANUAL
+    ) -> Service:
+        """Set the desired count: by hand (ScaleService, reason `manual`) or by the autoscaler
+        (`autoscaler:<policy>`)."""
         service = await self._named(unit, tenant, name)
-        await unit.record(service, service.scale(replicas, MANUAL, principal, self.policy))
+        await unit.record(service, service.scale(replicas, reason, principal, self.policy))
         return service
 
     async def delete(self, unit: Services, tenant: str, name: str, principal: str) -> Service:

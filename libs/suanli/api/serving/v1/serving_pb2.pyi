@@ -152,3 +152,79 @@ class Service(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     def __init__(self, service_id: _Optional[str] = ..., tenant: _Optional[str] = ..., queue: _Optional[str] = ..., name: _Optional[str] = ..., model: _Optional[str] = ..., state: _Optional[str] = ..., desired_replicas: _Optional[int] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., placed_replicas: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[Replica, _Mapping]]] = ..., spec: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExplainServiceRequest(_message.Message):
+    __slots__ = ("tenant", "name", "limit")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    name: str
+    limit: int
+    def __init__(self, tenant: _Optional[str] = ..., name: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ExplainServiceResponse(_message.Message):
+    __slots__ = ("service_id", "tenant", "name", "policy", "desired_replicas", "decisions")
+    SERVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    service_id: str
+    tenant: str
+    name: str
+    policy: str
+    desired_replicas: int
+    decisions: _containers.RepeatedCompositeFieldContainer[ScaleDecision]
+    def __init__(self, service_id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., policy: _Optional[str] = ..., desired_replicas: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[ScaleDecision, _Mapping]]] = ...) -> None: ...
+
+class ScalerInputs(_message.Message):
+    __slots__ = ("ready", "starting", "concurrency", "queued", "arrivals", "interval_s", "mean_context", "mean_generated")
+    READY_FIELD_NUMBER: _ClassVar[int]
+    STARTING_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    ARRIVALS_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    MEAN_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MEAN_GENERATED_FIELD_NUMBER: _ClassVar[int]
+    ready: int
+    starting: int
+    concurrency: float
+    queued: int
+    arrivals: int
+    interval_s: float
+    mean_context: float
+    mean_generated: float
+    def __init__(self, ready: _Optional[int] = ..., starting: _Optional[int] = ..., concurrency: _Optional[float] = ..., queued: _Optional[int] = ..., arrivals: _Optional[int] = ..., interval_s: _Optional[float] = ..., mean_context: _Optional[float] = ..., mean_generated: _Optional[float] = ...) -> None: ...
+
+class ModelFigure(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: float
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class ScaleDecision(_message.Message):
+    __slots__ = ("decided_at", "autoscaler", "from_replicas", "to_replicas", "changed", "reason", "inputs", "model", "current")
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    AUTOSCALER_FIELD_NUMBER: _ClassVar[int]
+    FROM_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    TO_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    decided_at: _timestamp_pb2.Timestamp
+    autoscaler: str
+    from_replicas: int
+    to_replicas: int
+    changed: bool
+    reason: str
+    inputs: ScalerInputs
+    model: _containers.RepeatedCompositeFieldContainer[ModelFigure]
+    current: int
+    def __init__(self, decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., autoscaler: _Optional[str] = ..., from_replicas: _Optional[int] = ..., to_replicas: _Optional[int] = ..., changed: _Optional[bool] = ..., reason: _Optional[str] = ..., inputs: _Optional[_Union[ScalerInputs, _Mapping]] = ..., model: _Optional[_Iterable[_Union[ModelFigure, _Mapping]]] = ..., current: _Optional[int] = ...) -> None: ...

@@ -71,6 +71,11 @@ class ServingStub:
                 request_serializer=suanli_dot_serving_dot_v1_dot_serving__pb2.WatchServiceRequest.SerializeToString,
                 response_deserializer=suanli_dot_serving_dot_v1_dot_serving__pb2.ServiceUpdate.FromString,
                 _registered_method=True)
+        self.ExplainService = channel.unary_unary(
+                '/suanli.serving.v1.Serving/ExplainService',
+                request_serializer=suanli_dot_serving_dot_v1_dot_serving__pb2.ExplainServiceRequest.SerializeToString,
+                response_deserializer=suanli_dot_serving_dot_v1_dot_serving__pb2.ExplainServiceResponse.FromString,
+                _registered_method=True)
 
 
 class ServingServicer:
@@ -123,6 +128,14 @@ class ServingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainService(self, request, context):
+        """The autoscaler's last decisions about the service, newest first: what it saw, what its model
+        computed, what it decided and why (those that changed the count, and the latest that held it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ServingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +168,11 @@ def add_ServingServicer_to_server(servicer, server):
                     servicer.WatchService,
                     request_deserializer=suanli_dot_serving_dot_v1_dot_serving__pb2.WatchServiceRequest.FromString,
                     response_serializer=suanli_dot_serving_dot_v1_dot_serving__pb2.ServiceUpdate.SerializeToString,
+            ),
+            'ExplainService': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainService,
+                    request_deserializer=suanli_dot_serving_dot_v1_dot_serving__pb2.ExplainServiceRequest.FromString,
+                    response_serializer=suanli_dot_serving_dot_v1_dot_serving__pb2.ExplainServiceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -324,6 +342,33 @@ class Serving:
             '/suanli.serving.v1.Serving/WatchService',
             suanli_dot_serving_dot_v1_dot_serving__pb2.WatchServiceRequest.SerializeToString,
             suanli_dot_serving_dot_v1_dot_serving__pb2.ServiceUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.serving.v1.Serving/ExplainService',
+            suanli_dot_serving_dot_v1_dot_serving__pb2.ExplainServiceRequest.SerializeToString,
+            suanli_dot_serving_dot_v1_dot_serving__pb2.ExplainServiceResponse.FromString,
             options,
             channel_credentials,
             insecure,
