@@ -117,11 +117,13 @@ class ReplicaServer:
     async def _generate(self, request: web.Request) -> web.Response:
         assert self.replica is not None
         try:
-            ask = parse_generate(json.loads(await request.read() or b"null"))
-            request_id, ended = self.replica.submit(ask, self._now_s())
-        except ValueError as exc:  # BadGenerate, and a body that is not JSON
-            message = str(exc) if isinstance(exc, BadGenerate) else f"the body is not JSON: {exc}"
-            return web.json_response({"error": message}, status=400)
+            doc = json.loads(await request.read() or b"null")
+        except ValueError as exc:
+            return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
+        try:
+            request_id, ended = self.replica.submit(parse_generate(doc), self._now_s())
+        except BadGenerate as exc:
+            return web.json_response({"error": str(exc)}, status=400)
         except Overloaded as exc:
             return _unavailable(str(exc))
         answer: asyncio.Future[Served | Dropped] = asyncio.get_running_loop().create_future()
