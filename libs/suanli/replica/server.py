@@ -91,7 +91,9 @@ class ReplicaServer:
             max_queued=self._max_queued,
         )
         self._t0 = asyncio.get_running_loop().time()
-        self._reporter = asyncio.create_task(self._report_every_interval(), name=f"report-{identity.replica_id}")
+        self._reporter = asyncio.create_task(
+            self._report_every_interval(), name=f"report-{identity.replica_id}"
+        )
         return self.address
 
     async def stop(self) -> None:
