@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 ReportSink = Callable[[ReplicaLoad], Awaitable[None]]
 RETRY_AFTER_S = "1"
+# The grace open connections get at stop; aiohttp reads 0 as no limit at all.
+SHUTDOWN_S = 0.05
 
 
 class ReplicaServer:
@@ -70,7 +72,8 @@ class ReplicaServer:
         """Listen, start reporting; the bound HOST:PORT (also in every report)."""
         app = web.Application()
         app.router.add_post("/generate", self._generate)
-        self._runner = web.AppRunner(app, handle_signals=False)
+        # Next to no grace at stop: a stopped replica is a killed one, its open requests are cut off.
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         try:
@@ -106,12 +109,13 @@ class ReplicaServer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        # Requests waiting for the model end first: the server's shutdown waits for its handlers.
         for waiting in self._waiting.values():
             waiting.cancel()
         self._waiting.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     def _now_s(self) -> float:
         return asyncio.get_running_loop().time() - self._t0
