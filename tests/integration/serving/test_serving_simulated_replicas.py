@@ -4,25 +4,23 @@ one reports. Slow (the whole chain: agents joining their group, the scheduler's 
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
 import pytest
 from scheduling.helpers import TopicReader, capacity, config, publish, started
+from sensing.test_sensing_agent_bus import FAST
+from sensing.test_sensing_agent_bus import running as fleet_running
 
 from suanli.api.serving.v1 import serving_pb2 as pb
 from suanli.api.serving.v1 import serving_pb2_grpc as pb_grpc
-from suanli.bus import ConsumerSettings
 from suanli.contracts.replica_env import REPLICA_ENV
 from suanli.resources import default_catalogue
 from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.domain.placement import StopOrder
-from suanli.sensing.entrypoints.runtime import RunSettings, serve
+from suanli.sensing.entrypoints.runtime import RunSettings
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.serving.entrypoints.service import running
@@ -64,22 +62,6 @@ FLEET = {
         }
     ],
 }
-FAST = ConsumerSettings(
-    fetch_max_wait_ms=100, poll_timeout_ms=100, session_timeout_ms=6_000, heartbeat_interval_ms=300
-)
-
-
-@asynccontextmanager
-async def fleet_running(
-    settings: RunSettings, build: Callable[[EventSink], AgentHost]
-) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, build, stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
 
 
 async def test_a_killed_simulated_replica_is_replaced_and_the_new_one_reports(
