@@ -5,8 +5,9 @@ out, so nothing but the random mix arrives) and, once submission begins, samples
 the resident memory of each of its processes (/proc/PID/status, pids from <home>/pids.json), each
 consumer group's lag and each relay's outbox depth (`suanli_consumer_lag`, `suanli_outbox_pending` on
 the /metrics ports `suanli up` prints), submit -> placement and scheduling-cycle p50/p99 over the
-interval (the scheduler's histograms), and the jobs submitted and final (its progress lines). After
-``--duration`` it stops submitting and `suanli up` drains for up to ``--drain`` s.
+interval (the scheduler's histograms), the jobs submitted and final (its progress lines) and the
+machine's load average. After ``--duration`` it stops submitting and `suanli up` drains for up to
+``--drain`` s.
 
 Pass criteria (suanli.platform.soak.criteria): each process's RSS at the end of the load within 10 %
 of its RSS just after the warm-up; each group's lag in the second half of the steady load at most twice
@@ -48,6 +49,7 @@ from suanli.platform.soak.sources import (
     Buckets,
     Progress,
     Scrape,
+    cpu_seconds,
     interval,
     parse_metrics_ports,
     parse_progress,
@@ -103,14 +105,7 @@ def scrape(url: str) -> Scrape | None:
         return None  # the process is restarting or stopping: a gap in its series
 
 
-def rss(home: Path) -> dict[str, float]:
-    figures = {}
-    for process in read_pids(home):
-        with contextlib.suppress(OSError):
-            mib = vm_rss_mib(Path(f"/proc/{process.pid}/status").read_text())
-            if mib is not None and process.alive():
-                figures[process.name] = mib
-    return figures
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -118,6 +113,26 @@ class Sampler:
     home: Path
     watch: Watch
     previous: dict[str, Buckets] = field(default_factory=dict)
+    cpu_before: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (monotonic, CPU s)
+
+    def processes(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Each recorded process's resident MiB and its CPU share (% of a core) since the last sample."""
+        rss: dict[str, float] = {}
+        cpu: dict[str, float] = {}
+        for process in read_pids(self.home):
+            proc = Path(f"/proc/{process.pid}")
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                mib = vm_rss_mib((proc / "status").read_text())
+                used = cpu_seconds((proc / "stat").read_text(), TICKS_PER_S)
+                if mib is None or not process.alive():
+                    continue
+                rss[process.name] = mib
+                now = time.monotonic()
+                before = self.cpu_before.get(process.pid)
+                self.cpu_before[process.pid] = (now, used)
+                if before is not None and now > before[0]:
+                    cpu[process.name] = 100 * (used - before[1]) / (now - before[0])
+        return rss, cpu
 
     def take(self) -> Sample:
         with self.watch.lock:
@@ -144,14 +159,17 @@ class Sampler:
                 self.previous[metric] = now
             quantiles[f"{key}_p50_s"] = quantile(window, 0.5)
             quantiles[f"{key}_p99_s"] = quantile(window, 0.99)
+        rss, cpu = self.processes()
         return Sample(
             t_s=round(t_s, 1),
             phase=progress.phase if progress else "starting",
-            rss_mib=rss(self.home),
+            rss_mib=rss,
+            cpu_pct=cpu,
             lag=lag,
             outbox=outbox,
             submitted=progress.submitted if progress else 0,
             final=progress.final if progress else 0,
+            load1=os.getloadavg()[0],
             **quantiles,
         )
 

@@ -13,6 +13,7 @@ import pytest
 from suanli.platform.soak import report
 from suanli.platform.soak.criteria import Criteria, Outcome, Sample, evaluate, failed, jobs_final
 from suanli.platform.soak.sources import (
+    cpu_seconds,
     interval,
     parse_metrics_ports,
     parse_progress,
@@ -69,6 +70,18 @@ def test_memory_growing_past_the_tolerance_names_the_process() -> None:
     assert "100.0 -> 113.0 MiB (+13.0%" in bad[0].detail
 
 
+def test_the_embedded_broker_is_reported_not_judged() -> None:
+    # Tansu keeps every record in memory (ARCHITECTURE.md §3): its growth is shown, not failed.
+    samples = _run({"tansu": [30, 35, 40, 45, 50, 55, 60, 65], "scheduling": [100] * 8})
+
+    verdicts = evaluate(samples, DONE, CRITERIA)
+
+    assert failed(verdicts) == []
+    tansu = next(v for v in verdicts if v.criterion == "memory tansu")
+    assert not tansu.judged
+    assert tansu.detail.startswith("35.0 -> 60.0 MiB (+71.4%") and "+30.00 MiB/min" in tansu.detail
+
+
 def test_one_high_sample_at_either_end_does_not_decide() -> None:
     # A collection in flight at the last sample: the median of the last three is what counts.
     samples = _run({"routing": [100, 100, 100, 100, 100, 100, 100, 140]})
@@ -108,7 +121,8 @@ def test_unfinished_jobs_fail_with_up_s_problems() -> None:
     verdict = jobs_final(Outcome(120, 3, ("3 job(s) not final 180s after submission stopped",)))
 
     assert not verdict.passed
-    assert verdict.detail == "117 of 120 final after the drain; 3 job(s) not final 180s after submission stopped"
+    problem = "3 job(s) not final 180s after submission stopped"
+    assert verdict.detail == f"117 of 120 final after the drain; {problem}"
     assert not jobs_final(Outcome(0, 0)).passed
 
 
@@ -141,6 +155,12 @@ def test_vm_rss_is_read_in_mib() -> None:
 
     assert vm_rss_mib(status) == 200.0
     assert vm_rss_mib("Name:\tzombie\n") is None
+
+
+def test_cpu_time_is_read_from_proc_stat_even_with_a_space_in_the_name() -> None:
+    stat = "4242 (python -m x) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 9 0 100 0 0"
+
+    assert cpu_seconds(stat, 100) == 3.0
 
 
 PAGE = """\
@@ -198,6 +218,7 @@ def test_the_report_files(tmp_path: Path) -> None:
     rows = list(csv.DictReader((tmp_path / "samples.csv").open()))
     assert len(rows) == len(samples)
     assert rows[-1]["rss_mib.scheduling"] == "100" and rows[-1]["lag.billing"] == "10"
+    assert list(rows[0])[:4] == ["t_s", "phase", "rss_mib.scheduling", "lag.billing"]
     document = json.loads((tmp_path / "summary.json").read_text())
     assert document["passed"] is True and document["steady"]["samples"] == 8
     assert (tmp_path / "soak.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

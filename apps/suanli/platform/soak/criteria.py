@@ -31,6 +31,8 @@ class Sample:
     t_s: float
     phase: str  # suanli up's: starting (before its first progress line), submitting, draining, settling
     rss_mib: Mapping[str, float] = field(default_factory=dict)  # process name -> resident MiB
+    # process name -> CPU used over the interval, in % of one core: who keeps up and who starves.
+    cpu_pct: Mapping[str, float] = field(default_factory=dict)
     lag: Mapping[str, float] = field(default_factory=dict)  # consumer group -> records behind
     outbox: Mapping[str, float] = field(default_factory=dict)  # process name -> unpublished rows
     # Over the interval since the previous sample, in seconds (None: nothing observed in it).
@@ -40,6 +42,8 @@ class Sample:
     cycle_p99_s: float | None = None
     submitted: int = 0
     final: int = 0
+    # The machine's 1-minute load average: on a shared machine, what the platform competed with.
+    load1: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

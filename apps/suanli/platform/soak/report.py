@@ -12,6 +12,7 @@ from typing import Any
 
 from suanli.platform.soak.criteria import LOAD_PHASE, Criteria, Sample, Verdict
 
+KEYED = ("rss_mib", "cpu_pct", "lag", "outbox")
 SCALARS = (
     "placement_p50_s",
     "placement_p99_s",
@@ -19,15 +20,15 @@ SCALARS = (
     "cycle_p99_s",
     "submitted",
     "final",
+    "load1",
 )
 
 
 def columns(samples: Sequence[Sample]) -> list[str]:
-    """``t_s``, ``phase``, then ``rss_mib.<process>``, ``lag.<group>``, ``outbox.<process>``, the rest."""
+    """``t_s``, ``phase``, then ``rss_mib.<process>``, ``cpu_pct.<process>``, ``lag.<group>``,
+    ``outbox.<process>``, the rest."""
     keyed = [
-        f"{kind}.{name}"
-        for kind in ("rss_mib", "lag", "outbox")
-        for name in sorted({n for s in samples for n in getattr(s, kind)})
+        f"{kind}.{name}" for kind in KEYED for name in sorted({n for s in samples for n in getattr(s, kind)})
     ]
     return ["t_s", "phase", *keyed, *SCALARS]
 
@@ -81,20 +82,20 @@ def write_summary(path: Path, document: dict[str, Any]) -> None:
 
 
 def plot(path: Path, samples: Sequence[Sample], criteria: Criteria, title: str) -> None:
-    """RSS, consumer lag, outbox depth, latency and jobs against minutes; warm-up and drain are shaded."""
+    """RSS, CPU, consumer lag, outbox depth, latency and jobs against minutes; warm-up and drain shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(5, 1, figsize=(8, 11), sharex=True)
+    fig, axes = plt.subplots(6, 1, figsize=(8, 13), sharex=True)
     minutes = [s.t_s / 60 for s in samples]
-    panels = (("rss_mib", "RSS (MiB)"), ("lag", "consumer lag (records)"), ("outbox", "outbox rows pending"))
-    for ax, (kind, label) in zip(axes, panels, strict=False):
+    labels = ("RSS (MiB)", "CPU (% of a core)", "consumer lag (records)", "outbox rows pending")
+    for ax, kind, label in zip(axes, KEYED, labels, strict=False):
         for name in sorted({n for s in samples for n in getattr(s, kind)}):
             ax.plot(minutes, [getattr(s, kind).get(name) for s in samples], label=name, linewidth=1)
         ax.set_ylabel(label)
-    latency, jobs = axes[3], axes[4]
+    latency, jobs = axes[4], axes[5]
     for name, label in (
         ("placement_p50_s", "submit->placed p50"),
         ("placement_p99_s", "submit->placed p99"),
@@ -106,6 +107,9 @@ def plot(path: Path, samples: Sequence[Sample], criteria: Criteria, title: str) 
     jobs.plot(minutes, [s.submitted for s in samples], label="submitted", linewidth=1)
     jobs.plot(minutes, [s.final for s in samples], label="final", linewidth=1)
     jobs.set_ylabel("jobs")
+    load = jobs.twinx()
+    load.plot(minutes, [s.load1 for s in samples], color="grey", linewidth=0.8, linestyle=":")
+    load.set_ylabel("load average (1 min, dotted)", fontsize=7)
     jobs.set_xlabel("minutes since the load began")
     loaded = [s.t_s / 60 for s in samples if s.phase == LOAD_PHASE]
     for ax in axes:

@@ -1,4 +1,4 @@
-"""Readers of what the soak observes: `suanli up`'s headless output, /proc status and /metrics text.
+"""Readers of what the soak observes: `suanli up`'s headless output, /proc status and stat, /metrics text.
 
 Each takes text and returns figures, so the bench's loop is only I/O and these are tested on fixed text.
 """
@@ -67,6 +67,12 @@ def vm_rss_mib(status: str) -> float | None:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return None
+
+
+def cpu_seconds(stat: str, ticks_per_s: int) -> float:
+    """User + system CPU time from the text of /proc/PID/stat (fields 14 and 15, in clock ticks)."""
+    fields = stat.rsplit(") ", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks_per_s
 
 
 # A histogram's cumulative bucket counts by upper bound (math.inf last), summed over its label sets.
