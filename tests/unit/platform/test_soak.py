@@ -123,7 +123,9 @@ def test_unfinished_jobs_fail_with_up_s_problems() -> None:
     assert not verdict.passed
     problem = "3 job(s) not final 180s after submission stopped"
     assert verdict.detail == f"117 of 120 final after the drain; {problem}"
-    assert not jobs_final(Outcome(0, 0)).passed
+    nothing = jobs_final(Outcome(0, 0, ("suanli up wrote no summary (exit code 1)",)))
+    assert not nothing.passed
+    assert nothing.detail == "no job was submitted; suanli up wrote no summary (exit code 1)"
 
 
 def test_progress_lines_of_suanli_up_are_read_and_other_lines_ignored() -> None:

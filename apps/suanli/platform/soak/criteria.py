@@ -128,12 +128,13 @@ def lag_bounded(samples: Sequence[Sample], criteria: Criteria) -> list[Verdict]:
 
 
 def jobs_final(outcome: Outcome) -> Verdict:
-    if outcome.submitted == 0:
-        return Verdict("jobs final", False, "no job was submitted")
     detail = f"{outcome.submitted - outcome.unfinished} of {outcome.submitted} final after the drain"
-    if outcome.unfinished:
+    if outcome.submitted == 0:
+        detail = "no job was submitted"
+    passed = outcome.submitted > 0 and outcome.unfinished == 0
+    if not passed and outcome.problems:
         detail += "; " + "; ".join(outcome.problems)
-    return Verdict("jobs final", outcome.unfinished == 0, detail)
+    return Verdict("jobs final", passed, detail)
 
 
 def evaluate(samples: Sequence[Sample], outcome: Outcome, criteria: Criteria) -> list[Verdict]:
