@@ -128,7 +128,8 @@ def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> li
     users = [
         KafkaUser(
             "agent",
-            writes=_produced_by("agent"),
+            # A simulated fleet hosts replicas, which report their load (sensing's adapters.replicas).
+            writes=tuple(sorted({*_produced_by("agent"), SERVING_LOAD})),
             reads=tuple(t.name for t in CONSUMED_TOPICS),
             groups=(AGENT_GROUP_PREFIX,),
             creates=tuple(t.name for t in (*PRODUCED_TOPICS, *CONSUMED_TOPICS)),

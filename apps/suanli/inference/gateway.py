@@ -4,7 +4,10 @@
 the gateway's policy, from the gateway's region), forwards the JSON body as is to
 ``http://{address}/generate`` and returns the replica's answer, with ``X-Suanli-Replica``,
 ``X-Suanli-Region`` and ``X-Suanli-Policy`` naming the choice. A replica that cannot be reached is
-excluded and the request resolved once more (the next choice); a second failure answers 502. No fresh
+excluded and the request resolved once more (the next choice); a second failure answers 502. The gateway
+remembers an unreachable replica for ``exclude_s`` and leaves it out of every resolution meanwhile, so a
+killed replica costs one failover, not one per request until routing's view forgets it (three missed
+load reports); should every fresh replica be remembered so, they are tried after all. No fresh
 replica answers 503 with routing's reason, an unknown service 404. The body's ``context_tokens`` and
 ``max_tokens``, when it has them, feed network-aware's latency estimate. Every answer is counted by status
 code with its latency (``suanli_gateway_*``, served on ``SUANLI_METRICS_PORT`` when set); ``GET /healthz``
@@ -19,6 +22,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -45,12 +49,34 @@ RESOLVE_TIMEOUT_S = 5.0
 FORWARD_TIMEOUT_S = 300.0  # a generation can take minutes; a dead replica fails at connect, not here
 CONNECT_TIMEOUT_S = 5.0
 HEALTH_PATH = "/healthz"
+# Longer than routing takes to forget a replica that stopped reporting (3 intervals of 1 s in the demo).
+DEFAULT_EXCLUDE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
     region: str
     policy: str
+    exclude_s: float = DEFAULT_EXCLUDE_S
+
+
+class Unreachable:
+    """Replicas this gateway could not reach lately, per service, each remembered for ``ttl_s``."""
+
+    def __init__(self, ttl_s: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self._monotonic = monotonic
+        self._until: dict[tuple[str, str], float] = {}
+
+    def add(self, service_id: str, replica_id: str) -> None:
+        self._until[(service_id, replica_id)] = self._monotonic() + self.ttl_s
+
+    def of(self, service_id: str) -> list[str]:
+        """The replicas of ``service_id`` still remembered (the expired are forgotten on the way)."""
+        now = self._monotonic()
+        for key in [k for k, until in self._until.items() if until <= now]:
+            del self._until[key]
+        return sorted(r for s, r in self._until if s == service_id)
 
 
 def _tokens(body: bytes) -> tuple[int, int]:
@@ -82,31 +108,40 @@ class Gateway:
         self.routing = routing
         self.session = session
         self.cfg = cfg
+        self.unreachable = Unreachable(cfg.exclude_s)
 
     async def generate(self, request: web.Request) -> web.Response:
         service_id = request.match_info["service_id"]
         body = await request.read()
         context_tokens, generated_tokens = _tokens(body)
         failed: list[str] = []
-        for _ in range(TRIES):
+        remembered = self.unreachable.of(service_id)
+        tries = 0
+        while tries < TRIES:
             ask = pb.ResolveReplicaRequest(
                 service_id=service_id,
                 client_region=self.cfg.region,
                 policy=self.cfg.policy,
                 context_tokens=context_tokens,
                 generated_tokens=generated_tokens,
-                exclude=[f.split(" ", 1)[0] for f in failed],  # the replica id leads each line
+                # The replica id leads each line of `failed`.
+                exclude=[*remembered, *(f.split(" ", 1)[0] for f in failed)],
             )
             try:
                 answer = await self.routing.ResolveReplica(ask, timeout=RESOLVE_TIMEOUT_S)
             except grpc.aio.AioRpcError as exc:
+                if remembered and exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
+                    remembered = []  # only replicas unreachable lately are left: try them after all
+                    continue
                 return self._refused(exc, failed)
+            tries += 1
             replica = answer.replica
             try:
                 return await self._forward(replica, answer.policy, body, request.content_type)
             except (OSError, TimeoutError, aiohttp.ClientError) as exc:
                 reason = str(exc) or type(exc).__name__
                 failed.append(f"{replica.replica_id} ({replica.address or 'no address'}: {reason})")
+                self.unreachable.add(service_id, replica.replica_id)
         return _error(502, f"replicas unreachable: {'; '.join(failed)}")
 
     async def _forward(self, replica: Any, policy: str, body: bytes, content_type: str) -> web.Response:

@@ -16,9 +16,9 @@ from pathlib import Path
 import yaml
 
 from suanli.data import data_path
+from suanli.replica.service_time import ReplicaSpeed
 from suanli.resources import default_catalogue
 from suanli.resources.network import measured_network
-from suanli.serving.domain.service_time import ReplicaSpeed
 from suanli.serving.domain.spec import ServiceSpec, ServiceSpecError, validate_service
 from suanli.serving.domain.trace import Trace, parse_trace
 

@@ -30,6 +30,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from suanli.replica.batch import Outcome, ReplicaQueue, Request
+from suanli.replica.service_time import ReplicaSpeed
 from suanli.routing.domain.balancing import (
     Choice,
     Endpoint,
@@ -42,8 +44,6 @@ from suanli.routing.domain.balancing import (
 )
 from suanli.serving.domain.autoscaling import ScaleDecision, ScalerInputs
 from suanli.serving.domain.regions import apportion
-from suanli.serving.domain.replica import Outcome, ReplicaQueue, Request
-from suanli.serving.domain.service_time import ReplicaSpeed
 from suanli.serving.domain.spec import e2e_target_s
 from suanli.serving.domain.trace import Trace
 

@@ -137,3 +137,29 @@ def load_from_record(record: Mapping[str, Any]) -> ReplicaLoad:
         )
     except KeyError as exc:
         raise InvalidLoad(f"ReplicaLoadReported without {exc.args[0]}") from None
+
+
+def load_record(load: ReplicaLoad) -> dict[str, Any]:
+    """The fields of a ReplicaLoadReported record for `load`.
+
+    The producer adds the envelope, whose ``occurred_at`` is the report's time.
+    """
+    return {
+        "service_id": load.service_id,
+        "replica_id": load.replica_id,
+        "region": load.region,
+        "address": load.address,
+        "in_flight": load.in_flight,
+        "queued": load.queued,
+        "max_batch": load.max_batch,
+        "prefill_tokens_per_s": load.prefill_tokens_per_s,
+        "decode_step_s": load.decode_step_s,
+        "recent_latency_s": load.recent_latency_s,
+        "prefill_backlog_s": load.prefill_backlog_s,
+        "kv_free_tokens": load.kv_free_tokens,
+        "interval_s": load.interval_s,
+        "arrived_total": load.arrived_total,
+        "finished_total": load.finished_total,
+        "context_tokens_total": load.context_tokens_total,
+        "generated_tokens_total": load.generated_tokens_total,
+    }

@@ -73,7 +73,7 @@ _RPC_LABELS = ("grpc_service", "grpc_method")
 _RPC_EXPORTER = "scheduling, routing and every other gRPC server (suanli.telemetry.grpc), once called"
 
 # Serving (docs/serving.md, "Metrics"): labelled by model, a name of the model catalogue
-# (suanli.serving.domain.models), never by service: a tenant can create services without bound.
+# (suanli.replica.models), never by service: a tenant can create services without bound.
 SERVING_SERVICES = "suanli_serving_services"
 SERVING_REPLICAS_DESIRED = "suanli_serving_replicas_desired"
 SERVING_REPLICAS = "suanli_serving_replicas"

@@ -21,6 +21,7 @@ from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
 from suanli.sensing.adapters.probes import DEFAULT_BANDWIDTH_BYTES, Peer, TcpLinkProber
 from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
 from suanli.sensing.adapters.randomness import SeededRandom
+from suanli.sensing.adapters.replicas import DEFAULT_REPLICA_INTERVAL_S, ReplicaHosting
 from suanli.sensing.adapters.simulated import (
     SimulatedCollector,
     SimulatedLauncher,
@@ -147,6 +148,7 @@ def build_fleet_host(
     *,
     interval_s: float,
     default_duration_s: float,
+    replica_interval_s: float = DEFAULT_REPLICA_INTERVAL_S,
     catalogue: DeviceCatalogue | None = None,
     faults_path: Path | None = None,
     clock: Clock = SYSTEM_CLOCK,
@@ -156,13 +158,15 @@ def build_fleet_host(
     """One simulated agent per node of ``fleet``, all in one host, all drawing on the fleet's seed.
 
     Fault times (the fleet's ``faults`` and those in ``faults_path``, re-read each probe round) count
-    from this call, on ``monotonic``.
+    from this call, on ``monotonic``. Inference replicas placed on the fleet serve as live simulated
+    replicas reporting their load every ``replica_interval_s`` (adapters.replicas).
     """
     catalogue = catalogue or default_catalogue()
-    launcher = SimulatedLauncher(default_duration_s)
     rng = SeededRandom(fleet.seed)
     agents = []
     for spec in fleet.nodes:
+        hosting = ReplicaHosting(spec, catalogue, sink, clock, ids, replica_interval_s)
+        launcher = SimulatedLauncher(default_duration_s, hosting)
         model = SimulatedNodeModel(spec, catalogue, rng)
         table = TaskTable()
         labels = {MODE_LABEL: "simulated", GPU_COLLECTOR_LABEL: "simulated"}

@@ -1,6 +1,8 @@
 """ResolveReplica, `suanli gateway` and the trace driver on the real broker: routing's load view fed from
 services.load.
 
+The last tests run a simulated fleet's replicas (sensing's agents, in process) behind the gateway.
+
 One Routing API (in process) and one gateway serve the module; each test names its own services. The
 replicas are tiny aiohttp servers answering with their own id; their load reports are published by the
 test, again on every poll (replicas report periodically, and routing's load consumer reads from the
@@ -13,6 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,14 +31,23 @@ from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
 from suanli.bus import EventPublisher
 from suanli.bus.headers import DLQ_ERROR_MESSAGE
 from suanli.bus.topics import topic_name
+from suanli.contracts.load import ReplicaLoad
+from suanli.contracts.replica_env import MAX_BATCH_ENV, MODEL_ENV, REPLICA_ENV, SERVICE_ID_ENV
 from suanli.inference.attainment import DriveStats, SloTarget
 from suanli.inference.drive import DriveConfig, Driver
 from suanli.inference.gateway import GatewayConfig, RunningGateway, start_gateway
+from suanli.resources import default_catalogue
 from suanli.routing.bootstrap import routing_api
+from suanli.routing.domain.links import LinkStatus
 from suanli.routing.entrypoints.api import RoutingApi
 from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.routing.service_layer.records import link_record
 from suanli.routing.testing import region_link, replica_load
+from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics
+from suanli.sensing.bootstrap import build_fleet_host
+from suanli.sensing.domain.fleet import parse_fleet
+from suanli.sensing.domain.placement import DeviceShare, Placement, StopOrder
+from suanli.sensing.service_layer.host import AgentHost
 from suanli.serving.domain.trace import Trace
 
 EAST, WEST = "gw-east", "gw-west"
@@ -335,3 +347,160 @@ async def test_the_trace_driver_replays_through_the_gateway_and_counts_what_fail
     refused = unknown.summary(1.0)
     assert (refused.requests, refused.answered, refused.slo_attainment) == (20, 0, 0.0)
     assert refused.failures == {"http 404": 20}
+
+
+# Simulated replicas: a simulated fleet's agents serve replica tasks with the model's timing and report
+# their load on services.load (sensing's adapters.replicas); the orders are placed on the agents directly.
+NORTH = "gw-north"
+REPORT_S = 0.2
+SIM_FLEET = {
+    "name": "gw-sim",
+    "seed": 3,
+    "regions": [
+        {
+            "name": region,
+            "sites": [
+                {
+                    "name": f"{region}-s1",
+                    "node_groups": [
+                        {"name": "gpu", "count": count, "gpu_model": "A100 80GB SXM", "gpus_per_node": 1}
+                    ],
+                }
+            ],
+        }
+        for region, count in ((EAST, 2), (WEST, 1))
+    ],
+}
+ASK = {"context_tokens": 200, "max_tokens": 10, "prompt": "hello"}
+
+
+@asynccontextmanager
+async def simulated_fleet(stack: Stack) -> AsyncIterator[AgentHost]:
+    await ensure_agent_topics(stack.bootstrap, stack.prefix)
+    async with EventPublisher(stack.bootstrap) as publisher:
+        fleet = parse_fleet(SIM_FLEET, default_catalogue())
+        host = build_fleet_host(
+            fleet,
+            BusSink(publisher, prefix=stack.prefix),
+            interval_s=60.0,
+            default_duration_s=300.0,
+            replica_interval_s=REPORT_S,
+        )
+        try:
+            yield host
+        finally:
+            for agent in host.agents.values():
+                await agent.shutdown()
+
+
+def replica_placement(node_id: str, service_id: str, replica_id: str) -> Placement:
+    env = {SERVICE_ID_ENV: service_id, REPLICA_ENV: replica_id, MODEL_ENV: "llama-2-7b", MAX_BATCH_ENV: "8"}
+    return Placement(f"t-{replica_id}", f"j-{replica_id}", node_id, 1, (DeviceShare(0),), env=env)
+
+
+def fresh(stack: Stack, service_id: str) -> dict[str, ReplicaLoad]:
+    return stack.api.loads.of(service_id, datetime.now(UTC))
+
+
+async def test_simulated_replicas_serve_report_and_a_killed_one_is_routed_around_at_once(
+    stack: Stack,
+) -> None:
+    async with simulated_fleet(stack) as host, aiohttp.ClientSession() as http:
+        nodes = [f"{EAST}-s1-gpu-001", f"{EAST}-s1-gpu-002"]
+        for n, node in enumerate(nodes, 1):
+            await host.agents[node].place(replica_placement(node, "svc-sim", f"svc-sim-r{n}"))
+        await until(lambda: asyncio.sleep(0, len(fresh(stack, "svc-sim")) == 2), "both replicas' reports")
+        url = f"{stack.gateway.url}/v1/services/svc-sim/generate"
+        async with http.post(url, json=ASK) as answer:
+            assert answer.status == 200, await answer.text()
+            body, chosen = await answer.json(), answer.headers["X-Suanli-Replica"]
+        assert body["replica_id"] == chosen and body["generated_tokens"] == 10
+        assert 0 < body["ttft_s"] < body["latency_s"] < 5.0
+        report = fresh(stack, "svc-sim")[chosen]
+        assert (report.region, report.max_batch, report.interval_s) == (EAST, 8, REPORT_S)
+        assert report.address.startswith("127.0.0.1:") and report.kv_free_tokens > 0
+
+        async def answered_counted() -> bool:
+            return fresh(stack, "svc-sim")[chosen].finished_total == 1
+
+        await until(answered_counted, "the answered request in the replica's next report")
+
+        killed = host.agents[nodes[int(chosen[-1]) - 1]]
+        await killed.stop(
+            StopOrder(f"t-{chosen}", f"j-{chosen}", killed.identity.node_id, 1, "killed", False)
+        )
+        dead = report.address
+
+        async def port_closed() -> bool:
+            try:
+                async with http.post(f"http://{dead}/generate", json=ASK):
+                    return False
+            except aiohttp.ClientConnectionError:
+                return True
+
+        await until(port_closed, "the killed replica's port to close")
+        # Still fresh in routing's view for up to 3 intervals: the gateway fails over once and then
+        # leaves it out, so no request fails and every one is answered by the other replica.
+        assert chosen in fresh(stack, "svc-sim")
+        served = []
+        for _ in range(6):
+            async with http.post(url, json=ASK) as answer:
+                assert answer.status == 200, await answer.text()
+                served.append(answer.headers["X-Suanli-Replica"])
+        assert chosen not in served
+        # It sends nothing more: routing forgets it after three missed reports.
+        await until(
+            lambda: asyncio.sleep(0, chosen not in fresh(stack, "svc-sim")), "the killed replica to go stale"
+        )
+
+
+async def test_a_partitioned_region_loses_its_traffic_to_the_next_region(stack: Stack) -> None:
+    for src, dst, rtt in ((NORTH, EAST, 10.0), (EAST, NORTH, 10.0), (NORTH, WEST, 50.0), (WEST, NORTH, 50.0)):
+        state = link(src, dst, rtt)
+        await publish(
+            stack.bootstrap, stack.prefix, "network.links", state["link_id"], "NetworkLinkChanged", state
+        )
+    north = await start_gateway(
+        "127.0.0.1:0", f"127.0.0.1:{stack.api.port}", GatewayConfig(NORTH, "network-aware")
+    )
+    try:
+        async with simulated_fleet(stack) as host, aiohttp.ClientSession() as http:
+            for node, replica in (
+                (f"{EAST}-s1-gpu-001", "svc-part-r1"),
+                (f"{WEST}-s1-gpu-001", "svc-part-r2"),
+            ):
+                await host.agents[node].place(replica_placement(node, "svc-part", replica))
+            url = f"{north.url}/v1/services/svc-part/generate"
+
+            async def region_of_answer() -> str:
+                if len(fresh(stack, "svc-part")) != 2 or len(stack.api.network.region_links()) < 6:
+                    return ""
+                async with http.post(url, json=ASK) as answer:
+                    assert answer.status == 200, await answer.text()
+                    return answer.headers["X-Suanli-Region"]
+
+            assert await until(region_of_answer, "an answer") == EAST  # the nearer region
+            for src, dst in ((NORTH, EAST), (EAST, NORTH)):  # what routing makes of a partition's lost probes
+                down = link_record(
+                    region_link(src, dst, 10.0, LinkStatus.DOWN),
+                    producer="test",
+                    event_id=str(uuid.uuid4()),
+                    at=datetime.now(UTC),
+                )
+                await publish(
+                    stack.bootstrap,
+                    stack.prefix,
+                    "network.links",
+                    down["link_id"],
+                    "NetworkLinkChanged",
+                    down,
+                )
+
+            async def moved_west() -> bool:
+                return await region_of_answer() == WEST
+
+            await until(moved_west, "traffic to move west")
+            for _ in range(3):
+                assert await region_of_answer() == WEST
+    finally:
+        await north.stop()

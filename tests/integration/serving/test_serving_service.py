@@ -33,7 +33,7 @@ from suanli.api.serving.v1 import serving_pb2_grpc as pb_grpc
 from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_REASON
 from suanli.cli.main import app
 from suanli.contracts import default_registry, sample_records
-from suanli.serving.domain.service import REPLICA_ENV
+from suanli.contracts.replica_env import REPLICA_ENV
 from suanli.serving.entrypoints.service import RunningServing, running
 from suanli.serving.entrypoints.settings import ServingSettings
 

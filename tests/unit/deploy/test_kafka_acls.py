@@ -51,8 +51,9 @@ def test_agents_write_only_their_sensing_topics_and_read_only_placements(acls: l
     agent = [a for a in acls if a.principal == "User:suanli-agent"]
     sensing = {s.topic for s in EVENTS.values() if s.context in SENSING_CONTEXTS}
     writes = {a.name for a in agent if a.operation == "Write"}
-    # Its own topics, and the dead-letter topic of the placements it refuses.
-    assert writes == sensing | {"placements.dlq"}
+    # Its own topics, the dead-letter topic of the placements it refuses, and the load reports of the
+    # replicas a simulated fleet hosts.
+    assert writes == sensing | {"placements.dlq", "services.load"}
     assert {a.name for a in agent if a.operation == "Read"} == {"placements", "sensing-"}
     assert {a.operation for a in agent} <= {"Read", "Write", "Describe", "Create"}
     assert not any(a.pattern is Pattern.PREFIXED and a.resource is Resource.TOPIC for a in agent)
@@ -62,11 +63,11 @@ def test_every_catalogue_topic_has_exactly_its_producer_as_writer(acls: list[Acl
     writers = _who(acls, "Write")
     for topic in {s.topic for s in EVENTS.values()}:
         contexts = {s.context for s in EVENTS.values() if s.topic == topic}
-        expected = (
-            {"suanli-upstream", "suanli-serving"}  # serving asks for its replicas there (docs/serving.md)
-            if topic == "jobs.commands"
-            else {f"suanli-{access.producer(c, topic)}" for c in contexts}
-        )
+        expected = {f"suanli-{access.producer(c, topic)}" for c in contexts}
+        if topic == "jobs.commands":
+            expected = {"suanli-upstream", "suanli-serving"}  # serving asks for its replicas there
+        if topic == "services.load":
+            expected.add("suanli-agent")  # a simulated fleet's hosted replicas report there
         assert writers[topic] == expected, topic
 
 

@@ -506,3 +506,54 @@ def test_scheduler_task_ids_are_plain_names() -> None:
     _, record = order("n", "d1")
     task_id = "3f2a9c1e-6b0d-4c55-9a0e-2d1f7b8e4c3a-worker-12"
     assert parse_placement(record | {"task_id": task_id}).task_id == task_id
+
+
+def replica_env(model: str = "llama-2-7b") -> dict[str, str]:
+    return {
+        "SUANLI_SERVICE_ID": "svc-x",
+        "SUANLI_SERVICE_REPLICA": "svc-x-r1",
+        "SUANLI_SERVICE_MODEL": model,
+        "SUANLI_SERVICE_MAX_BATCH": "8",
+    }
+
+
+async def test_a_replica_task_serves_as_a_simulated_replica_and_reports_its_load() -> None:
+    sink = RecordingSink()
+    fleet = parse_fleet(FLEET, default_catalogue())
+    host = build_fleet_host(
+        fleet, sink, interval_s=1.0, default_duration_s=300.0, replica_interval_s=0.05, clock=fixed_clock
+    )
+    await host.register_all()
+    placed = order("a-g-001", "t-r1", devices=[{"index": 0, "milli": 500}], env=replica_env())
+    assert await host.handle_order(*placed)
+    await eventually(lambda: len(sink.named("ReplicaLoadReported")) >= 2)
+    report = sink.named("ReplicaLoadReported")[0]
+    assert (report["service_id"], report["replica_id"], report["region"]) == ("svc-x", "svc-x-r1", "r1")
+    assert report["address"].startswith("127.0.0.1:") and report["max_batch"] == 8
+    assert report["occurred_at"] == T0 and report["kv_free_tokens"] > 0
+    await host.handle_order(*order("a-g-001", "t-r1", event_name="TaskPreempted"))
+    await eventually(lambda: bool(sink.named("TaskFailed")))
+    assert sink.named("TaskFailed")[0]["kind"] == "KILLED"
+    await host.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("node", "devices", "model", "reason"),
+    [
+        ("a-g-001", [{"index": 0, "milli": 1000}], "gpt-9", "model 'gpt-9' is not simulated (llama-2-7b, "),
+        ("b-c-001", [], "llama-2-7b", "a simulated replica needs a GPU share on a GPU node"),
+        ("a-g-001", [{"index": 0, "milli": 500}], "llama-2-70b", "llama-2-70b needs 128.5 GiB of weights"),
+    ],
+)
+async def test_a_replica_this_node_cannot_serve_fails_to_start_with_the_reason(
+    node: str, devices: list[dict[str, int]], model: str, reason: str
+) -> None:
+    sink = RecordingSink()
+    host = fleet_host(sink)
+    await host.register_all()
+    await host.handle_order(*order(node, "t-bad", devices=devices, env=replica_env(model)))
+    (failed,) = sink.named("TaskFailed")
+    assert failed["kind"] == "ERROR" and failed["reason"].startswith("could not start: replica svc-x-r1: ")
+    assert reason in failed["reason"]
+    assert sink.named("ReplicaLoadReported") == []
+    await host.shutdown()

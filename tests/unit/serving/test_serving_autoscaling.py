@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from suanli.replica.service_time import ReplicaSpeed
 from suanli.serving.domain.autoscaling import (
     Bounds,
     Fixed,
@@ -16,7 +17,6 @@ from suanli.serving.domain.autoscaling import (
     SloScalerConfig,
 )
 from suanli.serving.domain.capacity import operating_point, slo_capacity
-from suanli.serving.domain.service_time import ReplicaSpeed
 
 TICK = 2.0
 SPEED = ReplicaSpeed(

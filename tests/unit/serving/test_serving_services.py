@@ -13,9 +13,10 @@ import pytest
 
 from suanli.clock import ManualClock
 from suanli.contracts import decode
+from suanli.contracts.replica_env import REPLICA_ENV
 from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
-from suanli.serving.domain.service import REPLICA_ENV, ReplicaPolicy, ReplicasOutOfRange, ReplicaState
+from suanli.serving.domain.service import ReplicaPolicy, ReplicasOutOfRange, ReplicaState
 from suanli.serving.domain.spec import ServiceSpecError
 from suanli.serving.service_layer.errors import InvalidField, ServiceExists, ServiceNotFound
 from suanli.serving.service_layer.serving import ServingService

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from suanli.replica.models import MODELS
+from suanli.replica.service_time import replica_speed
 from suanli.resources import default_catalogue
 from suanli.serving.domain.capacity import slo_capacity
-from suanli.serving.domain.models import MODELS
-from suanli.serving.domain.service_time import replica_speed
 from suanli.serving.domain.sizing import binding_limit, right_size
 
 A100 = default_catalogue().lookup("A100 80GB SXM")

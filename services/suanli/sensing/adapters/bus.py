@@ -8,7 +8,14 @@ from suanli import contracts
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler, topic_name, topics
 from suanli.bus.admin import ensure_topics
 
-PRODUCED_TOPICS = (topics.NODE_SNAPSHOTS, topics.LINKS_MEASURED, topics.TASKS_LIFECYCLE, topics.USAGE_SAMPLES)
+# services.load: the load reports of the replicas a simulated fleet hosts (adapters.replicas).
+PRODUCED_TOPICS = (
+    topics.NODE_SNAPSHOTS,
+    topics.LINKS_MEASURED,
+    topics.TASKS_LIFECYCLE,
+    topics.USAGE_SAMPLES,
+    topics.SERVICES_LOAD,
+)
 CONSUMED_TOPICS = (topics.PLACEMENTS,)
 
 

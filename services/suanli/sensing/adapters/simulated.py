@@ -11,6 +11,13 @@ import contextlib
 import signal
 from collections.abc import Callable, Sequence
 
+from suanli.replica.server import ReplicaServer
+from suanli.sensing.adapters.replicas import (
+    ReplicaHosting,
+    names_a_replica,
+    replica_duration_s,
+    start_replica,
+)
 from suanli.sensing.domain.faults import ActiveFaults, Fault
 from suanli.sensing.domain.fleet import FleetSpec
 from suanli.sensing.domain.links import LinkSample
@@ -45,17 +52,23 @@ class SimulatedUsage:
 
 
 class SimulatedTask:
-    """Holds its placement's resources for ``duration_s``, then exits 0; stopped earlier, it exits -15."""
+    """Holds its placement's resources for ``duration_s`` (None: until stopped), then exits 0; stopped
+    earlier, it exits -15. A replica's task closes its replica server as it ends."""
 
     pid: int | None = None
 
-    def __init__(self, duration_s: float) -> None:
+    def __init__(self, duration_s: float | None, replica: ReplicaServer | None = None) -> None:
         self.duration_s = duration_s
+        self.replica = replica
         self._stopped = asyncio.Event()
 
     async def wait(self) -> int:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopped.wait(), self.duration_s)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), self.duration_s)
+        finally:
+            if self.replica is not None:
+                await self.replica.stop()
         return STOPPED_EXIT_CODE if self._stopped.is_set() else 0
 
     def terminate(self, grace_s: float) -> None:
@@ -63,10 +76,16 @@ class SimulatedTask:
 
 
 class SimulatedLauncher:
-    def __init__(self, default_duration_s: float) -> None:
+    """Simulated tasks; with ``replicas``, a replica's task serves as a live replica (adapters.replicas)."""
+
+    def __init__(self, default_duration_s: float, replicas: ReplicaHosting | None = None) -> None:
         self.default_duration_s = default_duration_s
+        self.replicas = replicas
 
     async def launch(self, placement: Placement) -> SimulatedTask:
+        if self.replicas is not None and names_a_replica(placement):
+            server = await start_replica(self.replicas, placement)
+            return SimulatedTask(replica_duration_s(placement), server)
         return SimulatedTask(placement.sim_duration_s(self.default_duration_s))
 
 

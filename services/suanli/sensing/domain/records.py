@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suanli.contracts import new_envelope
+from suanli.contracts.load import ReplicaLoad, load_record
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.links import LinkSample
 from suanli.sensing.domain.observation import DeviceObservation, NodeObservation
@@ -188,3 +189,11 @@ def link_measured(producer: str, sample: LinkSample, stamp: Stamp) -> Record:
         "bandwidth_mbps": sample.bandwidth_mbps,
         "samples": sample.samples,
     }
+
+
+def replica_load(identity: NodeIdentity, load: ReplicaLoad, event_id: str) -> Record:
+    """A hosted replica's ReplicaLoadReported (keyed by its service); the envelope's time is the report's."""
+    envelope = new_envelope(
+        identity.producer, load.service_id, event_id=event_id, occurred_at=load.reported_at
+    )
+    return {**envelope, **load_record(load)}

@@ -159,6 +159,7 @@ def agent(
                 sink,
                 interval_s=settings.interval_s,
                 default_duration_s=settings.sim_duration_s,
+                replica_interval_s=settings.replica_interval_s,
                 faults_path=faults_file,
             )
 

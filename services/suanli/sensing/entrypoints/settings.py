@@ -17,6 +17,7 @@ from pydantic_settings import NoDecode
 from suanli.auth.server import AuthSettings
 from suanli.sensing.adapters.confinement import DEFAULT_TASK_PATH, Confinement
 from suanli.sensing.adapters.probes import Peer
+from suanli.sensing.adapters.replicas import DEFAULT_REPLICA_INTERVAL_S
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.settings import (
     KAFKA_BOOTSTRAP_ENV,
@@ -73,6 +74,11 @@ class SensingSettings(AuthSettings):
         300.0,
         ge=0.0,
         description="Simulated task length when the placement has no duration_s nor SUANLI_SIM_DURATION_S.",
+    )
+    replica_interval_s: float = Field(
+        DEFAULT_REPLICA_INTERVAL_S,
+        gt=0.0,
+        description="Simulated fleets: seconds between a hosted inference replica's load reports.",
     )
     task_log_dir: Path | None = Field(None, description="Write each task's output to a file here.")
     logs_listen: str | None = Field(

@@ -25,8 +25,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from suanli.replica.service_time import ReplicaSpeed
 from suanli.serving.domain.capacity import operating_point, slo_capacity
-from suanli.serving.domain.service_time import ReplicaSpeed
 
 _IDLE_RATE = 1e-3  # requests/s below which a service counts as idle
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from suanli.serving.domain.service_time import ReplicaSpeed
+from suanli.replica.service_time import ReplicaSpeed
 
 _FIXED_POINT_ROUNDS = 30
 _BISECTION_ROUNDS = 40

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from suanli.contracts.replica_env import MAX_BATCH_ENV, MODEL_ENV, REPLICA_ENV, SERVICE_ENV, SERVICE_ID_ENV
 from suanli.errors import FailedPrecondition, InvalidArgument
 from suanli.serving.domain.spec import ServiceSpec
 
@@ -28,8 +29,6 @@ from suanli.serving.domain.spec import ServiceSpec
 CREATED, MANUAL, AUTOSCALER, REPLICA_REPLACED = "created", "manual", "autoscaler", "replica-replaced"
 # The live autoscaler's reasons name its policy: `autoscaler:kpa`, `autoscaler:slo`.
 SCALE_REASONS = (CREATED, MANUAL, f"{AUTOSCALER}:kpa", f"{AUTOSCALER}:slo", REPLICA_REPLACED)
-# Environment every replica's task gets, so a replica knows (and reports) which service it serves.
-SERVICE_ENV, REPLICA_ENV, MODEL_ENV = "SUANLI_SERVICE", "SUANLI_SERVICE_REPLICA", "SUANLI_SERVICE_MODEL"
 REQUEST_PREFIX = "serving-"
 # Job names are at most 63 characters: a service name of up to 63 keeps its first 50 and the replica number.
 _JOB_NAME_STEM = 50
@@ -534,7 +533,14 @@ def replica_job(
     task: dict[str, Any] = {
         "name": "server",
         "resources": resources,
-        "env": {SERVICE_ENV: service.name, REPLICA_ENV: replica_id, MODEL_ENV: service.spec.model},
+        # So a replica knows (and reports) which service it serves; a simulated agent also reads its batch.
+        "env": {
+            SERVICE_ENV: service.name,
+            SERVICE_ID_ENV: service.service_id,
+            REPLICA_ENV: replica_id,
+            MODEL_ENV: service.spec.model,
+            MAX_BATCH_ENV: str(service.spec.max_batch),
+        },
     }
     if service.spec.command:
         task["command"] = service.spec.command

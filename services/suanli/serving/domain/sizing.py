@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from suanli.replica.models import ModelShape
+from suanli.replica.service_time import ModelDoesNotFit, ReplicaSpeed, replica_speed
 from suanli.resources import DeviceClass
 from suanli.serving.domain.capacity import meets, operating_point, slo_capacity
-from suanli.serving.domain.models import ModelShape
-from suanli.serving.domain.service_time import ModelDoesNotFit, ReplicaSpeed, replica_speed
 
 SHARES: tuple[float, ...] = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 2.0, 4.0, 8.0)
 _PAST_CAPACITY = 1.001  # a rate just above capacity: the binding limit is the first one it breaks

@@ -35,9 +35,9 @@ from suanli.errors import InvalidArgument
 from suanli.jobspec.errors import problems_of
 from suanli.jobspec.limits import queue_problem
 from suanli.jobspec.model import Resources, invalid
+from suanli.replica.models import MODELS, ModelShape
+from suanli.replica.service_time import ModelDoesNotFit, ReplicaSpeed, replica_speed
 from suanli.resources import DeviceCatalogue
-from suanli.serving.domain.models import MODELS, ModelShape
-from suanli.serving.domain.service_time import ModelDoesNotFit, ReplicaSpeed, replica_speed
 
 MAX_REPLICAS = 10_000
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -16,9 +16,10 @@ from typing import Any
 from suanli.bus import ConsumedEvent
 from suanli.contracts.catalogue import events_on
 from suanli.contracts.load import LoadView, load_from_record
+from suanli.contracts.replica_env import REPLICA_ENV
 from suanli.eventstore import AlreadyProcessed
 from suanli.infra.transient import RetriableError, is_transient
-from suanli.serving.domain.service import REPLICA_ENV, REQUEST_PREFIX
+from suanli.serving.domain.service import REQUEST_PREFIX
 from suanli.serving.service_layer.ports import Services, ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
 

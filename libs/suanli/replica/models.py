@@ -20,6 +20,8 @@ BYTES_PER_KV_VALUE = 2  # FP16 KV cache
 
 @dataclass(frozen=True, slots=True)
 class ModelShape:
+    """A model's size: parameters, layers and the width of its K (or V) per layer and token."""
+
     name: str
     parameters: float
     layers: int
@@ -27,6 +29,7 @@ class ModelShape:
 
     @property
     def weight_bytes(self) -> float:
+        """The weights' size in bytes."""
         return self.parameters * BYTES_PER_PARAMETER
 
     @property

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from suanli.resources import default_catalogue
-from suanli.serving.domain.models import MODELS
-from suanli.serving.domain.service_time import (
+from suanli.replica.models import MODELS
+from suanli.replica.service_time import (
     DECODE_MBU,
     GIB,
     KV_MEMORY_FRACTION,
@@ -15,6 +14,7 @@ from suanli.serving.domain.service_time import (
     ModelDoesNotFit,
     replica_speed,
 )
+from suanli.resources import default_catalogue
 
 A100 = default_catalogue().lookup("A100 80GB SXM")
 H100 = default_catalogue().lookup("H100 SXM")

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from suanli.serving.domain.replica import ReplicaQueue, Request
-from suanli.serving.domain.service_time import ReplicaSpeed
+from suanli.replica.batch import ReplicaQueue, Request
+from suanli.replica.service_time import ReplicaSpeed
 
 
 def speed(max_batch: int = 4, kv: int = 100_000) -> ReplicaSpeed:

@@ -24,6 +24,9 @@ Constants (assumptions, chosen from published measurements; change them here and
 - STEP_OVERHEAD_S 2 ms: the serving loop's per-iteration work (scheduling, sampling, kernel launches).
 - KV_MEMORY_FRACTION 0.9: vLLM's default `gpu_memory_utilization`; what is left after weights holds the
   KV cache (activations are neglected).
+
+Serving sizes and simulates replicas with it; sensing's simulated agents time their replicas' requests with
+it (the node's GPU model and the task's GPU share).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suanli.errors import InvalidArgument
+from suanli.replica.models import ModelShape
 from suanli.resources import DeviceClass
-from suanli.serving.domain.models import ModelShape
 
 PREFILL_MFU = 0.5
 DECODE_MBU = 0.6
@@ -42,7 +45,7 @@ GIB = 1024**3
 
 
 class ModelDoesNotFit(InvalidArgument):
-    pass
+    """The model's weights do not fit the replica's share of device memory."""
 
 
 @dataclass(frozen=True, slots=True)

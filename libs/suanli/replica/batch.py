@@ -10,6 +10,9 @@ first, no chunking); then it joins the batch, which advances every member one to
 Between two events the step time is constant: a member's cached tokens are counted as context + half its
 output (its mean over the decode), so members progress in lock-step and one counter of steps taken
 (`_steps`) with a heap of the step count each member finishes at is the whole decode state.
+
+Used by serving's simulator (time from the trace) and by sensing's simulated replicas (time from the event
+loop, through `suanli.replica.server`).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from suanli.serving.domain.service_time import ReplicaSpeed
+from suanli.replica.service_time import ReplicaSpeed
 
 
 @dataclass(slots=True)
 class Request:
+    """One request at the replica: its size, and when its first token and its end came (NaN: not yet)."""
+
     request_id: int
     arrival_s: float  # at the replica
     context_tokens: int
@@ -34,6 +39,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """A request that left the replica."""
+
     request: Request
     dropped: bool  # True: timed out in the queue, never served
 
@@ -56,6 +63,8 @@ class _Member:
 
 @dataclass
 class ReplicaQueue:
+    """One replica's FIFO queue and continuous batch (the module's model)."""
+
     speed: ReplicaSpeed
     queue_timeout_s: float = 30.0
     latency_smoothing: float = 0.1  # EWMA weight of each finished request in `recent_latency_s`
@@ -77,10 +86,12 @@ class ReplicaQueue:
 
     @property
     def in_flight(self) -> int:
+        """Requests prefilling or decoding."""
         return len(self._members) + (self._prefill is not None)
 
     @property
     def outstanding(self) -> int:
+        """Requests in flight or queued."""
         return self.in_flight + len(self.queue)
 
     def step_s(self) -> float:
@@ -97,6 +108,7 @@ class ReplicaQueue:
         return self.speed.kv_capacity_tokens - self._kv_reserved - self._queued_need
 
     def load(self) -> ReplicaLoad:
+        """In flight, queued and the recent latency (EWMA) now."""
         return ReplicaLoad(self.in_flight, len(self.queue), self.recent_latency_s)
 
     def submit(self, request: Request, now_s: float) -> list[Outcome]:

@@ -1,0 +1,20 @@
+"""The environment serving gives each replica's task.
+
+One spelling for serving, which sets it, and the node agents, which read it (a simulated agent serves
+such a task as a simulated replica).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The service's name (what its tenant calls it).
+SERVICE_ENV: Final = "SUANLI_SERVICE"
+#: The service's id (svc-...): the key of its load reports.
+SERVICE_ID_ENV: Final = "SUANLI_SERVICE_ID"
+#: The replica's id (<service_id>-r<seq>).
+REPLICA_ENV: Final = "SUANLI_SERVICE_REPLICA"
+#: The model served, a name of `suanli.replica.models.MODELS`.
+MODEL_ENV: Final = "SUANLI_SERVICE_MODEL"
+#: Requests the replica decodes together at most (the spec's max_batch).
+MAX_BATCH_ENV: Final = "SUANLI_SERVICE_MAX_BATCH"

@@ -1,0 +1,76 @@
+"""The replica server on a local port: answers timed by the model, precise refusals, a report per interval,
+and nothing more once stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+
+from suanli.clock import SteppingClock
+from suanli.contracts.load import ReplicaLoad
+from suanli.replica.live import ReplicaIdentity
+from suanli.replica.server import ReplicaServer
+from suanli.replica.service_time import ReplicaSpeed
+
+# Prefill 10,000 tokens/s, a decode step of 10 ms: 100 context + 6 tokens take 0.01 + 5 x 0.01 s.
+SPEED = ReplicaSpeed(10_000.0, 0.008, 0.0, 0.0, kv_capacity_tokens=2_000, max_batch=4)
+
+
+async def test_serves_refuses_reports_and_goes_quiet_when_stopped() -> None:
+    reports: list[ReplicaLoad] = []
+
+    async def sink(load: ReplicaLoad) -> None:
+        reports.append(load)
+
+    server = ReplicaServer(
+        ReplicaIdentity("svc-u", "svc-u-r1", "cn-east"),
+        SPEED,
+        interval_s=0.05,
+        on_report=sink,
+        clock=SteppingClock(),
+    )
+    address = await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            url = f"http://{address}/generate"
+            started = time.monotonic()
+            async with http.post(
+                url, json={"context_tokens": 100, "max_tokens": 6, "prompt": "hi"}
+            ) as answer:
+                assert answer.status == 200
+                body = await answer.json()
+            took = time.monotonic() - started
+            assert body["replica_id"] == "svc-u-r1" and body["generated_tokens"] == 6
+            assert body["ttft_s"] == pytest.approx(0.01, abs=0.005)
+            assert body["latency_s"] == pytest.approx(0.06, abs=0.01)
+            assert took >= 0.05  # answered when the model says, not at once
+            async with http.post(url, json={"context_tokens": 1}) as answer:
+                assert answer.status == 400
+                assert (await answer.json())[
+                    "error"
+                ] == "max_tokens: required (a whole number of tokens, 1 or more)"
+            async with http.post(url, data=b"{not json") as answer:
+                assert answer.status == 400
+                assert (await answer.json())["error"].startswith("the body is not JSON")
+        deadline = time.monotonic() + 5.0
+        while not any(r.finished_total == 1 for r in reports) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        last = reports[-1]
+        assert (last.address, last.region, last.finished_total, last.generated_tokens_total) == (
+            address,
+            "cn-east",
+            1,
+            6,
+        )
+        assert last.interval_s == 0.05 and last.recent_latency_s == pytest.approx(0.06, abs=0.01)
+    finally:
+        await server.stop()
+    sent = len(reports)
+    await asyncio.sleep(0.15)  # three intervals: a stopped replica reports nothing
+    assert len(reports) == sent
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await http.post(f"http://{address}/generate", json={"context_tokens": 1, "max_tokens": 1})
