@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from suanli.replica.service_time import ReplicaSpeed
 from suanli.serving.domain.autoscaling import (
     Bounds,
     KpaAutoscaler,
@@ -16,7 +17,6 @@ from suanli.serving.domain.autoscaling import (
     SloAutoscaler,
     SloScalerConfig,
 )
-from suanli.serving.domain.service_time import ReplicaSpeed
 from suanli.serving.domain.spec import KPA_ONLY, SLO_ONLY, ServiceSpec
 
 

@@ -20,10 +20,10 @@ from datetime import datetime
 
 from suanli.contracts.load import LoadView
 from suanli.errors import FailedPrecondition, InvalidArgument, NotFound
+from suanli.replica.service_time import replica_speed
 from suanli.serving.domain.policies import Autoscaler, autoscaler_for
 from suanli.serving.domain.scaler_inputs import LoadSampler
 from suanli.serving.domain.service import AUTOSCALER, Service
-from suanli.serving.domain.service_time import replica_speed
 from suanli.serving.service_layer.live import live_services
 from suanli.serving.service_layer.ports import ExplainedDecision, ServingQueries, UnitOfWork
 from suanli.serving.service_layer.serving import ServingService
