@@ -10,7 +10,9 @@ from typing import Any
 TENANT = "globex"  # the model-serving company of the scenario (deploy/scheduler/demo-queues.yaml)
 GATEWAY_REGION = "washington-dc"  # where the demo's users are: the origin of network-aware's RTTs
 DEFAULT_SPEED = 1.0  # the trace's own pace: ~5.5 requests a second (traces/azure_llm/README.md)
-STOP_GRACE_S = 5.0  # after submission stops: how long answers still in flight are waited for
+# After submission stops: how long answers still in flight are waited for (during the drain, which takes
+# about as long; a generation takes seconds to tens of seconds); Ctrl-C gives up on them at once.
+STOP_GRACE_S = 60.0
 DEMO_SERVICE: dict[str, Any] = {
     "name": "chat",
     "queue": TENANT,

@@ -39,6 +39,8 @@ from suanli.platform.inference_figures import (
     summarise,
 )
 
+CLOSE_WAIT_S = 10.0  # at the end: how long the replay may take to wind up before its answers are given up
+
 
 class LiveInference:
     """The demo's service and its replay; `close()` stops the replay and tells the final figures."""
@@ -146,7 +148,15 @@ class LiveInference:
         self.stop_sending()
         if self._replay is not None:
             with contextlib.suppress(Exception):
-                self._replay.result(timeout=STOP_GRACE_S + 10)
+                self._replay.result(timeout=CLOSE_WAIT_S)
+            if not self._replay.done() and self._loop is not None and self._driver is not None:
+                # Still waiting for answers (Ctrl-C, or a drain shorter than the grace): those count as
+                # failed, `unanswered at stop`, rather than hold up the platform's stop.
+                with contextlib.suppress(Exception):
+                    give_up = asyncio.run_coroutine_threadsafe(self._driver.finish(0.0), self._loop)
+                    give_up.result(CLOSE_WAIT_S)
+                with contextlib.suppress(Exception):
+                    self._replay.result(timeout=CLOSE_WAIT_S)
         drive = self.drive_summary()
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
