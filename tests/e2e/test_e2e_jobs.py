@@ -14,6 +14,8 @@ import math
 import re
 import secrets
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -89,6 +91,8 @@ def stack() -> Iterator[Stack]:
                 ),
             )
         )
+        # The request gateway, as `suanli up` runs it: its request metrics and the dashboard's gateway row.
+        started.start_gateway("frankfurt")
         yield started
 
 
@@ -296,6 +300,7 @@ SCRAPED = {
     "metering": "metering",
     "routing": "routing",
     "serving": "serving",
+    "gateway": "gateway",
 }
 SCRAPED_AGENT = ("fleet", "sensing")
 SAMPLE_SUFFIXES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
@@ -327,6 +332,7 @@ async def test_every_catalogued_metric_is_served_with_its_labels(platform: Platf
     )
     async with aio_bearer_channel(stack.routing_addr, stack.admin_token, stack.ca) as channel:
         await rpb_grpc.RoutingStub(channel).Resolve(rpb.ResolveRequest(from_region="frankfurt"), timeout=10)
+    await asyncio.to_thread(_generate, stack)
     async with EventPublisher(platform.bootstrap) as bus:
         await bus.publish_raw(
             topic_name(topics.PLACEMENTS.name), b"garbage", b"\x00metrics " + token.encode(), []
@@ -346,6 +352,18 @@ async def test_every_catalogued_metric_is_served_with_its_labels(platform: Platf
     finally:
         await platform.api().CancelJob(pb.CancelJobRequest(job_id=waiting.id, reason="metrics test done"))
     assert [problem for spec in METRICS for problem in _missing(spec, served)] == []
+
+
+def _generate(stack: Stack) -> int:
+    """One generate request through the gateway (no replica reports load here: a 404 or 503, counted)."""
+    request = urllib.request.Request(
+        f"{stack.gateway_url}/v1/services/e2e-none/generate", data=b'{"max_tokens": 8}', method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 async def _idle_histogram(prom: prometheus.Prometheus, query: str) -> bool:
@@ -372,6 +390,7 @@ async def _traffic(platform: Platform, stop: asyncio.Event) -> None:
             # Both workload kinds: the inference dashboard reads the inference Resolves.
             for kind in (rpb.WORKLOAD_KIND_TRAINING, rpb.WORKLOAD_KIND_INFERENCE):
                 await routing.Resolve(rpb.ResolveRequest(kind=kind, from_region="frankfurt"), timeout=10)
+            await asyncio.to_thread(_generate, stack)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
 

@@ -1,5 +1,5 @@
-"""`suanli service create|get|list|scale|delete|watch|explain`: inference services through the Serving
-gRPC API.
+"""`suanli service create|get|list|scale|delete|watch|explain|drive`: inference services through the
+Serving gRPC API.
 
 The spec is checked by the service (its errors name the field: `spec.resources.gpu: ...`); answers use
 the CLI's one output style (`-o table|wide|name|json|yaml|csv|jsonpath=`, `--no-headers`, `--sort-by`)
@@ -296,6 +296,72 @@ def watch(name: Name, tenant: Tenant = "", serving: Addr = "") -> None:
                 f"{update.event:<8} {s.tenant}/{s.name} {s.state}: {s.placed_replicas}/{s.desired_replicas}"
                 f" placed ({states})"
             )
+
+
+@app.command()
+def drive(
+    name: Name,
+    gateway: Annotated[
+        str,
+        typer.Option(
+            "--gateway",
+            metavar="URL",
+            help="The request gateway (`suanli gateway`), e.g. http://127.0.0.1:8090.",
+        ),
+    ],
+    speed: Annotated[
+        float, typer.Option("--speed", help="Replay this many times as fast as the trace's arrivals.")
+    ] = 1.0,
+    start: Annotated[
+        float, typer.Option("--start", metavar="SECONDS", help="Begin this far into the trace.")
+    ] = 0.0,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, show_default=False, help="Send at most this many requests."),
+    ] = None,
+    max_in_flight: Annotated[
+        int,
+        typer.Option("--max-in-flight", min=1, help="Outstanding requests at most; an arrival beyond fails."),
+    ] = 256,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one request may take.")] = 120.0,
+    ttft_ms: Annotated[
+        float, typer.Option("--ttft-ms", show_default=False, help="The SLO's TTFT (default: the spec's).")
+    ] = 0.0,
+    tpot_ms: Annotated[
+        float, typer.Option("--tpot-ms", show_default=False, help="The SLO's TPOT (default: the spec's).")
+    ] = 0.0,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace", show_default=False, help="Another trace in the Azure format (default: conv)."
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", show_default=False, help="Also write the figures here.")
+    ] = None,
+    tenant: Tenant = "",
+    serving: Addr = "",
+) -> None:
+    """Replay the Azure LLM trace against a service through a gateway; report SLO attainment and latency.
+
+    Requests are sent at the trace's arrival times (open loop) with its context and generated tokens;
+    failures (404/503 no replica, 502, timeouts) count against attainment.
+    """
+    import asyncio
+
+    from suanli.api.serving.v1 import serving_pb2 as pb
+    from suanli.inference.drive import DriveConfig
+    from suanli.inference.drive_cli import load_window, report, run_drive, slo_of
+
+    service = _call(serving, "GetService", pb.GetServiceRequest(tenant=tenant, name=name))
+    try:
+        target = slo_of(service.spec, ttft_ms, tpot_ms)
+        replay = load_window(trace, start, limit, speed)
+    except ValueError as exc:
+        raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    cfg = DriveConfig(gateway, service.service_id, max_in_flight, timeout)
+    typer.echo(f"replaying {len(replay)} requests to {cfg.url} at {speed:g}x", err=True)
+    report(asyncio.run(run_drive(replay, cfg, target)), json_path)
 
 
 _DECISION_COLUMNS = (

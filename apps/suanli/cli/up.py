@@ -11,6 +11,7 @@ from rich.console import Console
 from suanli.cli.client import EXIT_USAGE, Failure, fail
 from suanli.cli.config import config_path
 from suanli.data import data_path
+from suanli.platform.demo_service import DEFAULT_SPEED
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES
 from suanli.platform.up import UpError, UpOptions, run_up
 from suanli.platform.workload import DemoWorkloadError
@@ -74,6 +75,23 @@ def up(
             "<home>/config.yaml has it.",
         ),
     ] = True,
+    inference: Annotated[
+        bool,
+        typer.Option(
+            "--inference/--no-inference",
+            help="Create an inference service and replay the Azure LLM trace against it through the "
+            "request gateway; the summary reports SLO attainment and GPU-seconds (docs/demo.md).",
+        ),
+    ] = True,
+    inference_speed: Annotated[
+        float,
+        typer.Option(
+            "--inference-speed",
+            min=0.01,
+            metavar="X",
+            help="Replay the trace this many times as fast as it arrived (1: ~5.5 requests/s).",
+        ),
+    ] = DEFAULT_SPEED,
 ) -> None:
     """Start the whole platform locally, submit a mixed workload from three tenants, and show it live.
 
@@ -92,6 +110,8 @@ def up(
         auth=auth,
         tls=tls,
         user_config=config_path() if context else None,
+        inference=inference,
+        inference_speed=inference_speed,
     )
     try:
         # Headless output goes to logs and CI: long lines stay whole instead of wrapping at 80 columns.

@@ -9,7 +9,9 @@ remembers an unreachable replica for ``exclude_s`` and leaves it out of every re
 killed replica costs one failover, not one per request until routing's view forgets it (three missed
 load reports); should every fresh replica be remembered so, they are tried after all. No fresh
 replica answers 503 with routing's reason, an unknown service 404. The body's ``context_tokens`` and
-``max_tokens``, when it has them, feed network-aware's latency estimate. Docs: docs/inference.md.
+``max_tokens``, when it has them, feed network-aware's latency estimate. Every answer is counted by status
+code with its latency (``suanli_gateway_*``, served on ``SUANLI_METRICS_PORT`` when set); ``GET /healthz``
+answers 200 once it listens. Docs: docs/inference.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -27,6 +30,8 @@ import aiohttp
 import grpc
 import typer
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from opentelemetry import metrics
 
 from suanli.api.routing.v1 import routing_pb2 as pb
 from suanli.api.routing.v1 import routing_pb2_grpc
@@ -35,6 +40,7 @@ from suanli.cli.client import EXIT_UNREACHABLE, EXIT_USAGE, Failure, fail
 from suanli.client.channel import aio_bearer_channel
 from suanli.console.server import split_listen
 from suanli.routing.domain.balancing import BALANCERS
+from suanli.telemetry.names import GATEWAY_LATENCY, GATEWAY_REQUESTS, described
 
 DEFAULT_LISTEN = "127.0.0.1:8090"
 DEFAULT_POLICY = "network-aware"
@@ -42,6 +48,7 @@ TRIES = 2  # the first choice, then the next one
 RESOLVE_TIMEOUT_S = 5.0
 FORWARD_TIMEOUT_S = 300.0  # a generation can take minutes; a dead replica fails at connect, not here
 CONNECT_TIMEOUT_S = 5.0
+HEALTH_PATH = "/healthz"
 # Longer than routing takes to forget a replica that stopped reporting (3 intervals of 1 s in the demo).
 DEFAULT_EXCLUDE_S = 10.0
 
@@ -167,9 +174,40 @@ class Gateway:
         return _error(503, f"routing: {code.name}: {details}")
 
 
+def counted(meter: metrics.Meter) -> Middleware:
+    """A middleware counting every generate answer by status code, with its latency."""
+    requests = meter.create_counter(GATEWAY_REQUESTS, **described(GATEWAY_REQUESTS))
+    latency = meter.create_histogram(GATEWAY_LATENCY, **described(GATEWAY_LATENCY))
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == HEALTH_PATH:
+            return await handler(request)
+        started = time.perf_counter()
+        code = 500
+        try:
+            answer = await handler(request)
+            code = answer.status
+            return answer
+        except web.HTTPException as exc:  # aiohttp's own answers: 404 no such path, 405 a GET
+            code = exc.status
+            raise
+        finally:
+            labels = {"code": str(code)}
+            requests.add(1, labels)
+            latency.record(time.perf_counter() - started, labels)
+
+    return middleware
+
+
+async def _healthy(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
 def application(gateway: Gateway) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[counted(metrics.get_meter("suanli.gateway"))])
     app.router.add_post("/v1/services/{service_id}/generate", gateway.generate)
+    app.router.add_get(HEALTH_PATH, _healthy)
     return app
 
 
@@ -243,6 +281,19 @@ def gateway(
 
 
 async def _serve(listen: str, routing: str, cfg: GatewayConfig, token: str, ca_pem: bytes | None) -> None:
+    from suanli.telemetry import METRICS_PORT_ENV, setup
+
+    # /metrics only when asked for (`suanli up` gives each process a port); set up before the app
+    # fetches its meter, which is then bound to the exporting provider.
+    telemetry = setup("gateway") if os.environ.get(METRICS_PORT_ENV, "").strip() else None
+    try:
+        await _listen(listen, routing, cfg, token, ca_pem)
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
+
+
+async def _listen(listen: str, routing: str, cfg: GatewayConfig, token: str, ca_pem: bytes | None) -> None:
     running = await start_gateway(listen, routing, cfg, token, ca_pem)
     typer.echo(f"Suanli gateway at {running.url} (routing {routing}, region {cfg.region}, {cfg.policy})")
     stop = asyncio.Event()

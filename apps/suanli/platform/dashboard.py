@@ -17,6 +17,7 @@ from rich.text import Text
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.render import GPU_MILLI, amount, cores, gpus, requested_gpu_milli, state_name
+from suanli.platform.inference_figures import InferenceStatus
 from suanli.platform.observe import Decision, Observation
 from suanli.platform.summary import (
     READY,
@@ -49,6 +50,7 @@ class Status:
     problems: tuple[str, ...] = ()
     logs: str = ""
     endpoints: str = ""  # where the CLI and the console reach the platform
+    inference: InferenceStatus | None = None  # the demo's inference service, unless --no-inference
 
 
 def _bar(ratio: float, width: int = 12) -> Text:
@@ -334,6 +336,44 @@ def charges_panel(observation: Observation) -> Panel:
     return Panel(table, title=f"Charges so far ({currency or '-'})", title_align="left")
 
 
+def _latency(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{1000 * seconds:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def inference_figures(i: InferenceStatus) -> tuple[str, str]:
+    """The service's replicas and scaling; the replay's rate, attainment and latency."""
+    running = i.states.get("running", 0)
+    placed = running + i.states.get("placed", 0)
+    replicas = (
+        f"replicas {running} running/{placed} placed/{i.desired} desired  scale events {i.scale_events}"
+    )
+    replicas += f" (last {i.last_scale})" if i.last_scale else ""
+    d = i.drive
+    if d is None:
+        return replicas, "no request sent yet"
+    slo = "-" if d.slo_attainment is None else f"{100 * d.slo_attainment:.0f}%"
+    requests = (
+        f"requests {d.requests} ({d.recent_per_s:.1f}/s now)  SLO {slo}  latency p50 "
+        f"{_latency(d.latency_p50_s)} p99 {_latency(d.latency_p99_s)}  failed {sum(d.failures.values())}"
+    )
+    return replicas, requests
+
+
+def inference_panel(i: InferenceStatus) -> Panel:
+    """Replicas, request rate, latency and scaling of the demo's service; failures by reason."""
+    rows = [Text(line) for line in inference_figures(i)]
+    if i.drive is not None and i.drive.failures:
+        failed = ", ".join(f"{reason} {n}" for reason, n in list(i.drive.failures.items())[:3])
+        rows.append(Text(f"failed: {failed}", style="yellow"))
+    if i.problem:
+        rows.append(Text(i.problem, style="red"))
+    return Panel(
+        Group(*rows), title=f"Inference: {i.service} ({i.model}) via the gateway", title_align="left"
+    )
+
+
 def status_line(status: Status) -> Text:
     counts = status.counts
     line = Text(f"{status.elapsed_s:5.0f}s  {status.phase:<10}", style="bold")
@@ -366,6 +406,7 @@ def progress_line(status: Status, observation: Observation) -> str:
         + (f"  region links {_link_counts(observation.network)}" if observation.network else "")
         + (f"  charges {charges}" if charges else "")
         + (f"  {milestones_line(status)}" if status.milestones else "")
+        + (f"  inference {'  '.join(inference_figures(status.inference))}" if status.inference else "")
     )
 
 
@@ -402,6 +443,7 @@ def dashboard(
         status_line(status),
         Text(milestones_line(status), style="cyan"),
         capacity_panel(observation.nodes, started_use(observation.jobs)),
+        *([inference_panel(status.inference)] if status.inference is not None else []),
         pending_panel(jobs),
         grid,
         footer,

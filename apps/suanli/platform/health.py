@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -19,3 +22,12 @@ def grpc_serving(address: str, timeout_s: float = 1.0, ca_pem: bytes | None = No
     except grpc.RpcError:
         return False
     return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def http_ok(url: str, timeout_s: float = 1.0) -> bool:
+    """True when a GET of ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            return bool(answer.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False

@@ -16,7 +16,7 @@ from suanli.auth.tls import DevCertificates, create_dev_certificates
 from suanli.auth.tokens import KeyPaths, create_keys
 from suanli.bus import ensure_topics
 from suanli.bus.topics import CATALOGUE
-from suanli.cli.config import Context, write_context
+from suanli.cli.config import CONFIG_ENV, Context, write_context
 from suanli.clock import SystemClock
 from suanli.data import data_path
 from suanli.eventstore import PostgresEventStore
@@ -24,7 +24,7 @@ from suanli.infra.broker import BrokerProcess
 from suanli.infra.dsn import with_database
 from suanli.infra.net import free_loopback_port, preferred_loopback_port
 from suanli.infra.postgres import PostgresEndpoint, PostgresMode, resolve_postgres
-from suanli.platform.health import grpc_serving
+from suanli.platform.health import grpc_serving, http_ok
 from suanli.platform.supervisor import RunningService, ServiceSpec, Supervisor, suanli_argv
 from suanli.telemetry.spanstore import SpanStoreServer
 
@@ -95,6 +95,7 @@ class StackConfig:
 
 # The CLI's built-in addresses (suanli.client.config): a platform on these is found with no config at all.
 WELL_KNOWN_PORTS = {"scheduler": 50051, "billing": 50055, "routing": 50053, "serving": 50056}
+GATEWAY_PORT = 8090  # `suanli gateway`'s default --listen
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Stack:
     billing_addr: str = ""
     routing_addr: str = ""
     serving_addr: str = ""
+    gateway_url: str = ""  # the request gateway's, once `start_gateway` has started it
     broker: BrokerProcess | None = None
     admin_token: str = ""
     client_config: Path | None = None
@@ -348,6 +350,25 @@ class Stack:
             ),
             wait,
         )
+
+    def start_gateway(self, region: str, policy: str = "network-aware") -> RunningService:
+        """`suanli gateway` for clients in ``region``, resolving through routing with the context's token."""
+        port = preferred_loopback_port(GATEWAY_PORT) if self.config.well_known_ports else free_loopback_port()
+        url = f"http://127.0.0.1:{port}"
+        running = self.supervisor.start(
+            ServiceSpec(
+                "gateway",
+                suanli_argv(
+                    "gateway", "--region", region, "--listen", f"127.0.0.1:{port}", "--policy", policy
+                ),
+                ready=lambda: http_ok(f"{url}/healthz"),
+                ready_timeout_s=60,
+                # The routing address comes with the base environment; the token and CA from the context.
+                env={**self.metrics_env("gateway"), CONFIG_ENV: str(self.client_config)},
+            )
+        )
+        self.gateway_url = url
+        return running
 
     def fleet_spec(self, name: str = "fleet") -> ServiceSpec:
         cfg = self.config

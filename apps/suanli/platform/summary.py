@@ -18,6 +18,7 @@ from rich.text import Text
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.cli.render import GPU_MILLI, amount, gpus, state_name
+from suanli.platform.inference_figures import InferenceSummary
 from suanli.platform.observe import Borrowing, IssuedInvoice, Preemption, TenantCharges, Wait
 
 READY = "READY"
@@ -271,6 +272,7 @@ class Summary:
     unfinished_jobs: list[str] = field(default_factory=list)
     network_placements: list[NetworkPlacement] = field(default_factory=list)
     milestones: Milestones = field(default_factory=Milestones)
+    inference: InferenceSummary | None = None  # None: run with --no-inference
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -352,6 +354,7 @@ def render_summary(summary: Summary) -> RenderableType:
         Text(""),
         *milestones_section(summary.milestones),
         *_network_section(summary.network_placements),
+        *inference_section(summary.inference),
         verdict,
     )
 
@@ -442,3 +445,45 @@ def milestones_section(m: Milestones) -> list[RenderableType]:
     for key, evidence in rows:
         table.add_row(_mark(reached[key]), key, evidence)
     return [Text("Milestones", style="bold"), table, Text("")]
+
+
+def _optional_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}s"
+
+
+def inference_section(inference: InferenceSummary | None) -> list[RenderableType]:
+    """The inference service's lines: the replay through the gateway, SLO attainment, GPU-seconds."""
+    if inference is None:
+        return []
+    i = inference
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    failures = ", ".join(f"{reason} {n}" for reason, n in i.failures.items()) or "none"
+    scale = "; ".join(
+        f"{e.replicas_from}→{e.replicas_to} at {e.at_s:.0f}s" for e in i.scale_events[:EVIDENCE_ROWS]
+    )
+    rows = [
+        ("Requests", f"{i.requests} through {i.gateway} ({i.requests_per_s:.1f}/s), {i.answered} answered"),
+        (
+            "SLO attainment",
+            "-"
+            if i.slo_attainment is None
+            else f"{_percent(i.slo_attainment)} ({i.slo_met} within TTFT + TPOT x generated tokens)",
+        ),
+        ("Latency", f"p50 {_optional_s(i.latency_p50_s)}, p99 {_optional_s(i.latency_p99_s)} (answered)"),
+        ("Failed", failures),
+        (
+            "GPU-seconds",
+            f"{i.gpu_seconds:.1f} by {i.replica_jobs} replica job(s), at most {i.peak_running} running"
+            if i.gpu_seconds is not None
+            else "- (the scheduler did not answer)",
+        ),
+        ("Scale events", f"{len(i.scale_events)}" + (f": {scale}{_more(i.scale_events)}" if scale else "")),
+    ]
+    if i.problem:
+        rows.append(("Problem", i.problem))
+    for name, value in rows:
+        table.add_row(name, value)
+    title = Text(f"Inference: {i.service} ({i.model}), the Azure trace at {i.speed:g}x", style="bold")
+    return [title, table, Text("")]

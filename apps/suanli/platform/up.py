@@ -32,6 +32,8 @@ from suanli.cli.render import FINAL_STATES
 from suanli.infra.postgres import embedded_running, stop_embedded
 from suanli.infra.process import pid_alive
 from suanli.platform.dashboard import Status, dashboard, progress_line
+from suanli.platform.demo_service import DEFAULT_SPEED, DEMO_SERVICE, GATEWAY_REGION, TENANT
+from suanli.platform.inference_figures import InferenceSummary
 from suanli.platform.observe import Observation, Observer
 from suanli.platform.stack import DEFAULT_FLEET, DEFAULT_PRICEBOOK, DEFAULT_QUEUES, Stack, StackConfig
 from suanli.platform.summary import (
@@ -53,6 +55,7 @@ from suanli.platform.workload import Arrival, DemoWorkload, arrivals, load_workl
 
 if TYPE_CHECKING:
     from suanli.console.server import BackgroundConsole
+    from suanli.platform.inference import LiveInference
 
 MARKER = ".suanli-up"
 EXIT_FAILED = 1
@@ -85,6 +88,9 @@ class UpOptions:
     # After the last job ended: how long charges must stay unchanged to count as complete.
     settle_s: float = 3.0
     settle_max_s: float = 30.0
+    # The inference service driven by the Azure trace through the gateway (docs/demo.md, "Inference").
+    inference: bool = True
+    inference_speed: float = DEFAULT_SPEED
 
 
 # --- the home directory --------------------------------------------------------------------------
@@ -232,6 +238,8 @@ class Run:
     # job id -> (monotonic deadline, why): scripted jobs the demo cancels if they have not ended by then.
     cancels: dict[str, tuple[float, str]] = field(default_factory=dict)
     endpoints: str = ""  # the dashboard footer's addresses, once the platform listens
+    inference: LiveInference | None = None
+    inference_summary: InferenceSummary | None = None
     _unreachable_since: float | None = None
 
     # -- checks --
@@ -329,7 +337,31 @@ class Run:
             return
         if self.submit_started and not self.drain_ended:
             self.averages.add(self.last.at, gpu_figures(self.last.nodes, started_use(self.last.jobs)))
+        if self.inference is not None:
+            self.inference.poll()
         self.check_platform()
+
+    def start_inference(self) -> None:
+        """Create the demo's inference service and start replaying the trace through the gateway."""
+        from suanli.platform.inference import LiveInference  # aiohttp and the trace: on use only
+
+        live = LiveInference(
+            self.stack.serving_addr,
+            self.stack.scheduler_addr,
+            self.stack.gateway_url,
+            self.stack.admin_token,
+            self.stack.ca,
+            self.options.inference_speed,
+        )
+        live.start()
+        self.inference = live
+        if live.summary.problem:
+            self._problem(live.summary.problem)
+
+    def finish_inference(self) -> None:
+        if self.inference is not None:
+            self.inference_summary = self.inference.close()
+            self.inference = None
 
     def status(self, phase: str) -> Status:
         assert self.observer is not None
@@ -351,6 +383,7 @@ class Run:
             problems=tuple(self.problems),
             logs=str(self.logs),
             endpoints=self.endpoints,
+            inference=self.inference.status() if self.inference is not None else None,
         )
 
 
@@ -383,6 +416,7 @@ def _endpoints(stack: Stack, web: BackgroundConsole | None) -> str:
         f"billing {stack.billing_addr}",
         f"routing {stack.routing_addr}",
         f"serving {stack.serving_addr}",
+        *([f"gateway {stack.gateway_url}"] if stack.gateway_url else []),
     ]
     if web is not None:
         parts.append(f"console {web.url}")
@@ -441,6 +475,8 @@ def run_up(options: UpOptions, console: Console) -> int:
             console.print(f"starting the platform in {options.home} (logs: {run.logs}/*.log)")
             try:
                 stack.start()
+                if options.inference:
+                    stack.start_gateway(GATEWAY_REGION)
             finally:
                 processes = _stack_processes(stack)
                 write_pids(options.home, processes)
@@ -470,6 +506,16 @@ def run_up(options: UpOptions, console: Console) -> int:
             web = _start_console(stack, console)
             run.endpoints = _endpoints(stack, web)
             run.wait_for_fleet(expected_nodes)
+            if run.healthy() and options.inference:
+                run.start_inference()
+                console.print(
+                    f"inference: service {TENANT}/{DEMO_SERVICE['name']} ({DEMO_SERVICE['model']}) gets the "
+                    f"Azure conversation trace at {options.inference_speed:g}x through the gateway "
+                    f"{stack.gateway_url}; replay it yourself: suanli service drive {DEMO_SERVICE['name']} "
+                    f"-t {TENANT} --gateway {stack.gateway_url}",
+                    markup=False,
+                    soft_wrap=True,
+                )
             if run.healthy():
                 _drive(run)
         except KeyboardInterrupt:
@@ -481,6 +527,8 @@ def run_up(options: UpOptions, console: Console) -> int:
             with _uninterruptible():
                 # Nothing may keep the children from being stopped: not a closed channel, not a
                 # terminal that went away (SIGHUP) and now fails every write.
+                with contextlib.suppress(Exception):
+                    run.finish_inference()  # before the stack stops: it asks the scheduler at the end
                 with contextlib.suppress(Exception):
                     if web is not None:
                         web.close()
@@ -558,6 +606,8 @@ def _loop(run: Run, show: Callable[[str], None]) -> None:  # noqa: C901
         if phase == "submitting":
             if duration is not None and offset >= duration:
                 phase, run.submit_ended = "draining", now
+                if run.inference is not None:
+                    run.inference.stop_sending()
             while phase == "submitting" and pending_arrival is not None and pending_arrival.at_s <= offset:
                 if not run.submit(pending_arrival):
                     break
@@ -656,6 +706,7 @@ def _summarise(run: Run, left: list[int]) -> Summary:
         unfinished_jobs=[j.id for j in jobs if j.state not in FINAL_STATES][:50],
         network_placements=network_placements(jobs),
         milestones=_milestones(run),
+        inference=run.inference_summary,
     )
 
 

@@ -82,6 +82,10 @@ SERVING_REPLICAS_STOPPED = "suanli_serving_replicas_stopped_total"
 SERVING_LOAD_REPORTS = "suanli_serving_load_reports_total"
 SERVING_IN_FLIGHT = "suanli_serving_in_flight"
 SERVING_QUEUED = "suanli_serving_queued"
+# The request gateway (`suanli gateway`, docs/inference.md): labelled by HTTP status code only, never by
+# service, for the same reason.
+GATEWAY_REQUESTS = "suanli_gateway_requests_total"
+GATEWAY_LATENCY = "suanli_gateway_request_seconds"
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -401,6 +405,24 @@ METRICS: tuple[MetricSpec, ...] = (
         ("model",),
         "serving",
         "Requests queued at the replicas of live services by model, from their fresh load reports.",
+    ),
+    MetricSpec(
+        GATEWAY_REQUESTS,
+        "counter",
+        "1",
+        ("code",),
+        "gateway",
+        "Generate requests the gateway answered, by HTTP status code: 200 (the replica's answer), 503 (no "
+        "fresh replica), 502 (replicas unreachable), 404 (unknown service), 400, or the replica's own code.",
+    ),
+    MetricSpec(
+        GATEWAY_LATENCY,
+        "histogram",
+        "s",
+        ("code",),
+        "gateway",
+        "Time from a generate request's arrival at the gateway to its answer, by HTTP status code: the "
+        "replica's generation time plus the gateway's own (resolve, forward).",
     ),
     MetricSpec(
         RPC_HANDLED,

@@ -1,4 +1,5 @@
-"""ResolveReplica and `suanli gateway` on the real broker: routing's load view fed from services.load.
+"""ResolveReplica, `suanli gateway` and the trace driver on the real broker: routing's load view fed from
+services.load.
 
 The last tests run a simulated fleet's replicas (sensing's agents, in process) behind the gateway.
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import grpc
+import numpy as np
 import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
@@ -31,6 +33,8 @@ from suanli.bus.headers import DLQ_ERROR_MESSAGE
 from suanli.bus.topics import topic_name
 from suanli.contracts.load import ReplicaLoad
 from suanli.contracts.replica_env import MAX_BATCH_ENV, MODEL_ENV, REPLICA_ENV, SERVICE_ID_ENV
+from suanli.inference.attainment import DriveStats, SloTarget
+from suanli.inference.drive import DriveConfig, Driver
 from suanli.inference.gateway import GatewayConfig, RunningGateway, start_gateway
 from suanli.resources import default_catalogue
 from suanli.routing.bootstrap import routing_api
@@ -44,9 +48,11 @@ from suanli.sensing.bootstrap import build_fleet_host
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.domain.placement import DeviceShare, Placement, StopOrder
 from suanli.sensing.service_layer.host import AgentHost
+from suanli.serving.domain.trace import Trace
 
 EAST, WEST = "gw-east", "gw-west"
 DEADLINE_S = 10.0
+TTFT_S = 0.05  # what the test replicas say their first token took
 
 
 class Replica:
@@ -56,10 +62,15 @@ class Replica:
         self.replica_id = replica_id
         self.runner: web.AppRunner | None = None
         self.address = ""
+        self.asked: list[Any] = []
 
     async def start(self) -> Replica:
         async def generate(request: web.Request) -> web.Response:
-            return web.json_response({"replica": self.replica_id, "asked": await request.json()})
+            asked = await request.json()
+            self.asked.append(asked)
+            # As a simulated replica answers: what it generated and its time to first token.
+            reply = {"generated_tokens": asked.get("max_tokens", 1), "ttft_s": TTFT_S}
+            return web.json_response({"replica": self.replica_id, "asked": asked, **reply})
 
         app = web.Application()
         app.router.add_post("/generate", generate)
@@ -306,6 +317,36 @@ async def test_garbage_on_services_load_is_dead_lettered_and_routing_keeps_servi
         return answer.replica.replica_id == "svc-dlq-r1"
 
     await until(still_serving, "routing to keep resolving after garbage")
+
+
+async def test_the_trace_driver_replays_through_the_gateway_and_counts_what_failed(stack: Stack) -> None:
+    replica = await Replica("svc-drive-r1").start()
+    trace = Trace(np.linspace(0.0, 0.5, 20), np.full(20, 300), np.full(20, 11))
+    target = SloTarget(ttft_s=2.0, tpot_s=0.1)
+    try:
+
+        async def resolvable() -> bool:
+            await stack.report("svc-drive", replica.replica_id, EAST, replica.address)
+            answer = await stack.resolve("svc-drive", "least-outstanding")
+            return answer.replica.replica_id == replica.replica_id
+
+        await until(resolvable, "routing to know the replica")
+        async with aiohttp.ClientSession() as http:
+            served = DriveStats(target)
+            await Driver(http, DriveConfig(stack.gateway.url, "svc-drive"), served).replay(trace)
+            unknown = DriveStats(target)
+            await Driver(http, DriveConfig(stack.gateway.url, "svc-drive-none"), unknown).replay(trace)
+    finally:
+        await replica.stop()
+    answered = served.summary(1.0)
+    assert (answered.requests, answered.answered, answered.slo_met, answered.failures) == (20, 20, 20, {})
+    assert answered.latency_p99_s is not None and answered.latency_p99_s < target.e2e_s(11)
+    assert answered.ttft_p50_s == pytest.approx(TTFT_S, rel=0.011)
+    # Every request was routed to the replica, whose answer echoes what the trace asked for.
+    assert replica.asked[-1] == {"context_tokens": 300, "max_tokens": 11}
+    refused = unknown.summary(1.0)
+    assert (refused.requests, refused.answered, refused.slo_attainment) == (20, 0, 0.0)
+    assert refused.failures == {"http 404": 20}
 
 
 # Simulated replicas: a simulated fleet's agents serve replica tasks with the model's timing and report

@@ -1,8 +1,10 @@
 """The network parts of `suanli up`'s view: routing's matrix, where each placement went and why, the
-network-aware jobs in the summary, and the whole view still inside 120 columns."""
+network-aware jobs in the summary, and the whole view still inside 120 columns; the inference service's
+panel, headless line and summary section."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from rich.console import Console, RenderableType
 from suanli.api.routing.v1 import routing_pb2 as rpb
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
 from suanli.data import data_path
+from suanli.inference.attainment import DriveStats, Outcome, SloTarget
 from suanli.platform.dashboard import (
     Status,
     cohort_rows,
@@ -19,7 +22,16 @@ from suanli.platform.dashboard import (
     dashboard,
     decisions_panel,
     network_panel,
+    progress_line,
     short_region,
+)
+from suanli.platform.inference_figures import (
+    GPU_SECONDS_SOURCE,
+    InferenceStatus,
+    InferenceSummary,
+    ReplicaTrack,
+    gpu_seconds,
+    summarise,
 )
 from suanli.platform.observe import Decision, Observation, TenantCharges
 from suanli.platform.stack import Stack, StackConfig
@@ -304,3 +316,52 @@ def test_the_footer_says_where_the_scheduler_billing_routing_and_serving_listen(
         "serving 127.0.0.1:50056 (context 'up').",
         "Ctrl-C stops everything. Logs: .suanli/up/logs",
     ]
+
+
+def drive_figures() -> DriveStats:
+    stats = DriveStats(SloTarget(2.0, 0.1))
+    for n in range(40):
+        stats.record(Outcome(n / 4, 200, 0.4 if n % 10 else 30.0, 50, ttft_s=0.1))
+    for n in range(10):
+        stats.record(Outcome(n, 503, 0.002, 50))
+    return stats
+
+
+def test_the_dashboard_shows_replicas_rate_latency_scaling_and_failures_within_120_columns() -> None:
+    stats = drive_figures()
+    inference = InferenceStatus(
+        "chat", "llama-2-7b", 3, {"running": 2, "placed": 1}, stats.summary(10.0), 1, "2→3 at 41s"
+    )
+    status = Status("submitting", 50, 10, 25, {}, 3, 0.1, logs=".suanli/up/logs", inference=inference)
+    view = text(dashboard(status, Observation(at=0), [], []))
+    assert max(len(line) for line in view.splitlines()) <= 120
+    assert "Inference: chat (llama-2-7b) via the gateway" in view
+    assert "replicas 2 running/3 placed/3 desired" in view
+    assert "requests 50" in view and "SLO 72%" in view  # 36 of 50 within target
+    assert "scale events 1 (last 2→3 at 41s)" in view
+    assert "failed: http 503 10" in view
+    assert "inference replicas 2 running/3 placed/3 desired" in progress_line(status, Observation(at=0))
+
+
+def test_the_summary_reports_attainment_latency_gpu_seconds_and_scale_events() -> None:
+    track = ReplicaTrack()
+    track.observe(1.0, 2, [("running", "j1"), ("running", "j2")])
+    track.observe(30.0, 3, [("running", "j1"), ("running", "j2"), ("running", "j3")])
+    base = InferenceSummary("chat", "llama-2-7b", "http://127.0.0.1:8090", 1.0)
+    inference = summarise(base, drive_figures().summary(10.0), track, gpu_seconds([0.05]))
+    summary = Summary(
+        submitted=0, succeeded=0, failed=0, cancelled=0, unfinished=0, rejected=0, all_final=True,
+        gpu_utilisation_avg=0.0, gpu_utilisation_peak=0.0, fragmentation_avg=0.0, gpus_total=0.0,
+        placements=0, charges={}, charge_counts={}, currency="", healthy=True, problems=[],
+        leftover_processes=[], wall_s=10.0, submit_s=10.0, drain_s=0.0, inference=inference,
+    )  # fmt: skip
+    view = text(render_summary(summary))
+    assert "Inference: chat (llama-2-7b), the Azure trace at 1x" in view
+    assert "SLO attainment  72.0% (36 within TTFT + TPOT x generated tokens)" in view
+    assert "GPU-seconds     180.0 by 3 replica job(s), at most 3 running" in view
+    assert "Scale events    1: 2→3 at 30s" in view
+    data = json.loads(summary.to_json())["inference"]
+    assert (data["requests"], data["answered"], data["slo_attainment"]) == (50, 40, 0.72)
+    assert data["failures"] == {"http 503": 10}
+    assert data["gpu_seconds"] == 180.0 and data["gpu_seconds_source"] == GPU_SECONDS_SOURCE
+    assert data["scale_events"] == [{"at_s": 30.0, "replicas_from": 2, "replicas_to": 3}]
