@@ -56,7 +56,9 @@ class PostgresSnapshots:
 
     async def save(self, snapshot: Snapshot, *, keep: int) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(self._insert, snapshot.name, snapshot.position, snapshot.format, snapshot.state)
+            await conn.execute(
+                self._insert, snapshot.name, snapshot.position, snapshot.format, snapshot.state
+            )
             await conn.execute(self._trim, snapshot.name, max(keep, 1))
 
     async def latest(self, name: str, format: str) -> Snapshot | None:

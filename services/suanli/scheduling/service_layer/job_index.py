@@ -41,7 +41,7 @@ class JobIndex:
         self._all: list[int] = []
         self._by_tenant: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[int]] = {}
-        self._dead = 0  # numbers of forgotten jobs still in the lists
+        self._dead: set[int] = set()  # numbers of forgotten jobs still in the lists
 
     def __len__(self) -> int:
         return len(self._views)
@@ -52,6 +52,9 @@ class JobIndex:
         self._views[job.seq] = job
         if known:
             return
+        if job.seq in self._dead:  # forgotten and seen again (a replay): its numbers are still in place
+            self._dead.discard(job.seq)
+            return
         for seqs in self._lists(job):
             _insert(seqs, job.seq)
 
@@ -59,8 +62,8 @@ class JobIndex:
         """Drop a job from every list (retention that evicts it from the projection calls this)."""
         if self._views.pop(job.seq, None) is None:
             return
-        self._dead += 1
-        if self._dead > max(COMPACT_FLOOR, len(self._views)):
+        self._dead.add(job.seq)
+        if len(self._dead) > max(COMPACT_FLOOR, len(self._views)):
             self._compact()
 
     def _compact(self) -> None:
@@ -74,7 +77,7 @@ class JobIndex:
                     scope[key] = kept
                 else:
                     del scope[key]
-        self._dead = 0
+        self._dead.clear()
 
     def page(
         self,

@@ -304,7 +304,11 @@ class Projection:
         if not finished or horizon is None:
             return
         cap = self.retention.max_finished
-        oldest = horizon - timedelta(seconds=self.retention.finished_s) if self.retention.finished_s < _FOREVER_S else None
+        oldest = (
+            horizon - timedelta(seconds=self.retention.finished_s)
+            if self.retention.finished_s < _FOREVER_S
+            else None
+        )
         while finished:
             job_id = next(iter(finished))
             if not (cap and len(finished) > cap) and (oldest is None or finished[job_id] >= oldest):

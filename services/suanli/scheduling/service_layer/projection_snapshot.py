@@ -43,7 +43,9 @@ async def load_projection(snapshots: SnapshotStore, retention: Retention = KEEP_
     except StateDecodeError as exc:
         log.warning("projection snapshot at position %d unreadable (%s): folding from 0", found.position, exc)
         return Projection(retention)
-    log.info("projection restored from its snapshot at position %d (%d jobs)", found.position, len(state.jobs))
+    log.info(
+        "projection restored from its snapshot at position %d (%d jobs)", found.position, len(state.jobs)
+    )
     return Projection.restored(state, retention)
 
 
