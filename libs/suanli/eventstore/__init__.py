@@ -1,7 +1,8 @@
 """Event store, outbox and consumer tracking: PostgreSQL is the system of record (ARCHITECTURE.md §2.2).
 
 Ports live in `ports`; adapters in `memory` and `postgres` (+ `pg_feed` for the relay); the relay in
-`relay`, projection snapshots in `snapshots`, the pruning of published rows and processed-event records in `pruning`, its Kafka sink in
+`relay`, projection snapshots in `snapshots`, the pruning of published rows and processed-event records
+in `pruning`, its Kafka sink in
 `kafka_sink` (imported separately, so the store works without a broker client).
 """
 

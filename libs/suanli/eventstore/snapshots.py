@@ -1,6 +1,8 @@
-"""Snapshots of a projection folded from the store: the state up to a position, in a format the reader
-names. A snapshot is derived data (the events stay the record), so whoever has folded the same events may
-write one and a reader that finds none, or none in its format, folds from position 0."""
+"""Snapshots of a projection folded from the store: the state up to a position, in a format the reader names.
+
+A snapshot is derived data (the events stay the record), so whoever has folded the same events may write
+one, and a reader that finds none, or none in its format, folds from position 0.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ class Snapshot:
 
 
 class SnapshotStore(Protocol):
+    """Where snapshots are kept: `PostgresSnapshots` in service, `InMemorySnapshots` in unit tests."""
+
     async def save(self, snapshot: Snapshot, *, keep: int) -> None:
         """Record ``snapshot`` and delete all but the ``keep`` latest of its name."""
         ...
@@ -55,6 +59,7 @@ class PostgresSnapshots:
         )
 
     async def save(self, snapshot: Snapshot, *, keep: int) -> None:
+        """Record ``snapshot`` (replacing one at its position) and trim to ``keep``, in one transaction."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 self._insert, snapshot.name, snapshot.position, snapshot.format, snapshot.state
@@ -62,6 +67,7 @@ class PostgresSnapshots:
             await conn.execute(self._trim, snapshot.name, max(keep, 1))
 
     async def latest(self, name: str, format: str) -> Snapshot | None:
+        """The newest snapshot of ``name`` in ``format`` (rows of other formats are skipped)."""
         row = await self._pool.fetchrow(self._latest, name, format)
         if row is None:
             return None
@@ -75,11 +81,13 @@ class InMemorySnapshots:
         self.saved: dict[str, list[Snapshot]] = {}
 
     async def save(self, snapshot: Snapshot, *, keep: int) -> None:
+        """Record ``snapshot`` and keep the ``keep`` latest of its name."""
         kept = [s for s in self.saved.get(snapshot.name, []) if s.position != snapshot.position]
         kept.append(snapshot)
         kept.sort(key=lambda s: s.position)
         self.saved[snapshot.name] = kept[-max(keep, 1) :]
 
     async def latest(self, name: str, format: str) -> Snapshot | None:
+        """The newest snapshot of ``name`` in ``format``."""
         found = [s for s in self.saved.get(name, []) if s.format == format]
         return found[-1] if found else None

@@ -1,5 +1,6 @@
-"""JSON for domain cores' frozen dataclasses: metering's table values (changelogs) and task facts, the
-scheduler's projection snapshots.
+"""JSON for domain cores' frozen dataclasses.
+
+Metering's table values (changelogs) and task facts, the scheduler's projection snapshots.
 
 JSON rather than pickle because a changelog is a topic anyone with write access can append to, and a
 snapshot a table: loading either must never execute code. Types are read from the dataclasses' own
@@ -106,10 +107,12 @@ def _build_scalar(tp: Any, data: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
+    """``obj`` (dataclasses, enums, datetimes, tuples, mappings, scalars) as compact JSON."""
     return json.dumps(_plain(obj), separators=(",", ":"), sort_keys=True).encode()
 
 
 def loads(cls: type[T], data: bytes | str) -> T:
+    """A ``cls`` from ``dumps``'s JSON, checked against its annotations; `StateDecodeError` if not one."""
     try:
         return typing.cast(T, _build(cls, json.loads(data)))
     except StateDecodeError:
@@ -125,12 +128,14 @@ class TaggedCodec:
         self._by_name = {c.__name__: c for c in classes}
 
     def dumps(self, obj: Any) -> bytes:
+        """``obj``, one of the classes, tagged with its class name."""
         name = type(obj).__name__
         if name not in self._by_name:
             raise TypeError(f"{name} is not one of {sorted(self._by_name)}")
         return json.dumps({"type": name, "data": _plain(obj)}, separators=(",", ":")).encode()
 
     def loads(self, data: bytes | str) -> Any:
+        """The object a tagged document holds; `StateDecodeError` if it is not one of the classes."""
         try:
             doc = json.loads(data)
             cls = self._by_name[doc["type"]]
@@ -142,9 +147,12 @@ class TaggedCodec:
 
 
 def shape_digest(cls: type) -> str:
-    """A short digest of what ``cls`` holds: its fields' names and types, through nested dataclasses and
-    enums (their values). Data written under one digest reads back under the same one only, so a reader
-    whose types changed (a field added, renamed, retyped) knows the data is not its own."""
+    """A short digest of what ``cls`` holds: its fields' names and types, through nested types.
+
+    Nested dataclasses and enums (their values) count. Data written under one digest reads back under the
+    same one only, so a reader whose types changed (a field added, renamed, retyped) knows the data is not
+    its own.
+    """
     return hashlib.sha256(_shape(cls, set()).encode()).hexdigest()[:16]
 
 

@@ -145,7 +145,7 @@ async def test_a_snapshot_and_its_tail_equal_a_fold_from_position_zero(retention
 
 
 async def test_the_snapshotter_writes_only_when_the_projection_moved_and_loading_resumes_from_it() -> None:
-    h, ids, events = await _history()
+    _, ids, events = await _history()
     snapshots = InMemorySnapshots()
     retention = Retention(finished_s=3600)
     projection = _folded(events, retention)
