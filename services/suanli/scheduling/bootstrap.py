@@ -51,6 +51,7 @@ async def bootstrap(config: Any) -> Components:
     # From the latest snapshot when there is one: only the events after it are folded.
     snapshots = PostgresSnapshots(store.pool, store.schema)
     projection = await load_projection(snapshots, config.retention())
+    loaded_at = projection.position
     await writer.catch_up(projection)
     await writer.load_pending(projection)
     clock = SystemClock()
@@ -110,5 +111,5 @@ async def bootstrap(config: Any) -> Components:
             prices=prices,
         ).explain(nodes, job)
 
-    snapshotter = Snapshotter(projection, snapshots, keep=config.snapshots_kept)
+    snapshotter = Snapshotter(projection, snapshots, keep=config.snapshots_kept, position=loaded_at)
     return Components(store, writer, leader, capacity, network, projection, scheduler, explain, snapshotter)

@@ -32,8 +32,8 @@ def decode_state(data: bytes) -> ProjectionState:
 
 
 async def load_projection(snapshots: SnapshotStore, retention: Retention = KEEP_ALL) -> Projection:
-    """A projection from the latest snapshot in this format (to be caught up from its position), else an
-    empty one (folded from position 0)."""
+    """A projection from the latest snapshot in this format (to be caught up from its position, which
+    is the projection's), else an empty one (folded from position 0)."""
     found = await snapshots.latest(SNAPSHOT_NAME, SNAPSHOT_FORMAT)
     if found is None:
         log.info("no projection snapshot in format %s: folding the store from position 0", SNAPSHOT_FORMAT)
@@ -53,11 +53,13 @@ class Snapshotter:
     """Writes the projection's state when it has moved since the last snapshot, keeping the latest
     ``keep``. Any replica may: a snapshot is the fold of the events up to its position, whoever folded."""
 
-    def __init__(self, projection: Projection, snapshots: SnapshotStore, *, keep: int = 3) -> None:
+    def __init__(
+        self, projection: Projection, snapshots: SnapshotStore, *, keep: int = 3, position: int = 0
+    ) -> None:
         self._projection = projection
         self._snapshots = snapshots
         self._keep = keep
-        self.position = 0  # of the last snapshot written
+        self.position = position  # of the last snapshot written (or loaded)
 
     async def take(self) -> int | None:
         """Write a snapshot unless the last one covers the projection already; its position, or None."""
