@@ -45,7 +45,7 @@ from typing import Any
 import asyncpg
 
 from suanli.clock import ManualClock, uuid4_factory
-from suanli.contracts import encode
+from suanli.contracts import encode, new_envelope
 from suanli.eventstore import PostgresEventStore, PostgresSnapshots, StoredEvent
 from suanli.infra.testing import PostgresMode, resolve_postgres
 from suanli.scheduling.adapters.framework_placer import DEFAULT_TYPICAL, FrameworkPlacer
@@ -115,17 +115,9 @@ def _report(
     name: str, projection: Projection, job_id: str, clock: ManualClock, **extra: Any
 ) -> RecordTaskReport:
     task = projection.jobs[job_id].tasks[0]
-    record = {
-        "event_id": str(uuid.uuid4()),
-        "occurred_at": clock.now(),
-        "producer": "agent/n1",
-        "subject_id": task.task_id,
-        "task_id": task.task_id,
-        "job_id": job_id,
-        "node_id": task.node_id,
-        "attempt": task.attempt,
-        **extra,
-    }
+    at = {"event_id": uuid.uuid4(), "occurred_at": clock.now()}
+    report = {"task_id": task.task_id, "job_id": job_id, "node_id": task.node_id, "attempt": task.attempt}
+    record = {**new_envelope("agent/n1", task.task_id, **at), **report, **extra}
     return RecordTaskReport(name, record, record["event_id"])
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from _scheduler import T0, Harness, harness
 
+from suanli.contracts import new_envelope
 from suanli.eventstore import InMemorySnapshots, StoredEvent
 from suanli.infra.dataclass_json import StateDecodeError
 from suanli.scheduling.domain.jobs import AcceptedSpec, AcceptedTask, JobView, Phase
@@ -33,17 +34,8 @@ def _spec(n: int) -> AcceptedSpec:
 
 def _report(name: str, job: JobView, **extra: Any) -> RecordTaskReport:
     task = job.tasks[0]
-    record = {
-        "event_id": str(uuid.uuid4()),
-        "occurred_at": T0,
-        "producer": "agent",
-        "subject_id": task.task_id,
-        "task_id": task.task_id,
-        "job_id": job.id,
-        "node_id": task.node_id,
-        "attempt": task.attempt,
-        **extra,
-    }
+    fields = {"task_id": task.task_id, "job_id": job.id, "node_id": task.node_id, "attempt": task.attempt}
+    record = {**new_envelope("agent", task.task_id, event_id=uuid.uuid4(), occurred_at=T0), **fields, **extra}
     return RecordTaskReport(name, record, record["event_id"])
 
 
