@@ -111,10 +111,10 @@ class SchedulingSettings(AuthSettings):
         "ones are read from the store on request and no longer listed by ListJobs.",
     )
     max_finished_jobs: int = Field(
-        100_000,
+        10_000,
         ge=0,
         description="Most finished jobs kept in memory, however recent; the oldest finished go first "
-        "(0: no cap).",
+        "(0: no cap). Each costs memory and snapshot load time at a takeover.",
     )
     snapshot_interval_s: float = Field(
         60.0,
