@@ -1,7 +1,8 @@
 """Event store, outbox and consumer tracking: PostgreSQL is the system of record (ARCHITECTURE.md §2.2).
 
 Ports live in `ports`; adapters in `memory` and `postgres` (+ `pg_feed` for the relay); the relay in
-`relay`, the pruning of published rows and processed-event records in `pruning`, its Kafka sink in
+`relay`, projection snapshots in `snapshots`, the pruning of published rows and processed-event records
+in `pruning`, its Kafka sink in
 `kafka_sink` (imported separately, so the store works without a broker client).
 """
 
@@ -22,6 +23,7 @@ from suanli.eventstore.ports import (
 from suanli.eventstore.postgres import DEFAULT_SCHEMA, PostgresEventStore
 from suanli.eventstore.pruning import ProcessedEventsPruner, PruneMetrics, RetentionSettings
 from suanli.eventstore.relay import OutboxRelay
+from suanli.eventstore.snapshots import InMemorySnapshots, PostgresSnapshots, Snapshot, SnapshotStore
 from suanli.eventstore.tracking import apply_once
 from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
 
@@ -35,6 +37,7 @@ __all__ = [
     "EventStoreError",
     "InMemoryEventStore",
     "InMemoryOutboxFeed",
+    "InMemorySnapshots",
     "MigrationError",
     "NewEvent",
     "OutboxFeed",
@@ -45,11 +48,14 @@ __all__ = [
     "OutboxSink",
     "PostgresEventStore",
     "PostgresOutboxFeed",
+    "PostgresSnapshots",
     "ProcessedEventsPruner",
     "ProcessedPruning",
     "PruneMetrics",
     "RecordingOutboxSink",
     "RetentionSettings",
+    "Snapshot",
+    "SnapshotStore",
     "StoredEvent",
     "StreamAppend",
     "TrackingStore",

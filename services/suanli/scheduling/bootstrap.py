@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from suanli.clock import SystemClock, uuid4_factory
-from suanli.eventstore import PostgresEventStore
+from suanli.eventstore import PostgresEventStore, PostgresSnapshots
 from suanli.scheduling.adapters.framework_placer import FrameworkPlacer, workload_typical
 from suanli.scheduling.adapters.leader import LeaderElection
 from suanli.scheduling.adapters.metrics import OtelMetrics
@@ -21,6 +21,7 @@ from suanli.scheduling.service_layer.assembly import Scheduling, assemble
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.network import NetworkView
 from suanli.scheduling.service_layer.projection import Projection
+from suanli.scheduling.service_layer.projection_snapshot import Snapshotter, load_projection
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Components:
     projection: Projection
     scheduler: Scheduling
     explain: Callable[..., Any]
+    snapshotter: Snapshotter
 
 
 async def bootstrap(config: Any) -> Components:
@@ -46,7 +48,10 @@ async def bootstrap(config: Any) -> Components:
         store, PostgresPendingReasons(store.pool, store.schema), leader, topic_prefix=config.topic_prefix
     )
     await writer.setup()
-    projection = Projection()
+    # From the latest snapshot when there is one: only the events after it are folded.
+    snapshots = PostgresSnapshots(store.pool, store.schema)
+    projection = await load_projection(snapshots, config.retention())
+    loaded_at = projection.position
     await writer.catch_up(projection)
     await writer.load_pending(projection)
     clock = SystemClock()
@@ -106,4 +111,5 @@ async def bootstrap(config: Any) -> Components:
             prices=prices,
         ).explain(nodes, job)
 
-    return Components(store, writer, leader, capacity, network, projection, scheduler, explain)
+    snapshotter = Snapshotter(projection, snapshots, keep=config.snapshots_kept, position=loaded_at)
+    return Components(store, writer, leader, capacity, network, projection, scheduler, explain, snapshotter)

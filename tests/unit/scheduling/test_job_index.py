@@ -156,3 +156,16 @@ def test_the_projection_keeps_its_index_as_it_applies_events() -> None:
     assert [v.id for v in projection.index.page(10, tenant="globex").jobs] == [
         v.id for v in views if v.spec.tenant == "globex"
     ]
+
+
+def test_pages_stay_right_while_most_jobs_are_forgotten() -> None:
+    index, jobs = filled(3000)
+    for view in jobs[:2000]:
+        index.forget(view)
+    assert len(index) == 1000
+    assert (
+        seqs(index.page(3, tenant="globex").jobs)
+        == [v.seq for v in jobs[2000:] if v.spec.tenant == "globex"][:3]
+    )
+    assert seqs(index.page(5000).jobs) == list(range(2001, 3001))
+    assert seqs(index.page(2, after=2500, newest_first=True).jobs) == [2499, 2498]

@@ -1,6 +1,6 @@
 """The running scheduling service: gRPC server, capacity view, leader election and, while leader, the
-lifecycle consumer, the command topic's consumer (docs/commands.md), the scheduling loop and queue
-configuration; the outbox relay everywhere (its own
+lifecycle consumer, the command topic's consumer (docs/commands.md), the scheduling loop, queue
+configuration and the projection's snapshots; the outbox relay everywhere (its own
 lease picks one publisher). `SchedulingApp.start()/stop()`; `serve()` runs until SIGTERM/SIGINT."""
 
 from __future__ import annotations
@@ -192,6 +192,7 @@ class SchedulingApp:
                 c.scheduler.loop.run(before_each=c.scheduler.evictions.sweep, retry_if=_retriable),
                 name="scheduling-cycle",
             ),
+            asyncio.create_task(c.snapshotter.run(cfg.snapshot_interval_s), name="scheduling-snapshots"),
         ]
 
     def _reports_flowing(self) -> None:

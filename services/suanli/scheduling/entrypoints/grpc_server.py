@@ -92,13 +92,16 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self.agent_logs = agent_logs or AgentLogClient()  # StreamJobLogs' way to the nodes' agents
         self._estimates_at: tuple[datetime, StartEstimates] | None = None
         # Shared with the command topic's consumer (docs/commands.md): one validation and admission.
-        self.requests = JobRequests(commands, projection, capacity, self.admission, self.catalogue)
+        self.requests = JobRequests(
+            commands, projection, capacity, self.admission, self.catalogue, archive=history
+        )
 
     # -- helpers ---------------------------------------------------------------------------------------
 
-    def _job(self, job_id: str) -> JobView:
-        # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md).
-        return self.requests.job(job_id, auth_context.sees)
+    async def _job(self, job_id: str) -> JobView:
+        # Another tenant's job is answered like a missing one, so ids cannot be probed (docs/security.md);
+        # a job evicted from the projection past the retention is folded from its stream.
+        return await self.requests.job(job_id, auth_context.sees)
 
     def _message(self, job: JobView, estimates: StartEstimates | None = None) -> pb.Job:
         out = convert.job_message(job, self.projection.pending_reasons.get(job.id))
@@ -152,7 +155,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
         async with rpc_errors(context):
-            return self._message(self._job(request.job_id))
+            return self._message(await self._job(request.job_id))
 
     async def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
@@ -190,11 +193,11 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.JobEvent]:
         async with rpc_errors(context):
-            job = self._job(request.job_id)
+            job = await self._job(request.job_id)
             self.admission.open_watch()
         queue = self.projection.watch(job.id)
         try:
-            job = self.projection.jobs[job.id]
+            job = self.projection.jobs.get(job.id, job)  # an evicted job: final, the one event
             yield _event(Change(job, "Current", at=job.updated_at), job.message)
             last = job.version
             while not job.phase.final:
@@ -323,7 +326,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         self, request: pb.ExplainJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.Explanation:
         async with rpc_errors(context):
-            job = self._job(request.job_id)
+            job = await self._job(request.job_id)
             reason = self.projection.pending_reasons.get(job.id) if job.phase is Phase.PENDING else None
             out = pb.Explanation(job_id=job.id, state=convert.STATES[job.phase])
             message = convert.pending_reason(reason)
@@ -348,7 +351,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         async with rpc_errors(context):
             # The tenant check is the projection's (a job another tenant owns answers NOT_FOUND); the
             # history itself is read from the store, where earlier attempts and their causes are kept.
-            job = self._job(request.job_id)
+            job = await self._job(request.job_id)
             as_of = self.now()
             history = await job_history(self.history, job.id, as_of)
             if history is None:
@@ -363,7 +366,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
     ) -> AsyncIterator[pb.JobLogChunk]:
         async with rpc_errors(context):
             # The tenant check is the projection's, as for DescribeJob; the agent checks the token again.
-            job = self._job(request.job_id)
+            job = await self._job(request.job_id)
             if request.follow:  # may stay open as long as the task runs: counted like a WatchJob stream
                 self.admission.open_watch()
         try:

@@ -4,6 +4,10 @@ refused exactly as the same request over gRPC would be (docs/commands.md).
 
 `sees` says which tenants the requester may act for: the RPC's caller (`suanli.auth.context.sees`), or
 the one tenant a command names.
+
+A job the projection no longer holds (finished, evicted past the retention) is read from its stream: it
+is answered, cancelled (a retry: the job; else refused as final) and recognised by its request_id as it
+was before its eviction.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from suanli.scheduling.entrypoints.validation import check_gpu_models, validate_
 from suanli.scheduling.service_layer.admission import Admission
 from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import CancelJob, SubmitJob
-from suanli.scheduling.service_layer.errors import InvalidSpec, JobNotFound
-from suanli.scheduling.service_layer.job_commands import JobCommands
+from suanli.scheduling.service_layer.errors import EvictedJob, InvalidSpec, JobNotFound
+from suanli.scheduling.service_layer.history import StreamReader, archived_job
+from suanli.scheduling.service_layer.job_commands import JobCommands, cancel_of_final, same_or_conflict
 from suanli.scheduling.service_layer.projection import Projection
 
 Sees = Callable[[str], bool]
@@ -33,18 +38,20 @@ class JobRequests:
         capacity: CapacityView,
         admission: Admission,
         catalogue: DeviceCatalogue,
+        archive: StreamReader,
     ) -> None:
         self.commands = commands
         self.projection = projection
         self.capacity = capacity
         self.admission = admission
         self.catalogue = catalogue
+        self.archive = archive  # the event store: evicted jobs are folded from their streams
 
-    def job(self, job_id: str, sees: Sees) -> JobView:
+    async def job(self, job_id: str, sees: Sees) -> JobView:
         """The job `job_id`; another tenant's is answered like a missing one, so ids cannot be probed."""
         if not job_id:
             raise InvalidSpec("job_id", "is required")
-        job = self.projection.jobs.get(job_id)
+        job = self.projection.jobs.get(job_id) or await archived_job(self.archive, job_id)
         if job is None or not sees(job.spec.tenant):
             raise JobNotFound(job_id)
         return job
@@ -59,12 +66,20 @@ class JobRequests:
         if not (spec.request_id and (spec.tenant, spec.request_id) in self.projection.by_request):
             check_gpu_models(request.spec, self.catalogue, self.capacity.gpu_models)
             self.admission.admit_submit(spec.tenant, self.projection.pending_jobs(spec.tenant))
-        job: JobView = await self.commands.handle(SubmitJob(spec, by))
+        try:
+            job: JobView = await self.commands.handle(SubmitJob(spec, by))
+        except EvictedJob as evicted:  # a retry of a submit whose job has been evicted since
+            recorded = await archived_job(self.archive, evicted.job_id)
+            if recorded is None:
+                raise JobNotFound(evicted.job_id) from None
+            return same_or_conflict(recorded, spec)
         return job
 
     async def cancel(
         self, job_id: str, reason: str, requested_by: str, by: Actor | None, sees: Sees
     ) -> JobView:
-        self.job(job_id, sees)
+        found = await self.job(job_id, sees)
+        if job_id not in self.projection.jobs:  # evicted, hence final
+            return cancel_of_final(found)
         job: JobView = await self.commands.handle(CancelJob(job_id, reason, requested_by, by))
         return job

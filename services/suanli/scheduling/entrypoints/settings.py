@@ -15,6 +15,7 @@ from pydantic import Field, FilePath
 from suanli.auth.server import AuthSettings
 from suanli.scheduling.domain.jobs.waves import DEFAULT_WAVE_SIZE
 from suanli.scheduling.service_layer.admission import AdmissionLimits
+from suanli.scheduling.service_layer.projection import Retention
 from suanli.settings import (
     KAFKA_BOOTSTRAP_ENV,
     METRICS_PORT_ENV,
@@ -103,6 +104,25 @@ class SchedulingSettings(AuthSettings):
         description="Seconds a leader's lease lasts without renewal (renewed every second): a paused or "
         "partitioned leader is replaced after this long, and can write nothing once it is over.",
     )
+    finished_job_retention_s: float = Field(
+        3600.0,
+        ge=0,
+        description="Seconds a finished job stays in memory after its end (on the store's clock); older "
+        "ones are read from the store on request and no longer listed by ListJobs.",
+    )
+    max_finished_jobs: int = Field(
+        10_000,
+        ge=0,
+        description="Most finished jobs kept in memory, however recent; the oldest finished go first "
+        "(0: no cap). Each costs memory and snapshot load time at a takeover.",
+    )
+    snapshot_interval_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between the leader's snapshots of its state, from which a new leader starts "
+        "instead of folding the store from position 0.",
+    )
+    snapshots_kept: int = Field(3, ge=1, description="Latest projection snapshots kept in the store.")
     topic_check_s: float = Field(
         5.0, gt=0, description="Seconds between checks that the topics exist (a broker that lost them)."
     )
@@ -127,6 +147,10 @@ class SchedulingSettings(AuthSettings):
         description="CA (PEM) of the agents' logs-endpoint certificates: StreamJobLogs dials agents over "
         "TLS (unset: plaintext).",
     )
+
+    def retention(self) -> Retention:
+        """How many finished jobs the projection keeps in memory."""
+        return Retention(self.finished_job_retention_s, self.max_finished_jobs)
 
     def admission_limits(self) -> AdmissionLimits:
         """The API's per-tenant and per-instance limits."""

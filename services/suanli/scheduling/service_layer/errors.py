@@ -27,6 +27,15 @@ class JobNotFound(NotFound):
         super().__init__(f"job {job_id!r} not found")
 
 
+class EvictedJob(JobNotFound):
+    """The job is recorded but no longer in the projection (a finished job past the retention): its
+    stream answers for it."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
 class QueueNotFound(NotFound):
     def __init__(self, name: str) -> None:
         super().__init__(f"queue {name!r} not found")

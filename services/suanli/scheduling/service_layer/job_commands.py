@@ -50,7 +50,13 @@ from suanli.scheduling.service_layer.commands import (
 )
 from suanli.scheduling.service_layer.cycle import placed
 from suanli.scheduling.service_layer.envelopes import Envelopes
-from suanli.scheduling.service_layer.errors import Conflict, InvalidSpec, JobNotFound, Precondition
+from suanli.scheduling.service_layer.errors import (
+    Conflict,
+    EvictedJob,
+    InvalidSpec,
+    JobNotFound,
+    Precondition,
+)
 from suanli.scheduling.service_layer.group_commit import GroupCommitter, Plan, Planner
 from suanli.scheduling.service_layer.payloads import parse
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics, Outgoing, Writer
@@ -76,6 +82,28 @@ def job_id_for(tenant: str, request_id: str, ids: IdFactory) -> str:
     """
     raw = uuid.uuid5(_REQUEST_NS, f"{tenant}/{request_id}") if request_id else ids()
     return f"job-{raw.hex[:12]}"
+
+
+def same_or_conflict(job: JobView, spec: AcceptedSpec) -> JobView:
+    """A submit whose request_id recorded ``job``: answered with it when it asks the same, else refused."""
+    if not job.spec.same_request(
+        replace(
+            spec,
+            tasks=tuple(
+                replace(t, task_id=o.task_id) for t, o in zip(spec.tasks, job.spec.tasks, strict=False)
+            ),
+            priority=job.spec.priority,
+        )
+    ):
+        raise Conflict(f"request_id {spec.request_id!r} was already used for job {job.id} with another spec")
+    return job
+
+
+def cancel_of_final(job: JobView) -> JobView:
+    """A cancel of a job already final: a retried cancel gets the job, any other is refused."""
+    if job.phase is Phase.CANCELLED:
+        return job
+    raise Precondition(f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled")
 
 
 class JobCommands:
@@ -208,20 +236,10 @@ class JobCommands:
         )
 
     def _same_or_conflict(self, job_id: str, spec: AcceptedSpec) -> JobView:
-        job = self._job(job_id)
-        if not job.spec.same_request(
-            replace(
-                spec,
-                tasks=tuple(
-                    replace(t, task_id=o.task_id) for t, o in zip(spec.tasks, job.spec.tasks, strict=False)
-                ),
-                priority=job.spec.priority,
-            )
-        ):
-            raise Conflict(
-                f"request_id {spec.request_id!r} was already used for job {job_id} with another spec"
-            )
-        return job
+        job = self._projection.jobs.get(job_id)
+        if job is None:  # recorded, then evicted past the retention: the caller reads its stream
+            raise EvictedJob(job_id)
+        return same_or_conflict(job, spec)
 
     def _plan_report(self, cmd: RecordTaskReport) -> Plan:
         # Decided on the job as this batch's earlier reports of it leave it (a chained plan).
@@ -300,12 +318,8 @@ class JobCommands:
 
     async def _cancel(self, cmd: CancelJob) -> JobView:
         job = self._job(cmd.job_id)
-        if job.phase is Phase.CANCELLED:
-            return job  # a retried cancel
         if job.phase.final:
-            raise Precondition(
-                f"job {job.id} already {job.phase.value.lower()}; only live jobs can be cancelled"
-            )
+            return cancel_of_final(job)
         events = self._envelopes.events(cancel(job, cmd.reason or "cancelled", cmd.requested_by, cmd.by))
         await self._commit([Append(job_stream(job.id), job.version, events)], {job.id: None})
         self._metrics.decision("cancelled")

@@ -5,6 +5,11 @@ is full, so one tenant's listing costs what its own jobs cost, not what every te
 (issue 13). The index is kept as the projection applies events: a submission adds the job, every later
 event replaces the job's view (scope and place never change, its phase does), and a forgotten job leaves
 every list it was in.
+
+Retention forgets the oldest finished jobs one by one, near the front of lists of 100,000s: deleting
+each from every list would move the lists' tails each time. A forgotten job loses only its view at once;
+its numbers stay in the lists, skipped by pages, until as many are dead as alive, when every list is
+rebuilt without them (amortised O(1) per forget, and a page walks past at most that many).
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from suanli.scheduling.domain.jobs import JobView
+
+# Forgotten numbers tolerated in the lists before a rebuild, however few jobs are left.
+COMPACT_FLOOR = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,7 @@ class JobIndex:
         self._all: list[int] = []
         self._by_tenant: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[int]] = {}
+        self._dead: set[int] = set()  # numbers of forgotten jobs still in the lists
 
     def __len__(self) -> int:
         return len(self._views)
@@ -43,6 +52,9 @@ class JobIndex:
         self._views[job.seq] = job
         if known:
             return
+        if job.seq in self._dead:  # forgotten and seen again (a replay): its numbers are still in place
+            self._dead.discard(job.seq)
+            return
         for seqs in self._lists(job):
             _insert(seqs, job.seq)
 
@@ -50,12 +62,22 @@ class JobIndex:
         """Drop a job from every list (retention that evicts it from the projection calls this)."""
         if self._views.pop(job.seq, None) is None:
             return
-        _remove(self._all, job.seq)
-        for scope, key in ((self._by_tenant, job.spec.tenant), (self._by_queue, job.spec.queue)):
-            seqs = scope[key]
-            _remove(seqs, job.seq)
-            if not seqs:
-                del scope[key]
+        self._dead.add(job.seq)
+        if len(self._dead) > max(COMPACT_FLOOR, len(self._views)):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Every list without the numbers of forgotten jobs; a scope left empty goes."""
+        views = self._views
+        self._all = [seq for seq in self._all if seq in views]
+        for scope in (self._by_tenant, self._by_queue):
+            for key, seqs in list(scope.items()):
+                kept = [seq for seq in seqs if seq in views]
+                if kept:
+                    scope[key] = kept
+                else:
+                    del scope[key]
+        self._dead.clear()
 
     def page(
         self,
@@ -72,8 +94,11 @@ class JobIndex:
         when given, else ``tenant``'s jobs, else (tenant None) every job."""
         seqs = self._scope(queue, tenant)
         found: list[JobView] = []
+        views = self._views
         for seq in _walk(seqs, after, newest_first):
-            job = self._views[seq]
+            job = views.get(seq)
+            if job is None:  # forgotten, its number not yet compacted away
+                continue
             if keep is not None and not keep(job):
                 continue
             if len(found) == size:
@@ -102,12 +127,6 @@ def _insert(seqs: list[int], seq: int) -> None:
         seqs.append(seq)
     else:
         insort(seqs, seq)
-
-
-def _remove(seqs: list[int], seq: int) -> None:
-    at = bisect_left(seqs, seq)
-    if at < len(seqs) and seqs[at] == seq:
-        del seqs[at]
 
 
 def _walk(seqs: list[int], after: int | None, newest_first: bool) -> Iterator[int]:
