@@ -367,8 +367,13 @@ READERS: dict[str, tuple[str, ...]] = {
     "links.measured": ("suanli-routing",),
     "jobs.commands": ("scheduling-commands",),
 }
-FLOOD = 10_000
-OVERSIZE_EVERY = 500  # 20 of the 10,000: 1.5 MiB each, over Kafka's default 1 MiB message limit
+# The default run floods 1,000 records (2 of them oversize) to keep the suite in its time budget; the
+# issue's 10,000 (20 oversize) run with `-m slow` and are the figures in BENCHMARKS.md.
+FLOODS = [
+    pytest.param(1_000, id="1000"),
+    pytest.param(10_000, id="10000", marks=[pytest.mark.slow, pytest.mark.timeout(600)]),
+]
+OVERSIZE_EVERY = 500  # 1.5 MiB each, over Kafka's default 1 MiB message limit
 KINDS = ("undecodable", "unknown-schema", "bad-field", "trailing", "truncated")
 
 
@@ -440,8 +445,9 @@ async def real_job_latency(platform: Platform, name: str) -> dict[str, float]:
     return marks
 
 
-async def test_ten_thousand_malformed_records_are_dead_lettered_while_real_work_is_served(
-    platform: Platform,
+@pytest.mark.parametrize("flood", FLOODS)
+async def test_malformed_records_are_dead_lettered_while_real_work_is_served(
+    platform: Platform, flood: int
 ) -> None:
     token = secrets.token_hex(3)
     quiet = await real_job_latency(platform, f"quiet-{token}")
@@ -449,7 +455,7 @@ async def test_ten_thousand_malformed_records_are_dead_lettered_while_real_work_
     valid = {t: _valid(t) for t in READERS}
     sent: dict[str, dict[bytes, bytes]] = defaultdict(dict)  # topic -> key -> value
     records = []
-    for i in range(FLOOD):
+    for i in range(flood):
         topic = list(READERS)[i % len(READERS)]
         value, headers = malformed(i, topic, valid[topic])
         key = FLOOD_KEY + f"{token}-{i}".encode()
@@ -513,7 +519,7 @@ async def test_ten_thousand_malformed_records_are_dead_lettered_while_real_work_
     assert platform.stack.supervisor.failed() == []
     after = await real_job_latency(platform, f"after-{token}")
     print(
-        f"flood of {FLOOD} malformed records over {len(READERS)} topics: published in {published_s:.1f}s, "
+        f"flood of {flood} malformed records over {len(READERS)} topics: published in {published_s:.1f}s, "
         f"{len(letters)} dead letters written within {drained_s:.1f}s; a 1 s job submit->running / "
         f"succeeded / charged: quiet {_marks(quiet)}, flooded {_marks(loaded)}, after {_marks(after)}"
     )

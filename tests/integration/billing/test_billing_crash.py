@@ -16,7 +16,7 @@ from billing_testkit import JAN, REGIONS, TERMS, Env, Window, eventually, expect
 
 from suanli.bus import EventPublisher, ensure_topics, topics
 
-USAGE_EVENTS = 800
+USAGE_EVENTS = 400
 
 
 def start(env: Env) -> subprocess.Popen[bytes]:
