@@ -84,11 +84,9 @@ def _spec(request_id: str) -> AcceptedSpec:
     return AcceptedSpec(name="train", queue=TENANT, tasks=(task,), min_available=1, request_id=request_id)
 
 
-def _service(
-    store: PostgresEventStore, clock: ManualClock, retention: Retention
-) -> tuple[Scheduling, Projection, StoreWriter]:
-    """The service layer as `bootstrap` wires it (one node with one A100), under ``retention``."""
-    writer = StoreWriter(store, PostgresPendingReasons(store.pool, store.schema), Unfenced())
+def _service(writer: StoreWriter, clock: ManualClock, retention: Retention) -> tuple[Scheduling, Projection]:
+    """The service layer as `bootstrap` wires it (one node with one A100) over ``writer``, under
+    ``retention``."""
     projection, capacity = Projection(retention), CapacityView(clock)
     capacity.on_capacity(
         {
@@ -108,7 +106,7 @@ def _service(
         clock=clock,
         ids=uuid4_factory,
     )
-    return scheduler, projection, writer
+    return scheduler, projection
 
 
 def _report(
@@ -295,7 +293,8 @@ async def fill(dsn: str, jobs: int, recent: int, active: int, tail: int) -> dict
     figures: dict[str, Any] = {}
     try:
         settings = SchedulingSettings.load({}, dsn=dsn, bootstrap="127.0.0.1:9", store_schema=SCHEMA)
-        scheduler, projection, writer = _service(store, clock, settings.retention())
+        writer = StoreWriter(store, PostgresPendingReasons(store.pool, store.schema), Unfenced())
+        scheduler, projection = _service(writer, clock, settings.retention())
         await writer.setup()
         template_id = await run_template(scheduler, projection, clock)
         template = [e for e in await store.read(job_stream(template_id))]

@@ -24,7 +24,7 @@ SNAPSHOT_FORMAT = f"projection-json-{shape_digest(ProjectionState)}"
 
 
 def encode_state(state: ProjectionState) -> bytes:
-    return dumps(state)
+    return dumps(state, omit_defaults=True)
 
 
 def decode_state(data: bytes) -> ProjectionState:
