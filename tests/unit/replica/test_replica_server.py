@@ -74,3 +74,39 @@ async def test_serves_refuses_reports_and_goes_quiet_when_stopped() -> None:
     async with aiohttp.ClientSession() as http:
         with pytest.raises(aiohttp.ClientConnectionError):
             await http.post(f"http://{address}/generate", json={"context_tokens": 1, "max_tokens": 1})
+
+
+async def test_a_refusal_says_retry_after_and_a_timed_out_request_does_not() -> None:
+    async def sink(load: ReplicaLoad) -> None:
+        return None
+
+    one_at_a_time = ReplicaSpeed(10_000.0, 0.008, 0.0, 0.0, kv_capacity_tokens=2_000, max_batch=1)
+    server = ReplicaServer(
+        ReplicaIdentity("svc-u", "svc-u-r1", "cn-east"),
+        one_at_a_time,
+        interval_s=1.0,
+        on_report=sink,
+        clock=SteppingClock(),
+        queue_timeout_s=0.05,
+        max_queued=1,
+    )
+    address = await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            url = f"http://{address}/generate"
+
+            async def ask(tokens: int) -> tuple[int, str | None, str]:
+                async with http.post(url, json={"context_tokens": 100, "max_tokens": tokens}) as answer:
+                    return answer.status, answer.headers.get("Retry-After"), await answer.text()
+
+            long = asyncio.create_task(ask(30))  # 0.3 s in the batch of one
+            await asyncio.sleep(0.02)
+            waiting = asyncio.create_task(ask(2))  # queued behind it past the 0.05 s timeout
+            await asyncio.sleep(0.02)
+            status, retry_after, text = await ask(2)  # the queue (1) is full: refused at once
+            assert (status, retry_after) == (503, "1") and "queue full" in text
+            assert (await long)[0] == 200
+            status, retry_after, text = await waiting
+            assert (status, retry_after) == (503, None) and "over the queue timeout" in text
+    finally:
+        await server.stop()
