@@ -6,8 +6,9 @@ arrival and answered when the model says it finishes (a timer at the model's nex
 with the reason; a request over the queue or KV bound 503 with the reason and ``Retry-After`` (refused
 at once: another replica, or this one a moment later, may take it); one that waited past the queue
 timeout 503 with the reason and no ``Retry-After`` (its time is spent: trying it again elsewhere would
-only queue it behind others' work, which is why the gateway does not). Every ``interval_s`` the replica's load report goes to the
-``on_report`` callback (the node agent publishes it as ReplicaLoadReported). Docs: docs/inference.md.
+only queue it behind others' work, which is why the gateway does not). Every ``interval_s`` the
+replica's load report goes to the ``on_report`` callback (the node agent publishes it as
+ReplicaLoadReported). Docs: docs/inference.md.
 """
 
 from __future__ import annotations

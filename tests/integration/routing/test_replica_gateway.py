@@ -324,55 +324,51 @@ async def test_requests_waiting_for_a_pooled_connection_are_not_failed_over(stac
         await slow.stop()
 
 
-async def test_an_overloaded_replica_s_refusal_goes_to_the_next_replica(stack: Stack) -> None:
-    full, roomy = await Replica("svc-busy-r1", refuse="busy").start(), await Replica("svc-busy-r2").start()
-    url = f"{stack.gateway.url}/v1/services/svc-busy/generate"
+@asynccontextmanager
+async def first_and_busier(stack: Stack, service: str, first: Replica) -> AsyncIterator[Replica]:
+    """`first` (idle, least-outstanding's pick) and a busier replica that answers, both reported."""
+    other = await Replica(f"{service}-r2").start()
+    await first.start()
     try:
-        async with aiohttp.ClientSession() as http:
 
-            async def both_reported() -> bool:
-                await stack.report("svc-busy", full.replica_id, EAST, full.address)
-                await stack.report("svc-busy", roomy.replica_id, EAST, roomy.address, in_flight=3)
-                return len(fresh(stack, "svc-busy")) == 2
+        async def both_reported() -> bool:
+            await stack.report(service, first.replica_id, EAST, first.address)
+            await stack.report(service, other.replica_id, EAST, other.address, in_flight=3)
+            return len(fresh(stack, service)) == 2
 
-            await until(both_reported, "both replicas' reports")
-            # The refusing replica looks idle (least-outstanding picks it first); its 503 is retried.
-            for _ in range(3):
-                async with http.post(url, json={"max_tokens": 4}) as answer:
-                    assert answer.status == 200, await answer.text()
-                    assert answer.headers["X-Suanli-Replica"] == roomy.replica_id
-            assert full.asked  # it was asked, and refused: alive, so it stays a choice
-            await roomy.stop()
-            async with http.post(url, json={"max_tokens": 4}) as answer:
-                # Only the refusing one left to answer: its own 503 and reason, not a 502.
-                assert answer.status == 503
-                body = await answer.json()
-                assert "KV cache full" in body["error"]
+        await until(both_reported, "both replicas' reports")
+        yield other
     finally:
-        await full.stop()
+        await first.stop()
+        await other.stop()
+
+
+async def test_an_overloaded_replica_s_refusal_goes_to_the_next_replica(stack: Stack) -> None:
+    full = Replica("svc-busy-r1", refuse="busy")
+    url = f"{stack.gateway.url}/v1/services/svc-busy/generate"
+    async with first_and_busier(stack, "svc-busy", full) as roomy, aiohttp.ClientSession() as http:
+        # The refusing replica looks idle (least-outstanding picks it first); its 503 is retried.
+        for _ in range(3):
+            async with http.post(url, json={"max_tokens": 4}) as answer:
+                assert answer.status == 200, await answer.text()
+                assert answer.headers["X-Suanli-Replica"] == roomy.replica_id
+        assert full.asked  # it was asked, and refused: alive, so it stays a choice
         await roomy.stop()
+        async with http.post(url, json={"max_tokens": 4}) as answer:
+            # Only the refusing one left to answer: its own 503 and reason, not a 502.
+            assert answer.status == 503
+            assert "KV cache full" in (await answer.json())["error"]
 
 
 async def test_a_request_that_waited_out_a_replica_s_queue_is_not_sent_again(stack: Stack) -> None:
-    late, other = await Replica("svc-late-r1", refuse="late").start(), await Replica("svc-late-r2").start()
+    late = Replica("svc-late-r1", refuse="late")
     url = f"{stack.gateway.url}/v1/services/svc-late/generate"
-    try:
-        async with aiohttp.ClientSession() as http:
-
-            async def both_reported() -> bool:
-                await stack.report("svc-late", late.replica_id, EAST, late.address)
-                await stack.report("svc-late", other.replica_id, EAST, other.address, in_flight=3)
-                return len(fresh(stack, "svc-late")) == 2
-
-            await until(both_reported, "both replicas' reports")
-            async with http.post(url, json={"max_tokens": 4}) as answer:
-                assert answer.status == 503 and "Retry-After" not in answer.headers
-                assert answer.headers["X-Suanli-Replica"] == late.replica_id
-                assert "waited 30.2 s" in (await answer.json())["error"]
-            assert len(late.asked) == 1 and other.asked == []
-    finally:
-        await late.stop()
-        await other.stop()
+    async with first_and_busier(stack, "svc-late", late) as other, aiohttp.ClientSession() as http:
+        async with http.post(url, json={"max_tokens": 4}) as answer:
+            assert answer.status == 503 and "Retry-After" not in answer.headers
+            assert answer.headers["X-Suanli-Replica"] == late.replica_id
+            assert "waited 30.2 s" in (await answer.json())["error"]
+        assert len(late.asked) == 1 and other.asked == []
 
 
 async def test_garbage_on_services_load_is_dead_lettered_and_routing_keeps_serving(stack: Stack) -> None:

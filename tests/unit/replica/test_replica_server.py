@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import aiohttp
 import pytest
@@ -12,11 +13,17 @@ import pytest
 from suanli.clock import SteppingClock
 from suanli.contracts.load import ReplicaLoad
 from suanli.replica.live import ReplicaIdentity
-from suanli.replica.server import ReplicaServer
+from suanli.replica.server import ReplicaServer, ReportSink
 from suanli.replica.service_time import ReplicaSpeed
 
 # Prefill 10,000 tokens/s, a decode step of 10 ms: 100 context + 6 tokens take 0.01 + 5 x 0.01 s.
 SPEED = ReplicaSpeed(10_000.0, 0.008, 0.0, 0.0, kv_capacity_tokens=2_000, max_batch=4)
+
+
+def replica_server(speed: ReplicaSpeed, sink: ReportSink, **options: Any) -> ReplicaServer:
+    """Replica svc-u-r1 in cn-east at `speed`, reporting to `sink`; `options` as ReplicaServer takes them."""
+    identity = ReplicaIdentity("svc-u", "svc-u-r1", "cn-east")
+    return ReplicaServer(identity, speed, on_report=sink, clock=SteppingClock(), **options)
 
 
 async def test_serves_refuses_reports_and_goes_quiet_when_stopped() -> None:
@@ -25,13 +32,7 @@ async def test_serves_refuses_reports_and_goes_quiet_when_stopped() -> None:
     async def sink(load: ReplicaLoad) -> None:
         reports.append(load)
 
-    server = ReplicaServer(
-        ReplicaIdentity("svc-u", "svc-u-r1", "cn-east"),
-        SPEED,
-        interval_s=0.05,
-        on_report=sink,
-        clock=SteppingClock(),
-    )
+    server = replica_server(SPEED, sink, interval_s=0.05)
     address = await server.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -81,15 +82,7 @@ async def test_a_refusal_says_retry_after_and_a_timed_out_request_does_not() -> 
         return None
 
     one_at_a_time = ReplicaSpeed(10_000.0, 0.008, 0.0, 0.0, kv_capacity_tokens=2_000, max_batch=1)
-    server = ReplicaServer(
-        ReplicaIdentity("svc-u", "svc-u-r1", "cn-east"),
-        one_at_a_time,
-        interval_s=1.0,
-        on_report=sink,
-        clock=SteppingClock(),
-        queue_timeout_s=0.05,
-        max_queued=1,
-    )
+    server = replica_server(one_at_a_time, sink, interval_s=1.0, queue_timeout_s=0.05, max_queued=1)
     address = await server.start()
     try:
         async with aiohttp.ClientSession() as http:
