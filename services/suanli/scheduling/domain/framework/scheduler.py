@@ -44,7 +44,7 @@ from suanli.scheduling.domain.framework.statement import Statement
 from suanli.scheduling.domain.model import Locality, TaskPlacement, TaskRequest
 from suanli.scheduling.domain.network import NetworkSnapshot
 from suanli.scheduling.domain.pricing import PriceTable
-from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
+from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot, sorted_unique
 
 # Requests whose totals the scheduler keeps (least recently decided dropped first), at most
 # CHOICE_CACHE_SIZE and CHOICE_CACHE_BYTES together (each costs about 25 bytes per node): openb's
@@ -397,7 +397,9 @@ class Scheduler:
                 if keep_parts:
                     parts.append((plugin.name, np.zeros(rows.size)))
                 continue
-            part = np.asarray(scored, dtype=np.float64) * weight
+            part = np.asarray(scored, dtype=np.float64)
+            if weight != 1:  # x * 1 is x: the copy a whole cluster's scores would cost is saved
+                part = part * weight
             if keep_parts:
                 parts.append((plugin.name, part))
             total = part if total is None else total + part
@@ -647,8 +649,11 @@ def _packable(total: np.ndarray, nodes: int) -> bool:
     bound = 2.0**52 / _shift(nodes)
     if total.size <= 16:  # the nodes one decision changed: cheaper than the array operations
         return all(t == -np.inf or (t.is_integer() and abs(t) < bound) for t in total.tolist())
-    t = total[total != -np.inf]
-    return bool(np.all((np.floor(t) == t) & (np.abs(t) < bound)))
+    # A first use covers the whole cluster: whole numbers (floor keeps -inf), and bounded once the -inf
+    # are set aside (at most `total.max()` and, below, at least the smallest finite one).
+    if not np.array_equal(np.floor(total), total) or not total.max() < bound:
+        return False
+    return bool(np.where(total == -np.inf, 0.0, total).min() > -bound)
 
 
 class PackedKeys:
@@ -667,9 +672,15 @@ class PackedKeys:
         self._blocks = self._key.reshape(blocks, self.BLOCK).max(axis=1)
 
     def update(self, rows: np.ndarray, total: np.ndarray, positions: np.ndarray) -> None:
-        self._key[rows] = total * self._shift - positions
-        changed = np.unique(rows // self.BLOCK)
-        self._blocks[changed] = self._key.reshape(-1, self.BLOCK)[changed].max(axis=1)
+        key = self._key
+        key[rows] = total * self._shift - positions
+        if rows.size <= 16:  # the nodes one decision changed: a few blocks, cheaper one by one
+            size = self.BLOCK
+            for block in set((rows // size).tolist()):
+                self._blocks[block] = key[block * size : (block + 1) * size].max()
+            return
+        changed = sorted_unique(rows // self.BLOCK)
+        self._blocks[changed] = key.reshape(-1, self.BLOCK)[changed].max(axis=1)
 
     def best(self) -> int | None:
         """The node with the largest key; None when every node is ruled out (-inf)."""

@@ -23,6 +23,7 @@ import numpy as np
 from suanli.scheduling.domain.fragmentation import FragmentationModel, NodeStats
 from suanli.scheduling.domain.framework.cache import StampedRows
 from suanli.scheduling.domain.model import GPU_MILLI, TaskRequest
+from suanli.scheduling.domain.plugins._common import sigmoid_score
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
 NOT_FEASIBLE = -np.inf
@@ -52,6 +53,11 @@ class StateTable:
         self.of_node = np.empty(0, dtype=np.int64)
         self.restarts = 0  # times the table started again (a new family, or too many states left behind)
         self._last: weakref.ref[ClusterSnapshot] | None = None
+        # Per state id: how many nodes are in it and its lowest node (`_NO_NODE` when it has none, -1 when
+        # that node left and the next one is looked up on demand), so that grouping the whole cluster
+        # (a first use) reads these instead of scattering every node.
+        self._count = np.zeros(0, dtype=np.int64)
+        self._first = np.zeros(0, dtype=np.int64)
 
     def refresh(self, snapshot: ClusterSnapshot) -> np.ndarray:
         """[nodes] state id of every node of `snapshot`."""
@@ -63,10 +69,11 @@ class StateTable:
             self._ids = {}
             self.restarts += 1
             self.of_node = self._intern_all(_state_keys(live.gpu_free, live.cpu_free, snapshot.model_code))
+            self._recount()
             stale = None
         elif stale.size:
             keys = _state_keys(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
-            self.of_node[stale] = self._intern(keys)
+            self._move(stale, self._intern(keys))
         self._rows.mark(snapshot, stale)
         self._last = weakref.ref(snapshot)
         return self.of_node
@@ -75,6 +82,58 @@ class StateTable:
     def size(self) -> int:
         """How many state ids are in use (every id is below it)."""
         return len(self._ids)
+
+    def groups(self, snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray]:
+        """`_groups` over every node of `snapshot`: (the lowest node of each state that has one, in state
+        id order; each node's index into that list)."""
+        first, present = self.distinct(snapshot)
+        rank = np.cumsum(present) - 1
+        inverse: np.ndarray = rank[self.of_node]
+        return first, inverse
+
+    def distinct(self, snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray]:
+        """(the lowest node of each state some node of `snapshot` is in, in state id order; a mask over
+        state ids of those states), for `spread`."""
+        ids = self.refresh(snapshot)
+        first = self._first[: self.size]
+        for state in np.flatnonzero(first < 0).tolist():  # their lowest node left: find the next one
+            first[state] = int(np.argmax(ids == state))
+        present = self._count[: self.size] > 0
+        return first[present], present
+
+    def spread(self, values: np.ndarray, present: np.ndarray) -> np.ndarray:
+        """[nodes] the value of each node's state, from `values` of the states `distinct` named."""
+        by_state = np.empty(self.size, dtype=values.dtype)
+        by_state[present] = values
+        spread: np.ndarray = by_state[self.of_node]
+        return spread
+
+    def _recount(self) -> None:
+        ids, nodes = self.of_node, self.of_node.size
+        self._count = np.bincount(ids, minlength=self.size).astype(np.int64)
+        self._first = np.full(self.size, nodes, dtype=np.int64)
+        self._first[ids[::-1]] = np.arange(nodes - 1, -1, -1)  # repeated indices keep the last: the lowest
+
+    def _move(self, rows: np.ndarray, ids: np.ndarray) -> None:
+        """Nodes `rows` (sorted, unique) are now in states `ids`."""
+        old = self.of_node[rows]
+        self.of_node[rows] = ids
+        if self._count.size < self.size:
+            grow = max(self.size, 2 * self._count.size) - self._count.size
+            self._count = np.concatenate((self._count, np.zeros(grow, dtype=np.int64)))
+            self._first = np.concatenate((self._first, np.full(grow, self.of_node.size, dtype=np.int64)))
+        count, first = self._count, self._first
+        for row, was, now in zip(rows.tolist(), old.tolist(), ids.tolist(), strict=True):
+            if was == now:
+                continue
+            count[was] -= 1
+            if count[was] == 0:
+                first[was] = self.of_node.size
+            elif first[was] == row:
+                first[was] = -1
+            count[now] += 1
+            if count[now] == 1 or 0 <= row < first[now]:
+                first[now] = row
 
     def _intern(self, keys: np.ndarray) -> np.ndarray:
         ids = self._ids
@@ -96,6 +155,8 @@ class StateTable:
 def _groups(states: StateTable, snapshot: ClusterSnapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions in `rows` of the first row of each state, index of each row's group), as a row-wise
     unique of the nodes' states would give them."""
+    if rows.size == snapshot.size:  # every node (rows are sorted and unique): kept by the table
+        return states.groups(snapshot)
     ids = states.refresh(snapshot)[rows]
     first_at = np.full(states.size, rows.size, dtype=np.int64)
     positions = np.arange(rows.size)
@@ -161,10 +222,10 @@ class FragmentationTracker:
 
 
 class _ShapeValues:
-    """One request shape's best delta per node (NaN: marked, not computed yet), whether a marked node
-    changed alone, and the node stamps they stand for."""
+    """One request shape's best delta per node and FGD's integer score of it (NaN: marked, not computed
+    yet), whether a marked node changed alone, and the node stamps they stand for."""
 
-    __slots__ = ("lone", "rows", "values")
+    __slots__ = ("lone", "rows", "scores", "values")
 
     def __init__(self) -> None:
         self.rows = StampedRows()
@@ -172,7 +233,18 @@ class _ShapeValues:
 
     def reset(self, nodes: int) -> None:
         self.values = np.full(nodes, np.nan)
+        self.scores = np.full(nodes, np.nan)
         self.lone = np.zeros(nodes, dtype=bool)
+
+    def put(self, rows: np.ndarray | slice, values: np.ndarray) -> None:
+        self.values[rows] = values
+        self.scores[rows] = sigmoid_score(values)
+
+
+def _gather(values: np.ndarray, rows: np.ndarray, nodes: int) -> np.ndarray:
+    """`values[rows]`; a copy when `rows` are every node (sorted and unique), cheaper than the gather."""
+    found: np.ndarray = values.copy() if rows.size == nodes else values[rows]
+    return found
 
 
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
@@ -201,6 +273,17 @@ class PlacementDeltas:
         batch, as always; a small batch is only marked (with whether it was a lone node) and each node is
         computed when first asked for, in a batch of the same kind, so its value is the one the batch
         would have given it."""
+        return _gather(self._shape(snapshot, request, rows).values, rows, snapshot.size)
+
+    def scores_for_rows(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray
+    ) -> np.ndarray:
+        """FGD's integer score of `for_rows(...)` (`sigmoid_score`), kept with the deltas: a full batch
+        scores each distinct node state once."""
+        return _gather(self._shape(snapshot, request, rows).scores, rows, snapshot.size)
+
+    def _shape(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray) -> _ShapeValues:
+        """The shape's values, computed on `rows` at least."""
         stats, frag = self.tracker.refresh(snapshot)
         key = (request.cpu_milli, request.gpu_milli, request.gpu_count)
         shape = self._by_shape.get(key)
@@ -208,28 +291,54 @@ class PlacementDeltas:
             shape = self._by_shape[key] = _ShapeValues()
         stale = shape.rows.stale(snapshot)
         if stale is None or shape.values.shape[0] != snapshot.size:
+            if snapshot.size > DEDUP_MIN_ROWS:
+                self._all(snapshot, (stats, frag), request, shape)
+                shape.rows.mark(snapshot, None)
+                return shape  # every node computed
             shape.reset(snapshot.size)
+            stale = None
             target = np.arange(snapshot.size)
         else:
             target = stale
         if target.size > DEDUP_MIN_ROWS:
-            shape.values[target] = self._grid(snapshot, stats, frag, request, target, best=True)
+            shape.put(target, self._grid(snapshot, stats, frag, request, target, best=True))
         elif target.size:
             shape.values[target] = np.nan
             shape.lone[target] = target.size == 1
-        shape.rows.mark(snapshot, stale if target is stale else None)
+        shape.rows.mark(snapshot, stale)
         values = shape.values
         need = rows[np.isnan(values[rows])]
         if need.size:
             lone = shape.lone[need]
             for row in need[lone].tolist():
-                values[row] = self._grid(snapshot, stats, frag, request, np.array([row]), best=True)[0]
+                one = np.array([row])
+                shape.put(one, self._grid(snapshot, stats, frag, request, one, best=True))
             batch = need[~lone]
             if batch.size:
                 padded = batch if batch.size > 1 else np.repeat(batch, 2)
-                values[batch] = self._grid(snapshot, stats, frag, request, padded, best=True)[: batch.size]
-        found: np.ndarray = values[rows]
-        return found
+                shape.put(batch, self._grid(snapshot, stats, frag, request, padded, best=True)[: batch.size])
+        return shape
+
+    def _all(
+        self,
+        snapshot: ClusterSnapshot,
+        measured: tuple[NodeStats, np.ndarray],
+        request: TaskRequest,
+        shape: _ShapeValues,
+    ) -> None:
+        """Every node's value (more than `DEDUP_MIN_ROWS` nodes), as `_grid` over every node gives it,
+        with the scores taken per distinct node state before they are spread over the nodes."""
+        stats, frag = measured
+        states = self.tracker.states
+        first, present = states.distinct(snapshot)
+        if first.size <= snapshot.size // 2:
+            value = self._grid(snapshot, stats, frag, request, first, best=True)
+            shape.values = states.spread(value, present)
+            shape.scores = states.spread(sigmoid_score(value), present)
+        else:  # as many states as nodes, or nearly: `_grid` would not group them either
+            value = self._options(snapshot, measured, request, np.arange(snapshot.size)).max(axis=1)
+            shape.values, shape.scores = value, sigmoid_score(value)
+        shape.lone = np.zeros(snapshot.size, dtype=bool)
 
     def per_device(self, snapshot: ClusterSnapshot, request: TaskRequest, node: int) -> np.ndarray:
         """[devices] delta of putting a shared-GPU task on each device of `node`; -inf where it does not fit.
