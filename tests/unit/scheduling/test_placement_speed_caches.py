@@ -11,7 +11,7 @@ from _placement_cluster import node, snapshot
 from suanli.scheduling.domain.fragmentation import TypicalTask
 from suanli.scheduling.domain.framework import Statement
 from suanli.scheduling.domain.framework.cache import FreeGpuByModel
-from suanli.scheduling.domain.framework.scheduler import _packable, _shift
+from suanli.scheduling.domain.framework.scheduler import PackedKeys, _packable, _shift
 from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.plugins import _fragmentation
 from suanli.scheduling.domain.plugins._common import sigmoid_score
@@ -150,3 +150,25 @@ def test_packing_check_on_a_whole_cluster() -> None:
     for name, (expected, values) in cases.items():
         assert _packable(np.array(values), nodes) is expected, name  # the few one decision changed
         assert _packable(np.array(values * 8), nodes) is expected, name  # a first use: every node
+
+
+def test_packed_keys_follow_updates_as_if_built_again() -> None:
+    """The block maxima kept through updates of a few rows (the maximum moving up, or its holder going
+    down) and of many rows are those of keys built from scratch."""
+    rng = np.random.default_rng(9)
+    nodes = 3000
+    positions = rng.permutation(nodes)
+    total = rng.integers(0, 5, nodes).astype(float)
+    total[rng.random(nodes) < 0.2] = -np.inf
+    keys = PackedKeys(total, positions)
+    for step in range(300):
+        count = 40 if step % 10 == 0 else int(rng.integers(1, 6))
+        rows = np.unique(rng.integers(0, nodes, count))
+        if step % 7 == 0:  # the holder of the best key goes down
+            rows = np.unique(np.append(rows, keys.best()))
+        total[rows] = rng.integers(-1, 6, rows.size).astype(float)
+        total[rows[total[rows] < 0]] = -np.inf
+        keys.update(rows, total[rows], positions[rows])
+        again = PackedKeys(total, positions)
+        assert np.array_equal(keys._blocks, again._blocks)
+        assert keys.best() == again.best()
