@@ -38,7 +38,11 @@ _MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in ra
 
 def _state_keys(gpu_free: np.ndarray, cpu_free: np.ndarray, model_code: np.ndarray) -> np.ndarray:
     """[rows, 2 + devices] int64: what a node's fragmentation and deltas depend on."""
-    key: np.ndarray = np.column_stack((cpu_free, model_code, gpu_free)).astype(np.int64)
+    # Filled column by column: stacking columns of mixed types costs several times more on a cluster.
+    key = np.empty((gpu_free.shape[0], 2 + gpu_free.shape[1]), dtype=np.int64)
+    key[:, 0] = cpu_free
+    key[:, 1] = model_code
+    key[:, 2:] = gpu_free
     return key
 
 
@@ -144,9 +148,13 @@ class StateTable:
         the distinct states are hashed one by one."""
         with np.errstate(over="ignore"):
             digest = keys @ _MIX[: keys.shape[1]]
-        _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+        # Each distinct digest's first row, by a scatter: `return_index` would sort stably, several times
+        # slower on a cluster of many identical nodes.
+        distinct, inverse = np.unique(digest, return_inverse=True)
         inverse = inverse.ravel()
-        if not np.array_equal(keys[first][inverse], keys):  # a hash collision: one by one
+        first = np.empty(distinct.size, dtype=np.int64)
+        first[inverse[::-1]] = np.arange(inverse.size - 1, -1, -1)  # the last write wins: the first row
+        if not np.array_equal(np.take(keys[first], inverse, axis=0), keys):  # a hash collision: one by one
             return self._intern(keys)
         found: np.ndarray = self._intern(keys[first])[inverse]
         return found
@@ -208,9 +216,10 @@ class FragmentationTracker:
             first = np.repeat(first, 2)
         reps = self.model.stats(live.gpu_free[first], live.cpu_free[first], snapshot.model_code[first])
         frag = self.model.fragmentation(reps, snapshot.models)[inverse]
+        # `np.take` gathers whole rows several times faster than indexing with an array.
         stats = NodeStats(
-            reps.count_at_least[inverse],
-            reps.sum_below[inverse],
+            np.take(reps.count_at_least, inverse, axis=0),
+            np.take(reps.sum_below, inverse, axis=0),
             reps.idle[inverse],
             reps.cpu_free[inverse],
             np.asarray(snapshot.model_code),
