@@ -75,8 +75,12 @@ def _states(snap: ClusterSnapshot) -> np.ndarray:
     return np.column_stack((snap.cpu_free, snap.model_code, snap.gpu_free))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_the_state_table_groups_the_whole_cluster_as_a_pass_over_every_node(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "lookups"), [(1, 8), (2, 8), (3, 0)])
+def test_the_state_table_groups_the_whole_cluster_as_a_pass_over_every_node(
+    monkeypatch: pytest.MonkeyPatch, seed: int, lookups: int
+) -> None:
+    """Lowest nodes that left their state are looked up one by one, or (`lookups` 0) in one pass."""
+    monkeypatch.setattr(_fragmentation, "LOOKUPS_PER_PASS", lookups)
     table = StateTable()
     snaps = _walk(_cluster(12), 60, seed)
     order = np.random.default_rng(seed).permutation(len(snaps))  # older snapshots are read again too

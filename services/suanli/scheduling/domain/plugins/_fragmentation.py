@@ -32,6 +32,8 @@ DEDUP_MIN_ROWS = 256
 # nodes (states of nodes that have moved on stay behind until then).
 STATES_PER_NODE = 2
 MIN_STATES = 1024
+# Past this many states to look up again, one pass over every node finds all their lowest nodes.
+LOOKUPS_PER_PASS = 8
 
 _MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in range(64)], dtype=np.int64)
 
@@ -57,7 +59,7 @@ class StateTable:
         self.of_node = np.empty(0, dtype=np.int64)
         self.restarts = 0  # times the table started again (a new family, or too many states left behind)
         self._last: weakref.ref[ClusterSnapshot] | None = None
-        # Per state id: how many nodes are in it and its lowest node (`_NO_NODE` when it has none, -1 when
+        # Per state id: how many nodes are in it and its lowest node (the node count when it has none, -1 when
         # that node left and the next one is looked up on demand), so that grouping the whole cluster
         # (a first use) reads these instead of scattering every node.
         self._count = np.zeros(0, dtype=np.int64)
@@ -100,8 +102,13 @@ class StateTable:
         state ids of those states), for `spread`."""
         ids = self.refresh(snapshot)
         first = self._first[: self.size]
-        for state in np.flatnonzero(first < 0).tolist():  # their lowest node left: find the next one
-            first[state] = int(np.argmax(ids == state))
+        left = np.flatnonzero(first < 0)  # states whose lowest node left: find the next one
+        if left.size > LOOKUPS_PER_PASS:
+            first[:] = ids.size
+            first[ids[::-1]] = np.arange(ids.size - 1, -1, -1)  # the last write wins: the lowest
+        else:
+            for state in left.tolist():
+                first[state] = int(np.argmax(ids == state))
         present = self._count[: self.size] > 0
         return first[present], present
 
@@ -250,12 +257,6 @@ class _ShapeValues:
         self.scores[rows] = sigmoid_score(values)
 
 
-def _gather(values: np.ndarray, rows: np.ndarray, nodes: int) -> np.ndarray:
-    """`values[rows]`; a copy when `rows` are every node (sorted and unique), cheaper than the gather."""
-    found: np.ndarray = values.copy() if rows.size == nodes else values[rows]
-    return found
-
-
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
     return NodeStats(
         s.count_at_least[rows], s.sum_below[rows], s.idle[rows], s.cpu_free[rows], s.model_code[rows]
@@ -282,14 +283,16 @@ class PlacementDeltas:
         batch, as always; a small batch is only marked (with whether it was a lone node) and each node is
         computed when first asked for, in a batch of the same kind, so its value is the one the batch
         would have given it."""
-        return _gather(self._shape(snapshot, request, rows).values, rows, snapshot.size)
+        found: np.ndarray = self._shape(snapshot, request, rows).values[rows]
+        return found
 
     def scores_for_rows(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray
     ) -> np.ndarray:
         """FGD's integer score of `for_rows(...)` (`sigmoid_score`), kept with the deltas: a full batch
         scores each distinct node state once."""
-        return _gather(self._shape(snapshot, request, rows).scores, rows, snapshot.size)
+        found: np.ndarray = self._shape(snapshot, request, rows).scores[rows]
+        return found
 
     def _shape(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray) -> _ShapeValues:
         """The shape's values, computed on `rows` at least."""
