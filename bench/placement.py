@@ -3,10 +3,11 @@
     .venv/bin/python bench/placement.py [--decisions 3000] [--sizes 1213,5000,15000] [--policies fgd,fgdb]
     .venv/bin/python bench/placement.py --base /tmp/base --rounds 2 --sizes 5000,15000,50000
 
-The node list is replicated (renamed copies) up to each size; the arrivals are the `default` pod list,
-shuffled and inflated for that cluster as in the simulator. A decision is one `Scheduler.place_task` call
-(admission, filters, scores, device choice and the new snapshot); failed placements count too. The first
-decision of each run fills the caches for every node and is timed separately.
+The node list is replicated (renamed copies) up to each size; the arrivals are the `default` pod list (or
+`--workload`'s), shuffled and inflated for that cluster as in the simulator. A decision is one
+`Scheduler.place_task` call (admission, filters, scores, device choice and the new snapshot); failed
+placements count too. The first decision of each run fills the caches for every node and is timed
+separately.
 
 Each measurement runs in a fresh child process pinned to one CPU. `--base DIR` also measures the code of
 another checkout (e.g. `git worktree add /tmp/base <commit>`, or `git archive <commit> libs services apps
@@ -40,7 +41,9 @@ def replicate(nodes: list[Any], size: int) -> list[Any]:
     ]
 
 
-def measure(policy: str, size: int, decisions: int, traces: Path, incremental: bool) -> dict[str, Any]:
+def measure(
+    policy: str, size: int, decisions: int, traces: Path, incremental: bool, workload: str = "default"
+) -> dict[str, Any]:
     """One run in this process, with whatever `suanli` the import path holds (this code or a base's)."""
     import numpy as np
 
@@ -51,7 +54,7 @@ def measure(policy: str, size: int, decisions: int, traces: Path, incremental: b
     from suanli.scheduling.simulator.workload import build_arrivals, workload_distribution
 
     nodes = replicate(load_nodes(traces / "openb_node_list_gpu_node.csv"), size)
-    requests = [p.request for p in load_pods(traces / "openb_pod_list_default.csv")]
+    requests = [p.request for p in load_pods(traces / f"openb_pod_list_{workload}.csv")]
     snapshot = ClusterSnapshot.from_nodes(nodes)
     arrivals = build_arrivals(requests, snapshot.total_gpu_milli, 1.3, np.random.default_rng(42))[:decisions]
     options = {} if incremental else {"incremental": False}
@@ -89,13 +92,27 @@ def measure(policy: str, size: int, decisions: int, traces: Path, incremental: b
 def child(args: argparse.Namespace) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
-    print(json.dumps(measure(args.policy, args.size, args.decisions, Path(args.traces), not args.no_cache)))
+    traces = Path(args.traces)
+    print(
+        json.dumps(measure(args.policy, args.size, args.decisions, traces, not args.no_cache, args.workload))
+    )
 
 
-def run_child(code: str, policy: str, size: int, decisions: int, traces: Path, cpu: int) -> dict[str, Any]:
+def run_child(
+    code: str, policy: str, size: int, decisions: int, traces: Path, cpu: int, workload: str
+) -> dict[str, Any]:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", "--policy", policy, "--size", str(size)]
-    argv += ["--decisions", str(decisions), "--traces", str(traces), "--cpu", str(cpu)]
+    argv += [
+        "--decisions",
+        str(decisions),
+        "--traces",
+        str(traces),
+        "--cpu",
+        str(cpu),
+        "--workload",
+        workload,
+    ]
     if code == "no-cache":
         argv.append("--no-cache")
     elif code != "new":
@@ -113,6 +130,9 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=3000, help="decisions per run (first included)")
     parser.add_argument("--sizes", default="1213,5000,15000", help="cluster sizes (nodes), comma-separated")
     parser.add_argument("--policies", default="fgd,fgdb", help="named policies, comma-separated")
+    parser.add_argument(
+        "--workload", default="default", help="openb pod list (gpuspec25: fgdb's pressure term)"
+    )
     parser.add_argument("--base", help="checkout of the code to compare with, measured interleaved")
     parser.add_argument("--no-cache", action="store_true", help="also measure with the per-request cache off")
     parser.add_argument("--rounds", type=int, default=1, help="measurements per code, interleaved")
@@ -140,7 +160,7 @@ def main() -> None:
             for round_ in range(1, args.rounds + 1):
                 for code in codes:
                     load = os.getloadavg()[0]
-                    r = run_child(code, policy, size, args.decisions, traces, args.cpu)
+                    r = run_child(code, policy, size, args.decisions, traces, args.cpu, args.workload)
                     results[code].append(r)
                     print(
                         f"{policy:7} {size:6d} {names[code]:8} {round_:5d} {load:5.2f} {r['decisions']:9d} "
