@@ -20,14 +20,19 @@ $(STAMP): pyproject.toml setup.py
 # (no apt-get, no root) those checks are skipped with a reason instead of failing the whole run.
 TRY_PROMETHEUS = @$(MAKE) --no-print-directory prometheus || echo "warning: prometheus not installed; its checks will be skipped" >&2
 
+# Two workers by default (TEST_WORKERS=0 runs in one process): tests/conftest.py says how the tests are
+# grouped between them.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
+
 test: setup
 	$(TRY_PROMETHEUS)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # Everything, including the slow benchmark-style checks kept out of the default run.
 test-all: setup
 	$(TRY_PROMETHEUS)
-	$(BIN)/python -m pytest -q -m '' $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m '' $(XDIST) $(PYTEST_ARGS)
 
 # One level at a time (CONTRIBUTING.md): unit needs nothing running; integration holds the port
 # contract suites and the integration tests, both against the real broker and PostgreSQL; e2e runs

@@ -133,8 +133,15 @@ def _open_the_console(process: subprocess.Popen[str], printed: list[str], env: d
     form = urllib.parse.urlencode({"token": context["token"], "next": "/services"}).encode()
     with browser.open(f"{url}/login", data=form, timeout=30) as answer:  # 303 -> /services
         PAGES[answer.url.removeprefix(url)] = (answer.status, answer.read().decode())
-    with browser.open(f"{url}/nodes", timeout=30) as answer:
-        PAGES["/nodes"] = (answer.status, answer.read().decode())
+    # The console serves as soon as it is printed, before the fleet's first reports: like a person,
+    # reload the nodes page until it lists them (or the run ends).
+    deadline = time.monotonic() + 120
+    while True:
+        with browser.open(f"{url}/nodes", timeout=30) as answer:
+            PAGES["/nodes"] = (answer.status, answer.read().decode())
+        if "wdc1-h200-" in PAGES["/nodes"][1] or process.poll() is not None or time.monotonic() > deadline:
+            return
+        time.sleep(1)
 
 
 def _list_jobs_through_the_context(process: subprocess.Popen[str], env: dict[str, str]) -> None:

@@ -171,14 +171,18 @@ class Stack:
         try:
             self._start_infrastructure()
             self.supervisor.base_env.update(self.env)
-            self.start_scheduling()
-            self.start_billing()
-            self.start_metering()
-            # Serving boots while routing and the fleet do: neither waits on it.
-            serving = self.start_serving(wait=False)
-            self.start_routing()
+            # The services boot side by side (their migrations take an advisory lock each, and none
+            # needs another to be up); the fleet goes last, so its first reports find them consuming.
+            booting = [
+                self.start_scheduling(wait=False),
+                self.start_billing(wait=False),
+                self.start_metering(),
+                self.start_serving(wait=False),
+                self.start_routing(wait=False),
+            ]
+            for running in booting:
+                self.supervisor.wait_ready(running)
             self.start_fleet()
-            self.supervisor.wait_ready(serving)
         except BaseException:
             self.stop()
             raise
@@ -284,10 +288,12 @@ class Stack:
             env={**self.metrics_env(name), "SUANLI_SCHEDULING_LOST_FENCE_S": str(cfg.lost_fence_s)},
         )
 
-    def start_scheduling(self, name: str = "scheduling", listen: str | None = None) -> RunningService:
-        return self.supervisor.start(self.scheduling_spec(name, listen))
+    def start_scheduling(
+        self, name: str = "scheduling", listen: str | None = None, wait: bool = True
+    ) -> RunningService:
+        return self.supervisor.start(self.scheduling_spec(name, listen), wait)
 
-    def start_billing(self) -> RunningService:
+    def start_billing(self, wait: bool = True) -> RunningService:
         address = self.billing_addr
         return self.supervisor.start(
             ServiceSpec(
@@ -304,7 +310,8 @@ class Stack:
                     # The closer looks this often, so an invoice follows its grace within seconds.
                     "SUANLI_BILLING_CLOSE_CHECK_S": "5",
                 },
-            )
+            ),
+            wait,
         )
 
     def start_metering(self) -> RunningService:
@@ -335,8 +342,8 @@ class Stack:
             env=self.metrics_env(name),
         )
 
-    def start_routing(self, name: str = "routing") -> RunningService:
-        return self.supervisor.start(self.routing_spec(name))
+    def start_routing(self, name: str = "routing", wait: bool = True) -> RunningService:
+        return self.supervisor.start(self.routing_spec(name), wait)
 
     def start_serving(self, wait: bool = True) -> RunningService:
         address = self.serving_addr
