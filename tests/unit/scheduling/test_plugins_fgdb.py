@@ -153,7 +153,7 @@ def test_without_its_terms_fgdb_decides_exactly_like_fgd() -> None:
         TypicalTask(s.cpu_milli, s.gpu_milli, s.gpu_count, (), w)
         for s, w in zip(shapes, (0.3, 0.3, 0.2, 0.1, 0.1), strict=True)
     )
-    ours = Scheduler(fgdb(lam=0.0, mu=0.0), np.random.default_rng(9), PluginContext(typical))
+    ours = Scheduler(fgdb(lam=0.0, mu=0.0, nu=0.0), np.random.default_rng(9), PluginContext(typical))
     paper = Scheduler(policy_profile("fgd"), np.random.default_rng(9), PluginContext(typical))
     a = b = snap
     for i in range(60):
