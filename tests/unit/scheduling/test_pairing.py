@@ -1,18 +1,14 @@
-"""Pairing prices: the cutting-stock LP's duals on hand-solved distributions, and fgdb's device choice."""
+"""Pairing prices: the cutting-stock LP's duals on hand-solved distributions (fgdb's use of them:
+test_plugins_fgdb)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from _placement_cluster import node, snapshot
 
 from suanli.scheduling.domain.fragmentation import TypicalTask
-from suanli.scheduling.domain.framework import PluginContext, Profile, Scheduler
-from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.pairing import device_demand, gap_prices, solve_prices
-from suanli.scheduling.domain.plugins import default_registry
 from suanli.scheduling.domain.plugins.fgdb import StrandingModel
-from suanli.scheduling.domain.plugins.policies import FILTERS
 
 # openb's shared sizes in small: 650s pair with 320s (30 left), 550s with a 230 and a 220 (0 left), spare
 # 320s go three to a device, 810s stand alone. Scaled to one device's milli the 810s do not all fit, so the
@@ -70,28 +66,3 @@ def test_regret_is_never_negative_and_prices_are_cached() -> None:
         assert (prices.regret(was[fits], was[fits] - milli, milli) >= 0).all()
     # nu 0: fgdb's model has no pairing term at all.
     assert StrandingModel(TYPICAL, lam=0.25, nu=0.0).device_delta(was, was, 230) == 0.0
-
-
-def _fgdb(nu: float) -> Profile:
-    args = {"nu": nu}
-    data = {
-        "name": "fgdb-test",
-        "filters": FILTERS,
-        "scores": [{"name": "fgdb", "args": args}],
-        "devices": {"name": "fgdb", "args": args},
-        "tie_break": "ordered",
-    }
-    return Profile.from_dict(data, default_registry())
-
-
-@pytest.mark.parametrize(("nu", "device"), [(0.0, 0), (10.0, 1)])
-def test_fgdb_puts_a_230_where_a_220_completes_it(nu: float, device: int) -> None:
-    # Device 0 holds a 650 (350 free), device 1 a 550 (450 free). FGD's measure prefers the tighter 350 gap
-    # (delta 121 against 77: what is left there, 120, was fragmented for most sizes anyway); the pairing
-    # term (regret >= 67.5, x 10) sends the 230 to the 550, which a 220 completes, and keeps the 350 for a
-    # 320.
-    snap = snapshot(node("n", [350, 450, 1000, 1000]))
-    request = TaskRequest(cpu_milli=1000, gpu_count=1, gpu_milli=230)
-    result = Scheduler(_fgdb(nu), np.random.default_rng(0), PluginContext(TYPICAL)).place_task(snap, request)
-    assert result.assignment is not None
-    assert result.assignment.gpu_indices == (device,)
