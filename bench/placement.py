@@ -3,18 +3,19 @@
     .venv/bin/python bench/placement.py [--decisions 3000] [--sizes 1213,5000,15000] [--policies fgd,fgdb]
     .venv/bin/python bench/placement.py --base /tmp/base --rounds 2 --sizes 5000,15000,50000
 
-The node list is replicated (renamed copies) up to each size; the arrivals are the `default` pod list,
-shuffled and inflated for that cluster as in the simulator. A decision is one `Scheduler.place_task` call
-(admission, filters, scores, device choice and the new snapshot); failed placements count too. The first
-decision of each run fills the caches for every node and is timed separately.
+The node list is replicated (renamed copies) up to each size; the arrivals are the `default` pod list (or
+`--workload`'s), shuffled and inflated for that cluster as in the simulator. A decision is one
+`Scheduler.place_task` call (admission, filters, scores, device choice and the new snapshot); failed
+placements count too. The first decision of each run fills the caches for every node and is timed
+separately.
 
 Each measurement runs in a fresh child process pinned to one CPU. `--base DIR` also measures the code of
 another checkout (e.g. `git worktree add /tmp/base <commit>`, or `git archive <commit> libs services apps
 | tar -x -C /tmp/base`) in the same run, interleaved with this one (base, new, base, new, ...), and prints
 the ratios and whether both made the same placements (a digest of every node and device chosen).
 `--no-cache` adds this code with the scheduler's per-request cache off (`Scheduler(incremental=False)`).
-Rates are given by wall clock and by the child's CPU time; on a shared machine the CPU-time rate is the
-steadier one. The load average before each measurement is printed with it.
+Rates (and the first decision) are given by wall clock and by the child's CPU time; on a shared machine
+the CPU-time figures are the steadier ones. The load average before each measurement is printed with it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def replicate(nodes: list[Any], size: int) -> list[Any]:
     ]
 
 
-def measure(policy: str, size: int, decisions: int, traces: Path, incremental: bool) -> dict[str, Any]:
+def measure(
+    policy: str, size: int, decisions: int, traces: Path, incremental: bool, workload: str = "default"
+) -> dict[str, Any]:
     """One run in this process, with whatever `suanli` the import path holds (this code or a base's)."""
     import numpy as np
 
@@ -51,7 +54,7 @@ def measure(policy: str, size: int, decisions: int, traces: Path, incremental: b
     from suanli.scheduling.simulator.workload import build_arrivals, workload_distribution
 
     nodes = replicate(load_nodes(traces / "openb_node_list_gpu_node.csv"), size)
-    requests = [p.request for p in load_pods(traces / "openb_pod_list_default.csv")]
+    requests = [p.request for p in load_pods(traces / f"openb_pod_list_{workload}.csv")]
     snapshot = ClusterSnapshot.from_nodes(nodes)
     arrivals = build_arrivals(requests, snapshot.total_gpu_milli, 1.3, np.random.default_rng(42))[:decisions]
     options = {} if incremental else {"incremental": False}
@@ -62,9 +65,9 @@ def measure(policy: str, size: int, decisions: int, traces: Path, incremental: b
         **options,
     )
     digest = hashlib.blake2b(digest_size=8)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     result = scheduler.place_task(snapshot, arrivals[0])
-    first = time.perf_counter() - start
+    first, first_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     snapshot = result.snapshot
     placed = [result.assignment]
     wall, cpu = time.perf_counter(), time.process_time()
@@ -80,6 +83,7 @@ def measure(policy: str, size: int, decisions: int, traces: Path, incremental: b
         "rate_wall": steady / wall,
         "rate_cpu": steady / cpu,
         "first_ms": first * 1000,
+        "first_cpu_ms": first_cpu * 1000,
         "decisions": len(arrivals),
         "digest": digest.hexdigest(),
     }
@@ -88,13 +92,27 @@ def measure(policy: str, size: int, decisions: int, traces: Path, incremental: b
 def child(args: argparse.Namespace) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
-    print(json.dumps(measure(args.policy, args.size, args.decisions, Path(args.traces), not args.no_cache)))
+    traces = Path(args.traces)
+    print(
+        json.dumps(measure(args.policy, args.size, args.decisions, traces, not args.no_cache, args.workload))
+    )
 
 
-def run_child(code: str, policy: str, size: int, decisions: int, traces: Path, cpu: int) -> dict[str, Any]:
+def run_child(
+    code: str, policy: str, size: int, decisions: int, traces: Path, cpu: int, workload: str
+) -> dict[str, Any]:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", "--policy", policy, "--size", str(size)]
-    argv += ["--decisions", str(decisions), "--traces", str(traces), "--cpu", str(cpu)]
+    argv += [
+        "--decisions",
+        str(decisions),
+        "--traces",
+        str(traces),
+        "--cpu",
+        str(cpu),
+        "--workload",
+        workload,
+    ]
     if code == "no-cache":
         argv.append("--no-cache")
     elif code != "new":
@@ -112,6 +130,9 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=3000, help="decisions per run (first included)")
     parser.add_argument("--sizes", default="1213,5000,15000", help="cluster sizes (nodes), comma-separated")
     parser.add_argument("--policies", default="fgd,fgdb", help="named policies, comma-separated")
+    parser.add_argument(
+        "--workload", default="default", help="openb pod list (gpuspec25: fgdb's pressure term)"
+    )
     parser.add_argument("--base", help="checkout of the code to compare with, measured interleaved")
     parser.add_argument("--no-cache", action="store_true", help="also measure with the per-request cache off")
     parser.add_argument("--rounds", type=int, default=1, help="measurements per code, interleaved")
@@ -131,7 +152,7 @@ def main() -> None:
     names = {c: ("base" if c == args.base else c) for c in codes}
     print(
         f"{'policy':7} {'nodes':>6} {'code':8} {'round':>5} {'load':>5} {'decisions':>9} "
-        f"{'rate/s wall':>11} {'rate/s cpu':>10} {'first ms':>8}  digest"
+        f"{'rate/s wall':>11} {'rate/s cpu':>10} {'first ms':>8} {'cpu ms':>6}  digest"
     )
     for policy in args.policies.split(","):
         for size in (int(s) for s in args.sizes.split(",")):
@@ -139,11 +160,12 @@ def main() -> None:
             for round_ in range(1, args.rounds + 1):
                 for code in codes:
                     load = os.getloadavg()[0]
-                    r = run_child(code, policy, size, args.decisions, traces, args.cpu)
+                    r = run_child(code, policy, size, args.decisions, traces, args.cpu, args.workload)
                     results[code].append(r)
                     print(
                         f"{policy:7} {size:6d} {names[code]:8} {round_:5d} {load:5.2f} {r['decisions']:9d} "
-                        f"{r['rate_wall']:11.0f} {r['rate_cpu']:10.0f} {r['first_ms']:8.1f}  {r['digest']}",
+                        f"{r['rate_wall']:11.0f} {r['rate_cpu']:10.0f} {r['first_ms']:8.1f} "
+                        f"{r['first_cpu_ms']:6.1f}  {r['digest']}",
                         flush=True,
                     )
             if args.base:
@@ -156,9 +178,11 @@ def main() -> None:
                 wall = mean(new, "rate_wall") / mean(base, "rate_wall")
                 cpu = mean(new, "rate_cpu") / mean(base, "rate_cpu")
                 first = mean(base, "first_ms") / mean(new, "first_ms")
+                first_cpu = mean(base, "first_cpu_ms") / mean(new, "first_cpu_ms")
                 print(
                     f"{policy:7} {size:6d} ratio new/base: rate wall {wall:.2f}, rate cpu {cpu:.2f}, first "
-                    f"decision {first:.1f}x faster; same placements: {'yes' if len(digests) == 1 else 'NO'}",
+                    f"decision {first:.1f}x faster (cpu {first_cpu:.1f}x); same placements: "
+                    f"{'yes' if len(digests) == 1 else 'NO'}",
                     flush=True,
                 )
 

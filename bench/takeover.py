@@ -1,7 +1,7 @@
 """What a scheduler standby costs to start on a store with a long history (issue 11, "Bounded state").
 
     .venv/bin/python bench/takeover.py [--jobs 1000000] [--recent 10000] [--active 1000] [--tail 200]
-                                       [--full-replay] [--keep]
+                                       [--max-finished N] [--full-replay] [--keep]
 
 A throw-away schema is filled, in commit order, with:
 
@@ -84,11 +84,9 @@ def _spec(request_id: str) -> AcceptedSpec:
     return AcceptedSpec(name="train", queue=TENANT, tasks=(task,), min_available=1, request_id=request_id)
 
 
-def _service(
-    store: PostgresEventStore, clock: ManualClock, retention: Retention
-) -> tuple[Scheduling, Projection, StoreWriter]:
-    """The service layer as `bootstrap` wires it (one node with one A100), under ``retention``."""
-    writer = StoreWriter(store, PostgresPendingReasons(store.pool, store.schema), Unfenced())
+def _service(writer: StoreWriter, clock: ManualClock, retention: Retention) -> tuple[Scheduling, Projection]:
+    """The service layer as `bootstrap` wires it (one node with one A100) over ``writer``, under
+    ``retention``."""
     projection, capacity = Projection(retention), CapacityView(clock)
     capacity.on_capacity(
         {
@@ -108,7 +106,7 @@ def _service(
         clock=clock,
         ids=uuid4_factory,
     )
-    return scheduler, projection, writer
+    return scheduler, projection
 
 
 def _report(
@@ -284,7 +282,17 @@ async def bulk_copy(pool: asyncpg.Pool, rows: Iterator[Row]) -> int:
             total += len(batch)
 
 
-async def fill(dsn: str, jobs: int, recent: int, active: int, tail: int) -> dict[str, Any]:
+def _settings(dsn: str, max_finished: int | None) -> SchedulingSettings:
+    """The scheduler's default settings on the bench's schema; ``max_finished``: another cap of finished
+    jobs kept (None: the default)."""
+    return SchedulingSettings.load(
+        {}, dsn=dsn, bootstrap="127.0.0.1:9", store_schema=SCHEMA, max_finished_jobs=max_finished
+    )
+
+
+async def fill(
+    dsn: str, jobs: int, recent: int, active: int, tail: int, max_finished: int | None
+) -> dict[str, Any]:
     now = datetime.now(UTC).replace(microsecond=0)
     origin = now - HISTORY - timedelta(days=1)
     clock = ManualClock(origin)
@@ -294,8 +302,9 @@ async def fill(dsn: str, jobs: int, recent: int, active: int, tail: int) -> dict
     store = await PostgresEventStore.connect(dsn, schema=SCHEMA, clock=clock)
     figures: dict[str, Any] = {}
     try:
-        settings = SchedulingSettings.load({}, dsn=dsn, bootstrap="127.0.0.1:9", store_schema=SCHEMA)
-        scheduler, projection, writer = _service(store, clock, settings.retention())
+        settings = _settings(dsn, max_finished)
+        writer = StoreWriter(store, PostgresPendingReasons(store.pool, store.schema), Unfenced())
+        scheduler, projection = _service(writer, clock, settings.retention())
         await writer.setup()
         template_id = await run_template(scheduler, projection, clock)
         template = [e for e in await store.read(job_stream(template_id))]
@@ -355,15 +364,16 @@ async def fill(dsn: str, jobs: int, recent: int, active: int, tail: int) -> dict
     return figures
 
 
-def measure(dsn: str) -> dict[str, Any]:
+def measure(dsn: str, max_finished: int | None) -> dict[str, Any]:
     """Start the scheduler's state in a new process, as a standby does; its figures."""
+    cap = [] if max_finished is None else ["--max-finished", str(max_finished)]
     out = subprocess.run(
-        [sys.executable, __file__, "--measure", dsn], check=True, capture_output=True, text=True
+        [sys.executable, __file__, "--measure", dsn, *cap], check=True, capture_output=True, text=True
     ).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def _child(dsn: str) -> None:
+def _child(dsn: str, max_finished: int | None) -> None:
     import resource
 
     import psutil
@@ -371,7 +381,7 @@ def _child(dsn: str) -> None:
     from suanli.scheduling.bootstrap import bootstrap
 
     async def start() -> dict[str, Any]:
-        settings = SchedulingSettings.load({}, dsn=dsn, bootstrap="127.0.0.1:9", store_schema=SCHEMA)
+        settings = _settings(dsn, max_finished)
         began, cpu = time.perf_counter(), time.process_time()
         components = await bootstrap(settings)
         spent = time.perf_counter() - began
@@ -413,23 +423,28 @@ def main() -> None:
     parser.add_argument("--tail", type=int, default=200)
     parser.add_argument("--full-replay", action="store_true", help="also start with the snapshots hidden")
     parser.add_argument("--keep", action="store_true", help="keep the schema (default: dropped at the end)")
+    parser.add_argument(
+        "--max-finished", type=int, help="cap of finished jobs kept (default: the scheduler's default)"
+    )
     parser.add_argument("--measure", metavar="DSN", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        _child(args.measure)
+        _child(args.measure, args.max_finished)
         return
     endpoint = resolve_postgres(PostgresMode.AUTO, data_dir=Path(tempfile.mkdtemp()) / "pg")
     try:
         machine = platform.processor() or platform.machine()
         print(f"{machine}, {os.cpu_count()} cores, Python {platform.python_version()}")
-        figures = asyncio.run(fill(endpoint.dsn, args.jobs, args.recent, args.active, args.tail))
+        figures = asyncio.run(
+            fill(endpoint.dsn, args.jobs, args.recent, args.active, args.tail, args.max_finished)
+        )
         print(f"store: {figures['events']:,} events, events table {figures['table_bytes'] / 2**30:.2f} GiB")
         for run in range(2):
-            started = measure(endpoint.dsn)
+            started = measure(endpoint.dsn, args.max_finished)
             print(f"from the snapshot (start {run + 1}): {json.dumps(started)}", flush=True)
         if args.full_replay:
             asyncio.run(_hide_snapshots(endpoint.dsn, True))
-            print(f"full replay: {json.dumps(measure(endpoint.dsn))}", flush=True)
+            print(f"full replay: {json.dumps(measure(endpoint.dsn, args.max_finished))}", flush=True)
             asyncio.run(_hide_snapshots(endpoint.dsn, False))
         if not args.keep:
             asyncio.run(_drop(endpoint.dsn))

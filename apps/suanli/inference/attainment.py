@@ -45,7 +45,9 @@ class Outcome:
 
     `status` is the HTTP status (0: no answer; then `reason` says why: a timeout, the gateway
     unreachable, not sent because too many were in flight). `generated_tokens` is what the replica says it
-    generated, else what the trace asked for; `ttft_s` is the replica's own report, when it gives one.
+    generated, else what the trace asked for; `ttft_s` and `replica_latency_s` are the replica's own
+    figures, when it gives them (a simulated replica's are its model's: the client's latency minus
+    `replica_latency_s` is what the live path added, the gateway, HTTP and the replica server's loop).
     """
 
     ended_at_s: float  # on the driver's clock, from the replay's start
@@ -54,6 +56,7 @@ class Outcome:
     generated_tokens: int
     ttft_s: float | None = None
     reason: str = ""
+    replica_latency_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -107,6 +110,9 @@ class DriveSummary:
     requests_per_s: float  # ended per second of the replay
     recent_per_s: float  # ended per second over the last RECENT_S seconds
     elapsed_s: float
+    # The client's latency minus the replica's own, of the answers that give it: the live path's cost.
+    added_p50_s: float | None = None
+    added_p99_s: float | None = None
 
     @property
     def slo_attainment(self) -> float | None:
@@ -124,6 +130,7 @@ class DriveStats:
     failures: Counter[str] = field(default_factory=Counter)
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     ttft: LatencyHistogram = field(default_factory=LatencyHistogram)
+    added: LatencyHistogram = field(default_factory=LatencyHistogram)
     # whole second of the replay -> requests ended in it; only the last RECENT_S + 1 seconds are kept.
     per_second: dict[int, int] = field(default_factory=dict)
 
@@ -140,6 +147,8 @@ class DriveStats:
         self.latency.add(outcome.latency_s)
         if outcome.ttft_s is not None:
             self.ttft.add(outcome.ttft_s)
+        if outcome.replica_latency_s is not None:
+            self.added.add(max(0.0, outcome.latency_s - outcome.replica_latency_s))
         if outcome.latency_s <= self.target.e2e_s(outcome.generated_tokens):
             self.slo_met += 1
 
@@ -161,6 +170,8 @@ class DriveStats:
             requests_per_s=self.requests / elapsed_s if elapsed_s > 0 else 0.0,
             recent_per_s=recent / window if window > 0 else 0.0,
             elapsed_s=elapsed_s,
+            added_p50_s=self.added.quantile(0.5),
+            added_p99_s=self.added.quantile(0.99),
         )
 
 
@@ -182,5 +193,10 @@ def figure_rows(s: DriveSummary) -> list[tuple[str, str]]:
         ),
         ("latency", f"p50 {_seconds(s.latency_p50_s)}, p99 {_seconds(s.latency_p99_s)} (answered requests)"),
         ("TTFT", f"p50 {_seconds(s.ttft_p50_s)}, p99 {_seconds(s.ttft_p99_s)} (as the replicas report it)"),
+        (
+            "added",
+            f"p50 {_seconds(s.added_p50_s)}, p99 {_seconds(s.added_p99_s)} "
+            "(latency seen minus the replica's own: gateway, HTTP, the replica server's loop)",
+        ),
         ("failed", failures),
     ]

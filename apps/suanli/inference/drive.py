@@ -51,19 +51,26 @@ def window(trace: Trace, start_s: float, limit: int | None, speed: float) -> Tra
     return chosen.compressed(speed)
 
 
-def _answer_figures(payload: bytes, asked: int) -> tuple[int, float | None]:
-    """(generated tokens, the replica's TTFT) from an answer, where it says them."""
+def _answer_figures(payload: bytes, asked: int) -> tuple[int, float | None, float | None]:
+    """(generated tokens, the replica's TTFT, the replica's latency) from an answer, where it says them."""
     try:
         doc = json.loads(payload)
     except ValueError:
-        return asked, None
+        return asked, None, None
     if not isinstance(doc, dict):
-        return asked, None
+        return asked, None, None
     generated = doc.get("generated_tokens")
-    ttft = doc.get("ttft_s")
+
+    def seconds(name: str) -> float | None:
+        value = doc.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            return None
+        return float(value)
+
     return (
         generated if isinstance(generated, int) and generated > 0 else asked,
-        float(ttft) if isinstance(ttft, int | float) and ttft >= 0 else None,
+        seconds("ttft_s"),
+        seconds("latency_s"),
     )
 
 
@@ -152,14 +159,23 @@ class Driver:
                 payload = await answer.read()
                 status = answer.status
         except TimeoutError:
-            self._ended(sent, 0, generated, None, "timeout")
+            self._ended(sent, 0, generated, None, None, "timeout")
             return
         except (OSError, aiohttp.ClientError) as exc:
-            self._ended(sent, 0, generated, None, f"unreachable ({type(exc).__name__})")
+            self._ended(sent, 0, generated, None, None, f"unreachable ({type(exc).__name__})")
             return
-        tokens, ttft = _answer_figures(payload, generated) if status == 200 else (generated, None)
-        self._ended(sent, status, tokens, ttft, "")
+        figures = _answer_figures(payload, generated) if status == 200 else (generated, None, None)
+        self._ended(sent, status, *figures, "")
 
-    def _ended(self, sent: float, status: int, tokens: int, ttft: float | None, reason: str) -> None:
+    def _ended(
+        self,
+        sent: float,
+        status: int,
+        tokens: int,
+        ttft: float | None,
+        replica_latency: float | None,
+        reason: str,
+    ) -> None:
         now = self.clock()
-        self.stats.record(Outcome(now - self.started, status, now - sent, tokens, ttft, reason))
+        ended = Outcome(now - self.started, status, now - sent, tokens, ttft, reason, replica_latency)
+        self.stats.record(ended)

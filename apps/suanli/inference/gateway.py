@@ -4,14 +4,18 @@
 the gateway's policy, from the gateway's region), forwards the JSON body as is to
 ``http://{address}/generate`` and returns the replica's answer, with ``X-Suanli-Replica``,
 ``X-Suanli-Region`` and ``X-Suanli-Policy`` naming the choice. A replica that cannot be reached is
-excluded and the request resolved once more (the next choice); a second failure answers 502. The gateway
+excluded and the request resolved once more (the next choice); a second failure answers 502. A replica
+that refuses a request at once as overloaded (503 with ``Retry-After``) is excluded the same way for that
+request only: another replica may have room, and the replica is alive. A 503 without ``Retry-After`` (a
+request that waited out the replica's queue timeout) is the answer: its time is spent. The gateway
 remembers an unreachable replica for ``exclude_s`` and leaves it out of every resolution meanwhile, so a
 killed replica costs one failover, not one per request until routing's view forgets it (three missed
 load reports); should every fresh replica be remembered so, they are tried after all. No fresh
 replica answers 503 with routing's reason, an unknown service 404. The body's ``context_tokens`` and
 ``max_tokens``, when it has them, feed network-aware's latency estimate. Every answer is counted by status
 code with its latency (``suanli_gateway_*``, served on ``SUANLI_METRICS_PORT`` when set); ``GET /healthz``
-answers 200 once it listens. Docs: docs/inference.md.
+answers 200 once it listens. Every failover and every answer that is not the replica's own is logged
+with its reason (the run's evidence). Docs: docs/inference.md.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import time
@@ -42,13 +47,22 @@ from suanli.console.server import split_listen
 from suanli.routing.domain.balancing import BALANCERS
 from suanli.telemetry.names import GATEWAY_LATENCY, GATEWAY_REQUESTS, described
 
+log = logging.getLogger(__name__)
+
 DEFAULT_LISTEN = "127.0.0.1:8090"
 DEFAULT_POLICY = "network-aware"
 TRIES = 2  # the first choice, then the next one
 RESOLVE_TIMEOUT_S = 5.0
 FORWARD_TIMEOUT_S = 300.0  # a generation can take minutes; a dead replica fails at connect, not here
+# Opening a socket to a replica, and only that: aiohttp's `connect` timeout also counts the wait for a
+# free connection of the pool, and under load (more generations open than the pool holds) that wait
+# made live replicas look unreachable: 502s, and healthy replicas left out for `exclude_s`.
 CONNECT_TIMEOUT_S = 5.0
+# Connections open to replicas at once: a generation holds one for its whole length (tens of seconds),
+# so this bounds the requests in flight through one gateway; beyond it requests wait for a free one.
+DEFAULT_MAX_CONNECTIONS = 1024
 HEALTH_PATH = "/healthz"
+RETRY_AFTER = "Retry-After"  # on a replica's 503: refused at once, so another replica may take it
 # Longer than routing takes to forget a replica that stopped reporting (3 intervals of 1 s in the demo).
 DEFAULT_EXCLUDE_S = 10.0
 
@@ -58,6 +72,8 @@ class GatewayConfig:
     region: str
     policy: str
     exclude_s: float = DEFAULT_EXCLUDE_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
 
 
 class Unreachable:
@@ -116,6 +132,7 @@ class Gateway:
         context_tokens, generated_tokens = _tokens(body)
         failed: list[str] = []
         remembered = self.unreachable.of(service_id)
+        overloaded: web.Response | None = None  # a replica's refusal, the answer unless another serves
         tries = 0
         while tries < TRIES:
             ask = pb.ResolveReplicaRequest(
@@ -133,15 +150,26 @@ class Gateway:
                 if remembered and exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
                     remembered = []  # only replicas unreachable lately are left: try them after all
                     continue
-                return self._refused(exc, failed)
+                return overloaded or self._refused(service_id, exc, failed)
             tries += 1
             replica = answer.replica
             try:
-                return await self._forward(replica, answer.policy, body, request.content_type)
+                forwarded = await self._forward(replica, answer.policy, body, request.content_type)
             except (OSError, TimeoutError, aiohttp.ClientError) as exc:
                 reason = str(exc) or type(exc).__name__
                 failed.append(f"{replica.replica_id} ({replica.address or 'no address'}: {reason})")
                 self.unreachable.add(service_id, replica.replica_id)
+                log.warning("%s: %s unreachable (try %d): %s", service_id, replica.replica_id, tries, reason)
+                continue
+            if forwarded.status != 503 or RETRY_AFTER not in forwarded.headers:
+                return forwarded
+            # Overloaded: alive, so not remembered, but another replica may have room for this request.
+            overloaded = forwarded
+            failed.append(f"{replica.replica_id} (overloaded: {_overloaded(forwarded)})")
+            log.warning("%s: %s refused (try %d): %s", service_id, replica.replica_id, tries, failed[-1])
+        if overloaded is not None:
+            return overloaded
+        log.warning("%s: 502: %s", service_id, "; ".join(failed))
         return _error(502, f"replicas unreachable: {'; '.join(failed)}")
 
     async def _forward(self, replica: Any, policy: str, body: bytes, content_type: str) -> web.Response:
@@ -156,12 +184,15 @@ class Gateway:
                 "X-Suanli-Region": replica.region,
                 "X-Suanli-Policy": policy,
             }
+            if RETRY_AFTER in answer.headers:
+                headers[RETRY_AFTER] = answer.headers[RETRY_AFTER]
             return web.Response(
                 body=payload, status=answer.status, content_type=answer.content_type, headers=headers
             )
 
-    def _refused(self, exc: Any, failed: list[str]) -> web.Response:
+    def _refused(self, service_id: str, exc: Any, failed: list[str]) -> web.Response:
         code, details = exc.code(), exc.details() or ""
+        log.warning("%s: routing refused: %s: %s", service_id, code.name, details)
         if failed:
             # The retry found nothing else: the replica's failure is the answer, routing's reason beside it.
             return _error(502, f"replica unreachable: {'; '.join(failed)}", routing=details)
@@ -172,6 +203,15 @@ class Gateway:
         if code is grpc.StatusCode.FAILED_PRECONDITION:
             return _error(503, details)
         return _error(503, f"routing: {code.name}: {details}")
+
+
+def _overloaded(answer: web.Response) -> str:
+    """The reason a replica's 503 gives (its JSON `error`), or the status alone."""
+    try:
+        doc = json.loads(answer.body) if isinstance(answer.body, bytes) else None
+    except ValueError:
+        doc = None
+    return str(doc["error"]) if isinstance(doc, dict) and "error" in doc else "503"
 
 
 def counted(meter: metrics.Meter) -> Middleware:
@@ -230,8 +270,9 @@ async def start_gateway(
     """Listen on ``listen`` (port 0 picks one) and resolve through routing at ``routing``."""
     host, port = split_listen(listen)
     channel = aio_bearer_channel(routing, token, ca_pem)
-    timeout = aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-    session = aiohttp.ClientSession(timeout=timeout)
+    timeout = aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S, sock_connect=cfg.connect_timeout_s)
+    connector = aiohttp.TCPConnector(limit=cfg.max_connections)
+    session = aiohttp.ClientSession(timeout=timeout, connector=connector)
     runner = web.AppRunner(application(Gateway(routing_pb2_grpc.RoutingStub(channel), session, cfg)))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -274,6 +315,8 @@ def gateway(
         token, ca_pem = config.token(), config.ca()
     except (config.ConfigError, ValueError) as exc:
         raise fail(Failure(str(exc), EXIT_USAGE)) from None
+    # Failovers and refusals go to stderr with their time: what a run's gateway.log shows.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(_serve(listen, address, GatewayConfig(region, policy), token, ca_pem))
     except OSError as exc:

@@ -5,7 +5,10 @@ and replays the Azure conversation trace against it through the platform's gatew
 supervised process of the stack) on an event loop of its own thread, so the synchronous run loop only
 reads figures. Each poll reads the service (GetService: desired count, replicas and their jobs); at the
 end, GPU-seconds are the scheduler's accounting of every replica job seen (inference_figures.py).
-Requests the gateway cannot place (503 while no replica reports load) count as failed, honestly.
+The replay starts once `min_replicas` replicas report load (at most `READY_WAIT_S`): traffic is pointed
+at a deployed service, as the simulator starts warm; before, the first requests met a service with no
+replica yet (404, then 503) while the first two started. Requests the gateway cannot place still count
+as failed, honestly.
 Docs: docs/demo.md, "Inference"; docs/inference.md, "The live demo".
 """
 
@@ -16,6 +19,7 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -40,6 +44,31 @@ from suanli.platform.inference_figures import (
 )
 
 CLOSE_WAIT_S = 10.0  # at the end: how long the replay may take to wind up before its answers are given up
+# At the start: how long the replay waits for the service's first replicas to report load (the cold
+# start is 10 s, placing and starting a few more on the loaded 2-core machine); then it starts anyway.
+READY_WAIT_S = 60.0
+READY_POLL_S = 0.5
+
+
+async def until_reporting(
+    reporting: Callable[[], int],
+    needed: int,
+    stop: asyncio.Event,
+    wait_s: float = READY_WAIT_S,
+    poll_s: float = READY_POLL_S,
+) -> bool:
+    """Wait until `reporting()` (a blocking call, run off the loop) counts `needed` replicas: True; False
+    when `wait_s` passed or `stop` was set first."""
+    deadline = time.monotonic() + wait_s
+    while not stop.is_set():
+        if await asyncio.to_thread(reporting) >= needed:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), min(poll_s, left))
+    return False
 
 
 class LiveInference:
@@ -90,9 +119,20 @@ class LiveInference:
 
     async def _run(self, cfg: DriveConfig, trace: Any) -> None:
         self._stop = asyncio.Event()
+        await until_reporting(self._reporting, self.spec["min_replicas"], self._stop)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=cfg.max_in_flight)) as http:
             self._driver = Driver(http, cfg, self.stats)
             await self._driver.replay(trace, self._stop, grace_s=STOP_GRACE_S)
+
+    def _reporting(self) -> int:
+        """Replicas of the service with a fresh load report in serving's view (0 while it does not answer)."""
+        try:
+            service = self.serving.GetService(
+                spb.GetServiceRequest(tenant=TENANT, name=self.spec["name"]), timeout=UNARY_TIMEOUT_S
+            )
+        except grpc.RpcError:
+            return 0
+        return sum(r.HasField("load") for r in service.replicas)
 
     # -- each poll --
 

@@ -88,6 +88,8 @@ class InferenceSummary:
     latency_p99_s: float | None = None
     ttft_p50_s: float | None = None
     ttft_p99_s: float | None = None
+    added_p50_s: float | None = None  # latency seen minus the replica's own (the live path's cost)
+    added_p99_s: float | None = None
     requests_per_s: float = 0.0
     failures: dict[str, int] = field(default_factory=dict)
     gpu_seconds: float | None = None  # None: the scheduler could not be asked
@@ -107,6 +109,7 @@ def summarise(
         base.slo_attainment = None if drive.slo_attainment is None else round(drive.slo_attainment, 4)
         base.latency_p50_s, base.latency_p99_s = _rounded(drive.latency_p50_s), _rounded(drive.latency_p99_s)
         base.ttft_p50_s, base.ttft_p99_s = _rounded(drive.ttft_p50_s), _rounded(drive.ttft_p99_s)
+        base.added_p50_s, base.added_p99_s = _rounded(drive.added_p50_s), _rounded(drive.added_p99_s)
         base.requests_per_s = round(drive.requests_per_s, 2)
         base.failures = dict(drive.failures)
     base.gpu_seconds = gpu

@@ -472,6 +472,11 @@ def inference_section(inference: InferenceSummary | None) -> list[RenderableType
             else f"{_percent(i.slo_attainment)} ({i.slo_met} within TTFT + TPOT x generated tokens)",
         ),
         ("Latency", f"p50 {_optional_s(i.latency_p50_s)}, p99 {_optional_s(i.latency_p99_s)} (answered)"),
+        (
+            "Added",
+            f"p50 {_optional_s(i.added_p50_s)}, p99 {_optional_s(i.added_p99_s)} "
+            "(latency seen minus the replica model's: gateway, HTTP, the replica server's loop)",
+        ),
         ("Failed", failures),
         (
             "GPU-seconds",

@@ -109,26 +109,38 @@ class Supervisor:
         stop_group(running.process, grace_s)
 
     def stop_all(self, grace_s: float = 10.0) -> None:
-        # Reverse order: producers of work (agents, workload) go before the services they depend on.
-        for running in reversed(self.services):
-            stop_group(running.process, grace_s)
+        """SIGTERM every child, then give them one shared grace period before SIGKILL.
+
+        Signalled in reverse order, so producers of work (agents, workload) are told first. The grace is
+        shared rather than per child: a service that cannot finish its shutdown (a consumer still
+        committing to a broker that was restarted) costs one grace period, not one per service after it.
+        """
+        stop_groups([running.process for running in reversed(self.services)], grace_s)
         self.services.clear()
 
 
 def stop_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    try:
-        pgid = os.getpgid(process.pid)
-    except ProcessLookupError:
-        process.poll()
-        return
-    _signal_group(pgid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
+    stop_groups([process], grace_s)
+
+
+def stop_groups(processes: Sequence[subprocess.Popen[bytes]], grace_s: float) -> None:
+    groups: list[tuple[subprocess.Popen[bytes], int]] = []
+    for process in processes:
+        try:
+            groups.append((process, os.getpgid(process.pid)))
+        except ProcessLookupError:
+            process.poll()
+    for _, pgid in groups:
+        _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for process, pgid in groups:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(pgid, signal.SIGKILL)
+            process.wait(timeout=5)
+        # The leader may exit before its children: sweep the group once more.
         _signal_group(pgid, signal.SIGKILL)
-        process.wait(timeout=5)
-    # The leader may exit before its children: sweep the group once more.
-    _signal_group(pgid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -3,9 +3,12 @@
 ``POST /generate`` with a JSON body ``{"context_tokens": N, "max_tokens": M, ...}`` is submitted at its
 arrival and answered when the model says it finishes (a timer at the model's next event), with
 ``{"generated_tokens", "ttft_s", "latency_s", "replica_id"}``. A body that cannot be served answers 400
-with the reason; a request over the queue or KV bound, or one that waited past the queue timeout, 503
-with the reason (and ``Retry-After``). Every ``interval_s`` the replica's load report goes to the
-``on_report`` callback (the node agent publishes it as ReplicaLoadReported). Docs: docs/inference.md.
+with the reason; a request over the queue or KV bound 503 with the reason and ``Retry-After`` (refused
+at once: another replica, or this one a moment later, may take it); one that waited past the queue
+timeout 503 with the reason and no ``Retry-After`` (its time is spent: trying it again elsewhere would
+only queue it behind others' work, which is why the gateway does not). Every ``interval_s`` the
+replica's load report goes to the ``on_report`` callback (the node agent publishes it as
+ReplicaLoadReported). Docs: docs/inference.md.
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ class ReplicaServer:
         finally:
             self._waiting.pop(request_id, None)
         if isinstance(outcome, Dropped):
-            return _unavailable(outcome.reason)
+            return web.json_response({"error": outcome.reason}, status=503)
         return web.json_response(
             {
                 "generated_tokens": outcome.generated_tokens,

@@ -56,10 +56,13 @@ TTFT_S = 0.05  # what the test replicas say their first token took
 
 
 class Replica:
-    """An HTTP replica answering POST /generate with its id."""
+    """An HTTP replica answering POST /generate with its id (after `delay_s`), or 503 with `refuse`:
+    "busy" refuses at once (Retry-After), "late" as a request that waited out the queue (none)."""
 
-    def __init__(self, replica_id: str) -> None:
+    def __init__(self, replica_id: str, *, delay_s: float = 0.0, refuse: str = "") -> None:
         self.replica_id = replica_id
+        self.delay_s = delay_s
+        self.refuse = refuse
         self.runner: web.AppRunner | None = None
         self.address = ""
         self.asked: list[Any] = []
@@ -68,6 +71,11 @@ class Replica:
         async def generate(request: web.Request) -> web.Response:
             asked = await request.json()
             self.asked.append(asked)
+            if self.refuse == "busy":  # as a simulated replica refuses over its KV bound
+                return web.json_response({"error": "KV cache full"}, status=503, headers={"Retry-After": "1"})
+            if self.refuse == "late":
+                return web.json_response({"error": "waited 30.2 s in the queue"}, status=503)
+            await asyncio.sleep(self.delay_s)  # a generation's length, as a replica would take it
             # As a simulated replica answers: what it generated and its time to first token.
             reply = {"generated_tokens": asked.get("max_tokens", 1), "ttft_s": TTFT_S}
             return web.json_response({"replica": self.replica_id, "asked": asked, **reply})
@@ -189,7 +197,8 @@ async def test_least_outstanding_picks_the_idle_replica_and_errors_are_precise(s
 
     await until(idle_chosen, "least-outstanding to pick the idle replica")
     answer = await stack.resolve("svc-lo", "least-outstanding")
-    assert answer.reason == "1 outstanding, the fewest"
+    # Its report's one in flight and the request routed to it just above, which no report shows yet.
+    assert answer.reason == "2 outstanding, the fewest"
     assert [a.replica_id for a in answer.alternatives] == ["svc-lo-r1"]
 
     with pytest.raises(grpc.aio.AioRpcError) as unknown:
@@ -284,6 +293,82 @@ async def test_the_gateway_forwards_and_fails_over_when_a_replica_dies(stack: St
 
         refused = await until(stale, "a 503 for a service with no fresh replica")
         assert "no fresh replica" in refused["error"]
+
+
+async def test_requests_waiting_for_a_pooled_connection_are_not_failed_over(stack: Stack) -> None:
+    # Regression: the connect timeout also counted the wait for a free pooled connection, so with more
+    # generations open than the pool holds (100 by default; the demo had ~100 open at 4 requests/s of
+    # ~25 s each) live replicas looked unreachable: 502s, and healthy replicas left out for 10 s.
+    slow = await Replica("svc-pool-r1", delay_s=0.6).start()
+    cfg = GatewayConfig(EAST, "least-outstanding", max_connections=2, connect_timeout_s=0.2)
+    small = await start_gateway("127.0.0.1:0", f"127.0.0.1:{stack.api.port}", cfg)
+    url = f"{small.url}/v1/services/svc-pool/generate"
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def reported() -> bool:
+                await stack.report("svc-pool", slow.replica_id, EAST, slow.address)
+                return bool(fresh(stack, "svc-pool"))
+
+            await until(reported, "the replica's report")
+
+            async def ask() -> int:
+                async with http.post(url, json={"context_tokens": 10, "max_tokens": 2}) as answer:
+                    return answer.status
+
+            # Six at once through a pool of two: four wait 0.6-1.2 s for a connection, past 0.2 s.
+            assert await asyncio.gather(*(ask() for _ in range(6))) == [200] * 6
+            assert len(slow.asked) == 6
+    finally:
+        await small.stop()
+        await slow.stop()
+
+
+@asynccontextmanager
+async def first_and_busier(stack: Stack, service: str, first: Replica) -> AsyncIterator[Replica]:
+    """`first` (idle, least-outstanding's pick) and a busier replica that answers, both reported."""
+    other = await Replica(f"{service}-r2").start()
+    await first.start()
+    try:
+
+        async def both_reported() -> bool:
+            await stack.report(service, first.replica_id, EAST, first.address)
+            await stack.report(service, other.replica_id, EAST, other.address, in_flight=3)
+            return len(fresh(stack, service)) == 2
+
+        await until(both_reported, "both replicas' reports")
+        yield other
+    finally:
+        await first.stop()
+        await other.stop()
+
+
+async def test_an_overloaded_replica_s_refusal_goes_to_the_next_replica(stack: Stack) -> None:
+    full = Replica("svc-busy-r1", refuse="busy")
+    url = f"{stack.gateway.url}/v1/services/svc-busy/generate"
+    async with first_and_busier(stack, "svc-busy", full) as roomy, aiohttp.ClientSession() as http:
+        # The refusing replica looks idle (least-outstanding picks it first); its 503 is retried.
+        for _ in range(3):
+            async with http.post(url, json={"max_tokens": 4}) as answer:
+                assert answer.status == 200, await answer.text()
+                assert answer.headers["X-Suanli-Replica"] == roomy.replica_id
+        assert full.asked  # it was asked, and refused: alive, so it stays a choice
+        await roomy.stop()
+        async with http.post(url, json={"max_tokens": 4}) as answer:
+            # Only the refusing one left to answer: its own 503 and reason, not a 502.
+            assert answer.status == 503
+            assert "KV cache full" in (await answer.json())["error"]
+
+
+async def test_a_request_that_waited_out_a_replica_s_queue_is_not_sent_again(stack: Stack) -> None:
+    late = Replica("svc-late-r1", refuse="late")
+    url = f"{stack.gateway.url}/v1/services/svc-late/generate"
+    async with first_and_busier(stack, "svc-late", late) as other, aiohttp.ClientSession() as http:
+        async with http.post(url, json={"max_tokens": 4}) as answer:
+            assert answer.status == 503 and "Retry-After" not in answer.headers
+            assert answer.headers["X-Suanli-Replica"] == late.replica_id
+            assert "waited 30.2 s" in (await answer.json())["error"]
+        assert len(late.asked) == 1 and other.asked == []
 
 
 async def test_garbage_on_services_load_is_dead_lettered_and_routing_keeps_serving(stack: Stack) -> None:

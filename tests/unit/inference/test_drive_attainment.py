@@ -64,11 +64,25 @@ def test_the_recent_rate_counts_the_last_window_only() -> None:
     assert len(stats.per_second) <= RECENT_S + 1
 
 
-def test_the_replica_answer_gives_generated_tokens_and_ttft_where_it_says_them() -> None:
-    assert _answer_figures(b'{"generated_tokens": 7, "ttft_s": 0.25, "latency_s": 1}', 50) == (7, 0.25)
-    assert _answer_figures(b'{"replica": "r1"}', 50) == (50, None)
-    assert _answer_figures(b"not json", 50) == (50, None)
-    assert _answer_figures(b'{"generated_tokens": -1, "ttft_s": "soon"}', 50) == (50, None)
+def test_the_replica_answer_gives_generated_tokens_ttft_and_latency_where_it_says_them() -> None:
+    assert _answer_figures(b'{"generated_tokens": 7, "ttft_s": 0.25, "latency_s": 1}', 50) == (7, 0.25, 1.0)
+    assert _answer_figures(b'{"replica": "r1"}', 50) == (50, None, None)
+    assert _answer_figures(b"not json", 50) == (50, None, None)
+    bad = b'{"generated_tokens": -1, "ttft_s": "soon", "latency_s": true}'
+    assert _answer_figures(bad, 50) == (50, None, None)
+
+
+def test_what_the_live_path_added_is_the_latency_seen_minus_the_replica_s() -> None:
+    stats = DriveStats(SLO)
+    for i in range(100):  # the replica's model says 2 s; the client saw 2.01 s, one in a hundred 2.5 s
+        stats.record(Outcome(1.0, 200, 2.5 if i == 99 else 2.01, 5, 0.2, replica_latency_s=2.0))
+    stats.record(Outcome(1.0, 200, 1.0, 5))  # an answer without the replica's figures: not counted
+    summary = stats.summary(10.0)
+    assert summary.added_p50_s == pytest.approx(0.01, rel=0.011)
+    assert summary.added_p99_s == pytest.approx(0.01, rel=0.011)
+    assert stats.added.count == 100
+    stats.record(Outcome(1.0, 200, 2.5, 5, 0.2, replica_latency_s=2.0))
+    assert stats.summary(10.0).added_p99_s == pytest.approx(0.5, rel=0.011)
 
 
 def test_the_window_starts_later_keeps_a_limit_and_compresses() -> None:

@@ -38,6 +38,25 @@ def test_ready_check_and_stop_all_leave_no_process(tmp_path: Path) -> None:
     assert group_members(pgid) == []
 
 
+def test_stubborn_children_share_one_grace_period(tmp_path: Path) -> None:
+    # Three children that ignore SIGTERM: one after the other they would cost three grace periods.
+    grace_s = 1.5
+    with Supervisor(tmp_path / "logs") as supervisor:
+        for i in range(3):
+            marker = tmp_path / f"ready-{i}"
+            argv = [sys.executable, "-c", STUBBORN, str(marker)]
+            supervisor.start(ServiceSpec(f"stubborn-{i}", argv, ready=marker.exists))
+        groups = [os.getpgid(s.pid) for s in supervisor.services]
+        began = time.monotonic()
+        supervisor.stop_all(grace_s=grace_s)
+        took = time.monotonic() - began
+    assert took < 2 * grace_s, took
+    deadline = time.monotonic() + 10
+    while any(group_members(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [group_members(g) for g in groups] == [[], [], []]
+
+
 # A child ready only once the test has written the `go` file: readiness the test controls.
 GATED = """
 import pathlib, sys, time

@@ -1,9 +1,13 @@
-"""`suanli up`'s inference service: replica tracking, scale events, GPU-seconds, the demo's spec (pure parts;
-its panel and summary lines are test_dashboard.py's, the live stack the e2e test's)."""
+"""`suanli up`'s inference service: replica tracking, scale events, GPU-seconds, the demo's spec, the
+replay's wait for the first replicas (pure parts; its panel and summary lines are test_dashboard.py's,
+the live stack the e2e test's)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from suanli.platform.demo_service import DEMO_SERVICE, demo_spec
+from suanli.platform.inference import until_reporting
 from suanli.platform.inference_figures import ReplicaTrack, ScaleEvent, gpu_seconds
 
 
@@ -27,3 +31,14 @@ def test_the_demo_service_has_a_latency_slo_and_no_block_serving_refuses() -> No
     spec = demo_spec()
     assert spec["target"] == {"ttft_ms": 2000, "tpot_ms": 100}
     assert {k: v for k, v in spec.items() if k != "autoscaling"} == DEMO_SERVICE
+
+
+async def test_the_replay_waits_for_the_first_replicas_to_report() -> None:
+    counts = iter([0, 0, 1, 2, 2])
+    stop = asyncio.Event()
+    assert await until_reporting(lambda: next(counts), 2, stop, wait_s=5.0, poll_s=0.001)
+    assert next(counts) == 2  # asked until two reported, not after
+    # Never reporting: the replay starts anyway at the deadline (its failures then count honestly).
+    assert not await until_reporting(lambda: 0, 2, stop, wait_s=0.05, poll_s=0.01)
+    stop.set()  # Ctrl-C meanwhile: no wait at all
+    assert not await until_reporting(lambda: 0, 2, stop, wait_s=60.0)

@@ -71,3 +71,30 @@ def test_stale_excluded_unknown_and_bad_fields_are_precise() -> None:
         with pytest.raises(InvalidArgument) as refused:
             fresh.resolve(query)
         assert str(refused.value).startswith(f"{field}: ")
+
+
+def test_requests_sent_since_a_report_count_until_a_newer_report_covers_them() -> None:
+    # Both idle at their last report: without counting its own sends the resolver would send every
+    # request of the interval to the first of them.
+    view, clock = LoadView(), [NOW]
+    for replica in ("a1", "a2"):
+        view.report(load(replica, "east", age_s=0.5), NOW)
+    r = ReplicaResolver(view, NetworkState(), lambda: clock[0], intra_region_ms=1.0)
+    picks = []
+    for policy in ("least-outstanding", "network-aware", "least-outstanding", "network-aware"):
+        clock[0] += timedelta(milliseconds=100)
+        query = ReplicaQuery("svc-a", client_region="east", policy=policy, context_tokens=500)
+        picks.append(r.resolve(query).chosen.load.replica_id)
+    assert picks == ["a1", "a2", "a1", "a2"]
+    # a1 reports after its two, idle (they were answered): a2's two still count, so a1 takes the next two.
+    view.report(load("a1", "east", age_s=-0.45), NOW)
+    again = []
+    for _ in range(2):
+        clock[0] += timedelta(milliseconds=100)
+        again.append(r.resolve(ReplicaQuery("svc-a", policy="least-outstanding")).chosen.load.replica_id)
+    assert again == ["a1", "a1"]
+    # A replica that stops reporting takes its sends with it.
+    clock[0] += timedelta(seconds=10)
+    with pytest.raises(FailedPrecondition, match="no fresh replica"):
+        r.resolve(ReplicaQuery("svc-a", policy="least-outstanding"))
+    assert r.sent.since(load("a2", "east", age_s=-10), clock[0]) == []

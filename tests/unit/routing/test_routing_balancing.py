@@ -19,6 +19,7 @@ from suanli.routing.domain.balancing import (
     expected_latency_s,
     measured_rtt,
     view_rtt,
+    with_sent,
 )
 from suanli.routing.domain.links import REGION, LinkState, LinkStatus
 
@@ -166,3 +167,17 @@ def test_the_network_view_steers_around_a_down_region_pair() -> None:
     assert choice.endpoint.endpoint_id == "t" and not choice.spilled
     with pytest.raises(NoEndpoint, match="unreachable from tokyo"):
         policy.pick(request, [ep("d")])
+
+
+def test_requests_sent_since_the_report_count_as_queued_work() -> None:
+    base = ep("a", in_flight=2, backlog=0.5)
+    sent = [REQUEST, InferenceRequest("dallas", context_tokens=1500, generated_tokens=1)]
+    seen = with_sent(base, sent)
+    assert (seen.in_flight, seen.queued, seen.outstanding) == (2, 2, 4)
+    assert seen.prefill_backlog_s == pytest.approx(0.5 + 3000 / 3000.0)
+    assert seen.kv_free_tokens == base.kv_free_tokens - (1601 + 1501)
+    assert with_sent(base, []) is base
+    # Ours sees the sent prefills ahead: an idle replica with two sends is now the slower one.
+    idle = ep("b", backlog=0.9)
+    assert NetworkAware(rtt).pick(REQUEST, [seen, idle]).endpoint.endpoint_id == "b"
+    assert NetworkAware(rtt).pick(REQUEST, [base, idle]).endpoint.endpoint_id == "a"

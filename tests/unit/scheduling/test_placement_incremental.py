@@ -4,8 +4,8 @@ evaluation of every node decides, and what the code before them decided.
 `data/openb_placements.json` holds the placements of a41c15f (before the cache) for the replays below:
 600 `default` and `gpuspec25` arrivals (seed 7, shuffled and inflated as in the simulator) on the openb
 node list replicated to 2,000 nodes, under fgd and fgdb; it was written by running `_replay` with that
-commit's code on the import path. fgdb had no pairing term then: its replays run with `nu` 0 (the other
-tests here run today's fgdb, pairing included).
+commit's code on the import path. fgdb had no pairing term then and weighed CPU stranding 0.25: its
+replays run with `nu` 0 and `lam` 0.25 (the other tests here run today's fgdb).
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ def _requests(workload: str) -> list[TaskRequest]:
 
 
 def _recorded_profile(policy: str) -> Profile:
-    """The policy as the recording commit had it: fgdb before its pairing term (`nu` 0)."""
+    """The policy as the recording commit had it: fgdb before its pairing term (`nu` 0) and with its CPU
+    stranding weight of then (`lam` 0.25)."""
     if policy != "fgdb":
         return policy_profile(policy)
     data = dict(POLICIES[policy])
-    without_pairing = {"name": "fgdb", "args": {"nu": 0}}
+    without_pairing = {"name": "fgdb", "args": {"lam": 0.25, "nu": 0}}
     data["scores"] = [without_pairing, *data["scores"][1:]]
     data["devices"] = without_pairing
     return Profile.from_dict(data, default_registry())

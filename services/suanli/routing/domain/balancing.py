@@ -18,6 +18,11 @@ Four policies over the same `Endpoint` load reports:
   spilling to another region only when that endpoint's expected latency is lower than the home best by
   more than `spill_margin_s`: a spill costs an RTT for certain and saves queueing only by estimate.
 
+Between two load reports an endpoint's figures stand still while requests keep arriving: a balancer
+that only read them would send every request of that interval to the same endpoint (at the demo's 4
+requests/s and 1 s reports, bursts of 4 onto one replica while the others idle). `with_sent` adds what
+the balancer itself sent since the report, as queued work, so each pick sees the ones before it.
+
 RTTs come from a function of two region ids: `measured_rtt` wraps the measured tables of
 `suanli.resources.network`; `view_rtt` reads the network view's region-pair states (`NetworkView.regions`),
 where a DOWN pair is infinitely far: the network-aware policy never sends a request over it, and answers
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from suanli.errors import FailedPrecondition, InvalidArgument
 from suanli.resources.network import MeasuredNetwork
@@ -67,6 +72,24 @@ class InferenceRequest:
     client_region: str
     context_tokens: int
     generated_tokens: int
+
+
+def with_sent(endpoint: Endpoint, sent: Sequence[InferenceRequest]) -> Endpoint:
+    """`endpoint` with `sent` (requests routed to it after its report) counted as queued behind its work.
+
+    Each adds one outstanding request, its prefill to the backlog and its whole KV need (context +
+    generated) to what is promised: what the endpoint's next report would show had it arrived.
+    """
+    if not sent:
+        return endpoint
+    context = sum(r.context_tokens for r in sent)
+    need = context + sum(r.generated_tokens for r in sent)
+    return replace(
+        endpoint,
+        queued=endpoint.queued + len(sent),
+        prefill_backlog_s=endpoint.prefill_backlog_s + context / endpoint.prefill_tokens_per_s,
+        kv_free_tokens=max(0, endpoint.kv_free_tokens - need),
+    )
 
 
 @dataclass(frozen=True, slots=True)

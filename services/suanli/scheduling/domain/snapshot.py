@@ -502,7 +502,7 @@ class TransitionLog:
     def record(self, parent: int, rows: IntArray) -> int:
         position = self._next
         self._next += 1
-        rows = rows if rows.size == 1 else np.unique(rows)
+        rows = rows if rows.size == 1 else sorted_unique(rows)
         self._entries[position] = (parent, rows)
         slot = position % self.keep
         self._one[slot] = int(rows[0]) if rows.size == 1 else -1
@@ -516,9 +516,18 @@ class TransitionLog:
     def rows_between(self, a: int, b: int) -> IntArray | None:
         """Rows changed on the path between positions `a` and `b` (through their common ancestor)."""
         if self._floor <= a < b and b in self._entries and self._run[b % self.keep] <= a:
-            rows = self._one[np.arange(a + 1, b + 1) % self.keep]  # b descends from a along a line
-            if rows.min() >= 0:
-                return _sorted_unique(rows)
+            # b descends from a along a line: one row per transition, read from the ring
+            if b - a == 1:
+                return self._entries[b][1]
+            if b - a <= 16:  # a few transitions: cheaper than the array operations
+                one, keep = self._one, self.keep
+                few = [int(one[p % keep]) for p in range(a + 1, b + 1)]
+                if min(few) >= 0:
+                    return np.array(sorted(set(few)), dtype=np.int64)
+            else:
+                rows = self._one[np.arange(a + 1, b + 1) % self.keep]
+                if rows.min() >= 0:
+                    return sorted_unique(rows)
         parts: list[IntArray] = []
         entries = self._entries
         while a != b:
@@ -536,13 +545,19 @@ class TransitionLog:
             return np.empty(0, dtype=np.int64)
         if len(parts) == 1:
             return parts[0]
-        return _sorted_unique(np.concatenate(parts))
+        return sorted_unique(np.concatenate(parts))
 
 
-def _sorted_unique(rows: IntArray) -> IntArray:
+def sorted_unique(rows: IntArray) -> IntArray:
+    """`np.unique(rows)` for the small arrays of the hot paths, without its fixed cost."""
     if rows.size <= 16:  # a few transitions of one row each: cheaper than numpy's sort
         return np.array(sorted(set(rows.tolist())), dtype=np.int64)
-    return np.unique(rows)
+    ordered = np.sort(rows)
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    unique: IntArray = ordered[keep]
+    return unique
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,10 @@ latest one and folds only the events after it instead of every event since posit
 
 The state is JSON (`suanli.infra.dataclass_json`: loading it executes no code) in a format named by a
 digest of the state's types: after an upgrade that changed them, the old snapshots are not this format,
-are ignored, and the first start folds from position 0 once. Encoding and decoding run in a worker
-thread: the job views are immutable, so the loop keeps serving while a large state is written out.
+are ignored, and the first start folds from position 0 once. Fields that hold their default are left
+out (most of a job's are): a third less to write and to parse, and the same format, since a missing field
+reads as its default whichever version wrote or reads it. Encoding and decoding run in a worker thread:
+the job views are immutable, so the loop keeps serving while a large state is written out.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ SNAPSHOT_FORMAT = f"projection-json-{shape_digest(ProjectionState)}"
 
 
 def encode_state(state: ProjectionState) -> bytes:
-    return dumps(state)
+    return dumps(state, omit_defaults=True)
 
 
 def decode_state(data: bytes) -> ProjectionState:

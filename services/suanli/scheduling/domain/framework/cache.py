@@ -44,3 +44,36 @@ class StampedRows:
         else:
             self._stamps[rows] = stamps[rows]
         self._at = snapshot.position
+
+
+class FreeGpuByModel:
+    """Free GPU milli per GPU model of a snapshot, kept up to date on the nodes that changed since the
+    snapshot it was last asked about (a sum over every node per decision costs ~1 ms at 50,000 nodes).
+    Whole numbers throughout, so the totals are exactly what summing every node gives."""
+
+    __slots__ = ("_idle", "_rows", "_totals")
+
+    def __init__(self) -> None:
+        self._rows = StampedRows()
+        self._idle = np.empty(0, dtype=np.int64)  # [nodes] free milli on all devices
+        self._totals = np.empty(0, dtype=np.int64)  # [model code]
+
+    def totals(self, snapshot: ClusterSnapshot) -> np.ndarray:
+        """[model code] free GPU milli of the nodes of each model, as floats."""
+        stale = self._rows.stale(snapshot)
+        live = snapshot.live()
+        codes = snapshot.model_code
+        if stale is None or self._totals.size != len(snapshot.models):
+            stale = None
+            self._idle = live.gpu_free.sum(axis=1, dtype=np.int64)
+            self._totals = np.zeros(len(snapshot.models), dtype=np.int64)
+            has = codes >= 0
+            np.add.at(self._totals, codes[has], self._idle[has])
+        elif stale.size:
+            idle = live.gpu_free[stale].sum(axis=1, dtype=np.int64)
+            has = codes[stale] >= 0
+            np.add.at(self._totals, codes[stale][has], (idle - self._idle[stale])[has])
+            self._idle[stale] = idle
+        self._rows.mark(snapshot, stale)
+        totals: np.ndarray = self._totals.astype(np.float64)
+        return totals

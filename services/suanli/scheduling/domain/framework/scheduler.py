@@ -44,7 +44,7 @@ from suanli.scheduling.domain.framework.statement import Statement
 from suanli.scheduling.domain.model import Locality, TaskPlacement, TaskRequest
 from suanli.scheduling.domain.network import NetworkSnapshot
 from suanli.scheduling.domain.pricing import PriceTable
-from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot
+from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot, sorted_unique
 
 # Requests whose totals the scheduler keeps (least recently decided dropped first), at most
 # CHOICE_CACHE_SIZE and CHOICE_CACHE_BYTES together (each costs about 25 bytes per node): openb's
@@ -397,7 +397,9 @@ class Scheduler:
                 if keep_parts:
                     parts.append((plugin.name, np.zeros(rows.size)))
                 continue
-            part = np.asarray(scored, dtype=np.float64) * weight
+            part = np.asarray(scored, dtype=np.float64)
+            if weight != 1:  # x * 1 is x: the copy a whole cluster's scores would cost is saved
+                part = part * weight
             if keep_parts:
                 parts.append((plugin.name, part))
             total = part if total is None else total + part
@@ -496,10 +498,13 @@ class Scheduler:
         order as `_totals` sums them, into the cached totals; -inf on the other rows of `target`."""
         total, _ = self._totals(snapshot, request, rows, None)
         where: np.ndarray | slice = slice(None) if target is None else target
-        choice.total[where] = -np.inf
+        if rows.size < choice.total.size:  # every node fits: all of them are written below
+            choice.total[where] = -np.inf
         if rows.size:
             choice.scored = total is not None
-            choice.total[rows] = 0.0 if total is None else total
+            # `rows` are sorted and unique: as many as there are nodes is every node, in order.
+            into = rows if rows.size < choice.total.size else slice(None)
+            choice.total[into] = 0.0 if total is None else total
             if total is not None and choice.exact:
                 choice.exact = _packable(total, snapshot.size)
         if choice.key is not None:
@@ -647,8 +652,14 @@ def _packable(total: np.ndarray, nodes: int) -> bool:
     bound = 2.0**52 / _shift(nodes)
     if total.size <= 16:  # the nodes one decision changed: cheaper than the array operations
         return all(t == -np.inf or (t.is_integer() and abs(t) < bound) for t in total.tolist())
-    t = total[total != -np.inf]
-    return bool(np.all((np.floor(t) == t) & (np.abs(t) < bound)))
+    # A first use covers the whole cluster: whole numbers (floor keeps -inf), and bounded once the -inf
+    # are set aside (at most `total.max()` and, below, at least the smallest finite one).
+    if not np.array_equal(np.floor(total), total) or not total.max() < bound:
+        return False
+    low = total.min()
+    if low != -np.inf:
+        return bool(low > -bound)
+    return bool(np.where(total == -np.inf, 0.0, total).min() > -bound)
 
 
 class PackedKeys:
@@ -663,13 +674,36 @@ class PackedKeys:
         self._shift = _shift(nodes)
         blocks = -(-nodes // self.BLOCK)
         self._key = np.full(blocks * self.BLOCK, -np.inf)
-        self._key[:nodes] = total * self._shift - positions
+        mine = self._key[:nodes]  # total x shift - positions, written in place (no whole-cluster temporaries)
+        np.multiply(total, self._shift, out=mine)
+        np.subtract(mine, positions, out=mine)
         self._blocks = self._key.reshape(blocks, self.BLOCK).max(axis=1)
 
     def update(self, rows: np.ndarray, total: np.ndarray, positions: np.ndarray) -> None:
-        self._key[rows] = total * self._shift - positions
-        changed = np.unique(rows // self.BLOCK)
-        self._blocks[changed] = self._key.reshape(-1, self.BLOCK)[changed].max(axis=1)
+        key = self._key
+        new = total * self._shift - positions
+        if rows.size <= 16:  # the nodes one decision changed: one by one, cheaper than array operations
+            self._update_few(rows.tolist(), new.tolist())
+            return
+        key[rows] = new
+        changed = sorted_unique(rows // self.BLOCK)
+        self._blocks[changed] = key.reshape(-1, self.BLOCK)[changed].max(axis=1)
+
+    def _update_few(self, rows: list[int], keys: list[float]) -> None:
+        """`update` for a few distinct rows. A block's maximum moves up to a larger new key, and is read
+        again only when the key that held it went down (finite keys are distinct, so it held it alone)."""
+        key, blocks, size = self._key, self._blocks, self.BLOCK
+        reread: set[int] = set()
+        for row, new in zip(rows, keys, strict=True):
+            block = row // size
+            old = key[row]
+            key[row] = new
+            if new >= blocks[block]:
+                blocks[block] = new
+            elif old == blocks[block]:
+                reread.add(block)
+        for block in reread:
+            blocks[block] = key[block * size : (block + 1) * size].max()
 
     def best(self) -> int | None:
         """The node with the largest key; None when every node is ruled out (-inf)."""

@@ -23,6 +23,7 @@ import numpy as np
 from suanli.scheduling.domain.fragmentation import FragmentationModel, NodeStats
 from suanli.scheduling.domain.framework.cache import StampedRows
 from suanli.scheduling.domain.model import GPU_MILLI, TaskRequest
+from suanli.scheduling.domain.plugins._common import sigmoid_score
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
 NOT_FEASIBLE = -np.inf
@@ -31,13 +32,19 @@ DEDUP_MIN_ROWS = 256
 # nodes (states of nodes that have moved on stay behind until then).
 STATES_PER_NODE = 2
 MIN_STATES = 1024
+# Past this many states to look up again, one pass over every node finds all their lowest nodes.
+LOOKUPS_PER_PASS = 8
 
 _MIX = np.array([(0x9E3779B97F4A7C15 * (i + 1)) & 0x7FFFFFFFFFFFFFFF for i in range(64)], dtype=np.int64)
 
 
 def _state_keys(gpu_free: np.ndarray, cpu_free: np.ndarray, model_code: np.ndarray) -> np.ndarray:
     """[rows, 2 + devices] int64: what a node's fragmentation and deltas depend on."""
-    key: np.ndarray = np.column_stack((cpu_free, model_code, gpu_free)).astype(np.int64)
+    # Filled column by column: stacking columns of mixed types costs several times more on a cluster.
+    key = np.empty((gpu_free.shape[0], 2 + gpu_free.shape[1]), dtype=np.int64)
+    key[:, 0] = cpu_free
+    key[:, 1] = model_code
+    key[:, 2:] = gpu_free
     return key
 
 
@@ -52,6 +59,11 @@ class StateTable:
         self.of_node = np.empty(0, dtype=np.int64)
         self.restarts = 0  # times the table started again (a new family, or too many states left behind)
         self._last: weakref.ref[ClusterSnapshot] | None = None
+        # Per state id: how many nodes are in it and its lowest node (the node count when it has none, -1 when
+        # that node left and the next one is looked up on demand), so that grouping the whole cluster
+        # (a first use) reads these instead of scattering every node.
+        self._count = np.zeros(0, dtype=np.int64)
+        self._first = np.zeros(0, dtype=np.int64)
 
     def refresh(self, snapshot: ClusterSnapshot) -> np.ndarray:
         """[nodes] state id of every node of `snapshot`."""
@@ -63,10 +75,11 @@ class StateTable:
             self._ids = {}
             self.restarts += 1
             self.of_node = self._intern_all(_state_keys(live.gpu_free, live.cpu_free, snapshot.model_code))
+            self._recount()
             stale = None
         elif stale.size:
             keys = _state_keys(live.gpu_free[stale], live.cpu_free[stale], snapshot.model_code[stale])
-            self.of_node[stale] = self._intern(keys)
+            self._move(stale, self._intern(keys))
         self._rows.mark(snapshot, stale)
         self._last = weakref.ref(snapshot)
         return self.of_node
@@ -75,6 +88,63 @@ class StateTable:
     def size(self) -> int:
         """How many state ids are in use (every id is below it)."""
         return len(self._ids)
+
+    def groups(self, snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray]:
+        """`_groups` over every node of `snapshot`: (the lowest node of each state that has one, in state
+        id order; each node's index into that list)."""
+        first, present = self.distinct(snapshot)
+        rank = np.cumsum(present) - 1
+        inverse: np.ndarray = rank[self.of_node]
+        return first, inverse
+
+    def distinct(self, snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray]:
+        """(the lowest node of each state some node of `snapshot` is in, in state id order; a mask over
+        state ids of those states), for `spread`."""
+        ids = self.refresh(snapshot)
+        first = self._first[: self.size]
+        left = np.flatnonzero(first < 0)  # states whose lowest node left: find the next one
+        if left.size > LOOKUPS_PER_PASS:
+            first[:] = ids.size
+            first[ids[::-1]] = np.arange(ids.size - 1, -1, -1)  # the last write wins: the lowest
+        else:
+            for state in left.tolist():
+                first[state] = int(np.argmax(ids == state))
+        present = self._count[: self.size] > 0
+        return first[present], present
+
+    def spread(self, values: np.ndarray, present: np.ndarray) -> np.ndarray:
+        """[nodes] the value of each node's state, from `values` of the states `distinct` named."""
+        by_state = np.empty(self.size, dtype=values.dtype)
+        by_state[present] = values
+        spread: np.ndarray = by_state[self.of_node]
+        return spread
+
+    def _recount(self) -> None:
+        ids, nodes = self.of_node, self.of_node.size
+        self._count = np.bincount(ids, minlength=self.size).astype(np.int64)
+        self._first = np.full(self.size, nodes, dtype=np.int64)
+        self._first[ids[::-1]] = np.arange(nodes - 1, -1, -1)  # repeated indices keep the last: the lowest
+
+    def _move(self, rows: np.ndarray, ids: np.ndarray) -> None:
+        """Nodes `rows` (sorted, unique) are now in states `ids`."""
+        old = self.of_node[rows]
+        self.of_node[rows] = ids
+        if self._count.size < self.size:
+            grow = max(self.size, 2 * self._count.size) - self._count.size
+            self._count = np.concatenate((self._count, np.zeros(grow, dtype=np.int64)))
+            self._first = np.concatenate((self._first, np.full(grow, self.of_node.size, dtype=np.int64)))
+        count, first = self._count, self._first
+        for row, was, now in zip(rows.tolist(), old.tolist(), ids.tolist(), strict=True):
+            if was == now:
+                continue
+            count[was] -= 1
+            if count[was] == 0:
+                first[was] = self.of_node.size
+            elif first[was] == row:
+                first[was] = -1
+            count[now] += 1
+            if count[now] == 1 or 0 <= row < first[now]:
+                first[now] = row
 
     def _intern(self, keys: np.ndarray) -> np.ndarray:
         ids = self._ids
@@ -85,9 +155,13 @@ class StateTable:
         the distinct states are hashed one by one."""
         with np.errstate(over="ignore"):
             digest = keys @ _MIX[: keys.shape[1]]
-        _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+        # Each distinct digest's first row, by a scatter: `return_index` would sort stably, several times
+        # slower on a cluster of many identical nodes.
+        distinct, inverse = np.unique(digest, return_inverse=True)
         inverse = inverse.ravel()
-        if not np.array_equal(keys[first][inverse], keys):  # a hash collision: one by one
+        first = np.empty(distinct.size, dtype=np.int64)
+        first[inverse[::-1]] = np.arange(inverse.size - 1, -1, -1)  # the last write wins: the first row
+        if not np.array_equal(np.take(keys[first], inverse, axis=0), keys):  # a hash collision: one by one
             return self._intern(keys)
         found: np.ndarray = self._intern(keys[first])[inverse]
         return found
@@ -96,6 +170,8 @@ class StateTable:
 def _groups(states: StateTable, snapshot: ClusterSnapshot, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions in `rows` of the first row of each state, index of each row's group), as a row-wise
     unique of the nodes' states would give them."""
+    if rows.size == snapshot.size:  # every node (rows are sorted and unique): kept by the table
+        return states.groups(snapshot)
     ids = states.refresh(snapshot)[rows]
     first_at = np.full(states.size, rows.size, dtype=np.int64)
     positions = np.arange(rows.size)
@@ -147,9 +223,10 @@ class FragmentationTracker:
             first = np.repeat(first, 2)
         reps = self.model.stats(live.gpu_free[first], live.cpu_free[first], snapshot.model_code[first])
         frag = self.model.fragmentation(reps, snapshot.models)[inverse]
+        # `np.take` gathers whole rows several times faster than indexing with an array.
         stats = NodeStats(
-            reps.count_at_least[inverse],
-            reps.sum_below[inverse],
+            np.take(reps.count_at_least, inverse, axis=0),
+            np.take(reps.sum_below, inverse, axis=0),
             reps.idle[inverse],
             reps.cpu_free[inverse],
             np.asarray(snapshot.model_code),
@@ -161,10 +238,10 @@ class FragmentationTracker:
 
 
 class _ShapeValues:
-    """One request shape's best delta per node (NaN: marked, not computed yet), whether a marked node
-    changed alone, and the node stamps they stand for."""
+    """One request shape's best delta per node and FGD's integer score of it (NaN: marked, not computed
+    yet), whether a marked node changed alone, and the node stamps they stand for."""
 
-    __slots__ = ("lone", "rows", "values")
+    __slots__ = ("lone", "rows", "scores", "values")
 
     def __init__(self) -> None:
         self.rows = StampedRows()
@@ -172,7 +249,12 @@ class _ShapeValues:
 
     def reset(self, nodes: int) -> None:
         self.values = np.full(nodes, np.nan)
+        self.scores = np.full(nodes, np.nan)
         self.lone = np.zeros(nodes, dtype=bool)
+
+    def put(self, rows: np.ndarray | slice, values: np.ndarray) -> None:
+        self.values[rows] = values
+        self.scores[rows] = sigmoid_score(values)
 
 
 def _take(s: NodeStats, rows: np.ndarray) -> NodeStats:
@@ -201,6 +283,19 @@ class PlacementDeltas:
         batch, as always; a small batch is only marked (with whether it was a lone node) and each node is
         computed when first asked for, in a batch of the same kind, so its value is the one the batch
         would have given it."""
+        found: np.ndarray = self._shape(snapshot, request, rows).values[rows]
+        return found
+
+    def scores_for_rows(
+        self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray
+    ) -> np.ndarray:
+        """FGD's integer score of `for_rows(...)` (`sigmoid_score`), kept with the deltas: a full batch
+        scores each distinct node state once."""
+        found: np.ndarray = self._shape(snapshot, request, rows).scores[rows]
+        return found
+
+    def _shape(self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray) -> _ShapeValues:
+        """The shape's values, computed on `rows` at least."""
         stats, frag = self.tracker.refresh(snapshot)
         key = (request.cpu_milli, request.gpu_milli, request.gpu_count)
         shape = self._by_shape.get(key)
@@ -208,28 +303,54 @@ class PlacementDeltas:
             shape = self._by_shape[key] = _ShapeValues()
         stale = shape.rows.stale(snapshot)
         if stale is None or shape.values.shape[0] != snapshot.size:
+            if snapshot.size > DEDUP_MIN_ROWS:
+                self._all(snapshot, (stats, frag), request, shape)
+                shape.rows.mark(snapshot, None)
+                return shape  # every node computed
             shape.reset(snapshot.size)
+            stale = None
             target = np.arange(snapshot.size)
         else:
             target = stale
         if target.size > DEDUP_MIN_ROWS:
-            shape.values[target] = self._grid(snapshot, stats, frag, request, target, best=True)
+            shape.put(target, self._grid(snapshot, stats, frag, request, target, best=True))
         elif target.size:
             shape.values[target] = np.nan
             shape.lone[target] = target.size == 1
-        shape.rows.mark(snapshot, stale if target is stale else None)
+        shape.rows.mark(snapshot, stale)
         values = shape.values
         need = rows[np.isnan(values[rows])]
         if need.size:
             lone = shape.lone[need]
             for row in need[lone].tolist():
-                values[row] = self._grid(snapshot, stats, frag, request, np.array([row]), best=True)[0]
+                one = np.array([row])
+                shape.put(one, self._grid(snapshot, stats, frag, request, one, best=True))
             batch = need[~lone]
             if batch.size:
                 padded = batch if batch.size > 1 else np.repeat(batch, 2)
-                values[batch] = self._grid(snapshot, stats, frag, request, padded, best=True)[: batch.size]
-        found: np.ndarray = values[rows]
-        return found
+                shape.put(batch, self._grid(snapshot, stats, frag, request, padded, best=True)[: batch.size])
+        return shape
+
+    def _all(
+        self,
+        snapshot: ClusterSnapshot,
+        measured: tuple[NodeStats, np.ndarray],
+        request: TaskRequest,
+        shape: _ShapeValues,
+    ) -> None:
+        """Every node's value (more than `DEDUP_MIN_ROWS` nodes), as `_grid` over every node gives it,
+        with the scores taken per distinct node state before they are spread over the nodes."""
+        stats, frag = measured
+        states = self.tracker.states
+        first, present = states.distinct(snapshot)
+        if first.size <= snapshot.size // 2:
+            value = self._grid(snapshot, stats, frag, request, first, best=True)
+            shape.values = states.spread(value, present)
+            shape.scores = states.spread(sigmoid_score(value), present)
+        else:  # as many states as nodes, or nearly: `_grid` would not group them either
+            value = self._options(snapshot, measured, request, np.arange(snapshot.size)).max(axis=1)
+            shape.values, shape.scores = value, sigmoid_score(value)
+        shape.lone = np.zeros(snapshot.size, dtype=bool)
 
     def per_device(self, snapshot: ClusterSnapshot, request: TaskRequest, node: int) -> np.ndarray:
         """[devices] delta of putting a shared-GPU task on each device of `node`; -inf where it does not fit.

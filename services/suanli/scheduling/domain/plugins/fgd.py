@@ -15,7 +15,6 @@ import numpy as np
 from suanli.scheduling.domain.framework.plugin import PluginContext
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
-from suanli.scheduling.domain.plugins._common import sigmoid_score
 from suanli.scheduling.domain.plugins._fragmentation import PlacementDeltas
 from suanli.scheduling.domain.snapshot import ClusterSnapshot
 
@@ -30,8 +29,9 @@ class FgdScore:
     def score(
         self, snapshot: ClusterSnapshot, request: TaskRequest, rows: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
-        delta = self._deltas.for_rows(snapshot, request, rows)
-        return delta if self._exact else sigmoid_score(delta)
+        if self._exact:
+            return self._deltas.for_rows(snapshot, request, rows)
+        return self._deltas.scores_for_rows(snapshot, request, rows)
 
     def row_local(self, snapshot: ClusterSnapshot, request: TaskRequest) -> bool:
         return True  # a node's delta is a function of its own state
