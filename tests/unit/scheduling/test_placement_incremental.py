@@ -4,7 +4,8 @@ evaluation of every node decides, and what the code before them decided.
 `data/openb_placements.json` holds the placements of a41c15f (before the cache) for the replays below:
 600 `default` and `gpuspec25` arrivals (seed 7, shuffled and inflated as in the simulator) on the openb
 node list replicated to 2,000 nodes, under fgd and fgdb; it was written by running `_replay` with that
-commit's code on the import path.
+commit's code on the import path. fgdb had no pairing term then and weighed CPU stranding 0.25: its
+replays run with `nu` 0 and `lam` 0.25 (the other tests here run today's fgdb).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from _placement_cluster import node, snapshot
 
 from suanli.data import data_path
 from suanli.scheduling.domain.framework import PluginContext, Scheduler, Statement
+from suanli.scheduling.domain.framework.profile import Profile
 from suanli.scheduling.domain.model import Node, TaskRequest
-from suanli.scheduling.domain.plugins import _fragmentation
-from suanli.scheduling.domain.plugins.policies import policy_profile
+from suanli.scheduling.domain.plugins import _fragmentation, default_registry
+from suanli.scheduling.domain.plugins.policies import POLICIES, policy_profile
 from suanli.scheduling.domain.snapshot import Assignment, ClusterSnapshot, TransitionLog
 from suanli.scheduling.simulator.traces import load_nodes, load_pods
 from suanli.scheduling.simulator.workload import build_arrivals, workload_distribution
@@ -42,6 +44,18 @@ def _requests(workload: str) -> list[TaskRequest]:
     return [p.request for p in load_pods(TRACES / f"openb_pod_list_{workload}.csv")]
 
 
+def _recorded_profile(policy: str) -> Profile:
+    """The policy as the recording commit had it: fgdb before its pairing term (`nu` 0) and with its CPU
+    stranding weight of then (`lam` 0.25)."""
+    if policy != "fgdb":
+        return policy_profile(policy)
+    data = dict(POLICIES[policy])
+    without_pairing = {"name": "fgdb", "args": {"lam": 0.25, "nu": 0}}
+    data["scores"] = [without_pairing, *data["scores"][1:]]
+    data["devices"] = without_pairing
+    return Profile.from_dict(data, default_registry())
+
+
 def _as_list(a: Assignment | None) -> Placement:
     return None if a is None else [a.node, list(a.gpu_indices), list(a.gpu_milli)]
 
@@ -59,7 +73,7 @@ def test_placements_match_the_code_before_the_cache(key: str) -> None:
     snap = ClusterSnapshot.from_nodes(_nodes(RECORDED["nodes"]))
     arrivals = build_arrivals(requests, snap.total_gpu_milli, 1.3, np.random.default_rng(RECORDED["seed"]))
     scheduler = Scheduler(
-        policy_profile(policy),
+        _recorded_profile(policy),
         np.random.default_rng(RECORDED["seed"]),
         PluginContext(workload_distribution(requests)),
     )

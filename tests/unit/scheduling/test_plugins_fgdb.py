@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _placement_cluster import node, snapshot
+from test_pairing import TYPICAL as PAIRS
 
 from suanli.scheduling.domain.fragmentation import FragmentationModel, TypicalTask
 from suanli.scheduling.domain.framework import PluginContext, Profile, Scheduler
@@ -153,7 +154,7 @@ def test_without_its_terms_fgdb_decides_exactly_like_fgd() -> None:
         TypicalTask(s.cpu_milli, s.gpu_milli, s.gpu_count, (), w)
         for s, w in zip(shapes, (0.3, 0.3, 0.2, 0.1, 0.1), strict=True)
     )
-    ours = Scheduler(fgdb(lam=0.0, mu=0.0), np.random.default_rng(9), PluginContext(typical))
+    ours = Scheduler(fgdb(lam=0.0, mu=0.0, nu=0.0), np.random.default_rng(9), PluginContext(typical))
     paper = Scheduler(policy_profile("fgd"), np.random.default_rng(9), PluginContext(typical))
     a = b = snap
     for i in range(60):
@@ -168,3 +169,16 @@ def test_fgdb_needs_typical_tasks() -> None:
 
     with pytest.raises(ProfileError, match="fgdb"):
         Scheduler(policy_profile("fgdb"), np.random.default_rng(0), PluginContext())
+
+
+@pytest.mark.parametrize(("nu", "device"), [(0.0, 0), (10.0, 1)])
+def test_fgdb_puts_a_230_where_a_220_completes_it(nu: float, device: int) -> None:
+    # Device 0 holds a 650 (350 free), device 1 a 550 (450 free). FGD's measure prefers the tighter 350 gap
+    # (delta 121 against 77: what is left there, 120, was fragmented for most sizes anyway); the pairing
+    # term (regret >= 67.5, x 10) sends the 230 to the 550, which a 220 completes, and keeps the 350 for a
+    # 320.
+    snap = snapshot(node("n", [350, 450, 1000, 1000]))
+    request = TaskRequest(cpu_milli=1000, gpu_count=1, gpu_milli=230)
+    result = Scheduler(fgdb(nu=nu), np.random.default_rng(0), PluginContext(PAIRS)).place_task(snap, request)
+    assert result.assignment is not None
+    assert result.assignment.gpu_indices == (device,)

@@ -429,4 +429,9 @@ class PlacementDeltas:
             base.model_code[r],
         )
         out[r, d] = frag[rows][r] - model.fragmentation(after, snapshot.models)
+        # A model may also price the device gap itself (fgdb's pairing); it depends only on the device's
+        # free milli before and after, so the per-state caches above still hold.
+        device_delta = getattr(model, "device_delta", None)
+        if device_delta is not None:
+            out[r, d] += device_delta(was[:, 0], now[:, 0], milli)
         return out

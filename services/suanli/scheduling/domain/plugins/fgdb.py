@@ -1,5 +1,5 @@
-"""fgdb (ours): FGD with two balance terms the paper's measure does not see, CPU stranding and GPU-model
-pressure.
+"""fgdb (ours): FGD with three terms the paper's measure does not see: CPU stranding, GPU-model pressure
+and the pairing of shared tasks.
 
 Instrumenting FGD on openb (`default`, seed 42, at 100 % arrived) showed where its unallocated GPUs sit:
 ≈186 GPUs are 190-milli slivers next to 810-milli tasks (structural: only ≤ 190-milli tasks fit there, and
@@ -19,6 +19,10 @@ the failures are tasks restricted to scarce models (T4, P100, V100) whose device
    A GPU task's delta on a node of model k is lowered by `mu` x pressure_k x the task's GPU milli, so
    tasks that may run anywhere keep off the models restricted tasks depend on, and a restricted task with
    several allowed models picks the least pressed one. Without restricted typical tasks it is zero.
+3. Pairing. A shared task's option on a device with `was` free milli loses `nu` x its regret
+   (`pairing.py`): how much of the best filling of that gap, priced by the cutting-stock LP of the typical
+   sizes, the task spoils. It steers a 320 into the 350 a 650 leaves and a 230 to a 550's 450, where FGD
+   (which sees one future task per gap, not which sizes complete it) took the tightest gap.
 
 Everything else is FGD's: the integer sigmoid score, whose ties the scheduler's ordered tie-break resolves
 towards the earliest node in a seeded ranking (this concentration is what keeps nodes whole), and the
@@ -37,6 +41,7 @@ from suanli.scheduling.domain.framework.cache import FreeGpuByModel
 from suanli.scheduling.domain.framework.plugin import PluginContext, ProfileError
 from suanli.scheduling.domain.framework.registry import Arg, ExtensionPoint, PluginSpec
 from suanli.scheduling.domain.model import TaskRequest
+from suanli.scheduling.domain.pairing import gap_prices
 from suanli.scheduling.domain.plugins._common import assign_devices, first_best_device, sigmoid_score
 from suanli.scheduling.domain.plugins._fragmentation import (
     FragmentationTracker,
@@ -51,11 +56,14 @@ def _allowed(task: TypicalTask, model: str) -> bool:
 
 
 class StrandingModel(FragmentationModel):
-    """FGD's fragmentation plus `lam` x the GPU milli a node's free CPU cannot serve at the typical ratio."""
+    """FGD's fragmentation plus `lam` x the GPU milli a node's free CPU cannot serve at the typical ratio;
+    a shared task's device options also pay `nu` x their pairing regret (`pairing.py`)."""
 
-    def __init__(self, tasks: Sequence[TypicalTask], lam: float) -> None:
+    def __init__(self, tasks: Sequence[TypicalTask], lam: float, nu: float = 0.0) -> None:
         super().__init__(tasks)
         self.lam = lam
+        self.nu = nu
+        self._prices = gap_prices(tuple(tasks)) if nu > 0 else None
         self._gpu_typical = [t for t in tasks if t.gpu_count > 0]
         self._ratio_by_models: dict[tuple[str, ...], np.ndarray] = {}
 
@@ -72,6 +80,14 @@ class StrandingModel(FragmentationModel):
                     ratio[code + 1] = sum(t.weight * t.cpu_milli for t in allowed) / gpu
             self._ratio_by_models[models] = ratio
         return ratio
+
+    def device_delta(self, was: np.ndarray, now: np.ndarray, milli: int) -> np.ndarray | float:
+        """Added to the delta of putting a shared task of `milli` on devices with `was` free (`now` after):
+        minus `nu` x the regret, so a task that completes a gap well wins over one that spoils it."""
+        if self._prices is None:
+            return 0.0
+        penalty: np.ndarray = -self.nu * self._prices.regret(was, now, milli)
+        return penalty
 
     def fragmentation(self, s: NodeStats, models: tuple[str, ...]) -> np.ndarray:
         base = super().fragmentation(s, models)
@@ -133,8 +149,10 @@ class ModelPressure:
 class _Shared:
     """fgdb's delta cache (stranding-aware fragmentation) and model pressure."""
 
-    def __init__(self, tasks: Sequence[TypicalTask], lam: float, mu: float, states: StateTable) -> None:
-        self.deltas = PlacementDeltas(FragmentationTracker(StrandingModel(tasks, lam), states))
+    def __init__(
+        self, tasks: Sequence[TypicalTask], lam: float, mu: float, nu: float, states: StateTable
+    ) -> None:
+        self.deltas = PlacementDeltas(FragmentationTracker(StrandingModel(tasks, lam, nu), states))
         self.pressure = ModelPressure(tasks)
         self.mu = mu
 
@@ -201,8 +219,9 @@ class FgdbDevice:
 
 
 ARGS = {
-    "lam": Arg((int, float), 0.25, check=lambda v: v >= 0, help="weight of stranded GPU milli (CPU balance)"),
+    "lam": Arg((int, float), 2.0, check=lambda v: v >= 0, help="weight of stranded GPU milli (CPU balance)"),
     "mu": Arg((int, float), 0.25, check=lambda v: v >= 0, help="weight of GPU-model pressure"),
+    "nu": Arg((int, float), 10.0, check=lambda v: v >= 0, help="weight of a shared task's pairing regret"),
 }
 
 
@@ -212,7 +231,9 @@ def _shared(args: Mapping[str, Any], ctx: PluginContext) -> _Shared:
     # they share the table of node states, which only groups identical nodes.
     if not ctx.typical_tasks:
         raise ProfileError("plugin 'fgdb' needs a workload distribution (typical tasks)")
-    return _Shared(ctx.typical_tasks, float(args["lam"]), float(args["mu"]), ctx.node_states())
+    return _Shared(
+        ctx.typical_tasks, float(args["lam"]), float(args["mu"]), float(args["nu"]), ctx.node_states()
+    )
 
 
 SPECS = [
@@ -221,7 +242,7 @@ SPECS = [
         ExtensionPoint.SCORE,
         lambda args, ctx: FgdbScore(_shared(args, ctx)),
         args=ARGS,
-        help="FGD + CPU stranding + GPU-model pressure",
+        help="FGD + CPU stranding + GPU-model pressure + shared-GPU pairing",
     ),
     PluginSpec(
         FgdbDevice.name,

@@ -48,7 +48,7 @@ POLICIES: dict[str, dict[str, Any]] = {
     "spread": _profile("spread", "least allocated: balance load", "spread", "best-fit"),
     "fgdb": _profile(
         "fgdb",
-        "ours: FGD + CPU stranding + GPU-model pressure, FGD tie-break and device rule,"
+        "ours: FGD + CPU stranding + GPU-model pressure + shared-GPU pairing, FGD tie-break and device rule,"
         " CPU-only tasks on GPU-less nodes first, gangs kept together",
         "fgdb",
         "fgdb",
