@@ -185,3 +185,24 @@ def on_preempted(state: NodeState | None, task_id: str, attempt: int) -> NodeSta
 
 def with_liveness(state: NodeState, liveness: Liveness) -> NodeState:
     return replace(state, liveness=liveness)
+
+
+def _lasting(state: NodeState) -> tuple[object, ...]:
+    live = state.liveness
+    return (
+        state.placements,
+        state.forwarded,
+        state.published,
+        state.published_at_ms,
+        None if live is None else (live.status, live.interval_ms),
+    )
+
+
+def material_node_change(before: NodeState | None, after: NodeState) -> bool:
+    """Whether ``after`` differs from ``before`` in what no later snapshot restores.
+
+    A snapshot of an unchanged node moves only its stamps (sequence, times, the capacity it recomputes,
+    the task ids it lists): lost in a restart, the node's next snapshot sets them again. Placements,
+    what was forwarded and published, and the status are history no snapshot carries.
+    """
+    return before is None or _lasting(before) != _lasting(after)

@@ -6,12 +6,16 @@ Data flow::
     placements ------+--> node agents ----> (capacity, liveness,           (timer: Lost after silence)
                      |                       placements)
                      +--> task facts (internal topic, keyed by task id) --> tasks table --> usage.metered
-    tasks.lifecycle, usage.samples, jobs.events ---^            (timer: finished tasks pruned)
+    tasks.lifecycle, jobs.events ------------------^            (timer: finished tasks pruned)
+    usage.samples ------------------------------------------------^
 
 Everything about one task is funnelled through one internal topic keyed by task id, so one agent owns
-the task's state and sees its facts in one order, whatever topic they came from. Placements are read
-on the node side first: they share the node key and partition count with snapshots, so the device
-models needed to price a placement are local.
+the task's state and sees its facts in one order, whatever topic they came from. Usage samples, by far
+the most numerous, are the exception: their topic is keyed by task id with the internal topic's
+partition count, so the worker that reads a sample owns its task's record and applies it there (a
+sample's effect does not depend on its order among the task's facts) instead of producing and reading
+each one a second time. Placements are read on the node side first: they share the node key and
+partition count with snapshots, so the device models needed to price a placement are local.
 
 The agents here are thin: they gather what has arrived into batches and hand them to
 `service_layer.batches.Batches`, which runs the use cases of `service_layer.metering.Metering`. Outputs
@@ -36,7 +40,7 @@ from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
 from suanli.metering.adapters.batch import WINDOW_SPAN, OutputTopics, batches_over
-from suanli.metering.adapters.decoded import DecodedStates
+from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
 from suanli.metering.entrypoints.inputs import event_intakes, fact_intake
 from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import MeteringTopics
@@ -115,7 +119,8 @@ class MeteringApp:
         self.tasks = self.app.Table(
             "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
-        self.begin = batches_over(self.nodes, self.tasks, outputs, DecodedStates())
+        decoded = DecodedStates(checkpoints=Checkpoints(settings.checkpoint_s))
+        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded)
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
             retry=retry,
@@ -141,7 +146,8 @@ class MeteringApp:
             (catalogue.NODE_SNAPSHOTS, self.snapshots, self._node_side),
             (catalogue.PLACEMENTS, self.placements, self._node_side),
             (catalogue.TASKS_LIFECYCLE, self.lifecycle, None),
-            (catalogue.USAGE_SAMPLES, self.samples, None),
+            # Samples are applied to the task records at once (entrypoints.inputs): the task side's.
+            (catalogue.USAGE_SAMPLES, self.samples, self._task_side),
             (catalogue.JOBS_EVENTS, self.jobs, None),
         ]
         for name, topic, lock in routes:

@@ -79,7 +79,10 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
             metering.forward_facts([fact], batch)
 
     def sampled(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
-        metering.forward_facts([records.sample_fact(record)], batch)
+        # Applied here, not forwarded: usage.samples is keyed by task id over as many partitions as the
+        # task-facts topic, so this worker owns the task's record, and a sample's effect does not depend
+        # on its order among the task's other facts (`domain.tasks.apply`).
+        metering.apply_fact(records.sample_fact(record), batch)
 
     def submitted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.forward_facts(records.job_facts(record), batch)

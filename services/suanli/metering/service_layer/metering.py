@@ -24,6 +24,8 @@ from suanli.metering.domain import (
     TaskFact,
     check,
     late,
+    material_node_change,
+    material_task_change,
     on_placed,
     on_preempted,
     on_snapshot,
@@ -92,8 +94,9 @@ class Metering:
         stamped = max(recorded, to_ms(snapshot["occurred_at"]))
         heard = min(max(stamped, self.streams.newest(partition)), now)
         self.partition_of[node_id] = partition
+        before = batch.nodes.get(node_id)
         out = on_snapshot(
-            batch.nodes.get(node_id),
+            before,
             snapshot,
             received_at_ms=heard,
             catalogue=self.catalogue,
@@ -112,7 +115,7 @@ class Metering:
         if out.status is not None:
             self._status_changed(out.status, batch)
         batch.outputs.task_facts((*out.placed, *out.seen))
-        batch.nodes.put(node_id, out.state)
+        batch.nodes.put(node_id, out.state, lasting=material_node_change(before, out.state))
 
     def apply_placement(self, allocation: NodeAllocation, batch: Batch) -> None:
         """A TaskPlaced: held on its node, priced at once if the node's devices are known.
@@ -207,7 +210,9 @@ class Metering:
         state, windows = step(held, fact)
         for window in windows:
             batch.outputs.usage_metered(window)
-        batch.tasks.put(fact.task_id, replace(state, last_fact_ms=now))
+        batch.tasks.put(
+            fact.task_id, replace(state, last_fact_ms=now), lasting=material_task_change(held, state)
+        )
 
     def prune_tasks(self, batch: Batch, owns: Callable[[str], bool], limit: int) -> int:
         """Drop at most ``limit`` task records past the retention (`domain.prunable`); how many were.
