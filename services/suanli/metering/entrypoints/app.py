@@ -133,6 +133,8 @@ class MeteringApp:
         self._node_side = asyncio.Lock()
         # The task-facts agent and the pruning timer both read and write task records.
         self._task_side = asyncio.Lock()
+        # Per snapshot partition, the offset after the last record handled (liveness: `_behind`).
+        self._snapshots_handled: dict[int, int] = {}
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
@@ -152,7 +154,12 @@ class MeteringApp:
         ]
         for name, topic, lock in routes:
             self.app.agent(topic, name=f"metering.{name}")(
-                self._consumer(intakes[name], lock, f"metering.{name}")
+                self._consumer(
+                    intakes[name],
+                    lock,
+                    f"metering.{name}",
+                    handled=self._handled if name == catalogue.NODE_SNAPSHOTS else None,
+                )
             )
         self.app.agent(self.facts, name="metering.task-facts")(
             self._consumer(fact_intake(self.metering), self._task_side, WINDOW_SPAN)
@@ -161,7 +168,11 @@ class MeteringApp:
         self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
 
     def _consumer(
-        self, intake: Intake[FaustEvent, Any], lock: asyncio.Lock | None, span_name: str
+        self,
+        intake: Intake[FaustEvent, Any],
+        lock: asyncio.Lock | None,
+        span_name: str,
+        handled: Callable[[list[FaustEvent]], None] | None = None,
     ) -> Callable[[Any], AsyncIterator[None]]:
         batch_max = self.settings.batch_max
         batches = self.batches
@@ -175,6 +186,8 @@ class MeteringApp:
                 with SpansPerTrace(span_name, attributes={"batch.records": len(events)}) as spans:
                     async with lock or contextlib.nullcontext():
                         await batches.handle(events, intake, lambda e: spans.scope(traceparent_of(e)))
+                        if handled is not None:
+                            handled(events)
                 yield None
 
         return consume
@@ -229,9 +242,33 @@ class MeteringApp:
             # single one of the snapshots sent meanwhile.
             self.metering.reading(self._assigned(self.names.snapshots), bool(self.app.in_recovery))
             batch = self.begin()
-            summary = self.metering.check_liveness(batch, self._checked_here())
+            summary = self.metering.check_liveness(batch, self._checked_here(), self._behind())
             await batch.commit()
         self.gauges.observe(summary)
+
+    def _handled(self, events: list[FaustEvent]) -> None:
+        handled = self._snapshots_handled
+        for event in events:
+            m = event.message
+            handled[m.partition] = max(handled.get(m.partition, 0), m.offset + 1)
+
+    def _behind(self) -> frozenset[int]:
+        """Snapshot partitions whose end at the broker (the high watermark of the last fetch) lies past
+        the last snapshot handled: metering's own backlog, where silence proves nothing.
+
+        A partition nothing was handled from since the start is left to the start-up rule
+        (`Metering.reading`); on Tansu the watermark can trail by part of a batch, so a partition may be
+        taken as read through a little early, never late.
+        """
+        consumer = self.app.consumer
+        behind = set()
+        for tp in self.app.assignor.assigned_actives():
+            if tp.topic != self.names.snapshots:
+                continue
+            end, at = consumer.highwater(tp), self._snapshots_handled.get(tp.partition)
+            if end is not None and at is not None and at < end:
+                behind.add(tp.partition)
+        return frozenset(behind)
 
     def _checked_here(self) -> Callable[[str], bool]:
         # With several workers each checks only the nodes whose snapshot partitions it owns: one Lost

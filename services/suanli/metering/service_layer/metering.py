@@ -8,7 +8,7 @@ written (see `ports.Batch`). Times come from the injected clock, in integer UTC 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -146,17 +146,22 @@ class Metering:
             self._reading = partitions
             self.streams.restart(self.clock())
 
-    def check_liveness(self, batch: Batch, owns: Callable[[str], bool]) -> Summary:
+    def check_liveness(
+        self, batch: Batch, owns: Callable[[str], bool], behind: Collection[int] = frozenset()
+    ) -> Summary:
         """Nodes silent for ``lost_after`` of their intervals become Lost; the summary the gauges show.
 
         Only nodes ``owns`` says this worker checks (their snapshot partitions are its own) can change,
         so with several workers each node is declared Lost once; the summary covers every node held.
+        ``behind``: snapshot partitions whose records at the broker this worker has not all handled yet;
+        a node there is judged only at the time of what has been read from its partition, never at the
+        wall clock, since its next snapshot may be waiting in that backlog.
         """
         states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
         quiet = self.lost_after * (longest or self.policy.default_interval_ms)
         wall = self.clock()
-        time_of = self.streams.judge(wall, quiet)
+        time_of = self.streams.judge(wall, quiet, behind)
         checked: list[NodeState] = []
         for state in states:
             node_id = state.node_id
