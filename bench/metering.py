@@ -205,6 +205,7 @@ def main() -> None:
         try:
             asyncio.run(ensure_topics(bootstrap, CATALOGUE, prefix=prefix))
             env = {
+                **os.environ,
                 "SUANLI_KAFKA_BOOTSTRAP": bootstrap,
                 "SUANLI_TOPIC_PREFIX": prefix,
                 "SUANLI_METRICS_PORT": "0",
