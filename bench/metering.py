@@ -1,7 +1,7 @@
 """Metering's CPU per node snapshot (not a test): the worker alone against a simulated fleet.
 
     .venv/bin/python bench/metering.py [--fleet deploy/fleets/demo-3regions.yaml] [--interval 1]
-        [--tasks 100] [--warmup 15] [--seconds 60] [--profile out.svg]
+        [--tasks 100] [--warmup 15] [--seconds 60] [--backlog 0] [--profile out.svg]
 
 Tansu, `suanli serve metering` and `suanli agent --simulate` (the 100-node demo fleet, snapshots every
 ``--interval`` s) run as processes; no scheduler: once metering has published every node's capacity the
@@ -10,7 +10,10 @@ the GPU nodes), so the agents run them and report usage samples every interval, 
 ``--warmup`` s it reads the worker's CPU time (utime + stime, /proc) and the input topics' end offsets,
 and again ``--seconds`` later. Printed: snapshots and usage samples produced meanwhile, metering's CPU
 seconds, CPU ms per snapshot, its consumer lag at the end, and the LOST transitions in its log.
-``--profile``: py-spy records the worker over the measured window (py-spy must be installed).
+``--backlog N``: then the worker is stopped (SIGSTOP) for N s and resumed; printed: the records queued,
+how long it takes to catch up, its CPU per record meanwhile, and the LOST transitions it emitted (its
+own backlog must not look like silence). ``--profile``: py-spy records the worker over the measured
+window (py-spy must be installed).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -108,6 +112,34 @@ async def place(bootstrap: str, prefix: str, nodes: dict[str, int], tasks: int) 
             await bus.publish(topic_name("placements", prefix), node, "TaskPlaced", placed)
 
 
+async def catch_up(
+    args: argparse.Namespace, worker: RunningService, offsets: Offsets, snapshots: str, samples: str
+) -> None:
+    """The worker stopped (SIGSTOP) for ``--backlog`` s, then resumed: how fast, and at what CPU per
+    record, it works through what queued meanwhile, and whether it took its own backlog for silence."""
+    before = worker.log_path.read_text(errors="replace").count("-> LOST")
+    os.kill(worker.pid, signal.SIGSTOP)
+    await asyncio.sleep(args.backlog)
+    queued = await offsets.lag(snapshots) + await offsets.lag(samples)
+    cpu0, t0 = cpu_s(worker.pid), time.monotonic()
+    os.kill(worker.pid, signal.SIGCONT)
+    deadline = t0 + 10 * args.backlog + 60
+    # Caught up: committed within one interval's records of the ends (faust commits every 2.8 s).
+    while await offsets.lag(snapshots) + await offsets.lag(samples) > 3 * args.nodes / args.interval:
+        if time.monotonic() > deadline:
+            print(f"not caught up {deadline - t0:.0f} s after resuming")
+            break
+        await asyncio.sleep(0.5)
+    cpu, took = cpu_s(worker.pid) - cpu0, time.monotonic() - t0
+    produced = took * 2 * args.nodes / args.interval  # snapshots and samples that arrived meanwhile
+    lost = worker.log_path.read_text(errors="replace").count("-> LOST") - before
+    print(
+        f"stopped {args.backlog:g} s: {queued} records queued; caught up {took:.1f} s after resuming, "
+        f"{cpu:.2f} s of CPU = {1000 * cpu / max(1.0, queued + produced):.2f} ms per record handled "
+        f"(queued + ~{produced:.0f} arrived meanwhile); LOST transitions meanwhile: {lost}"
+    )
+
+
 async def measure(args: argparse.Namespace, bootstrap: str, prefix: str, worker: RunningService) -> None:
     nodes = await fleet_nodes(bootstrap, topic_name("capacity.nodes", prefix), args.nodes, 180.0)
     await place(bootstrap, prefix, nodes, args.tasks)
@@ -157,10 +189,12 @@ async def measure(args: argparse.Namespace, bootstrap: str, prefix: str, worker:
         lag_snap, lag_samp = await offsets.lag(snapshots), await offsets.lag(samples)
         if profiler is not None:
             profiler.wait()
+        lost = worker.log_path.read_text(errors="replace").count("-> LOST")
+        if args.backlog:
+            await catch_up(args, worker, offsets, snapshots, samples)
     finally:
         await offsets.stop()
     cpu, n_snap, n_samp = cpu1 - cpu0, snap1 - snap0, samp1 - samp0
-    lost = worker.log_path.read_text(errors="replace").count("-> LOST")
     print(
         f"{len(nodes)} nodes, interval {args.interval:g} s, {args.tasks} tasks placed; "
         f"measured {t1 - t0:.1f} s after a {args.warmup:g} s warm-up (load average {os.getloadavg()[0]:.1f})"
@@ -193,6 +227,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100, help="one-GPU tasks placed on the fleet")
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--backlog", type=float, default=0.0, help="then stop the worker this long (s) and time its catch-up"
+    )
     parser.add_argument(
         "--profile", default="", help="py-spy output (.svg flame graph, .txt collapsed stacks)"
     )
