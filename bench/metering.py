@@ -221,10 +221,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--fleet", type=Path, default=FLEET)
-    parser.add_argument("--nodes", type=int, default=100, help="nodes metering must show before the load")
     parser.add_argument("--interval", type=float, default=1.0, help="agent snapshot interval (s)")
     parser.add_argument("--tasks", type=int, default=100, help="one-GPU tasks placed on the fleet")
+    parser.add_argument("--fleet", type=Path, default=FLEET)
+    parser.add_argument("--nodes", type=int, default=100, help="nodes metering must show before the load")
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument(

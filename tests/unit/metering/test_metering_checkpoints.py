@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from metering_harness import Harness, Table
+from metering_harness import Clock, Harness, Table
 
 from suanli.metering.adapters import records
 from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
@@ -39,14 +39,6 @@ def snapshot(seq: int, at: int, tasks: tuple[str, ...] = ()) -> dict:
     return node_snapshot("n1", at, sequence=seq, devices=devices, task_ids=tasks, interval_ms=INTERVAL)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_s = 0.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-
 def test_a_snapshot_of_an_unchanged_node_is_no_material_change() -> None:
     catalogue = default_catalogue()
     first = on_snapshot(None, snapshot(1, T0), received_at_ms=T0, catalogue=catalogue).state
@@ -72,8 +64,8 @@ def test_a_sample_is_no_material_change_of_a_task_but_its_start_and_windows_are(
 
 
 async def test_a_passing_write_reaches_the_changelog_only_when_its_checkpoint_is_due() -> None:
-    clock, nodes = Clock(), Table("nodes")
-    states = DecodedStates(checkpoints=Checkpoints(30.0, clock))
+    clock, nodes = Clock(0), Table("nodes")
+    states = DecodedStates(checkpoints=Checkpoints(30_000, clock))
 
     async def write(sequence: int, *, lasting: bool) -> None:
         out = Effects()
@@ -85,22 +77,22 @@ async def test_a_passing_write_reaches_the_changelog_only_when_its_checkpoint_is
         return states.read(Effects(), nodes, b"n1", NodeState)
 
     await write(1, lasting=False)  # never logged: due at once
-    clock.now_s = 10.0
+    clock.now_ms = 10_000
     await write(2, lasting=False)
     assert read() == NodeState("n1", sequence=2) and nodes.changelog == [b"n1"]  # held, not logged
     await write(3, lasting=True)
     assert nodes.changelog == [b"n1", b"n1"]
-    clock.now_s = 39.0
+    clock.now_ms = 39_000
     await write(4, lasting=False)
-    clock.now_s = 40.0
+    clock.now_ms = 40_000
     await write(5, lasting=False)
     assert nodes.changelog == [b"n1"] * 3  # 30 s after the lasting write
     assert DecodedStates().read(Effects(), nodes, b"n1", NodeState) == NodeState("n1", sequence=5)
 
 
 async def test_a_write_in_the_batch_after_a_logged_one_is_logged_and_a_failed_batch_holds_nothing() -> None:
-    clock, nodes = Clock(), Table("nodes")
-    states = DecodedStates(checkpoints=Checkpoints(30.0, clock))
+    clock, nodes = Clock(0), Table("nodes")
+    states = DecodedStates(checkpoints=Checkpoints(30_000, clock))
     out = Effects()
     states.write(out, nodes, b"n1", NodeState("n1", sequence=1), lasting=True)
     states.write(out, nodes, b"n1", NodeState("n1", sequence=2), lasting=False)
@@ -117,11 +109,11 @@ async def test_a_write_in_the_batch_after_a_logged_one_is_logged_and_a_failed_ba
 
 
 async def test_snapshots_of_a_steady_node_write_its_changelog_once_per_checkpoint() -> None:
-    clock = Clock()
-    h = Harness(T0, checkpoints=Checkpoints(30.0, clock))
+    clock = Clock(0)
+    h = Harness(T0, checkpoints=Checkpoints(30_000, clock))
     for seq in range(1, 11):
         at = T0 + seq * INTERVAL
-        h.clock.now_ms, clock.now_s = at, seq * 1.0
+        h.clock.now_ms, clock.now_ms = at, seq * 1_000
         await h.run(lambda b, s=seq, a=at: h.metering.apply_snapshot(snapshot(s, a), b))
     assert h.nodes.changelog == [b"n1"]  # the first; nine more snapshots stayed in memory
     alloc = records.allocation_of(task_placed("t1", "n1", T0 + 10 * INTERVAL))

@@ -16,10 +16,9 @@ Tansu). A restart recovers the table's bytes: older in those fields only, which 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from suanli.clock import MillisClock, system_ms
 from suanli.metering.adapters.effects import Effects, Table
 from suanli.metering.adapters.jsoncodec import dumps, loads
 
@@ -27,22 +26,23 @@ T = TypeVar("T")
 
 
 class Checkpoints:
-    """When each key's value last reached its table's changelog; a key is due again after ``interval_s``.
+    """When each key's value last reached its table's changelog; a key is due again after ``interval_ms``.
 
-    In memory: after a restart every key is due at its first write.
+    In memory: after a restart every key is due at its first write. A wall clock that jumps only moves
+    when states are logged, never what they hold.
     """
 
-    def __init__(self, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval_s = interval_s
+    def __init__(self, interval_ms: int, clock: MillisClock = system_ms) -> None:
+        self._interval_ms = interval_ms
         self._clock = clock
-        self._logged: dict[tuple[str, bytes], float] = {}
+        self._logged: dict[tuple[str, bytes], int] = {}
 
     def due(self, slot: tuple[str, bytes]) -> bool:
         logged = self._logged.get(slot)
-        return logged is None or self._clock() - logged >= self._interval_s
+        return logged is None or self._clock() - logged >= self._interval_ms
 
     def logged(self, slot: tuple[str, bytes]) -> None:
-        if self._interval_s > 0:  # with none, every key is always due: nothing to remember
+        if self._interval_ms > 0:  # with none, every key is always due: nothing to remember
             self._logged[slot] = self._clock()
 
     def forget(self, slot: tuple[str, bytes]) -> None:
@@ -58,7 +58,7 @@ class DecodedStates:
     def __init__(self, limit: int = 100_000, checkpoints: Checkpoints | None = None) -> None:
         self._limit = limit
         self._memo: dict[tuple[str, bytes], tuple[bytes, Any]] = {}
-        self._checkpoints = checkpoints or Checkpoints(0.0)
+        self._checkpoints = checkpoints or Checkpoints(0)
         # States newer than their table's bytes, by slot, with those bytes: never evicted, dropped at the
         # key's next write, and ignored once the table holds other bytes (recovered after a rebalance).
         self._held: dict[tuple[str, bytes], tuple[bytes, Any]] = {}

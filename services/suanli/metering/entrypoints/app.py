@@ -119,7 +119,7 @@ class MeteringApp:
         self.tasks = self.app.Table(
             "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
-        decoded = DecodedStates(checkpoints=Checkpoints(settings.checkpoint_s))
+        decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
         self.begin = batches_over(self.nodes, self.tasks, outputs, decoded)
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
