@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -127,16 +127,17 @@ class StreamClock:
         """After a record stamped ``record_ms`` was read at ``now_ms`` (an older one moves nothing)."""
         return StreamClock(max(self.newest_ms, record_ms), now_ms)
 
-    def now(self, wall_ms: int, quiet_ms: int, responsive_since_ms: int = -1) -> int:
+    def now(self, wall_ms: int, quiet_ms: int, responsive_since_ms: int = -1, behind: bool = False) -> int:
         """The stream's time: the newest event time while records flow.
 
         After ``quiet_ms`` without any, counted from the later of the last read and
         ``responsive_since_ms`` (when the reader last came out of a stall of its own): the wall clock
-        less the lag seen when the last one was read.
+        less the lag seen when the last one was read. Never while ``behind`` (the broker holds records of
+        the partition the reader has not handled yet): the silence is then the reader's own backlog.
         """
         if self.newest_ms < 0:
             return wall_ms
-        if wall_ms - max(self.read_at_ms, responsive_since_ms) < quiet_ms:
+        if behind or wall_ms - max(self.read_at_ms, responsive_since_ms) < quiet_ms:
             return self.newest_ms
         return wall_ms - max(0, self.read_at_ms - self.newest_ms)
 
@@ -171,12 +172,18 @@ class StreamTimes:
         clock = self.partitions.get(partition)
         return -1 if clock is None else clock.newest_ms
 
-    def judge(self, wall_ms: int, quiet_ms: int) -> Callable[[int | None], int | None]:
-        """For this check: each partition's time (None: not to be judged yet)."""
+    def judge(
+        self, wall_ms: int, quiet_ms: int, behind: Collection[int | None] = ()
+    ) -> Callable[[int | None], int | None]:
+        """For this check: each partition's time (None: not to be judged yet).
+
+        ``behind``: partitions the broker holds records of that the reader has not handled yet; their
+        time is only ever what has been read from them (a partition not read at all: not judged).
+        """
         if self._last_check_ms is not None and wall_ms - self._last_check_ms > quiet_ms // 2:
             self._responsive_since_ms = wall_ms  # stalled: what was not read meanwhile may be our backlog
         self._last_check_ms = wall_ms
         since = self._responsive_since_ms
-        times = {p: clock.now(wall_ms, quiet_ms, since) for p, clock in self.partitions.items()}
+        times = {p: clock.now(wall_ms, quiet_ms, since, p in behind) for p, clock in self.partitions.items()}
         unread = wall_ms if wall_ms - self._started_ms >= quiet_ms else None
-        return lambda partition: times.get(partition, unread)
+        return lambda partition: times.get(partition, None if partition in behind else unread)

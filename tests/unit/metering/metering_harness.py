@@ -15,16 +15,23 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from suanli.contracts import decode
 from suanli.metering.adapters.batch import FACTS, OutputTopics, TableBatch
-from suanli.metering.adapters.decoded import DecodedStates
+from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
 from suanli.metering.domain import MeteringPolicy, TaskFact
 from suanli.metering.service_layer.metering import Metering
 from suanli.resources import default_catalogue
 
 
 class Table(dict[bytes, bytes]):
+    """A table whose changelog is the list of keys written through ``table[key] = value``."""
+
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
+        self.changelog: list[bytes] = []
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.changelog.append(key)
+        super().__setitem__(key, value)
 
 
 @dataclass
@@ -75,7 +82,14 @@ DAY_MS = 86_400_000
 
 
 class Harness:
-    def __init__(self, now_ms: int, *, lost_after: int = 3, task_retention_ms: int = DAY_MS) -> None:
+    def __init__(
+        self,
+        now_ms: int,
+        *,
+        lost_after: int = 3,
+        task_retention_ms: int = DAY_MS,
+        checkpoints: Checkpoints | None = None,
+    ) -> None:
         self.clock = Clock(now_ms)
         self.counters = Counters()
         self.metering = Metering(
@@ -90,7 +104,7 @@ class Harness:
         self.capacity, self.status = Topic("capacity"), Topic("status")
         self.usage, self.facts = Topic("usage"), Topic("facts")
         self.topics = OutputTopics(self.capacity, self.status, self.usage, self.facts)
-        self.decoded = DecodedStates()
+        self.decoded = DecodedStates(checkpoints=checkpoints)
 
     def begin(self) -> TableBatch:
         return TableBatch(self.nodes, self.tasks, self.topics, self.decoded)

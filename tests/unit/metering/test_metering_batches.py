@@ -53,10 +53,26 @@ def setup(h: Harness) -> tuple[Batches[Consumed], DeadLetters, Any]:
 async def test_a_batch_is_one_commit_and_each_record_builds_on_the_last() -> None:
     h = Harness(T0)
     batches, dead, intakes = setup(h)
+    await batches.handle([Consumed(snapshot("n1", 1, gpus=2), 0)], intakes[catalogue.NODE_SNAPSHOTS])
+    placed = [
+        encode("TaskPlaced", task_placed("t1", "n1", T0, devices=[(0, 1000)])),
+        encode("TaskPlaced", task_placed("t2", "n1", T0, devices=[(1, 1000)])),
+    ]
+    await batches.handle([Consumed(v, i) for i, v in enumerate(placed)], intakes[catalogue.PLACEMENTS])
+    await batches.handle([Consumed(snapshot("n1", 2, T0 + 1, gpus=2), 2)], intakes[catalogue.NODE_SNAPSHOTS])
+    # the second placement saw the state the first left: both hold the node's GPUs
+    assert h.capacity.events()[-1][1]["used"]["gpu_milli"] == 2000
+    assert dead.letters == []
+
+
+async def test_of_several_snapshots_of_a_node_in_a_batch_only_the_newest_is_applied() -> None:
+    h = Harness(T0)
+    batches, dead, intakes = setup(h)
     values = [snapshot("n1", 1), snapshot("n2", 1), snapshot("n1", 2, T0 + 1, gpus=2)]
     await batches.handle([Consumed(v, i) for i, v in enumerate(values)], intakes[catalogue.NODE_SNAPSHOTS])
-    assert [r["node_id"] for _, r in h.capacity.events()] == ["n1", "n2", "n1"]  # in the order made
-    assert statuses(h.status, "n1") == ["READY"]  # the second snapshot saw the state the first left
+    views = [r for _, r in h.capacity.events()]
+    assert [(v["node_id"], v["total"]["gpu_count"]) for v in views] == [("n2", 1), ("n1", 2)]
+    assert statuses(h.status, "n1") == ["READY"]
     assert h.nodes.keys() == {b"n1", b"n2"} and dead.letters == []
 
 

@@ -146,3 +146,38 @@ async def test_a_restarted_worker_does_not_take_the_snapshots_it_has_not_read_ye
         await after.run(lambda b: after.metering.check_liveness(b, lambda node: True))
     assert statuses(after.status, "a") == ["LOST"]
     assert statuses(after.status, "b") == []
+
+
+def test_a_partition_the_reader_is_behind_on_never_follows_the_wall_clock() -> None:
+    clock = StreamClock().advanced(1_000, 1_500)
+    assert clock.now(10_000, quiet_ms=3_000) == 9_500  # caught up and quiet: the wall clock less the lag
+    assert clock.now(10_000, quiet_ms=3_000, behind=True) == 1_000  # its backlog: what was read
+
+
+async def test_a_node_whose_partition_metering_has_not_read_through_is_not_lost_on_the_wall_clock() -> None:
+    h = Harness(T0)
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0), b, T0, 0))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
+    # Nothing of partition 0 is handled for 5 s while metering itself keeps running (its checks on
+    # time), but the broker holds records of it metering has not handled yet: a's next snapshots may
+    # be among them.
+    for second in range(1, 6):
+        h.clock.now_ms = T0 + second * 1_000
+        await h.run(lambda b: h.metering.check_liveness(b, lambda node: True, behind={0}))
+    assert statuses(h.status, "a") == ["READY"]
+    # Read through, and still nothing of a's: it is silent.
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True, behind=set()))
+    assert statuses(h.status, "a") == ["READY", "LOST"]
+
+
+async def test_a_node_on_a_partition_read_behind_is_still_lost_once_what_was_read_passes_it() -> None:
+    h = Harness(T0)
+    for node in ("a", "b"):
+        await h.run(lambda b, n=node: h.metering.apply_snapshot(snapshot(n, 1, T0), b, T0, 0))
+    for seq in range(2, 6):  # b keeps reporting on a's partition; a does not
+        at = T0 + (seq - 1) * INTERVAL
+        h.clock.now_ms = at + 500
+        await h.run(lambda b, s=seq, t=at: h.metering.apply_snapshot(snapshot("b", s, t), b, t, 0))
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True, behind={0}))
+    assert statuses(h.status, "a") == ["READY", "LOST"]  # a real silence, read past, is not hidden
+    assert statuses(h.status, "b") == ["READY"]

@@ -10,6 +10,7 @@ from suanli.metering.domain import (
     NodeAllocation,
     NodeStatus,
     PlacementError,
+    newest_per_node,
     on_placed,
     on_preempted,
     on_snapshot,
@@ -125,3 +126,15 @@ def test_running_tasks_are_forwarded_as_evidence_once_per_window() -> None:
     assert [s.task_id for s in out.seen] == ["b"]
     out = on_snapshot(out.state, snap(3, T0 + 61_000, ("a", "b")), received_at_ms=T0, catalogue=CAT)
     assert [(s.task_id, s.at_ms) for s in out.seen] == [("a", T0 + 61_000), ("b", T0 + 61_000)]
+
+
+def test_of_snapshots_read_together_each_nodes_newest_by_its_own_clock_is_kept() -> None:
+    batch = [
+        node_snapshot("n1", T0, sequence=7),
+        node_snapshot("n2", T0, sequence=1),
+        node_snapshot("n1", T0 + 1000, sequence=1),  # its agent restarted: sequence reset, clock later
+        node_snapshot("n2", T0 - 1000, sequence=0),  # older, read late
+        node_snapshot("n2", T0, sequence=1),  # the same record again
+    ]
+    assert newest_per_node(batch) == [2, 4]
+    assert newest_per_node([]) == []

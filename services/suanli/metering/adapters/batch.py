@@ -55,8 +55,8 @@ class TableStates(Generic[S]):
     def get(self, key: str) -> S | None:
         return self._decoded.read(self._effects, self._table, key.encode(), self._cls)
 
-    def put(self, key: str, state: S) -> None:
-        self._decoded.write(self._effects, self._table, key.encode(), state)
+    def put(self, key: str, state: S, *, lasting: bool = True) -> None:
+        self._decoded.write(self._effects, self._table, key.encode(), state, lasting=lasting)
 
     def delete(self, key: str) -> None:
         self._decoded.delete(self._effects, self._table, key.encode())
@@ -114,12 +114,14 @@ class TableBatch:
         self, nodes: KeyedTable, tasks: KeyedTable, topics: OutputTopics, decoded: DecodedStates
     ) -> None:
         self._effects = Effects()
+        self._decoded = decoded
         self.nodes = TableStates(self._effects, nodes, decoded, NodeState)
         self.tasks = TableStates(self._effects, tasks, decoded, MeteredTask)
         self.outputs = TopicOutputs(self._effects, topics)
 
     async def commit(self) -> None:
         await self._effects.commit()
+        self._decoded.committed(self._effects)
 
 
 def batches_over(

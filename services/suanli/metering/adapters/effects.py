@@ -9,7 +9,7 @@ Sends keep the order they were added in, so records of one key reach their parti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,6 +54,20 @@ class Effects:
         # Only the last value of a key is written: the changelog needs no intermediate states. None: the
         # key is deleted.
         self._writes: dict[tuple[str, bytes], tuple[Table, bytes | None]] = {}
+        # States for the worker's memory only, not encoded, by (table name, key): see `DecodedStates`.
+        self.staged: dict[tuple[str, bytes], tuple[Table, object]] = {}
+
+    def written(self) -> Iterable[tuple[tuple[str, bytes], bool]]:
+        """The (table name, key) of every value written, with whether it was a delete."""
+        return ((slot, value is None) for slot, (_, value) in self._writes.items())
+
+    def pending(self, table: Table, key: bytes) -> bool:
+        """Whether a value of the key is to be written (or deleted) by this batch."""
+        return (table.name, key) in self._writes
+
+    def stage(self, table: Table, key: bytes, state: object) -> None:
+        """A state for the worker's memory only; a later write of the key in the batch replaces it."""
+        self.staged[(table.name, key)] = (table, state)
 
     def get(self, table: Table, key: bytes) -> bytes | None:
         pending = self._writes.get((table.name, key))
@@ -61,9 +75,11 @@ class Effects:
 
     def put(self, table: Table, key: bytes, value: bytes) -> None:
         self._writes[(table.name, key)] = (table, value)
+        self.staged.pop((table.name, key), None)
 
     def delete(self, table: Table, key: bytes) -> None:
         self._writes[(table.name, key)] = (table, None)
+        self.staged.pop((table.name, key), None)
 
     def send(
         self, topic: Topic, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None

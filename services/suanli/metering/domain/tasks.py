@@ -259,6 +259,39 @@ def step(state: MeteredTask | None, fact: TaskFact) -> tuple[MeteredTask, list[U
     return meter(apply(state, fact))
 
 
+def _charged(state: MeteredTask) -> tuple[object, ...]:
+    return (
+        state.job_id,
+        state.tenant,
+        state.queue,
+        tuple(
+            (
+                a.attempt,
+                a.job_id,
+                a.node_id,
+                a.allocation,
+                a.started_ms,
+                a.ended_ms,
+                a.end_cause,
+                a.metered_through_ms,
+                a.trace_context,
+            )
+            for a in state.attempts
+        ),
+    )
+
+
+def material_task_change(before: MeteredTask | None, after: MeteredTask) -> bool:
+    """Whether ``after`` differs from ``before`` in what its charges are computed from.
+
+    Evidence that an attempt still runs (``seen_through_ms``), utilisation sums and the time of the last
+    fact are not: lost in a restart, the next sample or snapshot brings the evidence again, the window's
+    efficiency (indicative, never charged) is averaged over the samples kept, and pruning judges on a
+    slightly older last fact. Everything a window's amount depends on, and how far it was metered, is.
+    """
+    return before is None or _charged(before) != _charged(after)
+
+
 def prunable(state: MeteredTask, horizon_ms: int) -> bool:
     """Whether the record may be dropped at ``horizon_ms`` (now minus the retention).
 

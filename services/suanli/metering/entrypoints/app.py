@@ -6,12 +6,16 @@ Data flow::
     placements ------+--> node agents ----> (capacity, liveness,           (timer: Lost after silence)
                      |                       placements)
                      +--> task facts (internal topic, keyed by task id) --> tasks table --> usage.metered
-    tasks.lifecycle, usage.samples, jobs.events ---^            (timer: finished tasks pruned)
+    tasks.lifecycle, jobs.events ------------------^            (timer: finished tasks pruned)
+    usage.samples ------------------------------------------------^
 
 Everything about one task is funnelled through one internal topic keyed by task id, so one agent owns
-the task's state and sees its facts in one order, whatever topic they came from. Placements are read
-on the node side first: they share the node key and partition count with snapshots, so the device
-models needed to price a placement are local.
+the task's state and sees its facts in one order, whatever topic they came from. Usage samples, by far
+the most numerous, are the exception: their topic is keyed by task id with the internal topic's
+partition count, so the worker that reads a sample owns its task's record and applies it there (a
+sample's effect does not depend on its order among the task's facts) instead of producing and reading
+each one a second time. Placements are read on the node side first: they share the node key and
+partition count with snapshots, so the device models needed to price a placement are local.
 
 The agents here are thin: they gather what has arrived into batches and hand them to
 `service_layer.batches.Batches`, which runs the use cases of `service_layer.metering.Metering`. Outputs
@@ -36,7 +40,7 @@ from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
 from suanli.metering.adapters.batch import WINDOW_SPAN, OutputTopics, batches_over
-from suanli.metering.adapters.decoded import DecodedStates
+from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
 from suanli.metering.entrypoints.inputs import event_intakes, fact_intake
 from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import MeteringTopics
@@ -115,7 +119,8 @@ class MeteringApp:
         self.tasks = self.app.Table(
             "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
-        self.begin = batches_over(self.nodes, self.tasks, outputs, DecodedStates())
+        decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
+        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded)
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
             retry=retry,
@@ -128,6 +133,8 @@ class MeteringApp:
         self._node_side = asyncio.Lock()
         # The task-facts agent and the pruning timer both read and write task records.
         self._task_side = asyncio.Lock()
+        # Per snapshot partition, the offset after the last record handled (liveness: `_behind`).
+        self._snapshots_handled: dict[int, int] = {}
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
@@ -141,12 +148,18 @@ class MeteringApp:
             (catalogue.NODE_SNAPSHOTS, self.snapshots, self._node_side),
             (catalogue.PLACEMENTS, self.placements, self._node_side),
             (catalogue.TASKS_LIFECYCLE, self.lifecycle, None),
-            (catalogue.USAGE_SAMPLES, self.samples, None),
+            # Samples are applied to the task records at once (entrypoints.inputs): the task side's.
+            (catalogue.USAGE_SAMPLES, self.samples, self._task_side),
             (catalogue.JOBS_EVENTS, self.jobs, None),
         ]
         for name, topic, lock in routes:
             self.app.agent(topic, name=f"metering.{name}")(
-                self._consumer(intakes[name], lock, f"metering.{name}")
+                self._consumer(
+                    intakes[name],
+                    lock,
+                    f"metering.{name}",
+                    handled=self._handled if name == catalogue.NODE_SNAPSHOTS else None,
+                )
             )
         self.app.agent(self.facts, name="metering.task-facts")(
             self._consumer(fact_intake(self.metering), self._task_side, WINDOW_SPAN)
@@ -155,7 +168,11 @@ class MeteringApp:
         self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
 
     def _consumer(
-        self, intake: Intake[FaustEvent, Any], lock: asyncio.Lock | None, span_name: str
+        self,
+        intake: Intake[FaustEvent, Any],
+        lock: asyncio.Lock | None,
+        span_name: str,
+        handled: Callable[[list[FaustEvent]], None] | None = None,
     ) -> Callable[[Any], AsyncIterator[None]]:
         batch_max = self.settings.batch_max
         batches = self.batches
@@ -169,6 +186,8 @@ class MeteringApp:
                 with SpansPerTrace(span_name, attributes={"batch.records": len(events)}) as spans:
                     async with lock or contextlib.nullcontext():
                         await batches.handle(events, intake, lambda e: spans.scope(traceparent_of(e)))
+                        if handled is not None:
+                            handled(events)
                 yield None
 
         return consume
@@ -223,9 +242,33 @@ class MeteringApp:
             # single one of the snapshots sent meanwhile.
             self.metering.reading(self._assigned(self.names.snapshots), bool(self.app.in_recovery))
             batch = self.begin()
-            summary = self.metering.check_liveness(batch, self._checked_here())
+            summary = self.metering.check_liveness(batch, self._checked_here(), self._behind())
             await batch.commit()
         self.gauges.observe(summary)
+
+    def _handled(self, events: list[FaustEvent]) -> None:
+        handled = self._snapshots_handled
+        for event in events:
+            m = event.message
+            handled[m.partition] = max(handled.get(m.partition, 0), m.offset + 1)
+
+    def _behind(self) -> frozenset[int]:
+        """Snapshot partitions whose end at the broker (the high watermark of the last fetch) lies past
+        the last snapshot handled: metering's own backlog, where silence proves nothing.
+
+        A partition nothing was handled from since the start is left to the start-up rule
+        (`Metering.reading`); on Tansu the watermark can trail by part of a batch, so a partition may be
+        taken as read through a little early, never late.
+        """
+        consumer = self.app.consumer
+        behind = set()
+        for tp in self.app.assignor.assigned_actives():
+            if tp.topic != self.names.snapshots:
+                continue
+            end, at = consumer.highwater(tp), self._snapshots_handled.get(tp.partition)
+            if end is not None and at is not None and at < end:
+                behind.add(tp.partition)
+        return frozenset(behind)
 
     def _checked_here(self) -> Callable[[str], bool]:
         # With several workers each checks only the nodes whose snapshot partitions it owns: one Lost

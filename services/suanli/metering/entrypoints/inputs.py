@@ -7,14 +7,14 @@ topic that metering has no use for are skipped: they are not in the topic's rout
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from suanli.contracts import catalogue, decode, events_on
 from suanli.metering.adapters import records
 from suanli.metering.adapters.batch import FACTS
-from suanli.metering.domain import Started, TaskFact
+from suanli.metering.domain import Started, TaskFact, newest_per_node
 from suanli.metering.service_layer.batches import Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Batch
@@ -36,7 +36,11 @@ class UnexpectedEventError(ValueError):
     """A well-formed event of a kind that does not belong on the topic it arrived on."""
 
 
-def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Event]:
+def event_intake(
+    topic: str,
+    routes: Mapping[str, Route],
+    select: Callable[[Sequence[Event]], Sequence[int]] | None = None,
+) -> Intake[Consumed, Event]:
     belongs = frozenset(events_on(topic))
 
     def decode_event(consumed: Consumed) -> Event:
@@ -51,7 +55,15 @@ def event_intake(topic: str, routes: Mapping[str, Route]) -> Intake[Consumed, Ev
         if route is not None:
             route(name, record, batch, read)
 
-    return Intake(decode_event, apply)
+    return Intake(decode_event, apply, select)
+
+
+def newest_snapshots(events: Sequence[Event]) -> list[int]:
+    """Of a batch of node.snapshots events, each node's newest snapshot and every other event."""
+    snapshots = [i for i, (name, _, _) in enumerate(events) if name == "NodeSnapshot"]
+    newest = [snapshots[j] for j in newest_per_node([events[i][1] for i in snapshots])]
+    others = [i for i, (name, _, _) in enumerate(events) if name != "NodeSnapshot"]
+    return sorted(newest + others)
 
 
 def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
@@ -79,14 +91,20 @@ def event_intakes(metering: Metering) -> dict[str, Intake[Consumed, Event]]:
             metering.forward_facts([fact], batch)
 
     def sampled(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
-        metering.forward_facts([records.sample_fact(record)], batch)
+        # Applied here, not forwarded: usage.samples is keyed by task id over as many partitions as the
+        # task-facts topic, so this worker owns the task's record, and a sample's effect does not depend
+        # on its order among the task's other facts (`domain.tasks.apply`).
+        metering.apply_fact(records.sample_fact(record), batch)
 
     def submitted(name: str, record: Mapping[str, Any], batch: Batch, read: Read) -> None:
         metering.forward_facts(records.job_facts(record), batch)
 
     return {
         # NodeRegistered is identity only; the next snapshot carries everything views need.
-        catalogue.NODE_SNAPSHOTS: event_intake(catalogue.NODE_SNAPSHOTS, {"NodeSnapshot": snapshot}),
+        # Full-state snapshots: of several of one node read together, only the newest matters.
+        catalogue.NODE_SNAPSHOTS: event_intake(
+            catalogue.NODE_SNAPSHOTS, {"NodeSnapshot": snapshot}, newest_snapshots
+        ),
         # Stop requests change no charge: the task is metered until its agent reports it ended.
         catalogue.PLACEMENTS: event_intake(
             catalogue.PLACEMENTS, {"TaskPlaced": placed, "TaskPreempted": preempted}

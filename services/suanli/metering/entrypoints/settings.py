@@ -45,6 +45,12 @@ class MeteringSettings(ServiceSettings):
     task_retention_s: float = Field(
         86_400.0, gt=0, description="Keep a finished task's record this long after its end (s)."
     )
+    # A node's or task's state that changed only in what its next input brings again (stamps, evidence,
+    # utilisation sums) reaches its table's changelog at most this often; what charges or history depend
+    # on is written at once. A restart recovers states up to this much older in those fields only.
+    checkpoint_s: float = Field(
+        30.0, ge=0, description="Most seconds a state's stamps stay out of its changelog (0: always write)."
+    )
     prune_interval_s: float = Field(300.0, gt=0, description="Seconds between task-pruning rounds.")
     prune_batch: int = Field(1000, gt=0, description="Most task records one pruning batch drops.")
 

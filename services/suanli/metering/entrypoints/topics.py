@@ -27,7 +27,12 @@ class MeteringTopics:
     @property
     def partitions(self) -> int:
         # Tables are co-partitioned with the topics that write them; those all share this count.
-        assert topics.NODE_SNAPSHOTS.partitions == topics.PLACEMENTS.partitions == FACTS.partitions
+        assert (
+            topics.NODE_SNAPSHOTS.partitions
+            == topics.PLACEMENTS.partitions
+            == topics.USAGE_SAMPLES.partitions
+            == FACTS.partitions
+        )
         return FACTS.partitions
 
     @property

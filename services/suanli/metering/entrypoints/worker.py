@@ -23,7 +23,8 @@ class TopicLayoutError(RuntimeError):
 
 
 async def check_copartitioned(bootstrap: str, names: MeteringTopics) -> None:
-    """Refuse to start when snapshots and placements would not land on the node table's partitions.
+    """Refuse to start when snapshots and placements would not land on the node table's partitions, or
+    usage samples on the task table's.
 
     A topic created earlier by auto-creation (a producer that started first) keeps the broker's default
     count; each node's state would then be split across workers.
@@ -32,7 +33,9 @@ async def check_copartitioned(bootstrap: str, names: MeteringTopics) -> None:
     await consumer.start()
     try:
         await consumer.topics()
-        counts = {t: len(consumer.partitions_for_topic(t) or ()) for t in (names.snapshots, names.placements)}
+        # Samples are applied to the task table's partition of the same number (entrypoints.app).
+        inputs = (names.snapshots, names.placements, names.samples)
+        counts = {t: len(consumer.partitions_for_topic(t) or ()) for t in inputs}
     finally:
         await consumer.stop()
     wrong = {t: n for t, n in counts.items() if n != names.partitions}

@@ -50,6 +50,9 @@ class Intake(Generic[R, I]):
 
     decode: Callable[[R], I]
     apply: Callable[[I, Batch], None]
+    # Of a batch's decoded items, the positions of those to apply, in order (None: all): an input whose
+    # newer records make older ones of the same key redundant applies only the newest.
+    select: Callable[[Sequence[I]], Sequence[int]] | None = None
 
 
 class Batches(Generic[R]):
@@ -75,9 +78,14 @@ class Batches(Generic[R]):
         dead-lettered."""
         batch = self._begin()
         try:
+            items = []
             for record in records:
                 with scope(record):
-                    intake.apply(intake.decode(record), batch)
+                    items.append(intake.decode(record))
+            chosen = range(len(items)) if intake.select is None else intake.select(items)
+            for i in chosen:
+                with scope(records[i]):
+                    intake.apply(items[i], batch)
             await batch.commit()
         except Exception as exc:
             if len(records) > 1:

@@ -8,7 +8,7 @@ written (see `ports.Batch`). Times come from the injected clock, in integer UTC 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,8 @@ from suanli.metering.domain import (
     TaskFact,
     check,
     late,
+    material_node_change,
+    material_task_change,
     on_placed,
     on_preempted,
     on_snapshot,
@@ -92,8 +94,9 @@ class Metering:
         stamped = max(recorded, to_ms(snapshot["occurred_at"]))
         heard = min(max(stamped, self.streams.newest(partition)), now)
         self.partition_of[node_id] = partition
+        before = batch.nodes.get(node_id)
         out = on_snapshot(
-            batch.nodes.get(node_id),
+            before,
             snapshot,
             received_at_ms=heard,
             catalogue=self.catalogue,
@@ -112,7 +115,7 @@ class Metering:
         if out.status is not None:
             self._status_changed(out.status, batch)
         batch.outputs.task_facts((*out.placed, *out.seen))
-        batch.nodes.put(node_id, out.state)
+        batch.nodes.put(node_id, out.state, lasting=material_node_change(before, out.state))
 
     def apply_placement(self, allocation: NodeAllocation, batch: Batch) -> None:
         """A TaskPlaced: held on its node, priced at once if the node's devices are known.
@@ -143,17 +146,22 @@ class Metering:
             self._reading = partitions
             self.streams.restart(self.clock())
 
-    def check_liveness(self, batch: Batch, owns: Callable[[str], bool]) -> Summary:
+    def check_liveness(
+        self, batch: Batch, owns: Callable[[str], bool], behind: Collection[int] = frozenset()
+    ) -> Summary:
         """Nodes silent for ``lost_after`` of their intervals become Lost; the summary the gauges show.
 
         Only nodes ``owns`` says this worker checks (their snapshot partitions are its own) can change,
         so with several workers each node is declared Lost once; the summary covers every node held.
+        ``behind``: snapshot partitions whose records at the broker this worker has not all handled yet;
+        a node there is judged only at the time of what has been read from its partition, never at the
+        wall clock, since its next snapshot may be waiting in that backlog.
         """
         states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
         quiet = self.lost_after * (longest or self.policy.default_interval_ms)
         wall = self.clock()
-        time_of = self.streams.judge(wall, quiet)
+        time_of = self.streams.judge(wall, quiet, behind)
         checked: list[NodeState] = []
         for state in states:
             node_id = state.node_id
@@ -207,7 +215,9 @@ class Metering:
         state, windows = step(held, fact)
         for window in windows:
             batch.outputs.usage_metered(window)
-        batch.tasks.put(fact.task_id, replace(state, last_fact_ms=now))
+        batch.tasks.put(
+            fact.task_id, replace(state, last_fact_ms=now), lasting=material_task_change(held, state)
+        )
 
     def prune_tasks(self, batch: Batch, owns: Callable[[str], bool], limit: int) -> int:
         """Drop at most ``limit`` task records past the retention (`domain.prunable`); how many were.

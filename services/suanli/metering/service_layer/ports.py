@@ -28,7 +28,11 @@ class States(Protocol[S]):
 
     def get(self, key: str) -> S | None: ...
 
-    def put(self, key: str, state: S) -> None: ...
+    def put(self, key: str, state: S, *, lasting: bool = True) -> None:
+        """The key's next state. ``lasting=False``: it differs from the last one only in what the next
+        input brings again (a node's stamps, a task's evidence); it is written durably at the key's next
+        lasting put or once a checkpoint interval has passed, and a restart may see an older state."""
+        ...
 
     def delete(self, key: str) -> None:
         """Drop the key's state (when the batch commits)."""
