@@ -353,8 +353,11 @@ async def test_a_burst_of_snapshots_is_viewed_in_order_with_each_node_building_o
     for node, gpus in nodes.items():
         expected = 3 if node == twice else gpus
         assert views[node]["cu_total"] == pytest.approx(expected * 65.0 + 6.4), node
-    # The node's two views in the order of its snapshots (one key, one partition, in order).
-    assert [r.record["total"]["gpu_milli"] for r in seen if r.record["node_id"] == twice] == [1000, 3000]
+    # The node's views in the order of its snapshots (one key, one partition, in order). Both snapshots in
+    # one fetched batch fold to the newer one (only each node's newest snapshot of a batch is viewed), so
+    # the first view may be skipped, never reordered.
+    views_of_twice = [r.record["total"]["gpu_milli"] for r in seen if r.record["node_id"] == twice]
+    assert views_of_twice in ([3000], [1000, 3000]), views_of_twice
     # The second snapshot saw the state the first one left: READY once, not once per snapshot.
     assert [r.record["status"] for r in ready if r.record["node_id"] == twice] == ["READY"]
 

@@ -40,6 +40,33 @@ class Table(dict[bytes, bytes]):
         self.name = name
 
 
+async def test_the_prepare_hook_sees_each_written_table_once_after_the_sends_and_before_any_write() -> None:
+    # What the worker's hook (changelog.ChangelogTopics) relies on: a changelog declared again after a
+    # broker restart exists before the first write of the batch reaches it.
+    topic, nodes, tasks = Topic(), Table("nodes"), Table("tasks")
+    seen: list[tuple[list[str], int, int]] = []
+
+    async def prepare(tables: list[Any]) -> None:
+        seen.append((sorted(t.name for t in tables), len(topic.acks), len(nodes) + len(tasks)))
+
+    out = Effects(prepare)
+    out.send(topic, b"n1", b"view-1")
+    out.put(nodes, b"n1", b"state-1")
+    out.put(nodes, b"n2", b"state-2")
+    out.put(tasks, b"t1", b"task-1")
+    committing = asyncio.create_task(out.commit())
+    while not topic.acks:
+        await asyncio.sleep(0)
+    topic.acks[0].set_result(None)
+    await committing
+    assert seen == [(["nodes", "tasks"], 1, 0)]
+    assert dict(nodes) == {b"n1": b"state-1", b"n2": b"state-2"} and dict(tasks) == {b"t1": b"task-1"}
+
+    idle = Effects(prepare)
+    await idle.commit()  # nothing to write: no call
+    assert len(seen) == 1
+
+
 async def test_tables_are_written_only_after_every_output_is_acknowledged() -> None:
     topic, nodes = Topic(), Table("nodes")
     out = Effects()

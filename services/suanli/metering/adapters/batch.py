@@ -4,7 +4,7 @@ collected as encoded records, and one `Effects` commit that sends them all befor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -111,9 +111,14 @@ class TableBatch:
     """One unit of work over the nodes and tasks tables (`ports.Batch`)."""
 
     def __init__(
-        self, nodes: KeyedTable, tasks: KeyedTable, topics: OutputTopics, decoded: DecodedStates
+        self,
+        nodes: KeyedTable,
+        tasks: KeyedTable,
+        topics: OutputTopics,
+        decoded: DecodedStates,
+        prepare: Callable[[list[Table]], Awaitable[None]] | None = None,
     ) -> None:
-        self._effects = Effects()
+        self._effects = Effects(prepare)
         self._decoded = decoded
         self.nodes = TableStates(self._effects, nodes, decoded, NodeState)
         self.tasks = TableStates(self._effects, tasks, decoded, MeteredTask)
@@ -125,7 +130,11 @@ class TableBatch:
 
 
 def batches_over(
-    nodes: KeyedTable, tasks: KeyedTable, topics: OutputTopics, decoded: DecodedStates
+    nodes: KeyedTable,
+    tasks: KeyedTable,
+    topics: OutputTopics,
+    decoded: DecodedStates,
+    prepare: Callable[[list[Table]], Awaitable[None]] | None = None,
 ) -> Callable[[], TableBatch]:
     """Opens a new batch over these tables each time it is called."""
-    return lambda: TableBatch(nodes, tasks, topics, decoded)
+    return lambda: TableBatch(nodes, tasks, topics, decoded, prepare)

@@ -9,7 +9,7 @@ Sends keep the order they were added in, so records of one key reach their parti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,7 +49,10 @@ class Effects:
     """Records to send and table values to write. Reads see the values written here first, so the second
     record of a key in a batch builds on the state the first one left."""
 
-    def __init__(self) -> None:
+    def __init__(self, prepare: Callable[[list[Table]], Awaitable[None]] | None = None) -> None:
+        # Awaited with the tables about to be written, after the sends: what a table's changelog needs
+        # before a write can be handed to it (see `changelog.ChangelogTopics`).
+        self._prepare = prepare
         self.sends: list[Send] = []
         # Only the last value of a key is written: the changelog needs no intermediate states. None: the
         # key is deleted.
@@ -91,6 +94,8 @@ class Effects:
         pending = [await s.topic.send(key=s.key, value=s.value, headers=s.headers) for s in self.sends]
         if pending:
             await asyncio.gather(*pending)
+        if self._prepare is not None and self._writes:
+            await self._prepare(list({id(t): t for t, _ in self._writes.values()}.values()))
         for (_, key), (table, value) in self._writes.items():
             if value is None:
                 table.pop(key, None)

@@ -40,6 +40,7 @@ from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
 from suanli.metering.adapters.batch import WINDOW_SPAN, OutputTopics, batches_over
+from suanli.metering.adapters.changelog import ChangelogTopics
 from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
 from suanli.metering.entrypoints.inputs import event_intakes, fact_intake
 from suanli.metering.entrypoints.settings import MeteringSettings
@@ -120,7 +121,7 @@ class MeteringApp:
             "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
-        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded)
+        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded, ChangelogTopics(self.app))
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
             retry=retry,
