@@ -81,11 +81,18 @@ def start_embedded(data_dir: Path, *, keep_running: bool = False) -> PostgresEnd
         ) from exc
     data_dir.mkdir(parents=True, exist_ok=True)
     server = get_server(data_dir, cleanup_mode=None if keep_running else "stop")
+
+    def stop() -> None:
+        server.cleanup()
+        # The wheel stops the postmaster it started; one started again by `resume_embedded` (a new
+        # process on the same data directory) is stopped through the data directory's postmaster.pid.
+        stop_embedded(data_dir)
+
     return PostgresEndpoint(
         dsn=server.get_uri("postgres"),
         source="embedded",
         data_dir=data_dir,
-        _stop=None if keep_running else server.cleanup,
+        _stop=None if keep_running else stop,
     )
 
 
