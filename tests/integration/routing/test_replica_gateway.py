@@ -31,7 +31,8 @@ from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
 from suanli.bus import EventPublisher
 from suanli.bus.headers import DLQ_ERROR_MESSAGE
 from suanli.bus.topics import topic_name
-from suanli.contracts.load import ReplicaLoad
+from suanli.clock import from_ms
+from suanli.contracts.load import STALE_INTERVALS, ReplicaLoad
 from suanli.contracts.replica_env import MAX_BATCH_ENV, MODEL_ENV, REPLICA_ENV, SERVICE_ID_ENV
 from suanli.inference.attainment import DriveStats, SloTarget
 from suanli.inference.drive import DriveConfig, Driver
@@ -133,6 +134,22 @@ class Stack:
             interval_s=interval_s,
         )
         await publish(self.bootstrap, self.prefix, "services.load", service_id, "ReplicaLoadReported", record)
+        await self._read(service_id, replica, from_ms(at), interval_s)
+
+    async def _read(self, service_id: str, replica: str, at: datetime, interval_s: float) -> None:
+        """Wait until routing holds the report sampled `at` (or a newer one).
+
+        Routing counts a resolve as a send when it comes after the replica's newest report *it has read*:
+        a resolve racing its own report would count sends a later report covers, and the next pick would
+        see the replica busier than the test says. A report stale before it is read never shows; the
+        wait ends with its freshness.
+        """
+        deadline = time.monotonic() + min(DEADLINE_S, STALE_INTERVALS * interval_s)
+        while time.monotonic() < deadline:
+            held = self.api.loads.of(service_id, datetime.now(UTC)).get(replica)
+            if held is not None and held.reported_at >= at:
+                return
+            await asyncio.sleep(0.01)
 
     async def resolve(self, service_id: str, policy: str, region: str = EAST) -> pb.ResolveReplicaResponse:
         request = pb.ResolveReplicaRequest(
