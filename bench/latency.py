@@ -110,6 +110,7 @@ class Recorder:
             fetch_max_wait_ms=10,
         )
         self.seen: list[tuple[float, str, str, dict]] = []
+        self.broker_ms: dict[str, int] = {}  # event id -> the record's Kafka timestamp (the producer's send)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.consumer.start()
@@ -124,6 +125,7 @@ class Recorder:
                         except Exception:
                             continue
                         self.seen.append((now, r.topic, name, record))
+                        self.broker_ms[record["event_id"]] = r.timestamp
         finally:
             await self.consumer.stop()
 
@@ -261,6 +263,8 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
     print(summary("submit -> TaskPlaced delivered (consumed from placements)", delivered))
     print(summary("capacity view freshness (snapshot occurred_at -> capacity.nodes arrival)", fresh))
+    for name, values in capacity_hops(recorder, snapshots_t, capacity_t, started).items():
+        print(summary(f"  capacity hop: {name}", values))
     if args.network:
         folded, received = network_freshness(recorder.seen, links_t, started)
         print(
@@ -269,6 +273,37 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         )
         print(summary("network view fold (last_probe_at -> NetworkLinkChanged occurred_at)", folded))
         print(summary("network view freshness (last_probe_at -> network.links arrival)", received))
+
+
+def capacity_hops(
+    recorder: Recorder, snapshots_t: str, capacity_t: str, since: float
+) -> dict[str, list[float]]:
+    """Where a capacity record's age comes from, per record and its own snapshot (same node and occurred_at):
+    the agent (stamp -> its producer's send), metering (the snapshot sent -> the capacity record sent: the
+    broker's delivery to metering, its queue and its work), the capacity record's delivery to this process,
+    and, for comparison, the snapshot's delivery to this process (a consumer that keeps up)."""
+    snapshots: dict[tuple[str, float], tuple[float, str]] = {}
+    for consumed_at, topic, name, record in recorder.seen:
+        if topic == snapshots_t and name == "NodeSnapshot":
+            key = (record["node_id"], record["occurred_at"].timestamp())
+            snapshots[key] = (consumed_at, record["event_id"])
+    hops: dict[str, list[float]] = defaultdict(list)
+    for consumed_at, topic, name, record in recorder.seen:
+        if topic != capacity_t or name != "NodeCapacityChanged" or consumed_at < since:
+            continue
+        stamped = record["occurred_at"].timestamp()
+        own = snapshots.get((record["node_id"], stamped))
+        if own is None:
+            continue
+        snapshot_seen, snapshot_id = own
+        snapshot_sent = recorder.broker_ms[snapshot_id] / 1000
+        capacity_sent = recorder.broker_ms[record["event_id"]] / 1000
+        hops["own snapshot stamped -> arrival"].append(consumed_at - stamped)
+        hops["agent: stamped -> snapshot sent"].append(snapshot_sent - stamped)
+        hops["metering: snapshot sent -> capacity sent"].append(capacity_sent - snapshot_sent)
+        hops["delivery: capacity sent -> arrival"].append(consumed_at - capacity_sent)
+        hops["(snapshot sent -> read here)"].append(snapshot_seen - snapshot_sent)
+    return hops
 
 
 async def flip_faults(path: Path | None, every_s: float, stop: asyncio.Event) -> None:

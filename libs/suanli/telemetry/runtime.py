@@ -26,7 +26,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
@@ -74,6 +74,25 @@ _lock = threading.Lock()
 _active: Telemetry | None = None
 # Providers this module installed as the OpenTelemetry globals; only those may be swapped out later.
 _installed: tuple[TracerProvider, MeterProvider] | None = None
+
+
+class UnexportedTracerProvider(TracerProvider):
+    """The provider of a process whose spans go nowhere: its tracers record nothing, pass traces on.
+
+    A recording span nobody exports is pure cost, paid on every record and RPC of the hot paths (the
+    SDK's span objects, ids, attributes: about a tenth of metering's and the agent's CPU under
+    `bench/latency.py`). The API's no-op tracer keeps what propagation needs: inside a span started from
+    an incoming ``traceparent`` the current context is that parent's, so what the process publishes
+    carries the caller's trace on to the next, exporting, process. A root started here has no trace.
+    """
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource=resource)
+        self._no_op = otel_trace.NoOpTracer()
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> otel_trace.Tracer:
+        """The no-op tracer, whatever the name."""
+        return self._no_op
 
 
 @dataclass(eq=False)
@@ -175,13 +194,16 @@ def setup(
             return _active
 
         resource = _resource(service_name, service_version, instance_id)
-        tracer_provider = TracerProvider(resource=resource)
+        otlp_traces = _otlp_enabled("TRACES")
+        exported = span_exporter is not None or otlp_traces
+        tracer_provider = (
+            TracerProvider(resource=resource) if exported else UnexportedTracerProvider(resource)
+        )
         readers: list[MetricReader] = []
         server: WSGIServer | None = None
         thread: threading.Thread | None = None
         port = _metrics_port(metrics_port)
         addr = metrics_addr if metrics_addr is not None else os.environ.get(METRICS_ADDR_ENV, "0.0.0.0")
-        otlp_traces = _otlp_enabled("TRACES")
         otlp_metrics = _otlp_enabled("METRICS")
         try:
             if port is not None:
