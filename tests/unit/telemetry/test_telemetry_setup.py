@@ -14,11 +14,13 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from suanli import telemetry
 from suanli.telemetry import Telemetry
+from suanli.telemetry.tracing import context_of, current_traceparent
 
 OTEL_VARS = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -264,3 +266,24 @@ def test_exporter_none_switches_a_signal_off(
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
     tel = make()
     assert not tel.otlp_traces and not tel.otlp_metrics
+
+
+def test_without_an_exporter_spans_record_nothing_and_pass_the_trace_on(
+    make: Callable[..., Telemetry],
+) -> None:
+    tel = make()
+    incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with tel.tracer("tests").start_as_current_span("handle", context=context_of(incoming)) as span:
+        assert not span.is_recording()
+        # What the process publishes inside the span carries the caller's trace, sampled flag included.
+        assert current_traceparent() == incoming
+    with tel.tracer("tests").start_as_current_span("root") as root:
+        assert not root.is_recording() and current_traceparent() is None
+
+
+def test_with_an_exporter_spans_are_recorded(make: Callable[..., Telemetry]) -> None:
+    exporter = InMemorySpanExporter()
+    tel = make(span_exporter=exporter)
+    with tel.tracer("tests").start_as_current_span("recorded") as span:
+        assert span.is_recording()
+    assert [s.name for s in exporter.get_finished_spans()] == ["recorded"]
