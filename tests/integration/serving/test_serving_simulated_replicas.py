@@ -1,6 +1,7 @@
 """Serving, the scheduler and a simulated fleet on the real broker and PostgreSQL: a service's replica runs
 on the fleet as a simulated replica reporting its load; killed, it is replaced (or restarted) and the new
-one reports. Slow (the whole chain: agents joining their group, the scheduler's cycles): `-m slow`."""
+one reports. ~25 s on the 2-core VM (the whole chain: agents joining their group, the scheduler's cycles),
+in the default run: a replica failure healed is part of issue 12's acceptance."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from suanli.sensing.service_layer.ports import EventSink
 from suanli.serving.entrypoints.service import running
 from suanli.serving.entrypoints.settings import ServingSettings
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240)]
 
 GPU = "A100 80GB SXM"
 QUEUES = f"""
