@@ -1,12 +1,12 @@
 """The live demo's inference service in the simulator (not a test): what `suanli up` can reach at best.
 
 `suanli up --headless --duration 90` replays the Azure conversation trace's first ~90 s at 1x against
-`globex/chat` (`suanli.platform.demo_service`: llama-2-7b on half an L40S, 2-6 replicas, SLO 2 s TTFT +
+`globex/chat` (`suanli.platform.demo_service`: llama-2-7b on half an L40S, 8-12 replicas, SLO 2 s TTFT +
 100 ms TPOT, cold start 10 s, the SLO autoscaler) through one gateway in Washington DC. This replays the
 same window through the simulator (`suanli.inference`, the same replica model `suanli.replica`, the same
 autoscaler and network-aware balancer), all clients in the gateway's region, replicas there too:
 
-- the demo's own service: 2 replicas at the start, the SLO autoscaler up to 6, its decisions applied
+- the demo's own service: 8 replicas at the start, the SLO autoscaler up to 12, its decisions applied
   from the first tick (the live autoscaler has no warm-up either);
 - static counts (min = max = N) to show how many such replicas the window needs.
 
@@ -72,7 +72,9 @@ def main() -> None:
     started = time.perf_counter()
     print("| run | requests | SLO attainment | p50 / p99 | dropped | GPU-seconds | scale events |")
     print("|---|---|---|---|---|---|---|")
-    print(row("the demo's: SLO autoscaler, 2-6", simulate(demo_service(), args.seconds, args.seed)))
+    spec = demo_service().spec
+    label = f"the demo's: SLO autoscaler, {spec.min_replicas}-{spec.max_replicas}"
+    print(row(label, simulate(demo_service(), args.seconds, args.seed)))
     for count in (int(x) for x in args.static.split(",")):
         print(row(f"static {count}", simulate(demo_service((count, count)), args.seconds, args.seed)))
     print(f"\n{time.perf_counter() - started:.1f} s wall")

@@ -18,8 +18,8 @@ DEMO_SERVICE: dict[str, Any] = {
     "queue": TENANT,
     "model": "llama-2-7b",  # 13.5 GB of FP16 weights: half an L40S (24 GB) holds them and a KV cache
     "resources": {"gpu": 0.5, "gpu_models": ["L40S"], "cpu": "4", "memory": "32Gi"},
-    "min_replicas": 2,
-    "max_replicas": 6,
+    "min_replicas": 8,
+    "max_replicas": 12,
     "target": {"ttft_ms": 2000, "tpot_ms": 100},
     "max_batch": 16,
     "cold_start_s": 10,
