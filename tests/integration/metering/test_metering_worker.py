@@ -241,24 +241,26 @@ async def _topic_exists(bootstrap: str, topic: str) -> bool:
         await consumer.stop()
 
 
+async def _naming(stack: Stack, topic: str, task: str) -> list[dict[str, Any]]:
+    """The raw records of ``topic`` whose key or value names ``task`` (read for 2 s: a topic has no end)."""
+    reader = stack.reader(topic, raw=True)
+    await reader.start()
+    try:
+        with contextlib.suppress(AssertionError):
+            await reader.until(lambda s: False, timeout_s=2.0)
+    finally:
+        await reader.stop()
+    named = task.encode()
+    return [r.record for r in reader.seen if named in (r.record["key"] or b"") + (r.record["value"] or b"")]
+
+
 async def _trail(stack: Stack, task: str) -> str:
     """Every record naming ``task`` on the topics a task's charge passes through, to explain a stall."""
     t = stack.topics
     prefix = t.snapshots.removesuffix(".node.snapshots")
     lines = []
     for topic in (t.jobs, t.lifecycle, t.placements, t.facts, f"{prefix}.suanli-metering-tasks-changelog"):
-        reader = stack.reader(topic, raw=True)
-        await reader.start()
-        try:
-            with contextlib.suppress(AssertionError):  # read for a while: there is no end to wait for
-                await reader.until(lambda s: False, timeout_s=2.0)
-        finally:
-            await reader.stop()
-        found = [
-            r.record
-            for r in reader.seen
-            if task.encode() in (r.record["key"] or b"") + (r.record["value"] or b"")
-        ]
+        found = await _naming(stack, topic, task)
         lines.append(f"{topic}: {len(found)} record(s) naming {task}")
         lines.extend(f"  {record['value'][:160]!r}" for record in found)
     return "\n".join(lines)
@@ -421,6 +423,9 @@ async def test_task_lifecycle_is_metered_as_allocation_times_duration(stack: Sta
         ("acme", "research", "job-u", 1)
     }
     assert ordered[0]["window_start"] == from_ms(start) and ordered[-1]["window_end"] == from_ms(end)
+    # One worker owns every task-facts partition: each fact was applied in the batch that made it, none
+    # was sent to the internal topic and read back.
+    assert await _naming(stack, t.facts, task) == []
 
 
 async def test_a_window_closed_by_a_later_snapshot_is_in_the_trace_of_the_task_start(stack: Stack) -> None:

@@ -73,12 +73,21 @@ class OutputTopics:
     facts: Topic
 
 
-class TopicOutputs:
-    """Metering's outputs as contract records (`ports.Outputs`), keyed as the catalogue says."""
+# Takes a task fact the worker can apply itself (it owns the task's record): True when it did.
+TakeFact = Callable[[TaskFact], bool]
 
-    def __init__(self, effects: Effects, topics: OutputTopics) -> None:
+
+class TopicOutputs:
+    """Metering's outputs as contract records (`ports.Outputs`), keyed as the catalogue says.
+
+    ``take``: facts it accepts are applied by this worker in the same batch instead of being sent to the
+    task-facts topic and read back (see `entrypoints.app`); without it every fact is sent.
+    """
+
+    def __init__(self, effects: Effects, topics: OutputTopics, take: TakeFact | None = None) -> None:
         self._effects = effects
         self._topics = topics
+        self._take = take
 
     def capacity_changed(self, capacity: NodeCapacity, *, source_event_id: str, occurred_at_ms: int) -> None:
         record = records.capacity_record(
@@ -98,6 +107,8 @@ class TopicOutputs:
 
     def task_facts(self, facts: Iterable[TaskFact]) -> None:
         for fact in facts:
+            if self._take is not None and self._take(fact):
+                continue
             # With the trace context, so the task-facts agent's window continues the input's trace.
             self._effects.send(self._topics.facts, fact.task_id.encode(), FACTS.dumps(fact), inject_headers())
 
@@ -105,6 +116,10 @@ class TopicOutputs:
         value = encode(event_name, record)
         headers = inject_headers([(EVENT_NAME, event_name.encode()), (EVENT_ID, record["event_id"].encode())])
         self._effects.send(topic, key.encode(), value, headers)
+
+
+# Applies a task fact in the given batch when this worker owns the task's record: True when it did.
+LocalFacts = Callable[[TaskFact, "TableBatch"], bool]
 
 
 class TableBatch:
@@ -117,12 +132,14 @@ class TableBatch:
         topics: OutputTopics,
         decoded: DecodedStates,
         prepare: Callable[[list[Table]], Awaitable[None]] | None = None,
+        local: LocalFacts | None = None,
     ) -> None:
         self._effects = Effects(prepare)
         self._decoded = decoded
         self.nodes = TableStates(self._effects, nodes, decoded, NodeState)
         self.tasks = TableStates(self._effects, tasks, decoded, MeteredTask)
-        self.outputs = TopicOutputs(self._effects, topics)
+        take = (lambda fact: local(fact, self)) if local is not None else None
+        self.outputs = TopicOutputs(self._effects, topics, take)
 
     async def commit(self) -> None:
         await self._effects.commit()
@@ -135,6 +152,8 @@ def batches_over(
     topics: OutputTopics,
     decoded: DecodedStates,
     prepare: Callable[[list[Table]], Awaitable[None]] | None = None,
+    local: Callable[[], LocalFacts | None] | None = None,
 ) -> Callable[[], TableBatch]:
-    """Opens a new batch over these tables each time it is called."""
-    return lambda: TableBatch(nodes, tasks, topics, decoded, prepare)
+    """Opens a new batch over these tables each time it is called; ``local`` gives each batch what
+    applies the task facts this worker owns (asked per batch: ownership moves with rebalances)."""
+    return lambda: TableBatch(nodes, tasks, topics, decoded, prepare, local() if local is not None else None)

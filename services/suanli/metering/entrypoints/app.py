@@ -5,17 +5,18 @@ Data flow::
     node.snapshots --+                      nodes table (by node id)      --> capacity.nodes, nodes.status
     placements ------+--> node agents ----> (capacity, liveness,           (timer: Lost after silence)
                      |                       placements)
-                     +--> task facts (internal topic, keyed by task id) --> tasks table --> usage.metered
-    tasks.lifecycle, jobs.events ------------------^            (timer: finished tasks pruned)
-    usage.samples ------------------------------------------------^
+                     +--> task facts --(owned here: applied in the batch)--> tasks table --> usage.metered
+    tasks.lifecycle, jobs.events ---^   (another worker's: internal topic,    (timer: finished tasks pruned)
+    usage.samples --------------------   keyed by task id) ------------------^
 
-Everything about one task is funnelled through one internal topic keyed by task id, so one agent owns
-the task's state and sees its facts in one order, whatever topic they came from. Usage samples, by far
-the most numerous, are the exception: their topic is keyed by task id with the internal topic's
-partition count, so the worker that reads a sample owns its task's record and applies it there (a
-sample's effect does not depend on its order among the task's facts) instead of producing and reading
-each one a second time. Placements are read on the node side first: they share the node key and
-partition count with snapshots, so the device models needed to price a placement are local.
+A fact about a task reaches the worker that owns the task's record: applied in the batch that made it
+when that is this worker (the tasks table is partitioned as the facts are), else through one internal
+topic keyed by task id. `domain.tasks.apply` does not depend on the order facts of different inputs
+arrive in, which several workers never guaranteed anyway. Usage samples, by far
+the most numerous, are not facts made here at all: their topic is keyed by task id with the internal
+topic's partition count, so the worker that reads a sample owns its task's record and applies it there.
+Placements are read on the node side first: they share the node key and partition count with snapshots,
+so the device models needed to price a placement are local.
 
 The agents here are thin: they gather what has arrived into batches and hand them to
 `service_layer.batches.Batches`, which runs the use cases of `service_layer.metering.Metering`. Outputs
@@ -39,9 +40,10 @@ from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
 from suanli.contracts import catalogue
-from suanli.metering.adapters.batch import WINDOW_SPAN, OutputTopics, batches_over
+from suanli.metering.adapters.batch import WINDOW_SPAN, LocalFacts, OutputTopics, TableBatch, batches_over
 from suanli.metering.adapters.changelog import ChangelogTopics
 from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
+from suanli.metering.domain import TaskFact
 from suanli.metering.entrypoints.inputs import event_intakes, fact_intake
 from suanli.metering.entrypoints.settings import MeteringSettings
 from suanli.metering.entrypoints.topics import MeteringTopics
@@ -121,7 +123,9 @@ class MeteringApp:
             "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
-        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded, ChangelogTopics(self.app))
+        self.begin = batches_over(
+            self.nodes, self.tasks, outputs, decoded, ChangelogTopics(self.app), self._local_facts
+        )
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
             retry=retry,
@@ -132,7 +136,8 @@ class MeteringApp:
         # The snapshot and placement agents and the liveness timer all read, publish and then write node
         # state; one at a time, or one would write back a state that misses what the other recorded.
         self._node_side = asyncio.Lock()
-        # The task-facts agent and the pruning timer both read and write task records.
+        # Every agent that makes or applies task facts (the owned ones are applied where they are made)
+        # and the pruning timer read and write task records. Taken after the node side, never before.
         self._task_side = asyncio.Lock()
         # Per snapshot partition, the offset after the last record handled (liveness: `_behind`).
         self._snapshots_handled: dict[int, int] = {}
@@ -145,25 +150,26 @@ class MeteringApp:
 
     def _register(self) -> None:
         intakes = event_intakes(self.metering)
+        both = (self._node_side, self._task_side)
         routes = [
-            (catalogue.NODE_SNAPSHOTS, self.snapshots, self._node_side),
-            (catalogue.PLACEMENTS, self.placements, self._node_side),
-            (catalogue.TASKS_LIFECYCLE, self.lifecycle, None),
+            (catalogue.NODE_SNAPSHOTS, self.snapshots, both),
+            (catalogue.PLACEMENTS, self.placements, both),
+            (catalogue.TASKS_LIFECYCLE, self.lifecycle, (self._task_side,)),
             # Samples are applied to the task records at once (entrypoints.inputs): the task side's.
-            (catalogue.USAGE_SAMPLES, self.samples, self._task_side),
-            (catalogue.JOBS_EVENTS, self.jobs, None),
+            (catalogue.USAGE_SAMPLES, self.samples, (self._task_side,)),
+            (catalogue.JOBS_EVENTS, self.jobs, (self._task_side,)),
         ]
-        for name, topic, lock in routes:
+        for name, topic, locks in routes:
             self.app.agent(topic, name=f"metering.{name}")(
                 self._consumer(
                     intakes[name],
-                    lock,
+                    locks,
                     f"metering.{name}",
                     handled=self._handled if name == catalogue.NODE_SNAPSHOTS else None,
                 )
             )
         self.app.agent(self.facts, name="metering.task-facts")(
-            self._consumer(fact_intake(self.metering), self._task_side, WINDOW_SPAN)
+            self._consumer(fact_intake(self.metering), (self._task_side,), WINDOW_SPAN)
         )
         self.app.timer(self.settings.interval_s, name="metering.liveness")(self._liveness)
         self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
@@ -171,7 +177,7 @@ class MeteringApp:
     def _consumer(
         self,
         intake: Intake[FaustEvent, Any],
-        lock: asyncio.Lock | None,
+        locks: tuple[asyncio.Lock, ...],
         span_name: str,
         handled: Callable[[list[FaustEvent]], None] | None = None,
     ) -> Callable[[Any], AsyncIterator[None]]:
@@ -185,7 +191,9 @@ class MeteringApp:
                 # record yields (facts, usage windows) is published inside it, so it stays in the trace
                 # of the record it came from however the batch was mixed.
                 with SpansPerTrace(span_name, attributes={"batch.records": len(events)}) as spans:
-                    async with lock or contextlib.nullcontext():
+                    async with contextlib.AsyncExitStack() as held:
+                        for lock in locks:  # in the order given: the node side before the task side
+                            await held.enter_async_context(lock)
                         await batches.handle(events, intake, lambda e: spans.scope(traceparent_of(e)))
                         if handled is not None:
                             handled(events)
@@ -208,6 +216,27 @@ class MeteringApp:
     async def _send_raw(self, topic: str, key: bytes | None, value: bytes, headers: Headers) -> None:
         target = self._dlq.get(topic) or self._dlq.setdefault(topic, self._topic(topic))
         await (await target.send(key=key, value=value, headers=headers))
+
+    # -- task facts applied where they are made --------------------------------------------------------
+
+    def _local_facts(self) -> LocalFacts | None:
+        """For one batch: applies a task fact whose task-facts partition this worker owns, in the batch
+        that made it, instead of producing it and reading it back (half of what metering read and wrote;
+        docs/BENCHMARKS.md, "Where capacity freshness went"). The task's record is this worker's (the
+        tasks table is partitioned as the facts are), and the batch holds the task side's lock. Facts
+        of tasks another worker owns still go through the topic; `domain.tasks.apply` does not depend on
+        the order facts of different sources arrive in."""
+        owns = self._owned(self.names.facts)
+        if self.app.in_recovery:
+            return None
+
+        def apply_here(fact: TaskFact, batch: TableBatch) -> bool:
+            if not owns(fact.task_id):
+                return False
+            self.metering.apply_fact(fact, batch)
+            return True
+
+        return apply_here
 
     # -- pruning --------------------------------------------------------------------------------------
 
