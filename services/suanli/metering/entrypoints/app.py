@@ -50,7 +50,7 @@ from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.service_layer.batches import Batches, Intake
 from suanli.metering.service_layer.metering import Metering
 from suanli.metering.service_layer.ports import Gauges
-from suanli.telemetry.tracing import SpansPerTrace
+from suanli.telemetry.tracing import SpansPerTrace, tracer
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,10 @@ class MeteringApp:
         def apply_here(fact: TaskFact, batch: TableBatch) -> bool:
             if not owns(fact.task_id):
                 return False
-            self.metering.apply_fact(fact, batch)
+            # The span the task-facts agent would have handled it in, a child of the input's: a trace
+            # reads the same whichever worker owns the task (docs/operations.md, the trace map).
+            with tracer("suanli").start_as_current_span(WINDOW_SPAN, attributes={"task_id": fact.task_id}):
+                self.metering.apply_fact(fact, batch)
             return True
 
         return apply_here
