@@ -15,6 +15,7 @@ The simulator's >= 99 % (docs/BENCHMARKS.md, "Inference serving") is for deploy/
 demo inference").
 
     .venv/bin/python bench/demo_inference_sim.py [--seconds 90] [--static 2,6,8,10] [--seed 42]
+    .venv/bin/python bench/demo_inference_sim.py --autoscaled 2-12,4-12,6-12,9-14   # other min-max choices
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=90.0, help="the trace's first SECONDS (90)")
     parser.add_argument("--static", default="2,6,8,10", help="static replica counts to run")
+    parser.add_argument(
+        "--autoscaled",
+        default="",
+        help="other MIN-MAX replica ranges to run with the SLO autoscaler, e.g. 2-12,6-12,9-14",
+    )
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
     started = time.perf_counter()
@@ -75,6 +81,10 @@ def main() -> None:
     spec = demo_service().spec
     label = f"the demo's: SLO autoscaler, {spec.min_replicas}-{spec.max_replicas}"
     print(row(label, simulate(demo_service(), args.seconds, args.seed)))
+    for pair in filter(None, args.autoscaled.split(",")):
+        low, high = (int(x) for x in pair.split("-"))
+        label = f"SLO autoscaler, {low}-{high}"
+        print(row(label, simulate(demo_service((low, high)), args.seconds, args.seed)))
     for count in (int(x) for x in args.static.split(",")):
         print(row(f"static {count}", simulate(demo_service((count, count)), args.seconds, args.seed)))
     print(f"\n{time.perf_counter() - started:.1f} s wall")

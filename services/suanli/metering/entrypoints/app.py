@@ -226,9 +226,9 @@ class MeteringApp:
         tasks table is partitioned as the facts are), and the batch holds the task side's lock. Facts
         of tasks another worker owns still go through the topic; `domain.tasks.apply` does not depend on
         the order facts of different sources arrive in."""
-        owns = self._owned(self.names.facts)
         if self.app.in_recovery:
             return None
+        owns = self._owned(self.names.facts)
 
         def apply_here(fact: TaskFact, batch: TableBatch) -> bool:
             if not owns(fact.task_id):
