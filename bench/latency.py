@@ -37,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import grpc
@@ -137,15 +137,14 @@ async def load(
     duration_s: float,
     spread_s: float,
     submitted: dict[str, float],
-) -> int:
+) -> Counter[str]:
     """Submit at a fixed rate (each RPC in its own task, so a slow answer does not slow the schedule)."""
     token = secrets.token_hex(3)
     total = int(rate * seconds)
     start = time.monotonic()
-    errors = 0
+    errors: Counter[str] = Counter()
 
     async def one(i: int) -> None:
-        nonlocal errors
         model, milli, duration = job_shape(i, duration_s, spread_s)
         spec = pb.JobSpec(
             name=f"bench-{i}",
@@ -166,8 +165,8 @@ async def load(
         try:
             request = pb.SubmitJobRequest(spec=spec, request_id=f"{token}-{i}")
             job = (await api.SubmitJob(request, timeout=30)).job
-        except grpc.aio.AioRpcError:
-            errors += 1
+        except grpc.aio.AioRpcError as exc:
+            errors[exc.code().name] += 1
             return
         submitted[job.id] = at
 
@@ -255,9 +254,10 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         if saturated
         else "== non-saturating: room and quota exist; the figures are the scheduler's latency =="
     )
+    failed = ", ".join(f"{n} {code}" for code, n in errors.most_common()) or "0"
     print(
         f"load: {len(submitted)} jobs accepted in {elapsed:.1f} s "
-        f"({len(submitted) / elapsed:.1f}/s), {errors} errors; {len(first)} placed, "
+        f"({len(submitted) / elapsed:.1f}/s), {failed} errors; {len(first)} placed, "
         f"{len(submitted) - len(first)} not placed by the end of the 30 s drain"
     )
     print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
