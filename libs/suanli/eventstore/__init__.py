@@ -12,11 +12,13 @@ from suanli.eventstore.migrator import MigrationError, migrate
 from suanli.eventstore.pg_feed import PostgresOutboxFeed
 from suanli.eventstore.ports import (
     NO_STREAM,
+    BatchTrackingStore,
     EventStore,
     OutboxFeed,
     OutboxLease,
     OutboxSink,
     ProcessedPruning,
+    TrackingBatch,
     TrackingStore,
     Transaction,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "NO_STREAM",
     "AlreadyProcessed",
+    "BatchTrackingStore",
     "ConcurrencyConflict",
     "DuplicateEventId",
     "EventStore",
@@ -58,6 +61,7 @@ __all__ = [
     "SnapshotStore",
     "StoredEvent",
     "StreamAppend",
+    "TrackingBatch",
     "TrackingStore",
     "Transaction",
     "apply_once",

@@ -145,6 +145,29 @@ class _MemoryTransaction:
             self._store._outbox_added.set()
 
 
+class _MemoryTrackingBatch:
+    """`TrackingBatch` in memory: claims staged on the batch's transaction, seen by later claims."""
+
+    def __init__(self, store: InMemoryEventStore, group: str) -> None:
+        self._store = store
+        self._group = group
+        self.transaction = _MemoryTransaction(store)
+
+    async def claim(self, topic: str, partition: int, offset: int, *, event_id: str | None = None) -> bool:
+        tx, key = self.transaction, (self._group, topic, partition)
+        if event_id is None:
+            staged = tx._tracking.get(key)
+            if (staged is not None and offset <= staged) or await self._store.applied(*key, offset):
+                return False
+        else:
+            processed = (self._group, str(event_id))
+            if processed in tx._processed or processed in self._store._state.processed:
+                return False
+            tx._processed[processed] = self._store._clock.now()
+        tx._tracking[key] = max(offset, tx._tracking.get(key, offset))
+        return True
+
+
 class InMemoryEventStore:
     """Implements EventStore, TrackingStore and (through `feed()`) the relay's OutboxFeed.
 
@@ -237,6 +260,14 @@ class InMemoryEventStore:
                 tx._processed[(group, str(event_id))] = self._clock.now()
             yield tx
             tx._commit()
+
+    @asynccontextmanager
+    async def tracking_batch(self, group: str) -> AsyncIterator[_MemoryTrackingBatch]:
+        """Like `BatchTrackingStore.tracking_batch`, in memory."""
+        async with self._lock:
+            batch = _MemoryTrackingBatch(self, group)
+            yield batch
+            batch.transaction._commit()
 
     async def prune_processed(self, older_than: timedelta, limit: int) -> int:
         """Like `ProcessedPruning.prune_processed`: the oldest past ``older_than``, at most ``limit``."""

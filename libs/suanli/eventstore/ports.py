@@ -136,6 +136,35 @@ class TrackingStore(Protocol):
         ...
 
 
+class TrackingBatch(Protocol):
+    """A group commit: several consumed records claimed and applied in one transaction.
+
+    Each record is claimed before its effect runs; the effects and every claim commit together when the
+    batch's block ends, or roll back together when it raises. A record that must not commit with the
+    others (its effect failed) is the caller's to leave out: roll the batch back and run it again without
+    that record, since a transaction cannot drop one record's writes and keep the rest.
+    """
+
+    @property
+    def transaction(self) -> Transaction:
+        """The batch's transaction, for the effects' appends and statements."""
+
+    async def claim(self, topic: str, partition: int, offset: int, *, event_id: str | None = None) -> bool:
+        """Claim a record in this batch: False when it was applied before, or claimed earlier in the batch.
+
+        Its effect must not run then. De-duplicated like `TrackingStore.tracking_transaction`.
+        """
+        ...
+
+
+class BatchTrackingStore(TrackingStore, Protocol):
+    """A tracking store that also claims several records in one transaction (a consumer's group commit)."""
+
+    def tracking_batch(self, group: str) -> AbstractAsyncContextManager[TrackingBatch]:
+        """Open one transaction for the group's records; commit on exit, roll everything back on raise."""
+        ...
+
+
 class ProcessedPruning(Protocol):
     """A tracking store whose processed-event records can be pruned (`suanli.eventstore.pruning`).
 

@@ -194,6 +194,10 @@ class PostgresTransaction:
         """The asyncpg connection, inside the open transaction."""
         return self._conn
 
+    def now(self) -> datetime:
+        """The store's clock (what its rows are stamped with)."""
+        return self._clock.now()
+
     async def append(
         self,
         stream: str,
@@ -422,10 +426,52 @@ class PostgresEventStore:
                 raise AlreadyProcessed(group, topic, partition, offset)
             yield PostgresTransaction(conn, self._sql, self._clock)
 
+    @asynccontextmanager
+    async def tracking_batch(self, group: str) -> AsyncIterator[PostgresTrackingBatch]:
+        """Like `BatchTrackingStore.tracking_batch`: one transaction, one BEGIN and COMMIT for them all."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            batch = PostgresTrackingBatch(group, PostgresTransaction(conn, self._sql, self._clock), self._sql)
+            yield batch
+            await batch.record_offsets(self._clock.now())
+
     async def prune_processed(self, older_than: timedelta, limit: int) -> int:
         """Like `ProcessedPruning.prune_processed`: one bounded DELETE in a transaction of its own."""
         status = await self._pool.execute(self._sql.prune_processed, self._clock.now() - older_than, limit)
         return deleted_rows(status)
+
+
+class PostgresTrackingBatch:
+    """`TrackingBatch` on one open transaction: a claim per record, the offsets once per partition."""
+
+    def __init__(self, group: str, tx: PostgresTransaction, sql: Statements) -> None:
+        self._group = group
+        self._tx = tx
+        self._sql = sql
+        self._offsets: dict[tuple[str, int], int] = {}
+
+    @property
+    def transaction(self) -> PostgresTransaction:
+        """Like `TrackingBatch.transaction`."""
+        return self._tx
+
+    async def claim(self, topic: str, partition: int, offset: int, *, event_id: str | None = None) -> bool:
+        """Like `TrackingBatch.claim`."""
+        conn, now = self._tx.connection, self._tx.now()
+        if event_id is None:
+            claimed = await conn.fetchval(self._sql.claim, self._group, topic, partition, offset, now)
+        else:
+            claimed = await conn.fetchval(
+                self._sql.claim_event, self._group, str(event_id), topic, partition, offset, now
+            )
+            key = (topic, partition)
+            self._offsets[key] = max(offset, self._offsets.get(key, offset))
+        return claimed is not None
+
+    async def record_offsets(self, now: datetime) -> None:
+        """The highest offset of each partition claimed by event id (by offset, the claim recorded it)."""
+        if self._offsets:
+            rows = [(self._group, t, p, o, now) for (t, p), o in self._offsets.items()]
+            await self._tx.connection.executemany(self._sql.record_offset, rows)
 
 
 def deleted_rows(status: str) -> int:

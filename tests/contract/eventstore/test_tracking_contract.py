@@ -7,7 +7,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from suanli.eventstore import AlreadyProcessed, NewEvent, TrackingStore, Transaction, apply_once
+from suanli.eventstore import (
+    AlreadyProcessed,
+    BatchTrackingStore,
+    NewEvent,
+    TrackingStore,
+    Transaction,
+    apply_once,
+)
 from suanli.eventstore.ports import EventStore
 
 
@@ -83,3 +90,41 @@ async def test_event_id_tracking_survives_offsets_starting_again(store: Tracking
     assert not await apply_once(store, "billing", "usage.metered", 3, 0, effect("d"), event_id=second)
     assert await apply_once(store, "metering", "usage.metered", 0, 41, effect("e"), event_id=first)
     assert runs == ["a", "b", "e"]
+
+
+async def test_a_tracking_batch_commits_every_claim_and_effect_together(store: EventStore) -> None:
+    tracking: BatchTrackingStore = store  # type: ignore[assignment]
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    async with tracking.tracking_batch("billing") as batch:
+        for offset, event_id in enumerate(ids):
+            assert await batch.claim("usage.metered", 0, offset, event_id=event_id)
+            version = await store.stream_version("tenant-1") + offset
+            await batch.transaction.append(
+                "tenant-1", version, [NewEvent(uuid.uuid4(), "ChargeRecorded", b"c")]
+            )
+        # Claimed earlier in this batch, redelivered at a later offset: refused before the commit too.
+        assert not await batch.claim("usage.metered", 0, 5, event_id=ids[0])
+        assert await batch.claim("capacity.nodes", 1, 4)
+        assert not await batch.claim("capacity.nodes", 1, 3)
+    assert await store.stream_version("tenant-1") == 3
+    assert await tracking.applied("billing", "usage.metered", 0, 2)
+    assert await tracking.applied("billing", "capacity.nodes", 1, 4)
+    async with tracking.tracking_batch("billing") as batch:
+        assert not await batch.claim("usage.metered", 1, 0, event_id=ids[1])  # applied before: by id
+        assert not await batch.claim("capacity.nodes", 1, 4)  # applied before: by offset
+        assert await batch.claim("capacity.nodes", 1, 5)
+
+
+async def test_a_tracking_batch_that_raises_leaves_no_claim_and_no_effect(store: EventStore) -> None:
+    tracking: BatchTrackingStore = store  # type: ignore[assignment]
+    event_id = str(uuid.uuid4())
+    with pytest.raises(RuntimeError):
+        async with tracking.tracking_batch("billing") as batch:
+            assert await batch.claim("usage.metered", 0, 0, event_id=event_id)
+            assert await batch.claim("capacity.nodes", 0, 9)
+            await batch.transaction.append("tenant-1", 0, [NewEvent(uuid.uuid4(), "ChargeRecorded", b"c")])
+            raise RuntimeError("one record's effect failed: the batch runs again without it")
+    assert await store.stream_version("tenant-1") == 0
+    assert not await tracking.applied("billing", "capacity.nodes", 0, 9)
+    async with tracking.tracking_batch("billing") as batch:
+        assert await batch.claim("usage.metered", 0, 0, event_id=event_id)  # claimable again

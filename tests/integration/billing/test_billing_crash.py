@@ -62,8 +62,8 @@ async def test_sigkilled_consumer_restarts_to_single_pass_totals(env: Env) -> No
     process = start(env)
     try:
         async with EventPublisher(env.bootstrap) as publisher:
-            # Facts first, so each usage event is rated in its own transaction (none parked): the kill
-            # then lands between transactions of a long run instead of inside one big release.
+            # Facts first, so usage is rated in group commits of at most MAX_BATCH records (none parked):
+            # the kill then lands between the commits of a long run instead of inside one big release.
             await env.publish_facts(publisher)
             facts = "SELECT (SELECT count(*) FROM {s}.job_terms) + (SELECT count(*) FROM {s}.node_regions)"
             await eventually(lambda: _or_zero(env.fetchval(facts)), lambda n: n == 5, timeout_s=60)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -12,10 +16,14 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from suanli.billing.adapters.memory import InMemoryUnitOfWork
 from suanli.billing.adapters.metrics import BillingMetrics
 from suanli.billing.domain.errors import InvalidUsage
-from suanli.billing.entrypoints.consumer import BillingHandler, UnexpectedEvent
+from suanli.billing.domain.usage import JobTerms
+from suanli.billing.entrypoints.consumer import MAX_BATCH, BillingHandler, UnexpectedEvent
+from suanli.billing.service_layer.ports import LedgerUnit, TrackedBatch
 from suanli.bus import ConsumedEvent
+from suanli.infra.transient import RetriableError
 from suanli.telemetry.names import BILLING_CHARGES
 
 TOPICS = {"usage.metered": "u", "jobs.events": "j", "capacity.nodes": "c"}
@@ -127,3 +135,90 @@ async def test_charges_are_counted_per_tenant_from_zero_once_and_after_their_com
     await handle(event("u", 1, "UsageMetered", usage_record(2)))
     await handle(event("u", 1, "UsageMetered", usage_record(2)))  # redelivered: counted once
     assert charges() == {(("tenant", "acme"),): 2}
+
+
+@dataclass
+class SpiedUnitOfWork:
+    """The in-memory unit of work, counting group commits; a job's terms can be made to fail."""
+
+    inner: InMemoryUnitOfWork
+    batches: int = 0
+    failing_job: str | None = None
+    down: bool = False
+
+    def tracked(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.tracked(*args, **kwargs)
+
+    def begin(self) -> Any:
+        return self.inner.begin()
+
+    @asynccontextmanager
+    async def tracked_batch(self, group: str) -> AsyncIterator[TrackedBatch]:
+        if self.down:
+            raise ConnectionResetError("the database went away")
+        self.batches += 1
+        async with self.inner.tracked_batch(group) as batch:
+            yield replace(batch, unit=self._failing(batch.unit))
+
+    def _failing(self, unit: LedgerUnit) -> LedgerUnit:
+        terms, failing = unit.terms, self.failing_job
+
+        class Terms:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(terms, name)
+
+            async def job_terms(self, job_id: str) -> JobTerms | None:
+                if job_id == failing:
+                    raise UnexpectedEvent(f"{job_id}: cannot be priced")
+                return await terms.job_terms(job_id)
+
+        return replace(unit, terms=Terms())  # type: ignore[arg-type]
+
+
+def spied(b: Billing, **changes: Any) -> tuple[BillingHandler, SpiedUnitOfWork]:
+    uow = SpiedUnitOfWork(b.uow, **changes)
+    return BillingHandler(b.service, uow, "billing", TOPICS), uow
+
+
+async def test_records_that_arrive_together_share_one_commit() -> None:
+    b = billing()
+    handle, uow = spied(b)
+    await handle(job_submitted(0))
+    await handle(node_capacity(0))
+    assert uow.batches == 2
+    # As the consumer starts a fetch's records (pipelined): all at once, in offset order.
+    records = [event("u", n, "UsageMetered", usage_record(n)) for n in range(20)]
+    await asyncio.gather(*(handle(r) for r in records), handle(records[3]))  # and one redelivered
+    assert uow.batches == 3
+    assert len(b.uow.tables.charges) == 20
+    assert str(await b.receivable("acme")) == "120.000000"
+    more = [event("u", n, "UsageMetered", usage_record(n)) for n in range(20, 20 + MAX_BATCH + 1)]
+    await asyncio.gather(*(handle(r) for r in more))
+    assert uow.batches == 3 + 2  # at most MAX_BATCH records per commit
+    assert len(b.uow.tables.charges) == 20 + MAX_BATCH + 1
+
+
+async def test_a_record_that_fails_leaves_the_batch_and_the_others_commit_without_it() -> None:
+    b = billing()
+    handle, uow = spied(b, failing_job="job-bad")
+    await handle(job_submitted(0))
+    await handle(node_capacity(0))
+    bad = event("u", 1, "UsageMetered", usage_record(1, job_id="job-bad"))
+    good = [event("u", n, "UsageMetered", usage_record(n)) for n in (0, 2, 3)]
+    outcomes = await asyncio.gather(*(handle(r) for r in (good[0], bad, *good[1:])), return_exceptions=True)
+    assert [type(o).__name__ for o in outcomes] == ["NoneType", "UnexpectedEvent", "NoneType", "NoneType"]
+    assert len(b.uow.tables.charges) == 3  # the good ones, once each, after the batch ran again
+    assert uow.batches == 2 + 2
+    assert b.uow.tables.parked == {}
+
+
+async def test_a_database_outage_fails_the_whole_batch_as_retriable_and_commits_nothing() -> None:
+    b = billing()
+    handle, uow = spied(b, down=True)
+    records = [event("u", n, "UsageMetered", usage_record(n)) for n in range(3)]
+    outcomes = await asyncio.gather(*(handle(r) for r in records), return_exceptions=True)
+    assert all(isinstance(o, RetriableError) for o in outcomes)
+    assert b.uow.tables.parked == {} and b.uow.tables.charges == []
+    uow.down = False  # the bus retries each record in place: applied once the database is back
+    await asyncio.gather(*(handle(r) for r in records))
+    assert len(b.uow.tables.parked) == 3

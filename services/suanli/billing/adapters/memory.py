@@ -20,7 +20,7 @@ from suanli.billing.domain.invoices import ON_SCHEDULE, ChargeTotal, Closing, In
 from suanli.billing.domain.ledger import BilledCharge, LedgerEntry, entries_for
 from suanli.billing.domain.periods import Period
 from suanli.billing.domain.usage import JobTerms, Usage
-from suanli.billing.service_layer.ports import ChargePage, LedgerConflict, LedgerUnit, UsageRow
+from suanli.billing.service_layer.ports import ChargePage, LedgerConflict, LedgerUnit, TrackedBatch, UsageRow
 from suanli.clock import Clock
 from suanli.eventstore import InMemoryEventStore, Transaction
 
@@ -187,6 +187,13 @@ class InMemoryUnitOfWork:
         async with self.store.tracking_transaction(group, topic, partition, offset, event_id=event_id) as tx:
             staged = self.tables.copy()
             yield self._unit(tx, staged)
+        self.tables = staged
+
+    @asynccontextmanager
+    async def tracked_batch(self, group: str) -> AsyncIterator[TrackedBatch]:
+        async with self.store.tracking_batch(group) as batch:
+            staged = self.tables.copy()
+            yield TrackedBatch(self._unit(batch.transaction, staged), batch)
         self.tables = staged
 
     @asynccontextmanager

@@ -24,7 +24,7 @@ from suanli.billing.domain.ledger import BilledCharge, entries_for
 from suanli.billing.domain.periods import Calendar, Period
 from suanli.billing.domain.rating import Charge
 from suanli.billing.domain.usage import JobTerms, Usage
-from suanli.billing.service_layer.ports import ChargePage, LedgerConflict, LedgerUnit, UsageRow
+from suanli.billing.service_layer.ports import ChargePage, LedgerConflict, LedgerUnit, TrackedBatch, UsageRow
 from suanli.clock import Clock
 from suanli.eventstore import PostgresEventStore
 from suanli.eventstore.migrator import Migration, migrate
@@ -336,6 +336,11 @@ class PostgresUnitOfWork:
     ) -> AsyncIterator[LedgerUnit]:
         async with self.store.tracking_transaction(group, topic, partition, offset, event_id=event_id) as tx:
             yield await self._unit(tx)
+
+    @asynccontextmanager
+    async def tracked_batch(self, group: str) -> AsyncIterator[TrackedBatch]:
+        async with self.store.tracking_batch(group) as batch:
+            yield TrackedBatch(await self._unit(batch.transaction), batch)
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[LedgerUnit]:

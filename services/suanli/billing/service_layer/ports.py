@@ -19,6 +19,7 @@ from suanli.billing.domain.invoices import ON_SCHEDULE, ChargeTotal, Closing, In
 from suanli.billing.domain.ledger import BilledCharge
 from suanli.billing.domain.periods import Period
 from suanli.billing.domain.usage import JobTerms, Usage
+from suanli.eventstore import TrackingBatch
 
 
 class LedgerConflict(Exception):
@@ -113,6 +114,17 @@ class LedgerUnit:
     invoices: Invoices
 
 
+@dataclass(frozen=True, slots=True)
+class TrackedBatch:
+    """A group commit: consumed records claimed one by one, all their effects through one unit.
+
+    Nothing commits until the batch's block ends; if it raises, every claim and effect rolls back.
+    """
+
+    unit: LedgerUnit
+    tracking: TrackingBatch
+
+
 class UnitOfWork(Protocol):
     """Opens units of work: tracked (a consumed record's offset commits with the effect) or plain."""
 
@@ -124,6 +136,10 @@ class UnitOfWork(Protocol):
         With `event_id` the record is recognised by its id, which stays right after a broker restart that
         numbers offsets from 0 again; without it, by its offset.
         """
+        ...
+
+    def tracked_batch(self, group: str) -> AbstractAsyncContextManager[TrackedBatch]:
+        """One unit for several consumed records (`TrackedBatch`): one transaction and one writer lock."""
         ...
 
     def begin(self) -> AbstractAsyncContextManager[LedgerUnit]: ...
