@@ -116,6 +116,18 @@ async def running(settings: RunSettings, build: Callable[[EventSink], AgentHost]
         await asyncio.wait_for(task, DEADLINE_S)
 
 
+def real_run(bootstrap: str, topic_prefix: str, group: str) -> RunSettings:
+    """How a test runs a real agent: fast reports, probes out of the way, its own consumer group."""
+    return RunSettings(
+        bootstrap,
+        f"{topic_prefix}-{group}",
+        topic_prefix,
+        interval_s=0.5,
+        probe_interval_s=30.0,
+        consumer=FAST,
+    )
+
+
 def placed(node_id: str, task_id: str, command: list[str]) -> dict[str, Any]:
     envelope = contracts.new_envelope(
         "scheduling/test", node_id, event_id=uuid.uuid4(), occurred_at=dt.datetime.now(dt.UTC)
@@ -224,14 +236,7 @@ async def test_real_agent_runs_a_placed_process_and_dead_letters_garbage(
         real.append(build_real_agent(config, sink))
         return real[0].host
 
-    settings = RunSettings(
-        kafka_bootstrap,
-        f"{topic_prefix}-real",
-        topic_prefix,
-        interval_s=0.5,
-        probe_interval_s=30.0,
-        consumer=FAST,
-    )
+    settings = real_run(kafka_bootstrap, topic_prefix, "real")
     placements = topic_name("placements", topic_prefix)
     topics = [
         topic_name("node.snapshots", topic_prefix),
@@ -276,14 +281,7 @@ async def test_forged_placements_are_dead_lettered_and_write_nothing_outside_the
     def build(sink: EventSink) -> AgentHost:
         return build_real_agent(config, sink).host
 
-    settings = RunSettings(
-        kafka_bootstrap,
-        f"{topic_prefix}-hard",
-        topic_prefix,
-        interval_s=0.5,
-        probe_interval_s=30.0,
-        consumer=FAST,
-    )
+    settings = real_run(kafka_bootstrap, topic_prefix, "hard")
     placements = topic_name("placements", topic_prefix)
     marker = tmp_path / "escaped"
     touch = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
@@ -333,14 +331,7 @@ async def test_a_real_replica_serves_on_its_port_and_its_scraped_load_is_publish
     def build(sink: EventSink) -> AgentHost:
         return build_real_agent(config, sink).host
 
-    settings = RunSettings(
-        kafka_bootstrap,
-        f"{topic_prefix}-replica",
-        topic_prefix,
-        interval_s=0.5,
-        probe_interval_s=30.0,
-        consumer=FAST,
-    )
+    settings = real_run(kafka_bootstrap, topic_prefix, "replica")
     placements = topic_name("placements", topic_prefix)
     # Not a simulated model: the speed figures are the documented constants.
     env = {
