@@ -1,5 +1,6 @@
 """A real replica's scraper against a local HTTP server: reports from good pages, nothing (logged once per
-error) from a server that is not up, errs or writes garbage, and no report once stopped."""
+error) from a server that is not up, errs or writes garbage, and no report once stopped; the launcher
+gives a replica task, and only it, its port."""
 
 from __future__ import annotations
 
@@ -7,16 +8,26 @@ import asyncio
 import datetime as dt
 import logging
 import socket
+import sys
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 
 from suanli.clock import ManualClock
 from suanli.contracts.load import ReplicaLoad
+from suanli.contracts.replica_env import MAX_BATCH_ENV, REPLICA_ENV
 from suanli.replica.live import ReplicaIdentity
-from suanli.sensing.adapters.replica_scrape import ReplicaScraper, free_port
+from suanli.resources import default_catalogue
+from suanli.sensing.adapters.processes import ProcessLauncher
+from suanli.sensing.adapters.replica_scrape import RealReplicaHosting, ReplicaScraper, free_port
+from suanli.sensing.domain.identity import NodeIdentity
+from suanli.sensing.domain.placement import Placement
 from suanli.sensing.domain.replica_metrics import Fallbacks
+from suanli.sensing.service_layer.ports import LaunchError
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -131,3 +142,37 @@ async def test_reports_go_out_every_interval_and_stop_when_cancelled(served: tup
 def test_a_free_port_can_be_bound() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", free_port("127.0.0.1")))
+
+
+class Published:
+    """An agent's sink that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    async def publish(self, event_name: str, record: dict[str, Any]) -> None:
+        self.events.append((event_name, record))
+
+
+async def test_only_a_replica_task_is_given_a_port_and_a_bad_max_batch_refuses_it(tmp_path: Path) -> None:
+    hosting = RealReplicaHosting(
+        NodeIdentity("n1", "r1", "z", "s"),
+        Published(),
+        ManualClock(T0),
+        lambda: uuid.uuid4(),
+        host="127.0.0.1",
+        interval_s=60.0,
+        catalogue=default_catalogue(),
+    )
+    launcher = ProcessLauncher("n1", log_dir=tmp_path, replicas=hosting)
+    show = (sys.executable, "-c", "import os; print(os.environ.get('SUANLI_SERVICE_PORT', '-'))")
+    replica = {REPLICA_ENV: "svc-x-r1", MAX_BATCH_ENV: "8"}
+    for task_id, env in (("plain", {}), ("replica", replica)):
+        task = await launcher.launch(Placement(task_id, "j", "n1", 1, command=show, env=env))
+        assert await task.wait() == 0
+    assert (tmp_path / "plain.1.log").read_text().strip() == "-"
+    assert int((tmp_path / "replica.1.log").read_text()) > 0
+    with pytest.raises(LaunchError, match="SUANLI_SERVICE_MAX_BATCH='0' is not 1 or more"):
+        await launcher.launch(
+            Placement("bad", "j", "n1", 1, command=show, env={**replica, MAX_BATCH_ENV: "0"})
+        )
