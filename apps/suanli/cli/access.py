@@ -128,7 +128,8 @@ def kafka_users(prefix: str = DEFAULT_USER_PREFIX, topic_prefix: str = "") -> li
     users = [
         KafkaUser(
             "agent",
-            # A simulated fleet hosts replicas, which report their load (sensing's adapters.replicas).
+            # Agents publish their replicas' load: a simulated fleet's (sensing's adapters.replicas) and
+            # the load scraped from a real node's model servers (adapters.replica_scrape).
             writes=tuple(sorted({*_produced_by("agent"), SERVING_LOAD})),
             reads=tuple(t.name for t in CONSUMED_TOPICS),
             groups=(AGENT_GROUP_PREFIX,),

@@ -1,7 +1,7 @@
 """The environment serving gives each replica's task.
 
 One spelling for serving, which sets it, and the node agents, which read it (a simulated agent serves
-such a task as a simulated replica).
+such a task as a simulated replica; a real agent adds `PORT_ENV` and reports the task's load).
 """
 
 from __future__ import annotations
@@ -18,3 +18,6 @@ REPLICA_ENV: Final = "SUANLI_SERVICE_REPLICA"
 MODEL_ENV: Final = "SUANLI_SERVICE_MODEL"
 #: Requests the replica decodes together at most (the spec's max_batch).
 MAX_BATCH_ENV: Final = "SUANLI_SERVICE_MAX_BATCH"
+#: Set by a real node agent, not serving: the TCP port the replica's server must listen on. The agent
+#: scrapes ``GET http://<agent's replica host>:<port>/metrics`` (docs/inference.md, "Real replicas").
+PORT_ENV: Final = "SUANLI_SERVICE_PORT"

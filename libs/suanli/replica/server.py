@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -32,11 +30,9 @@ from suanli.replica.live import (
     Served,
     parse_generate,
 )
+from suanli.replica.reporting import ReportSink, report_every
 from suanli.replica.service_time import ReplicaSpeed
 
-log = logging.getLogger(__name__)
-
-ReportSink = Callable[[ReplicaLoad], Awaitable[None]]
 RETRY_AFTER_S = "1"
 # The grace open connections get at stop; aiohttp reads 0 as no limit at all.
 SHUTDOWN_S = 0.05
@@ -98,7 +94,8 @@ class ReplicaServer:
         )
         self._t0 = asyncio.get_running_loop().time()
         self._reporter = asyncio.create_task(
-            self._report_every_interval(), name=f"report-{identity.replica_id}"
+            report_every(self._interval_s, self._report, self._on_report, identity.replica_id),
+            name=f"report-{identity.replica_id}",
         )
         return self.address
 
@@ -176,20 +173,11 @@ class ReplicaServer:
         self._settle(self.replica.advance(self._now_s()))
         self._rearm()
 
-    async def _report_every_interval(self) -> None:
+    async def _report(self) -> ReplicaLoad:
         assert self.replica is not None
-        loop = asyncio.get_running_loop()
-        due = loop.time()
-        while True:
-            self._settle(self.replica.advance(self._now_s()))
-            self._rearm()
-            try:
-                await self._on_report(self.replica.report(self._clock.now()))
-            except Exception:  # a report lost is healed by the next one (reports are full state)
-                log.warning("%s: load report not sent", self._identity.replica_id, exc_info=True)
-            # Due times step from the start, so a slow publish does not stretch the interval.
-            due += self._interval_s
-            await asyncio.sleep(max(0.0, due - loop.time()))
+        self._settle(self.replica.advance(self._now_s()))
+        self._rearm()
+        return self.replica.report(self._clock.now())
 
 
 def _unavailable(reason: str) -> web.Response:

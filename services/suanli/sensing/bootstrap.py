@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from suanli.sensing.adapters.nvml import NvmlCollector, NvmlUnavailable
 from suanli.sensing.adapters.probes import DEFAULT_BANDWIDTH_BYTES, Peer, TcpLinkProber
 from suanli.sensing.adapters.processes import ProcessLauncher, ProcessUsageProbe
 from suanli.sensing.adapters.randomness import SeededRandom
+from suanli.sensing.adapters.replica_scrape import RealReplicaHosting
 from suanli.sensing.adapters.replicas import DEFAULT_REPLICA_INTERVAL_S, ReplicaHosting
 from suanli.sensing.adapters.simulated import (
     SimulatedCollector,
@@ -69,6 +71,10 @@ class RealAgentConfig:
     confinement: Confinement = field(default_factory=Confinement)
     # Where the scheduler reaches this agent's task logs (published as a label); empty: not served.
     logs_endpoint: str = ""
+    # The host a replica task serves at, in its load reports (empty: the host name), and how often its
+    # load is scraped.
+    replica_host: str = ""
+    replica_interval_s: float = DEFAULT_REPLICA_INTERVAL_S
 
 
 @dataclass(slots=True)
@@ -89,7 +95,10 @@ def build_real_agent(
     clock: Clock = SYSTEM_CLOCK,
     ids: IdFactory = uuid4_factory,
 ) -> RealAgent:
-    """One agent for this machine: NVML when it works, host-only (and labelled so) when it does not."""
+    """One agent for this machine: NVML when it works, host-only (and labelled so) when it does not.
+
+    Inference replicas placed here serve on a port the agent picks, and their load is scraped and
+    published every ``config.replica_interval_s`` (adapters.replica_scrape)."""
     gpu = NvmlCollector.open(nvml)
     labels = {MODE_LABEL: "real"}
     if config.logs_endpoint:
@@ -112,12 +121,25 @@ def build_real_agent(
         labels[LIMITS_LABEL] = "rlimit" if config.confinement.limits else "none"
     else:
         labels[LIMITS_LABEL] = "cgroup-v2"
+    # Read once: the devices do not change while the agent runs, and only their names are needed.
+    gpu_models = {} if isinstance(gpu, NvmlUnavailable) else {d.index: d.model for d in gpu.devices()}
+    replicas = RealReplicaHosting(
+        identity,
+        sink,
+        clock,
+        ids,
+        host=config.replica_host or socket.gethostname(),
+        interval_s=config.replica_interval_s,
+        catalogue=default_catalogue(),
+        gpu_models=gpu_models,
+    )
     launcher = ProcessLauncher(
         identity.node_id,
         agent_env=config.agent_env,
         log_dir=config.log_dir,
         confinement=config.confinement,
         cgroup=cgroup,
+        replicas=replicas,
     )
     agent = NodeAgent(
         identity,

@@ -1,7 +1,8 @@
 """ResolveReplica, `suanli gateway` and the trace driver on the real broker: routing's load view fed from
 services.load.
 
-The last tests run a simulated fleet's replicas (sensing's agents, in process) behind the gateway.
+The last tests run a simulated fleet's replicas (sensing's agents, in process) behind the gateway, and a
+real agent's replica: a vLLM-like server process whose load the agent scrapes.
 
 One Routing API (in process) and one gateway serve the module; each test names its own services. The
 replicas are tiny aiohttp servers answering with their own id; their load reports are published by the
@@ -12,11 +13,13 @@ newest report on).
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -45,8 +48,9 @@ from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.routing.service_layer.records import link_record
 from suanli.routing.testing import region_link, replica_load
 from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics
-from suanli.sensing.bootstrap import build_fleet_host
+from suanli.sensing.bootstrap import RealAgentConfig, build_fleet_host, build_real_agent
 from suanli.sensing.domain.fleet import parse_fleet
+from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.placement import DeviceShare, Placement, StopOrder
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.serving.domain.trace import Trace
@@ -606,3 +610,55 @@ async def test_a_partitioned_region_loses_its_traffic_to_the_next_region(stack: 
                 assert await region_of_answer() == WEST
     finally:
         await north.stop()
+
+
+# A real agent's replica: the stand-in for vLLM that sensing's tests run (its /metrics and /generate).
+VLLM_LIKE_SERVER = Path(__file__).parents[1] / "sensing" / "vllm_like_server.py"
+
+
+async def test_a_real_agents_replica_is_resolved_and_served_through_the_gateway(stack: Stack) -> None:
+    await ensure_agent_topics(stack.bootstrap, stack.prefix)
+    node = f"{EAST}-real-1"
+    config = RealAgentConfig(
+        NodeIdentity(node, EAST, f"{EAST}-a", f"{EAST}-s1"),
+        interval_s=60.0,
+        stop_grace_s=5.0,
+        replica_host="127.0.0.1",
+        replica_interval_s=REPORT_S,
+    )
+    env = {
+        SERVICE_ID_ENV: "svc-real",
+        REPLICA_ENV: "svc-real-r1",
+        MODEL_ENV: "org/real-7b",
+        MAX_BATCH_ENV: "4",
+    }
+    placement = Placement(
+        "t-real", "j-real", node, 1, command=(sys.executable, str(VLLM_LIKE_SERVER)), env=env
+    )
+    async with EventPublisher(stack.bootstrap) as publisher, aiohttp.ClientSession() as http:
+        real = build_real_agent(config, BusSink(publisher, prefix=stack.prefix))
+        agent = real.host.agents[node]
+        try:
+            await agent.place(placement)
+            await until(lambda: asyncio.sleep(0, "svc-real-r1" in fresh(stack, "svc-real")), "its report")
+            address = fresh(stack, "svc-real")["svc-real-r1"].address
+            assert address.startswith("127.0.0.1:")
+            resolved = await stack.resolve("svc-real", "least-outstanding")
+            assert (resolved.replica.replica_id, resolved.replica.address) == ("svc-real-r1", address)
+            url = f"{stack.gateway.url}/v1/services/svc-real/generate"
+            async with http.post(url, json=ASK) as answer:
+                assert answer.status == 200, await answer.text()
+                assert answer.headers["X-Suanli-Replica"] == "svc-real-r1"
+                assert (await answer.json())["generated_tokens"] == 10
+
+            async def answered_counted() -> bool:
+                return fresh(stack, "svc-real")["svc-real-r1"].finished_total == 1
+
+            await until(answered_counted, "the answered request in the replica's next report")
+            await agent.stop(StopOrder("t-real", "j-real", node, 1, "scaled in", False))
+            await until(
+                lambda: asyncio.sleep(0, "svc-real-r1" not in fresh(stack, "svc-real")), "its reports to stop"
+            )
+        finally:
+            await agent.shutdown()
+            real.close()

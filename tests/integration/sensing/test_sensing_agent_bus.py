@@ -1,5 +1,6 @@
 """The agent against the real broker: a simulated fleet reports itself, a real agent runs a placed process,
-and garbage on ``placements`` is dead-lettered without stopping the agent.
+and garbage on ``placements`` is dead-lettered without stopping the agent; a real replica's task is given
+a port and its scraped load is published on ``services.load`` until it is stopped.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from suanli import contracts
 from suanli.bus import ConsumerSettings, topic_name
 from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_ORIGINAL_TOPIC, header
+from suanli.contracts.replica_env import MAX_BATCH_ENV, MODEL_ENV, REPLICA_ENV, SERVICE_ID_ENV
 from suanli.resources import default_catalogue
 from suanli.sensing.adapters.bus import ensure_agent_topics
 from suanli.sensing.adapters.nvml import NvmlUnavailable
@@ -36,6 +39,7 @@ from suanli.sensing.service_layer.host import AgentHost
 from suanli.sensing.service_layer.ports import EventSink
 
 DEADLINE_S = 25.0
+VLLM_LIKE_SERVER = Path(__file__).with_name("vllm_like_server.py")
 FAST = ConsumerSettings(
     fetch_max_wait_ms=100, poll_timeout_ms=100, session_timeout_ms=6_000, heartbeat_interval_ms=300
 )
@@ -110,6 +114,18 @@ async def running(settings: RunSettings, build: Callable[[EventSink], AgentHost]
     finally:
         stop.set()
         await asyncio.wait_for(task, DEADLINE_S)
+
+
+def real_run(bootstrap: str, topic_prefix: str, group: str) -> RunSettings:
+    """How a test runs a real agent: fast reports, probes out of the way, its own consumer group."""
+    return RunSettings(
+        bootstrap,
+        f"{topic_prefix}-{group}",
+        topic_prefix,
+        interval_s=0.5,
+        probe_interval_s=30.0,
+        consumer=FAST,
+    )
 
 
 def placed(node_id: str, task_id: str, command: list[str]) -> dict[str, Any]:
@@ -220,14 +236,7 @@ async def test_real_agent_runs_a_placed_process_and_dead_letters_garbage(
         real.append(build_real_agent(config, sink))
         return real[0].host
 
-    settings = RunSettings(
-        kafka_bootstrap,
-        f"{topic_prefix}-real",
-        topic_prefix,
-        interval_s=0.5,
-        probe_interval_s=30.0,
-        consumer=FAST,
-    )
+    settings = real_run(kafka_bootstrap, topic_prefix, "real")
     placements = topic_name("placements", topic_prefix)
     topics = [
         topic_name("node.snapshots", topic_prefix),
@@ -272,14 +281,7 @@ async def test_forged_placements_are_dead_lettered_and_write_nothing_outside_the
     def build(sink: EventSink) -> AgentHost:
         return build_real_agent(config, sink).host
 
-    settings = RunSettings(
-        kafka_bootstrap,
-        f"{topic_prefix}-hard",
-        topic_prefix,
-        interval_s=0.5,
-        probe_interval_s=30.0,
-        consumer=FAST,
-    )
+    settings = real_run(kafka_bootstrap, topic_prefix, "hard")
     placements = topic_name("placements", topic_prefix)
     marker = tmp_path / "escaped"
     touch = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
@@ -312,3 +314,87 @@ async def test_forged_placements_are_dead_lettered_and_write_nothing_outside_the
     assert outside == []
     # The log and beside it whose it is (the tenant the logs endpoint checks).
     assert sorted(p.name for p in logs.iterdir()) == ["good-1.1.json", "good-1.1.log"]
+
+
+async def test_a_real_replica_serves_on_its_port_and_its_scraped_load_is_published_until_stopped(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    await ensure_agent_topics(kafka_bootstrap, topic_prefix)
+    config = RealAgentConfig(
+        NodeIdentity("real-replica", "r", "z", "s"),
+        interval_s=0.5,
+        stop_grace_s=5.0,
+        replica_host="127.0.0.1",
+        replica_interval_s=0.2,
+    )
+
+    def build(sink: EventSink) -> AgentHost:
+        return build_real_agent(config, sink).host
+
+    settings = real_run(kafka_bootstrap, topic_prefix, "replica")
+    placements = topic_name("placements", topic_prefix)
+    # Not a simulated model: the speed figures are the documented constants.
+    env = {
+        SERVICE_ID_ENV: "svc-real",
+        REPLICA_ENV: "svc-real-r1",
+        MODEL_ENV: "org/real-7b",
+        MAX_BATCH_ENV: "8",
+    }
+    replica = placed("real-replica", "replica-1", [sys.executable, str(VLLM_LIKE_SERVER), "2", "1"])
+    replica["env"] = env
+    topics = [topic_name("tasks.lifecycle", topic_prefix), topic_name("services.load", topic_prefix)]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=False)
+    await producer.start()
+    try:
+        async with tail(kafka_bootstrap, *topics) as seen, running(settings, build):
+            await producer.send_and_wait(
+                placements, contracts.encode("TaskPlaced", replica), key=b"real-replica"
+            )
+            await seen.until(lambda: bool(seen.named("ReplicaLoadReported")), "a load report")
+            first = seen.named("ReplicaLoadReported")[0]
+            assert (first["service_id"], first["replica_id"], first["region"]) == (
+                "svc-real",
+                "svc-real-r1",
+                "r",
+            )
+            assert first["producer"] == "sensing/real-replica" and first["address"].startswith("127.0.0.1:")
+            assert (first["in_flight"], first["queued"], first["max_batch"]) == (2, 1, 8)
+            assert (first["arrived_total"], first["finished_total"]) == (3, 0)
+            assert first["kv_free_tokens"] == 800  # half of 100 blocks of 16 tokens
+            assert first["prefill_tokens_per_s"] > 0 and first["decode_step_s"] > 0
+
+            # The address reported is the one the replica serves at: a request there is counted.
+            async with aiohttp.ClientSession() as http:
+                body = {"context_tokens": 100, "max_tokens": 20, "latency_s": 0.8}
+                async with http.post(f"http://{first['address']}/generate", json=body) as answer:
+                    assert (await answer.json())["replica_id"] == "svc-real-r1"
+
+            def served() -> list[dict[str, Any]]:
+                return [r for r in seen.named("ReplicaLoadReported") if r["finished_total"] == 1]
+
+            await seen.until(lambda: bool(served()), "a report counting the request")
+            after = served()[0]
+            assert (after["context_tokens_total"], after["generated_tokens_total"]) == (100, 20)
+            assert after["recent_latency_s"] == 0.8 and after["arrived_total"] == 4
+
+            stop = {
+                **contracts.new_envelope(
+                    "scheduling/test", "replica-1", event_id=uuid.uuid4(), occurred_at=dt.datetime.now(dt.UTC)
+                ),
+                "job_id": "job-1",
+                "task_id": "replica-1",
+                "node_id": "real-replica",
+                "attempt": 1,
+                "reason": "scaled in",
+            }
+            await producer.send_and_wait(
+                placements, contracts.encode("TaskStopRequested", stop), key=b"real-replica"
+            )
+            await seen.until(lambda: bool(seen.named("TaskFailed")), "the replica's end")
+            assert seen.named("TaskFailed")[0]["kind"] == "KILLED"
+            reports = len(seen.named("ReplicaLoadReported"))
+            quiet_until = time.monotonic() + 1.0  # five report intervals
+            await seen.until(lambda: time.monotonic() > quiet_until, "a second of quiet")
+            assert len(seen.named("ReplicaLoadReported")) == reports
+    finally:
+        await producer.stop()

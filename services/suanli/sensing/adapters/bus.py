@@ -8,7 +8,8 @@ from suanli import contracts
 from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler, topic_name, topics
 from suanli.bus.admin import ensure_topics
 
-# services.load: the load reports of the replicas a simulated fleet hosts (adapters.replicas).
+# services.load: the load reports of the replicas the agent hosts, simulated (adapters.replicas) or real
+# (adapters.replica_scrape).
 PRODUCED_TOPICS = (
     topics.NODE_SNAPSHOTS,
     topics.LINKS_MEASURED,

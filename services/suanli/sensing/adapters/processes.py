@@ -1,5 +1,8 @@
 """Real tasks: one subprocess (its own process group) per placement, and its measured usage.
 
+An inference replica's task is also given a port to serve on, and its load is scraped while it runs
+(adapters.replica_scrape).
+
 Stopping sends SIGTERM to the whole process group, then SIGKILL after the grace period, as a container
 runtime does, so a task's children are never left behind holding GPU memory.
 """
@@ -19,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from suanli.contracts.replica_env import PORT_ENV
 from suanli.sensing.adapters.confinement import (
     CgroupV2,
     Confinement,
@@ -28,6 +32,8 @@ from suanli.sensing.adapters.confinement import (
     own_home,
     resolve_user,
 )
+from suanli.sensing.adapters.replica_scrape import RealReplicaHosting, ReplicaScraper, free_port
+from suanli.sensing.adapters.replicas import names_a_replica
 from suanli.sensing.adapters.task_logs import write_owner
 from suanli.sensing.domain.observation import NodeObservation
 from suanli.sensing.domain.placement import Placement, task_environment
@@ -41,15 +47,23 @@ MIB = 1024 * 1024
 
 class ProcessTask:
     def __init__(
-        self, process: asyncio.subprocess.Process, cleanup: Callable[[], None] | None = None
+        self,
+        process: asyncio.subprocess.Process,
+        cleanup: Callable[[], None] | None = None,
+        scraper: ReplicaScraper | None = None,
     ) -> None:
         self._process = process
         self.pid: int | None = process.pid
         self._escalation: asyncio.Task[None] | None = None
         self._cleanup = cleanup
+        self._scraper = scraper
 
     async def wait(self) -> int:
-        code = await self._process.wait()
+        try:
+            code = await self._process.wait()
+        finally:
+            if self._scraper is not None:
+                await self._scraper.stop()
         if self._escalation is not None:
             self._escalation.cancel()
         if self._cleanup is not None:
@@ -57,6 +71,8 @@ class ProcessTask:
         return code
 
     def terminate(self, grace_s: float) -> None:
+        if self._scraper is not None:
+            self._scraper.cancel()  # a replica asked to stop draws no more traffic while it winds down
         if self._process.returncode is not None or self._escalation is not None:
             return
         self._signal(signal.SIGTERM)
@@ -86,8 +102,10 @@ class ProcessLauncher:
         log_dir: Path | None = None,
         confinement: Confinement | None = None,
         cgroup: CgroupV2 | None = None,
+        replicas: RealReplicaHosting | None = None,
     ) -> None:
         self._node_id = node_id
+        self._replicas = replicas
         # Read only for the operator's pass-through names; never handed to a task as a whole.
         self._agent_env = dict(os.environ if agent_env is None else agent_env)
         self._log_dir = log_dir.resolve() if log_dir is not None else None
@@ -110,6 +128,11 @@ class ProcessLauncher:
         except ConfinementError as exc:
             raise LaunchError(str(exc)) from None
         env = self.environment(placement, user.home if user is not None else None)
+        scraper = None
+        if self._replicas is not None and names_a_replica(placement):
+            port = free_port()
+            env[PORT_ENV] = str(port)
+            scraper = self._replicas.scraper(placement, port)
         name = f"{placement.task_id}.{placement.attempt}"
         output: Any = None
         if self._log_dir is not None:
@@ -152,7 +175,9 @@ class ProcessLauncher:
             def cleanup() -> None:
                 tasks_cgroup.remove(name)
 
-        return ProcessTask(process, cleanup)
+        if scraper is not None:
+            scraper.start()
+        return ProcessTask(process, cleanup, scraper)
 
     def _task_cgroup(self, name: str, placement: Placement) -> Path | None:
         if self._cgroup is None or not self._conf.limits:

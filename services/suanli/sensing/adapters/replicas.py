@@ -24,6 +24,7 @@ from suanli.replica.service_time import replica_speed
 from suanli.resources import DeviceCatalogue
 from suanli.sensing.domain import records
 from suanli.sensing.domain.fleet import SimNodeSpec
+from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.placement import MILLI, SIM_DURATION_ENV, Placement
 from suanli.sensing.service_layer.ports import EventSink, LaunchError
 
@@ -34,6 +35,42 @@ DEFAULT_REPLICA_INTERVAL_S = 1.0
 def names_a_replica(placement: Placement) -> bool:
     """Whether the placement is an inference replica's task (serving's environment names it)."""
     return REPLICA_ENV in placement.env
+
+
+def replica_identity(placement: Placement, region: str, address: str = "") -> ReplicaIdentity:
+    """Which replica the placement's task is, as its load reports name it."""
+    replica_id = placement.env[REPLICA_ENV]
+    service_id = placement.env.get(SERVICE_ID_ENV) or replica_id.rpartition("-r")[0]
+    return ReplicaIdentity(service_id, replica_id, region, address)
+
+
+def replica_max_batch(placement: Placement) -> int:
+    """The placement's max_batch (the spec's default when it does not say); `LaunchError` when not one."""
+    raw = placement.env.get(MAX_BATCH_ENV) or str(DEFAULT_MAX_BATCH)
+    try:
+        max_batch = int(raw)
+    except ValueError:
+        max_batch = 0
+    if max_batch < 1:
+        raise LaunchError(f"replica {placement.env[REPLICA_ENV]}: {MAX_BATCH_ENV}={raw!r} is not 1 or more")
+    return max_batch
+
+
+def placement_gpus(placement: Placement) -> float:
+    """The GPUs' worth the placement holds (a share of one device is a fraction)."""
+    return sum(d.milli for d in placement.devices) / MILLI
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPublisher:
+    """Publishes a hosted replica's load reports, simulated or scraped, as the node's agent."""
+
+    node: NodeIdentity
+    sink: EventSink
+    ids: IdFactory
+
+    async def __call__(self, load: ReplicaLoad) -> None:
+        await self.sink.publish("ReplicaLoadReported", records.replica_load(self.node, load, str(self.ids())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,32 +86,25 @@ class ReplicaHosting:
 
     def server(self, placement: Placement) -> ReplicaServer:
         """The replica server of `placement` (not started); `LaunchError` says why it cannot run here."""
-        env = placement.env
-        replica_id = env[REPLICA_ENV]
-        service_id = env.get(SERVICE_ID_ENV) or replica_id.rpartition("-r")[0]
-        model = MODELS.get(env.get(MODEL_ENV, ""))
+        identity = replica_identity(placement, self.node.identity.region)
+        replica_id = identity.replica_id
+        model = MODELS.get(placement.env.get(MODEL_ENV, ""))
         if model is None:
             known = ", ".join(MODELS)
             raise LaunchError(
-                f"replica {replica_id}: model {env.get(MODEL_ENV)!r} is not simulated ({known})"
+                f"replica {replica_id}: model {placement.env.get(MODEL_ENV)!r} is not simulated ({known})"
             )
         if self.node.gpu_model is None or not placement.devices:
             raise LaunchError(f"replica {replica_id}: a simulated replica needs a GPU share on a GPU node")
+        max_batch = replica_max_batch(placement)
         try:
-            max_batch = int(env.get(MAX_BATCH_ENV) or DEFAULT_MAX_BATCH)
-            gpus = sum(d.milli for d in placement.devices) / MILLI
-            speed = replica_speed(model, self.catalogue.lookup(self.node.gpu_model), gpus, max_batch)
-        except (ValueError, InvalidArgument) as exc:
+            speed = replica_speed(
+                model, self.catalogue.lookup(self.node.gpu_model), placement_gpus(placement), max_batch
+            )
+        except InvalidArgument as exc:
             raise LaunchError(f"replica {replica_id}: {exc}") from None
-        identity = ReplicaIdentity(service_id, replica_id, self.node.identity.region)
-        return ReplicaServer(
-            identity, speed, interval_s=self.interval_s, on_report=self._publish, clock=self.clock
-        )
-
-    async def _publish(self, load: ReplicaLoad) -> None:
-        await self.sink.publish(
-            "ReplicaLoadReported", records.replica_load(self.node.identity, load, str(self.ids()))
-        )
+        publish = LoadPublisher(self.node.identity, self.sink, self.ids)
+        return ReplicaServer(identity, speed, interval_s=self.interval_s, on_report=publish, clock=self.clock)
 
 
 async def start_replica(hosting: ReplicaHosting, placement: Placement) -> ReplicaServer:

@@ -83,6 +83,7 @@ def agent(
     logs_advertise: Annotated[
         str | None, typer.Option("--logs-advertise", help=_help("logs_advertise"))
     ] = None,
+    replica_host: Annotated[str | None, typer.Option("--replica-host", help=_help("replica_host"))] = None,
     run_as: Annotated[list[str] | None, typer.Option("--run-as", help=_help("run_as"))] = None,
     cgroup_parent: Annotated[
         Path | None, typer.Option("--cgroup-parent", file_okay=False, help=_help("cgroup_parent"))
@@ -135,6 +136,7 @@ def agent(
             task_log_dir=task_log_dir,
             logs_listen=logs_listen,
             logs_advertise=logs_advertise,
+            replica_host=replica_host,
             run_as=run_as,
             cgroup_parent=cgroup_parent,
             metrics_port=metrics_port,
@@ -179,6 +181,8 @@ def agent(
             bandwidth_bytes=round(settings.bandwidth_mib * 1024 * 1024),
             log_dir=settings.task_log_dir,
             confinement=settings.confinement(),
+            replica_host=settings.replica_host or "",
+            replica_interval_s=settings.replica_interval_s,
         )
 
         serving = endpoint

@@ -78,7 +78,13 @@ class SensingSettings(AuthSettings):
     replica_interval_s: float = Field(
         DEFAULT_REPLICA_INTERVAL_S,
         gt=0.0,
-        description="Simulated fleets: seconds between a hosted inference replica's load reports.",
+        description="Seconds between a hosted inference replica's load reports (a real replica's are "
+        "scrapes of its /metrics).",
+    )
+    replica_host: str | None = Field(
+        None,
+        description="Host (name or address) routing reaches this node's inference replicas at, in their "
+        "load reports (default: the host name).",
     )
     task_log_dir: Path | None = Field(None, description="Write each task's output to a file here.")
     logs_listen: str | None = Field(
