@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +17,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from servekit import ServeProcess
 
 from suanli.bus import EventPublisher
 from suanli.bus.headers import header
@@ -133,44 +130,18 @@ class Stack:
         return TopicReader(self.bootstrap, topic, raw=raw)
 
 
-class WorkerProcess:
-    """`suanli serve metering` as a subprocess, stoppable and restartable under the same app id."""
+class WorkerProcess(ServeProcess):
+    """`suanli serve metering`, stoppable and restartable under the same app id."""
 
     def __init__(self, bootstrap: str, prefix: str, log_path: Path) -> None:
         self.topics = MeteringTopics(prefix)
-        self.log_path = log_path
-        self.env = {
-            **os.environ,
-            "SUANLI_KAFKA_BOOTSTRAP": bootstrap,
-            "SUANLI_TOPIC_PREFIX": prefix,
+        env = {
             "SUANLI_METERING_INTERVAL_S": "0.1",
             # The tests' tasks run at fixed times of 2025-01-01; facts that old about attempts not held
             # would be refused as late (pruned) under the default retention of a day.
             "SUANLI_METERING_TASK_RETENTION_S": str(10 * 365 * 86_400),
-            "SUANLI_METRICS_PORT": "0",
-            "OTEL_SDK_DISABLED": "true",
         }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "suanli.cli.main", "serve", "metering", "--loglevel", "info"],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+        super().__init__("metering", bootstrap, prefix, log_path, env, stop_timeout_s=20)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 services.load.
 
 The last tests run a simulated fleet's replicas (sensing's agents, in process) behind the gateway, and a
-real agent's replica: a vLLM-like server process whose load the agent scrapes.
+real agent's replica: a vLLM-like server process whose load the agent scrapes. The partition's also runs
+routing's view processor, which turns the agents' probe rounds into link states.
 
 One Routing API (in process) and one gateway serve the module; each test names its own services. The
 replicas are tiny aiohttp servers answering with their own id; their load reports are published by the
@@ -16,7 +17,7 @@ import asyncio
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
+from routing_testkit import RoutingProcess
 
 from suanli.api.routing.v1 import routing_pb2 as pb
 from suanli.api.routing.v1 import routing_pb2_grpc as pb_grpc
@@ -42,7 +44,7 @@ from suanli.inference.drive import DriveConfig, Driver
 from suanli.inference.gateway import GatewayConfig, RunningGateway, start_gateway
 from suanli.resources import default_catalogue
 from suanli.routing.bootstrap import routing_api
-from suanli.routing.domain.links import LinkStatus
+from suanli.routing.domain.links import REGION, SITE, LinkState, LinkStatus
 from suanli.routing.entrypoints.api import RoutingApi
 from suanli.routing.entrypoints.settings import RoutingSettings
 from suanli.routing.service_layer.records import link_record
@@ -52,6 +54,7 @@ from suanli.sensing.bootstrap import RealAgentConfig, build_fleet_host, build_re
 from suanli.sensing.domain.fleet import parse_fleet
 from suanli.sensing.domain.identity import NodeIdentity
 from suanli.sensing.domain.placement import DeviceShare, Placement, StopOrder
+from suanli.sensing.entrypoints.runtime import RunSettings, report_loop
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.serving.domain.trace import Trace
 
@@ -166,8 +169,8 @@ class Stack:
         return await self.routing.ResolveReplica(request, timeout=5)
 
 
-async def until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
+async def until(check: Callable[[], Awaitable[Any]], what: str, *, timeout_s: float = DEADLINE_S) -> Any:
+    deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
         try:
@@ -474,27 +477,51 @@ SIM_FLEET = {
                 }
             ],
         }
-        for region, count in ((EAST, 2), (WEST, 1))
+        for region, count in ((EAST, 2), (WEST, 1), (NORTH, 1))
     ],
+    # What the agents' probes measure: north (a gateway's region, no replica) is nearer east than west.
+    "network": {
+        "region_pairs": [
+            {"regions": [NORTH, EAST], "rtt_ms": 10.0, "jitter_ms": 0.5},
+            {"regions": [NORTH, WEST], "rtt_ms": 50.0, "jitter_ms": 0.5},
+            {"regions": [EAST, WEST], "rtt_ms": 40.0, "jitter_ms": 0.5},
+        ]
+    },
 }
 ASK = {"context_tokens": 200, "max_tokens": 10, "prompt": "hello"}
 
 
 @asynccontextmanager
-async def simulated_fleet(stack: Stack) -> AsyncIterator[AgentHost]:
+async def simulated_fleet(
+    stack: Stack, *, probe_s: float | None = None, faults: Path | None = None
+) -> AsyncIterator[AgentHost]:
+    """The fleet's agents, in process. With ``probe_s`` they run as `suanli agent --simulate` runs them
+    (sensing's report loop): they report and probe their links every ``probe_s``, with the faults in the
+    run-time faults file ``faults`` (read again each round)."""
     await ensure_agent_topics(stack.bootstrap, stack.prefix)
+    interval_s = probe_s or 60.0
     async with EventPublisher(stack.bootstrap) as publisher:
         fleet = parse_fleet(SIM_FLEET, default_catalogue())
         host = build_fleet_host(
             fleet,
             BusSink(publisher, prefix=stack.prefix),
-            interval_s=60.0,
+            interval_s=interval_s,
             default_duration_s=300.0,
             replica_interval_s=REPORT_S,
+            faults_path=faults,
         )
+        stop = asyncio.Event()
+        running = None
+        if probe_s is not None:
+            group = f"{stack.prefix}-fleet"  # unused: the test places the orders, the loop reads none
+            settings = RunSettings(stack.bootstrap, group, stack.prefix, interval_s, probe_s)
+            running = asyncio.create_task(report_loop(host, settings, stop))
         try:
             yield host
         finally:
+            stop.set()
+            if running is not None:
+                await running
             for agent in host.agents.values():
                 await agent.shutdown()
 
@@ -560,17 +587,47 @@ async def test_simulated_replicas_serve_report_and_a_killed_one_is_routed_around
         )
 
 
-async def test_a_partitioned_region_loses_its_traffic_to_the_next_region(stack: Stack) -> None:
-    for src, dst, rtt in ((NORTH, EAST, 10.0), (EAST, NORTH, 10.0), (NORTH, WEST, 50.0), (WEST, NORTH, 50.0)):
-        state = link(src, dst, rtt)
-        await publish(
-            stack.bootstrap, stack.prefix, "network.links", state["link_id"], "NetworkLinkChanged", state
-        )
+# A partition as it happens: the fleet's agents probe their links, a faults file written while they run
+# loses every probe to and from a region, and routing's view processor (`suanli serve routing --role
+# view`) makes the lost rounds DOWN links, which the stack's API reads from network.links.
+PROBE_S = 0.25
+READY_S = 60.0  # the view processor's start: a faust worker takes seconds to join its group
+
+
+@pytest.fixture
+def network_view(stack: Stack, tmp_path: Path) -> Iterator[RoutingProcess]:
+    """Routing's view processor on the stack's topics. A path is DOWN for a round whose probes were all
+    lost; never here for silence (``down_after`` intervals are far longer than the test)."""
+    view = RoutingProcess(
+        stack.bootstrap,
+        stack.prefix,
+        tmp_path / "routing-view.log",
+        role="view",
+        probe_interval_s=PROBE_S,
+        down_after=100,
+        check_s=0.2,
+    )
+    with view.running():
+        yield view
+
+
+def links_of(stack: Stack, region: str) -> list[LinkState]:
+    """The link states routing's view holds to or from ``region``, site paths and region pairs."""
+    return [s for s in stack.api.network.links.values() if region in s.region_pair]
+
+
+async def test_a_partitioned_region_loses_its_traffic_to_the_next_region(
+    stack: Stack, network_view: RoutingProcess, tmp_path: Path
+) -> None:
+    faults = tmp_path / "faults.yaml"
     north = await start_gateway(
         "127.0.0.1:0", f"127.0.0.1:{stack.api.port}", GatewayConfig(NORTH, "network-aware")
     )
     try:
-        async with simulated_fleet(stack) as host, aiohttp.ClientSession() as http:
+        async with (
+            simulated_fleet(stack, probe_s=PROBE_S, faults=faults) as host,
+            aiohttp.ClientSession() as http,
+        ):
             for node, replica in (
                 (f"{EAST}-s1-gpu-001", "svc-part-r1"),
                 (f"{WEST}-s1-gpu-001", "svc-part-r2"),
@@ -579,35 +636,47 @@ async def test_a_partitioned_region_loses_its_traffic_to_the_next_region(stack: 
             url = f"{north.url}/v1/services/svc-part/generate"
 
             async def region_of_answer() -> str:
-                if len(fresh(stack, "svc-part")) != 2 or len(stack.api.network.region_links()) < 6:
-                    return ""
                 async with http.post(url, json=ASK) as answer:
                     assert answer.status == 200, await answer.text()
                     return answer.headers["X-Suanli-Region"]
 
-            assert await until(region_of_answer, "an answer") == EAST  # the nearer region
-            for src, dst in ((NORTH, EAST), (EAST, NORTH)):  # what routing makes of a partition's lost probes
-                down = link_record(
-                    region_link(src, dst, 10.0, LinkStatus.DOWN),
-                    producer="test",
-                    event_id=str(uuid.uuid4()),
-                    at=datetime.now(UTC),
-                )
-                await publish(
-                    stack.bootstrap,
-                    stack.prefix,
-                    "network.links",
-                    down["link_id"],
-                    "NetworkLinkChanged",
-                    down,
-                )
+            def measured() -> bool:
+                # North's links come only from routing's fold of the agents' rounds (nothing else sends them).
+                up = {s.region_pair for s in links_of(stack, NORTH) if s.status is LinkStatus.OK}
+                return len(fresh(stack, "svc-part")) == 2 and {(NORTH, EAST), (NORTH, WEST)} <= up
 
-            async def moved_west() -> bool:
-                return await region_of_answer() == WEST
+            await until(
+                lambda: asyncio.sleep(0, measured()),
+                "north's probed links and both replicas",
+                timeout_s=READY_S,
+            )
+            assert await region_of_answer() == EAST  # the nearer region
 
-            await until(moved_west, "traffic to move west")
+            faults.write_text(f"faults:\n  - {{kind: partition, region: {EAST}}}\n")
+
+            async def answered_from(region: str) -> bool:
+                return await region_of_answer() == region
+
+            await until(lambda: answered_from(WEST), "traffic to move west")
             for _ in range(3):
                 assert await region_of_answer() == WEST
+
+            def east_down() -> bool:
+                east = links_of(stack, EAST)
+                pairs = {s.region_pair for s in east if s.scope == REGION}
+                return len(pairs) == 4 and all(s.status is LinkStatus.DOWN for s in east)
+
+            await until(lambda: asyncio.sleep(0, east_down()), "every link of east DOWN")
+            east_sites = [s for s in links_of(stack, EAST) if s.scope == SITE]
+            assert len(east_sites) == 4  # east's one site to and from north's and west's
+            assert all(s.reason.endswith("probes of the round lost") for s in east_sites), east_sites
+
+            faults.write_text("faults: []\n")  # the partition heals
+            await until(lambda: answered_from(EAST), "traffic to return east")
+            await until(
+                lambda: asyncio.sleep(0, all(s.status is LinkStatus.OK for s in links_of(stack, EAST))),
+                "every link of east OK again",
+            )
     finally:
         await north.stop()
 

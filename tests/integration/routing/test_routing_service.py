@@ -9,11 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 import secrets
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +20,7 @@ import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from routing_testkit import RoutingProcess
 from typer.testing import CliRunner
 
 from suanli.api.routing.v1 import routing_pb2 as pb
@@ -33,7 +30,6 @@ from suanli.bus.headers import header
 from suanli.cli.main import app as cli
 from suanli.clock import to_ms
 from suanli.contracts import decode
-from suanli.infra.net import free_loopback_port
 from suanli.routing.entrypoints.topics import RoutingTopics
 from suanli.routing.testing import link_measured, node_capacity
 from suanli.telemetry.tracing import continued
@@ -48,52 +44,6 @@ DEADLINE_S = 20.0
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class RoutingProcess:
-    def __init__(self, bootstrap: str, prefix: str, log_path: Path) -> None:
-        self.port = free_loopback_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.env = {
-            **os.environ,
-            "SUANLI_KAFKA_BOOTSTRAP": bootstrap,
-            "SUANLI_TOPIC_PREFIX": prefix,
-            "SUANLI_ROUTING_LISTEN": self.address,
-            "SUANLI_ROUTING_PROBE_INTERVAL_S": str(INTERVAL_S),
-            "SUANLI_ROUTING_DOWN_AFTER": str(DOWN_AFTER),
-            "SUANLI_ROUTING_CHECK_S": str(CHECK_S),
-            "SUANLI_METRICS_PORT": "0",
-            "OTEL_SDK_DISABLED": "true",
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "suanli.cli.main", "serve", "routing", "--loglevel", "info"],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.proc = None
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self.proc = None
-        return code
 
 
 async def until(check: Callable[[], Any], *, timeout_s: float = DEADLINE_S, what: str) -> Any:
@@ -190,16 +140,16 @@ class Stack:
 @pytest.fixture(scope="module")
 def process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoutingProcess]:
     log_path = tmp_path_factory.mktemp("routing") / "routing.log"
-    p = RoutingProcess(kafka_bootstrap, f"t-routing-{secrets.token_hex(3)}", log_path)
-    p.start()
-    try:
+    p = RoutingProcess(
+        kafka_bootstrap,
+        f"t-routing-{secrets.token_hex(3)}",
+        log_path,
+        probe_interval_s=INTERVAL_S,
+        down_after=DOWN_AFTER,
+        check_s=CHECK_S,
+    )
+    with p.running():
         yield p
-    finally:
-        code = p.stop()
-        text = log_path.read_text(errors="replace")
-        marks = ("Worker]: Ready", "routing", "WARNING", "ERROR", "Traceback")
-        print("\n".join(line for line in text.splitlines() if any(m in line for m in marks))[-12_000:])
-    assert code == 0, f"suanli serve routing exited {code} on SIGTERM"
 
 
 async def serving(address: str, timeout_s: float) -> None:
