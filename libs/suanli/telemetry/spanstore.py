@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -26,11 +27,14 @@ from urllib.parse import parse_qs, urlsplit
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 log = logging.getLogger(__name__)
 
-# About 1 KB a span (measured ~0.8 KB with eight attributes): a bound of ~100 MB for `suanli up`.
+# About 0.9 KB a span with eight attributes, keys, short values and resources shared (2.2 KB before;
+# tracemalloc over 20,000 bus consumer spans exported two a request, as `suanli up`'s processes export
+# them, docs/BENCHMARKS.md "Soak"): a bound of ~90 MB for `suanli up`.
 DEFAULT_MAX_SPANS = 100_000
 
 _KINDS = {
@@ -44,6 +48,11 @@ _KINDS = {
 Attributes = dict[str, Any]
 
 
+# Attribute values up to this long are interned: the repeated ones (a topic, a group, an event name, a
+# span kind) then cost one string for the whole store instead of one per span. Ids are longer or unique.
+_INTERNED_LEN = 48
+
+
 def _value(value: AnyValue) -> Any:
     which = value.WhichOneof("value")
     if which is None:
@@ -54,11 +63,39 @@ def _value(value: AnyValue) -> Any:
         return _attributes(value.kvlist_value.values)
     if which == "bytes_value":
         return value.bytes_value.hex()
-    return getattr(value, which)
+    found = getattr(value, which)
+    if which == "string_value" and len(found) <= _INTERNED_LEN:
+        return sys.intern(found)
+    return found
 
 
 def _attributes(pairs: Iterable[KeyValue]) -> Attributes:
-    return {kv.key: _value(kv.value) for kv in pairs}
+    # Keys repeat on every span: interned, the store holds each once.
+    return {sys.intern(kv.key): _value(kv.value) for kv in pairs}
+
+
+class _Resources:
+    """One attributes dict per distinct resource, shared by its spans (never to be changed in place).
+
+    Every export of a process sends the same resource, and a dict per request was a fifth of the store's
+    memory. Bounded: cleared when it holds too many.
+    """
+
+    def __init__(self, bound: int = 1024) -> None:
+        self._bound = bound
+        self._known: dict[bytes, Attributes] = {}
+
+    def of(self, resource: Resource) -> Attributes:
+        key = resource.SerializeToString(deterministic=True)
+        found = self._known.get(key)
+        if found is None:
+            if len(self._known) >= self._bound:
+                self._known.clear()
+            found = self._known[key] = _attributes(resource.attributes)
+        return found
+
+
+_RESOURCES = _Resources()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +129,7 @@ def spans_of(request: trace_service_pb2.ExportTraceServiceRequest) -> list[Store
     """The spans of one OTLP export request, each with its resource's attributes."""
     out: list[StoredSpan] = []
     for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes)
+        resource = _RESOURCES.of(resource_spans.resource)
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
                 out.append(
@@ -100,7 +137,7 @@ def spans_of(request: trace_service_pb2.ExportTraceServiceRequest) -> list[Store
                         trace_id=s.trace_id.hex(),
                         span_id=s.span_id.hex(),
                         parent_span_id=s.parent_span_id.hex(),
-                        name=s.name,
+                        name=sys.intern(s.name),
                         kind=_KINDS.get(s.kind, "unspecified"),
                         start_ns=s.start_time_unix_nano,
                         end_ns=s.end_time_unix_nano,

@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from suanli import telemetry
-from suanli.telemetry.spanstore import SpanStore, SpanStoreServer, StoredSpan
+from suanli.telemetry.spanstore import SpanStore, SpanStoreServer, StoredSpan, spans_of
 from suanli.telemetry.tracing import tracer
 
 OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER")
@@ -97,3 +100,36 @@ def test_the_store_drops_its_oldest_traces_past_its_bound() -> None:
     assert [t[0].trace_id for t in store.find(limit=5)] == ["c", "a"]
     store.add([_span("d", "6", flag=True, n=3)])
     assert [t[0].trace_id for t in store.find(tags={"flag": "true", "n": "3"})] == ["d"]
+
+
+def _export(pid: int, *values: str) -> trace_service_pb2.ExportTraceServiceRequest:
+    def kv(key: str, value: str | int) -> KeyValue:
+        v = AnyValue(string_value=value) if isinstance(value, str) else AnyValue(int_value=value)
+        return KeyValue(key=key, value=v)
+
+    resources = ResourceSpans()
+    resources.resource.attributes.extend([kv("service.name", "billing"), kv("process.pid", pid)])
+    scope = ScopeSpans()
+    for n, value in enumerate(values):
+        span = Span(trace_id=bytes([n + 1]) * 16, span_id=bytes([n + 1]) * 8, name="usage.metered process")
+        span.attributes.extend([kv("messaging.system", value), kv("messaging.kafka.offset", n)])
+        scope.spans.append(span)
+    resources.scope_spans.append(scope)
+    return trace_service_pb2.ExportTraceServiceRequest(resource_spans=[resources])
+
+
+def test_repeated_keys_values_and_resources_are_held_once_and_read_back_unchanged() -> None:
+    long = "x" * 200  # an id-like value: kept as it is
+    first, second = spans_of(_export(7, "kafka", long)), spans_of(_export(7, "kafka"))
+    other = spans_of(_export(8, "kafka"))
+    assert first[0].resource is second[0].resource  # one process: one resource dict for every export
+    assert other[0].resource == {"service.name": "billing", "process.pid": 8}
+    assert first[0].resource is not other[0].resource
+    key = next(iter(first[0].attributes))
+    assert key is next(iter(second[0].attributes))
+    assert first[0].attributes["messaging.system"] is second[0].attributes["messaging.system"]
+    assert [s.attributes for s in first] == [
+        {"messaging.system": "kafka", "messaging.kafka.offset": 0},
+        {"messaging.system": long, "messaging.kafka.offset": 1},
+    ]
+    assert first[0].service == "billing" and first[0].process == "7"
