@@ -10,10 +10,21 @@ group of its own beside them.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from typing import Any
 
 pytest_plugins = ["suanli.infra.testing"]
+
+# The CLI falls back to the user's own config (~/.config/suanli/config.yaml) when SUANLI_CONFIG is unset,
+# and several tests unset it. After a `suanli up` on the same machine that file holds a current context
+# with TLS and a token, which those tests' CLI calls would then use against their own plaintext stack.
+# Each test process gets an empty config home of its own instead.
+_XDG = tempfile.mkdtemp(prefix="suanli-tests-config-")
+os.environ["XDG_CONFIG_HOME"] = _XDG
+atexit.register(shutil.rmtree, _XDG, ignore_errors=True)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # A worker is started with COLUMNS=80 in its environment; a rich console created at import would
