@@ -66,6 +66,19 @@ FAULTS = (
 )
 
 
+def calibration_s(steps: int = 10_000_000) -> float:
+    """Seconds a fixed pure-Python loop takes here now, before the stack starts.
+
+    The same idle 2-core machine ran one such loop in 3.4 s and, minutes later, in 2.3 s (2026-12-06):
+    its speed moves under the benchmark, so runs compare only at similar calibration values.
+    """
+    started = time.perf_counter()
+    total = 0
+    for i in range(steps):
+        total += i
+    return time.perf_counter() - started
+
+
 def job_shape(i: int, duration_s: float, spread_s: float) -> tuple[str, int, float]:
     """Model, milli-GPUs and duration of job i: models round-robin, every third job half a GPU,
     duration uniform in duration +- spread (seeded, so runs offer the same load)."""
@@ -240,7 +253,8 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
 
     print(
         f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes)"
+        f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes); "
+        f"calibration loop {args.calibration_s:.2f} s before the stack started"
     )
     occupancy = offered_occupancy(args)
     saturated = max(occupancy.values()) >= 1.0
@@ -367,6 +381,7 @@ def main() -> None:
         "--fault-every", type=float, default=10.0, help="seconds between fault flips with --network"
     )
     args = parser.parse_args()
+    args.calibration_s = calibration_s()
     with tempfile.TemporaryDirectory(prefix="suanli-latency-") as tmp:
         home = Path(tmp)
         network = (
