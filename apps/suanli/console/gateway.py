@@ -83,9 +83,12 @@ async def _every_page(fetch: Callable[[str], Awaitable[tuple[Sequence[T], str]]]
 class Gateway:
     """The console's channels to the scheduler, billing, routing and serving."""
 
-    def __init__(self, targets: Targets, token: str, ca_pem: bytes | None) -> None:
+    def __init__(
+        self, targets: Targets, token: str, ca_pem: bytes | None, page_size: int = PAGE_SIZE
+    ) -> None:
         self.targets = targets
         self._ca = ca_pem
+        self._page_size = page_size
         self._channels: list[grpc.aio.Channel] = []
         self.scheduler = pb_grpc.SchedulerStub(self._channel(targets.scheduler, token))
         self.billing = (
@@ -120,18 +123,19 @@ class Gateway:
 
     async def nodes(self) -> list[pb.Node]:
         async def page(token: str) -> tuple[Sequence[pb.Node], str]:
-            request = pb.ListNodesRequest(page_size=PAGE_SIZE, page_token=token)
+            request = pb.ListNodesRequest(page_size=self._page_size, page_token=token)
             answer = await self.scheduler.ListNodes(request, timeout=UNARY_TIMEOUT_S)
             return answer.nodes, answer.next_page_token
 
         return await _every_page(page, "scheduling")
 
     async def queues(self) -> list[pb.Queue]:
-        try:
-            answer = await self.scheduler.ListQueues(pb.ListQueuesRequest(), timeout=UNARY_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            raise _described(exc, "scheduling") from None
-        return list(answer.queues)
+        async def page(token: str) -> tuple[Sequence[pb.Queue], str]:
+            request = pb.ListQueuesRequest(page_size=self._page_size, page_token=token)
+            answer = await self.scheduler.ListQueues(request, timeout=UNARY_TIMEOUT_S)
+            return answer.queues, answer.next_page_token
+
+        return await _every_page(page, "scheduling")
 
     async def jobs(
         self, state: pb.JobState = pb.JOB_STATE_UNSPECIFIED, limit: int = JOBS_SHOWN
@@ -143,7 +147,7 @@ class Gateway:
             while len(found) < limit:
                 request = pb.ListJobsRequest(
                     state=state,
-                    page_size=min(PAGE_SIZE, limit - len(found)),
+                    page_size=min(self._page_size, limit - len(found)),
                     page_token=token,
                     newest_first=True,
                 )
@@ -205,7 +209,7 @@ class Gateway:
         serving = self.serving
 
         async def page(token: str) -> tuple[Sequence[spb.Service], str]:
-            request = spb.ListServicesRequest(page_size=PAGE_SIZE, page_token=token)
+            request = spb.ListServicesRequest(page_size=self._page_size, page_token=token)
             answer = await serving.ListServices(request, timeout=UNARY_TIMEOUT_S)
             return answer.services, answer.next_page_token
 

@@ -80,7 +80,7 @@ async def fleet(pg_dsn: str, bootstrap: str, tmp: Path, prefix: str = "") -> Asy
     service = await started(config(pg_dsn, bootstrap, prefix, tmp, queues_yaml=QUEUES))
     address = f"127.0.0.1:{service.port}"
     try:
-        async with _channel(address) as api:
+        async with scheduler_stub(address) as api:
             for node, (region, model, gpus) in NODES.items():
                 record = capacity(node, gpus=gpus, model=model, region=region)
                 await publish(bootstrap, prefix, "capacity.nodes", node, "NodeCapacityChanged", record)
@@ -95,7 +95,7 @@ async def fleet(pg_dsn: str, bootstrap: str, tmp: Path, prefix: str = "") -> Asy
 
 
 @contextlib.asynccontextmanager
-async def _channel(address: str) -> AsyncIterator[pb_grpc.SchedulerStub]:
+async def scheduler_stub(address: str) -> AsyncIterator[pb_grpc.SchedulerStub]:
     async with grpc.aio.insecure_channel(address) as channel:
         yield pb_grpc.SchedulerStub(channel)
 

@@ -7,10 +7,11 @@ import asyncio
 import aiohttp
 import pytest
 
-from suanli.console.gateway import Targets
+from suanli.api.scheduler.v1 import scheduler_pb2 as pb
+from suanli.console.gateway import Gateway, Targets
 from suanli.console.server import COOKIE, BackgroundConsole, RunningConsole
 
-from .consolekit import Fleet, Stream, client, log_in
+from .consolekit import Fleet, Stream, client, log_in, scheduler_stub
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -144,3 +145,20 @@ async def test_background_console_serves_from_its_own_thread(scheduler: Fleet) -
         with pytest.raises(aiohttp.ClientConnectionError):
             async with http.get(background.url):
                 pass
+
+
+async def test_the_gateway_reads_every_page_of_queues_nodes_and_jobs(scheduler: Fleet) -> None:
+    await scheduler.submit("paged-1")
+    await scheduler.submit("paged-2")
+    gateway = Gateway(Targets(scheduler.address), "", None, page_size=1)
+    try:
+        queues, nodes, jobs = await gateway.queues(), await gateway.nodes(), await gateway.jobs(limit=2)
+    finally:
+        await gateway.close()
+    async with scheduler_stub(scheduler.address) as stub:
+        every_queue = await stub.ListQueues(pb.ListQueuesRequest(page_size=500))
+        every_node = await stub.ListNodes(pb.ListNodesRequest(page_size=500))
+    assert len(every_queue.queues) > 1 and len(every_node.nodes) > 1  # more than one page of each
+    assert [q.name for q in queues] == [q.name for q in every_queue.queues]
+    assert sorted(n.id for n in nodes) == sorted(n.id for n in every_node.nodes)
+    assert [j.spec.name for j in jobs] == ["paged-2", "paged-1"]  # newest first, one page each
