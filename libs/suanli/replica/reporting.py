@@ -24,12 +24,12 @@ async def report_every(interval_s: float, source: ReportSource, sink: ReportSink
     loop = asyncio.get_running_loop()
     due = loop.time()
     while True:
-        load = await source()
-        if load is not None:
-            try:
+        try:
+            load = await source()
+            if load is not None:
                 await sink(load)
-            except Exception:  # a report lost is healed by the next one
-                log.warning("%s: load report not sent", replica_id, exc_info=True)
+        except Exception:  # a report not made or lost is healed by the next one; the loop goes on
+            log.warning("%s: load report not made or not sent", replica_id, exc_info=True)
         # Due times step from the start, so a slow report does not stretch the interval.
         due += interval_s
         await asyncio.sleep(max(0.0, due - loop.time()))
