@@ -237,6 +237,13 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     for job_id, (occurred, consumed_at) in first.items():
         decided.append(occurred - submitted[job_id])
         delivered.append(consumed_at - submitted[job_id])
+    if args.dump is not None:
+        with args.dump.open("w") as out:  # per job: submitted at (s since the load began), decided, delivered
+            out.write("submitted_s,decided_ms,delivered_ms\n")
+            for job_id, (occurred, consumed_at) in sorted(first.items(), key=lambda kv: submitted[kv[0]]):
+                at = submitted[job_id]
+                decided_ms, delivered_ms = (occurred - at) * 1000, (consumed_at - at) * 1000
+                out.write(f"{at - started:.3f},{decided_ms:.1f},{delivered_ms:.1f}\n")
 
     snapshots: dict[str, list[float]] = defaultdict(list)
     for _, topic, name, record in recorder.seen:
@@ -372,6 +379,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--interval", type=float, default=5.0, help="agent snapshot interval (s); 5 s is the agent's default"
+    )
+    parser.add_argument(
+        "--dump", type=Path, default=None, help="write each job's submit time and latencies to this CSV"
     )
     parser.add_argument("--network", action="store_true", help="also measure network-view freshness")
     parser.add_argument(

@@ -25,7 +25,13 @@ import asyncpg
 from suanli.clock import Clock, SystemClock
 from suanli.eventstore.lease import PgLease
 from suanli.eventstore.migrator import check_schema
-from suanli.eventstore.postgres import DEFAULT_SCHEMA, Statements, deleted_rows, outbox_record
+from suanli.eventstore.postgres import (
+    DEFAULT_SCHEMA,
+    SESSION_SETTINGS,
+    Statements,
+    deleted_rows,
+    outbox_record,
+)
 from suanli.eventstore.values import OutboxRecord, RowFailure
 
 log = logging.getLogger(__name__)
@@ -127,7 +133,7 @@ class PostgresOutboxFeed:
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[PostgresOutboxLease]:
         """Wait for the relay lease on a connection of its own, then hold it while the block runs."""
-        conn = await asyncpg.connect(self._dsn)
+        conn = await asyncpg.connect(self._dsn, server_settings=SESSION_SETTINGS)
         try:
             # Polling (rather than blocking on a lock) keeps a standby cancellable and lets it notice
             # a dead connection.

@@ -35,6 +35,13 @@ from suanli.telemetry.tracing import current_traceparent
 DEFAULT_SCHEMA = "eventstore"
 # Longest a statement may take: commits are small; migrations and rebuild reads are paged well below it.
 COMMAND_TIMEOUT_S = 30.0
+# Session settings of every connection the store opens. These tables start empty and grow by thousands of
+# rows a minute. A generic plan PostgreSQL caches for a prepared statement while a table is one page (a
+# sequential scan) is kept until autovacuum next analyses the table, a minute or more later, and meanwhile
+# every execution scans the whole table: 3-6 ms per append check on the scheduler's single writer 40 s into
+# bench/latency.py, growing with the table. Planning each execution with its parameters costs a fraction of
+# that and finds the index at any size.
+SESSION_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 
 _EVENT_COLUMNS = "stream, version, position, event_id, event_name, payload, recorded_at, metadata"
 OUTBOX_COLUMNS = (
@@ -100,10 +107,13 @@ class Statements:
         self.begin_locked = f"BEGIN; {self.lock}"
         self.version = f"SELECT coalesce(max(version), 0) FROM {s}.events WHERE stream = $1"
         # The version check and the duplicate check of one batch in one round trip: rows with a stream are
-        # current versions, rows with an event id are ids recorded before.
+        # current versions (NULL: a new stream), rows with an event id are ids recorded before. Each stream's
+        # version is its newest row, one index probe: a max() grouped over `stream = ANY(...)` read every
+        # event of the stream, and a tenant's billing stream grows without end.
         self.batch_checks = (
-            f"SELECT stream, max(version) AS version, NULL::uuid AS event_id FROM {s}.events"
-            " WHERE stream = ANY($1::text[]) GROUP BY stream"
+            f"SELECT a.stream, (SELECT e.version FROM {s}.events AS e WHERE e.stream = a.stream"
+            " ORDER BY e.version DESC LIMIT 1) AS version, NULL::uuid AS event_id"
+            " FROM unnest($1::text[]) AS a(stream)"
             f" UNION ALL SELECT NULL, NULL, event_id FROM {s}.events WHERE event_id = ANY($2::uuid[])"
         )
         self.insert_events = (
@@ -223,7 +233,7 @@ class PostgresTransaction:
         events = [(a, offset, e) for a in appends for offset, e in enumerate(a.events, start=1)]
         ids = [e.event_id for _, _, e in events]
         rows = await conn.fetch(sql.batch_checks, streams, ids)
-        current = {r["stream"]: r["version"] for r in rows if r["stream"] is not None}
+        current = {r["stream"]: r["version"] or 0 for r in rows if r["stream"] is not None}
         for a in appends:
             actual = current.get(a.stream, 0)
             if actual != a.expected_version:
@@ -308,6 +318,7 @@ class PostgresEventStore:
             max_size=max_size,
             reset=_keep_session,
             command_timeout=command_timeout_s,
+            server_settings=SESSION_SETTINGS,
         )
         try:
             async with pool.acquire() as conn:
