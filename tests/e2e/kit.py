@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import itertools
 import os
+import re
 import secrets
 import signal
 import urllib.request
@@ -201,13 +202,33 @@ class Platform:
         try:
             await until(probe, timeout, "every job to reach a final state", every=0.5)
         except AssertionError:
+            # Enough to tell a job the cycle never saw (no reason, no task placed) from one placed but
+            # never started (tasks PLACED), and whose projection said so.
             states = {
-                j: f"{pb.JobState.Name(x.state)} ({x.pending_reason.code}: {x.pending_reason.message})"
-                for j in pending
+                j: (
+                    f"{pb.JobState.Name(x.state)} ({x.pending_reason.code}: {x.pending_reason.message})"
+                    f" tasks {[(t.state, t.attempt, t.node_id, t.reason) for t in x.tasks]}"
+                )
+                for j in sorted(pending)
                 if (x := await self.get_job(j))
             }
-            raise AssertionError(f"jobs not final after {timeout:.0f}s: {states}") from None
+            raise AssertionError(
+                f"jobs not final after {timeout:.0f}s (answered by {self.scheduler_addr}; leading by"
+                f" their logs: {self.leaders() or 'none'}): {states}"
+            ) from None
         return done
+
+    def leaders(self) -> list[str]:
+        """The running scheduler instances whose last election line says they lead, with the epoch."""
+        out = []
+        for running in self.stack.supervisor.services:
+            name = running.spec.name
+            if not name.startswith("scheduling"):
+                continue
+            terms = re.findall(r"elected leader \(epoch (\d+)|(stepped down as leader)", self.log(name))
+            if terms and terms[-1][0]:
+                out.append(f"{name} (epoch {terms[-1][0]})")
+        return out
 
     async def ready_nodes(self, count: int, timeout: float = 60.0, region: str = "") -> list[pb.Node]:
         """Wait until ``count`` nodes are READY in the scheduler's view (with their devices known)."""
