@@ -16,6 +16,7 @@
     .venv/bin/python bench/latency.py --rate 20 --seconds 30
     .venv/bin/python bench/latency.py --duration 30 --duration-spread 0   # saturated: measures queueing
     .venv/bin/python bench/latency.py --network             # + probe -> network view freshness
+    .venv/bin/python bench/latency.py --dump jobs.csv --logs logs/   # per-job latencies, service logs
 
 The default load stays well below the fleet: 50 jobs/s x 2-4 s x (1 or 0.5 GPU) keeps ~125 of the 960 GPUs
 busy (T4, the smallest pool, ~35 %), and quota (bench/latency-queues.yaml) is far above the fleet, so the
@@ -33,6 +34,7 @@ import os
 import platform
 import random
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -69,8 +71,9 @@ FAULTS = (
 def calibration_s(steps: int = 10_000_000) -> float:
     """Seconds a fixed pure-Python loop takes here now, before the stack starts.
 
-    The same idle 2-core machine ran one such loop in 3.4 s and, minutes later, in 2.3 s (2026-12-06):
-    its speed moves under the benchmark, so runs compare only at similar calibration values.
+    On 2026-12-06 the same idle 2-core machine ran a 20-million-step loop of this kind in 3.4 s and,
+    minutes later, in 2.3 s; that afternoon this one took 0.22-0.24 s. The speed moves under the
+    benchmark, so runs compare only at similar calibration values.
     """
     started = time.perf_counter()
     total = 0
@@ -383,6 +386,9 @@ def main() -> None:
     parser.add_argument(
         "--dump", type=Path, default=None, help="write each job's submit time and latencies to this CSV"
     )
+    parser.add_argument(
+        "--logs", type=Path, default=None, help="copy the stack's service logs here when the run ends"
+    )
     parser.add_argument("--network", action="store_true", help="also measure network-view freshness")
     parser.add_argument(
         "--probe-interval", type=float, default=5.0, help="fleet probe interval with --network (s)"
@@ -411,6 +417,8 @@ def main() -> None:
         )
         with Stack(config) as stack:
             asyncio.run(measure(stack, args))
+        if args.logs is not None:  # e.g. the scheduler's "cycle N: admitted …, X ms" lines
+            shutil.copytree(home / "logs", args.logs, dirs_exist_ok=True)
 
 
 if __name__ == "__main__":
