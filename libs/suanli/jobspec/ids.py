@@ -9,6 +9,7 @@ order can never name a path outside the agent's directory.
 from __future__ import annotations
 
 import re
+import uuid
 
 MAX_ID = 253
 # No path separator, no leading dot (so no "." / ".." and no hidden files), no spaces or control characters.
@@ -22,3 +23,17 @@ def id_problem(value: object, what: str = "id") -> str | None:
         shown = value[:80] if isinstance(value, str) else value
         return f"{what} {shown!r}: must be {ID_RULE}"
     return None
+
+
+# The namespace of job ids made from a submit's idempotency key, and of event ids made from a name.
+REQUEST_NAMESPACE = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
+
+
+def job_id_of_request(tenant: str, request_id: str) -> str:
+    """The id of the job a submit with this tenant and (non-empty) request_id makes.
+
+    Same key, same job: a concurrent duplicate submit collides in the scheduler's store, and a client
+    that sent the request (serving, for a replica) knows the job's id before any answer or event names
+    it. The key is per tenant: another tenant reusing a request_id gets its own job, never this one.
+    """
+    return f"job-{uuid.uuid5(REQUEST_NAMESPACE, f'{tenant}/{request_id}').hex[:12]}"

@@ -14,6 +14,7 @@ import pytest
 from suanli.clock import ManualClock
 from suanli.contracts import decode
 from suanli.contracts.replica_env import REPLICA_ENV
+from suanli.jobspec.ids import job_id_of_request
 from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
 from suanli.serving.domain.service import ReplicaPolicy, ReplicasOutOfRange, ReplicaState
@@ -265,6 +266,33 @@ async def test_a_started_replica_runs_and_a_late_placement_keeps_it_running() ->
     assert (replica.state, replica.site, stored.service.ready) == (ReplicaState.RUNNING, "site-a", 1)
     names = [n for _, n, _ in await _outbox(store)]
     assert names.count("ReplicaStarted") == 1 and names.count("ReplicaPlaced") == 1
+
+
+async def test_a_replicas_job_is_known_from_its_request_so_its_start_or_end_read_first_counts() -> None:
+    """Topics are read in no order relative to each other: the TaskStarted (or the end) of a replica's
+    job may be read before the scheduler's answer or JobSubmitted names the job. Its id follows from
+    the request (the scheduler's idempotency key), so neither is passed over as another job's."""
+    store, service = _setup()
+    await _create(store, service)
+    first, second = (job_id_of_request("acme", f"serving-svc-1-r{i}") for i in (1, 2))
+    assert await store.knows_job(first) and await store.knows_job(second)
+    assert not await store.knows_job(job_id_of_request("other", "serving-svc-1-r1"))
+    async with store.begin() as unit:
+        await service.task_started(unit, first, "n1", 1)
+        await service.job_ended(unit, second, "JobFailed", "exit code 1")
+        # The answers, read last, change nothing.
+        await service.job_answered(unit, "serving-svc-1-r1", True, first, "OK", "")
+        await service.job_submitted(unit, "serving-svc-1-r2", second)
+    stored = await store.get("acme", "chat")
+    assert stored is not None
+    replicas = {r.replica_id: (r.state, r.job_id) for r in stored.service.replicas.values()}
+    assert replicas == {
+        "svc-1-r1": (ReplicaState.RUNNING, first),
+        "svc-1-r3": (ReplicaState.REQUESTED, ""),  # the failed one's replacement
+    }
+    names = [n for _, n, _ in await _outbox(store)]
+    assert names.count("ReplicaStarted") == 1 and names.count("ReplicaStopped") == 1
+    assert names.count("ReplicaSubmitted") == 0
 
 
 async def test_a_newer_attempt_placed_before_its_requeue_records_the_loss_once() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from suanli.clock import Clock, IdFactory
 from suanli.eventstore import ConcurrencyConflict, DuplicateEventId
-from suanli.jobspec.ids import id_problem
+from suanli.jobspec.ids import REQUEST_NAMESPACE, id_problem, job_id_of_request
 from suanli.scheduling.domain.jobs import (
     ROOM_GIVEN_BACK,
     AcceptedSpec,
@@ -67,7 +67,6 @@ from suanli.scheduling.service_layer.write_lock import WriteLock
 
 log = logging.getLogger(__name__)
 
-_REQUEST_NS = uuid.UUID("6f1c8a52-4c1e-4d39-9d0a-5b2f7c0e9a11")
 _OUTCOMES: Mapping[type[JobEvent], str] = {
     JobRequeued: "requeued",
     JobFailed: "failed",
@@ -76,12 +75,8 @@ _OUTCOMES: Mapping[type[JobEvent], str] = {
 
 
 def job_id_for(tenant: str, request_id: str, ids: IdFactory) -> str:
-    """Same idempotency key, same job id: a concurrent duplicate submit then collides in the store.
-
-    The key is per tenant: another tenant reusing a request_id gets its own job, never this one.
-    """
-    raw = uuid.uuid5(_REQUEST_NS, f"{tenant}/{request_id}") if request_id else ids()
-    return f"job-{raw.hex[:12]}"
+    """The job id of a submit: from its idempotency key (`job_id_of_request`), else a fresh one."""
+    return job_id_of_request(tenant, request_id) if request_id else f"job-{ids().hex[:12]}"
 
 
 def same_or_conflict(job: JobView, spec: AcceptedSpec) -> JobView:
@@ -377,4 +372,4 @@ def _event_uuid(event_id: str) -> uuid.UUID:
     try:
         return uuid.UUID(event_id)
     except ValueError:
-        return uuid.uuid5(_REQUEST_NS, event_id)
+        return uuid.uuid5(REQUEST_NAMESPACE, event_id)

@@ -60,7 +60,12 @@ class InMemoryServices:
         return self._find(lambda s: any(r["request_id"] == request_id for r in s["replicas"]))
 
     async def of_job(self, job_id: str) -> Service | None:
-        return self._find(lambda s: any(r["job_id"] == job_id for r in s["replicas"]))
+        # By the domain's own rule (`Service.job_of`): a replica's job id is known from its request.
+        for state, _, _ in self._rows.rows.values():
+            service = records.service_from(copy.deepcopy(state))
+            if service.replica_of_job(job_id) is not None:
+                return service
+        return None
 
     async def of_replica(self, replica_id: str) -> Service | None:
         return self._find(lambda s: any(r["replica_id"] == replica_id for r in s["replicas"]))
@@ -75,7 +80,7 @@ class InMemoryServices:
         await self._tx.append(records.stream_of(service.service_id), before, told.events, outbox=told.outbox)
         created = now if new else self._rows.rows[service.service_id][1]
         self._rows.rows[service.service_id] = (records.state_of(service), created, now)
-        self._rows.jobs.update(r.job_id for r in service.replicas.values() if r.job_id)
+        self._rows.jobs.update(service.job_of(r) for r in service.replicas.values())
 
     async def explained(self, entries: Sequence[ExplainedDecision], keep: int) -> None:
         held = {e.service_id for e in entries if not e.changed}

@@ -106,7 +106,11 @@ class PostgresServices:
         keys = [
             f"{kind}:{value}"
             for r in service.replicas.values()
-            for kind, value in (("request", r.request_id), ("replica", r.replica_id), ("job", r.job_id))
+            for kind, value in (
+                ("request", r.request_id),
+                ("replica", r.replica_id),
+                ("job", service.job_of(r)),
+            )
             if value
         ]
         await self._conn.executemany(

@@ -23,6 +23,7 @@ from typing import Any
 
 from suanli.contracts.replica_env import MAX_BATCH_ENV, MODEL_ENV, REPLICA_ENV, SERVICE_ENV, SERVICE_ID_ENV
 from suanli.errors import FailedPrecondition, InvalidArgument
+from suanli.jobspec.ids import job_id_of_request
 from suanli.serving.domain.spec import ServiceSpec
 
 # Why a service's replica count changed (ServiceScaled.reason).
@@ -375,6 +376,12 @@ class Service:
     def replica_of_job(self, job_id: str) -> Replica | None:
         return self._by_job(job_id)
 
+    def job_of(self, replica: Replica) -> str:
+        """The replica's job id: known from its request before the scheduler's answer or JobSubmitted is
+        read, since topics are read in no order relative to each other and its TaskStarted, or even its
+        end, may come first."""
+        return replica.job_id or job_id_of_request(self.tenant, replica.request_id)
+
     # --- applying events -------------------------------------------------------------------------------
 
     def apply(self, event: Event) -> None:
@@ -493,7 +500,7 @@ class Service:
         return next((r for r in self.replicas.values() if r.request_id == request_id), None)
 
     def _by_job(self, job_id: str) -> Replica | None:
-        return next((r for r in self.replicas.values() if r.job_id == job_id), None)
+        return next((r for r in self.replicas.values() if self.job_of(r) == job_id), None)
 
 
 _ON_NODE = (ReplicaState.PLACED, ReplicaState.RUNNING)
