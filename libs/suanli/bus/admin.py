@@ -49,10 +49,17 @@ def resolve_replication_factor(replication_factor: int | None = None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EnsureResult:
-    """What `ensure_topics` did: the topics it created and those that already existed."""
+    """What `ensure_topics` did: topics created, topics that existed, and the answering cluster's id.
+
+    The id is None from a broker that does not say. That topics had to be created tells a broker that
+    restarted empty only to the first client to look; a changed cluster id tells every client (the
+    embedded broker takes a new one at each start, `suanli.infra.broker`; a Kafka cluster keeps its own
+    for life).
+    """
 
     created: tuple[str, ...]
     existing: tuple[str, ...]
+    cluster_id: str | None = None
 
 
 async def ensure_topics(
@@ -89,6 +96,7 @@ async def ensure_topics(
     await admin.start()
     try:
         response = await admin.create_topics(new_topics, timeout_ms=timeout_ms)
+        cluster_id = (await admin.describe_cluster()).get("cluster_id")
     finally:
         await admin.close()
     created: list[str] = []
@@ -107,4 +115,4 @@ async def ensure_topics(
         raise TopicCreationError("could not create topics: " + "; ".join(failures))
     if created:
         log.info("created topics: %s", ", ".join(created))
-    return EnsureResult(tuple(created), tuple(existing))
+    return EnsureResult(tuple(created), tuple(existing), cluster_id or None)

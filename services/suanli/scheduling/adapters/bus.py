@@ -55,6 +55,7 @@ class SupervisedConsumers:
         self._settings = settings or ConsumerSettings(client_id="suanli-scheduling")
         self.consumers: list[EventConsumer] = []
         self.rebuilds = 0
+        self._cluster_id: str | None = None
 
     async def run(self) -> None:
         while True:
@@ -64,7 +65,7 @@ class SupervisedConsumers:
                 while True:
                     await asyncio.sleep(self._check_s)
                     if await self._ensure():
-                        log.warning("topics were missing (broker restarted?): rebuilding consumers")
+                        log.warning("the broker started over: rebuilding consumers")
                         self.rebuilds += 1
                         break
             finally:
@@ -75,14 +76,18 @@ class SupervisedConsumers:
                         await task
 
     async def _ensure(self) -> bool:
-        """Create missing topics; True when any was missing. Broker errors: retry until it answers."""
+        """Create missing topics; True when the broker started over since the last look: a topic was
+        missing, or another cluster answers (someone else may have created the topics first: a standby's
+        watchdog, another service). Broker errors: retry until it answers."""
         while True:
             try:
                 result = await ensure_topics(self._bootstrap, self._topics, prefix=self._prefix)
-                return bool(result.created)
+                break
             except Exception as exc:  # the broker is away: keep trying, consumers keep their own loops
                 log.warning("cannot ensure topics: %r", exc)
                 await asyncio.sleep(self._backoff_s)
+        before, self._cluster_id = self._cluster_id, result.cluster_id or self._cluster_id
+        return bool(result.created) or (before is not None and before != self._cluster_id)
 
     async def _keep(self, spec: ConsumerSpec) -> None:
         topics = [topic_name(t, self._prefix) for t in spec.topics]
