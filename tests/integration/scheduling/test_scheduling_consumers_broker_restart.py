@@ -45,9 +45,7 @@ def watchdog(bootstrap: str, name: str, seen: list[str]) -> SupervisedConsumers:
         seen.append(str(event.record["event_id"]))
 
     spec = ConsumerSpec(f"scheduling-view-{name}", (topics.TASKS_LIFECYCLE.name,), handle)
-    return SupervisedConsumers(
-        bootstrap, PREFIX, [spec], TOPICS, check_s=0.2, backoff_s=0.1, settings=FAST
-    )
+    return SupervisedConsumers(bootstrap, PREFIX, [spec], TOPICS, check_s=0.2, backoff_s=0.1, settings=FAST)
 
 
 async def publish(bootstrap: str, count: int, tag: str) -> list[str]:
