@@ -1,7 +1,7 @@
 """faust on the platform's broker: a transport with a chosen fetch wait, faust records for the bus.
 
 Stream processors (metering, routing) use both; the dead-letter path (`suanli.bus.deadletter`) reads a
-faust message through `delivered`.
+faust message through `delivered`. `LoggedTable` is a table whose changelog writes can be awaited.
 
 faust's Kafka transport is given a fetch wait the service chooses instead of faust's fixed 1.5 s.
 
@@ -14,6 +14,7 @@ more empty fetches while the topics are idle.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import aiokafka
 import faust
 from faust.transport.drivers import aiokafka as driver
 from faust.types import AppT
+from faust.types.tuples import FutureMessage
 
 from suanli.bus.admin import resolve_replication_factor
 from suanli.bus.headers import Headers, header
@@ -38,6 +40,24 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         # Not started yet: the consumer builds its fetcher from this value at start.
         consumer._fetch_max_wait_ms = cast(ShortFetchTransport, transport).fetch_max_wait_ms
         return consumer
+
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        """Every stream partition back to its committed offset, also one with none committed yet.
+
+        After a rebalance faust empties its stream buffers and relies on this seek to fetch again what
+        they held. aiokafka's seek skips a partition with no committed offset (or offset 0), so such a
+        partition went on from where the fetcher had got to, and the records it had fetched before
+        were lost without a trace: in metering, after a restart, a TaskStarted or TaskFinished written
+        while no worker ran, and its task was never charged. Those partitions start again from the
+        beginning, where the reset policy (``earliest``) starts them; records handled twice are
+        harmless (outputs carry deterministic ids, states fold facts idempotently).
+        """
+        committed = await super().seek_to_committed()
+        changelogs = self.app.tables.changelog_topics
+        unset = [tp for tp, offset in committed.items() if not offset and tp.topic not in changelogs]
+        if unset:
+            await self.call_thread(self._ensure_consumer().seek_to_beginning, *unset)
+        return cast(Mapping[Any, int], committed)
 
 
 class _Consumer(driver.Consumer):
@@ -186,3 +206,39 @@ def processor_app(
             metrics.set_lags(stream_lags(app.consumer))
 
     return app
+
+
+class LoggedTable(faust.Table):
+    """A faust table whose changelog writes can be awaited (`logged`).
+
+    faust hands a table write to its producer's buffer and does not wait for it. Its offset commit flushes
+    that buffer first, but the flush gives up once 100 ms pass without a send (faust's
+    ``ProducerBuffer.flush_atmost``), and a record already taken from the buffer but still queued behind
+    its partition's previous batch is in neither buffer. Under load, offsets were committed for records
+    whose table writes had not reached the broker; a SIGKILL then lost those writes, and the restarted
+    worker, resuming past the records, never applied them again (in metering: a task that ended without
+    its start, never charged). A processor awaits `logged` before it acknowledges the records that made
+    the writes.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unlogged: list[FutureMessage] = []
+
+    def send_changelog(self, *args: Any, **kwargs: Any) -> FutureMessage:
+        """Send as faust does, and remember the send until `logged` awaits it."""
+        sent = super().send_changelog(*args, **kwargs)
+        self._unlogged.append(sent)
+        return sent
+
+    async def logged(self) -> None:
+        """Until the broker acknowledged every changelog record of the writes made so far."""
+        pending, self._unlogged = self._unlogged, []
+        if pending:
+            await asyncio.gather(*pending)
+
+
+def logged_table(app: Any, name: str, **kwargs: Any) -> LoggedTable:
+    """``app.Table(name, **kwargs)``, as a `LoggedTable`."""
+    table = LoggedTable(app, name=name, beacon=app.tables.beacon, **kwargs)
+    return cast(LoggedTable, app.tables.add(table))

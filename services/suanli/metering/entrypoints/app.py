@@ -35,7 +35,7 @@ from typing import Any
 from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.deadletter import dead_letter
-from suanli.bus.faust import arrived_batches, delivered, processor_app, traceparent_of
+from suanli.bus.faust import arrived_batches, delivered, logged_table, processor_app, traceparent_of
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -114,13 +114,13 @@ class MeteringApp:
         # from the key; the producers of snapshots and placements partition by the same node key.
         # Tables pick their changelog serializers from key_type/value_type (bytes -> raw); a Schema's
         # serializers are not used on recovery, which would then read the raw keys as JSON.
-        self.nodes = self.app.Table(
-            "nodes", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+        self.nodes = logged_table(
+            self.app, "nodes", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         # use_partitioner: a batch writes after its records were consumed, outside any one event; facts are
         # produced with the same partitioner on the same key, so the changelog partition is the fact's.
-        self.tasks = self.app.Table(
-            "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+        self.tasks = logged_table(
+            self.app, "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
         self.begin = batches_over(
