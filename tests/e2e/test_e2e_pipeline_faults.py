@@ -71,6 +71,7 @@ PLACEMENTS = topic_name(topics.PLACEMENTS.name)
 LIFECYCLE = topic_name(topics.TASKS_LIFECYCLE.name)
 SNAPSHOTS = topic_name(topics.NODE_SNAPSHOTS.name)
 JOBS = topic_name(topics.JOBS_EVENTS.name)
+USAGE = topic_name(topics.USAGE_METERED.name)
 FACTS = (PLACEMENTS, LIFECYCLE, SNAPSHOTS, JOBS)
 FLOOD_KEY = b"flood-"
 
@@ -190,6 +191,16 @@ async def billed(platform: Platform, tenant: str, job_ids: set[str]) -> list[Any
     return [c for c in charges if c.job_id in job_ids]
 
 
+async def everything_on(bootstrap: str, topic: str) -> list[Consumed]:
+    """Every record of ``topic`` at the time of asking: read until three polls in a row bring nothing."""
+    async with TopicReader(bootstrap, topic) as reader:
+        quiet, count = 0, -1
+        while quiet < 3:
+            got = len(await reader.poll())
+            quiet, count = (quiet + 1, count) if got == count else (0, got)
+        return list(reader.records)
+
+
 async def assert_charged_as_without_faults(
     platform: Platform, jobs: Sequence[pb.Job], fenced: Sequence[pb.Job] = ()
 ) -> None:
@@ -247,7 +258,14 @@ async def assert_charged_as_without_faults(
             for i, c in have.items()
             if i not in expected
         ]
-        raise AssertionError(f"{exc}: {len(missing)} missing {missing}; billed instead {extra}") from None
+        # Never metered, or metered and not billed: whether each missing window reached usage.metered.
+        metered = {c.record.get("event_id") for c in await everything_on(platform.bootstrap, USAGE)}
+        reached = sorted({p.usage_event_id for p in expected.values() if p.usage_event_id in metered})
+        lost = sorted({u for u, _, _ in missing.values() if u in reached})
+        raise AssertionError(
+            f"{exc}: {len(missing)} missing {missing}; billed instead {extra};"
+            f" of the missing, on {USAGE} (so lost in billing, not metering): {lost}"
+        ) from None
     # Exactly once: no charge id twice, nothing beyond the reference, nothing reversed or re-billed.
     assert [i for i, n in Counter(c.charge_id for c in charges).items() if n > 1] == []
     assert [(c.charge_id, c.reverses_charge_id) for c in charges if c.reverses_charge_id] == []
