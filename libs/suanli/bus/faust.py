@@ -15,8 +15,9 @@ more empty fetches while the topics are idle.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,6 +33,8 @@ from suanli.bus.metrics import BusMetrics, lags
 from suanli.bus.publisher import ProducerSettings
 from suanli.bus.security import kafka_security
 from suanli.telemetry.tracing import TRACEPARENT
+
+log = logging.getLogger(__name__)
 
 
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
@@ -109,7 +112,11 @@ BATCH_MAX = 500
 
 
 async def arrived_batches(
-    stream: Any, *, batch_max: int = BATCH_MAX, metrics: BusMetrics | None = None
+    stream: Any,
+    *,
+    batch_max: int = BATCH_MAX,
+    metrics: BusMetrics | None = None,
+    durable: Callable[[], Sequence[Awaitable[object]]] | None = None,
 ) -> AsyncIterator[list[Any]]:
     """A faust stream's events in batches of what has already arrived; each acked once handled.
 
@@ -118,6 +125,12 @@ async def arrived_batches(
     as the next one is asked for, before its outputs are acknowledged) and, with ``metrics``, counted as
     handled: each record is served in ``suanli_consumer_handle_seconds`` with its batch's handling time,
     which is what it waited for (the handling rate of the bus's consumers, from the same histogram).
+
+    ``durable``, asked after each batch: sends that must be acknowledged before the batch's records are
+    (its table writes' changelog records, `LoggedTable.unlogged`). The records are then acknowledged once
+    they are, in the background: the next batch does not wait (waiting in line cost metering most of its
+    capacity-view freshness under bench/latency.py), and faust commits no offset past an unacknowledged
+    record. Should a send fail, its records stay unacknowledged and come again after a restart.
     """
     manual = stream.noack()
     arrived = manual.channel.queue  # records fetched and not yet taken: they join this batch
@@ -129,11 +142,35 @@ async def arrived_batches(
         started = time.perf_counter()
         yield events
         elapsed = time.perf_counter() - started
-        for done in events:
-            if metrics is not None:
+        if metrics is not None:
+            for done in events:
                 metrics.handled(done.message.topic, elapsed)
-            await manual.ack(done)
+        sends = list(durable()) if durable is not None else []
+        if sends:
+            _ack_once_sent(manual, events, sends)
+        else:
+            for done in events:
+                await manual.ack(done)
         events = []
+
+
+# Acknowledgements waiting for their batch's sends (kept referenced until they are done).
+_ACKING: set[asyncio.Task[None]] = set()
+
+
+def _ack_once_sent(manual: Any, events: list[Any], sends: list[Awaitable[object]]) -> None:
+    async def ack() -> None:
+        try:
+            await asyncio.gather(*sends)
+        except Exception as exc:  # the records come again after a restart; nothing to ack meanwhile
+            log.warning("%d records left unacknowledged: a send they depend on failed: %r", len(events), exc)
+            return
+        for done in events:
+            await manual.ack(done)
+
+    task = asyncio.create_task(ack())
+    _ACKING.add(task)
+    task.add_done_callback(_ACKING.discard)
 
 
 def traceparent_of(event: Any) -> str | None:
@@ -209,7 +246,7 @@ def processor_app(
 
 
 class LoggedTable(faust.Table):
-    """A faust table whose changelog writes can be awaited (`logged`).
+    """A faust table that hands over the sends of its changelog records (`unlogged`).
 
     faust hands a table write to its producer's buffer and does not wait for it. Its offset commit flushes
     that buffer first, but the flush gives up once 100 ms pass without a send (faust's
@@ -217,8 +254,8 @@ class LoggedTable(faust.Table):
     its partition's previous batch is in neither buffer. Under load, offsets were committed for records
     whose table writes had not reached the broker; a SIGKILL then lost those writes, and the restarted
     worker, resuming past the records, never applied them again (in metering: a task that ended without
-    its start, never charged). A processor awaits `logged` before it acknowledges the records that made
-    the writes.
+    its start, never charged). A processor acknowledges the records that made writes only once these
+    sends are acknowledged (`arrived_batches`' ``durable``).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -226,16 +263,15 @@ class LoggedTable(faust.Table):
         self._unlogged: list[FutureMessage] = []
 
     def send_changelog(self, *args: Any, **kwargs: Any) -> FutureMessage:
-        """Send as faust does, and remember the send until `logged` awaits it."""
+        """Send as faust does, and keep the send for `unlogged`."""
         sent = super().send_changelog(*args, **kwargs)
         self._unlogged.append(sent)
         return sent
 
-    async def logged(self) -> None:
-        """Until the broker acknowledged every changelog record of the writes made so far."""
-        pending, self._unlogged = self._unlogged, []
-        if pending:
-            await asyncio.gather(*pending)
+    def unlogged(self) -> list[FutureMessage]:
+        """The changelog sends of the writes made since the last call (each resolves once acknowledged)."""
+        taken, self._unlogged = self._unlogged, []
+        return taken
 
 
 def logged_table(app: Any, name: str, **kwargs: Any) -> LoggedTable:

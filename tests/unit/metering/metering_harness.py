@@ -33,9 +33,6 @@ class Table(dict[bytes, bytes]):
         self.changelog.append(key)
         super().__setitem__(key, value)
 
-    async def logged(self) -> None:
-        return None  # the changelog list is written at once
-
 
 @dataclass
 class Topic:

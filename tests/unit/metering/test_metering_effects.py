@@ -35,18 +35,9 @@ class Topic:
 
 
 class Table(dict[bytes, bytes]):
-    """A table whose changelog acknowledges its writes when the test says (`log`)."""
-
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
-        self.log: asyncio.Future[None] | None = None  # None: every write is logged at once
-        self.waited = 0
-
-    async def logged(self) -> None:
-        self.waited += 1
-        if self.log is not None:
-            await self.log
 
 
 async def test_the_prepare_hook_sees_each_written_table_once_after_the_sends_and_before_any_write() -> None:
@@ -95,32 +86,6 @@ async def test_tables_are_written_only_after_every_output_is_acknowledged() -> N
     topic.acks[0].set_result(None)
     await committing
     assert nodes == {b"n1": b"state-1", b"n2": b"state-2"}
-
-
-async def test_commit_returns_only_once_the_changelogs_hold_the_writes() -> None:
-    """The caller acknowledges its input records when commit returns: a worker killed after that must
-    find every write in the changelog (faust itself does not wait for a table's changelog record)."""
-    nodes, tasks = Table("nodes"), Table("tasks")
-    nodes.log = asyncio.get_running_loop().create_future()
-    out = Effects()
-    out.put(nodes, b"n1", b"state")
-    out.put(nodes, b"n2", b"state")
-    out.put(tasks, b"t1", b"task")
-    committing = asyncio.create_task(out.commit())
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert nodes == {b"n1": b"state", b"n2": b"state"} and not committing.done()
-    nodes.log.set_result(None)
-    await committing
-    assert (nodes.waited, tasks.waited) == (1, 1)  # once per table written, not per key
-
-    failing = Table("nodes")
-    failing.log = asyncio.get_running_loop().create_future()
-    failing.log.set_exception(ConnectionError("broker away"))
-    out = Effects()
-    out.put(failing, b"n1", b"state")
-    with pytest.raises(ConnectionError):
-        await out.commit()
 
 
 async def test_a_failed_acknowledgement_writes_nothing() -> None:

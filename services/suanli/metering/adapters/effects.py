@@ -3,9 +3,7 @@
 Handlers do not publish or write themselves: they add records to send and table values to write to an
 `Effects`. `commit` then sends every record, awaits every acknowledgement, and only then writes the tables:
 outputs acknowledged before the state that records them, paid once per batch instead of once per output.
-Sends keep the order they were added in, so records of one key reach their partition in order. It returns
-once the tables' changelogs hold the writes too: the caller acknowledges its input records after that,
-and a worker killed later recovers every state those records made (`suanli.bus.faust.LoggedTable`).
+Sends keep the order they were added in, so records of one key reach their partition in order.
 """
 
 from __future__ import annotations
@@ -36,10 +34,6 @@ class Table(Protocol):
 
     def pop(self, key: bytes, default: None, /) -> bytes | None:
         """Remove the key (a faust table writes a tombstone to its changelog)."""
-        ...
-
-    async def logged(self) -> None:
-        """Until the changelog holds every write and removal made so far."""
         ...
 
 
@@ -96,18 +90,14 @@ class Effects:
         self.sends.append(Send(topic, key, value, headers))
 
     async def commit(self) -> None:
-        """Send everything, await every acknowledgement, then write the tables and await their logs."""
+        """Send everything, await every acknowledgement, then write the tables."""
         pending = [await s.topic.send(key=s.key, value=s.value, headers=s.headers) for s in self.sends]
         if pending:
             await asyncio.gather(*pending)
         if self._prepare is not None and self._writes:
             await self._prepare(list({id(t): t for t, _ in self._writes.values()}.values()))
-        written: dict[int, Table] = {}
         for (_, key), (table, value) in self._writes.items():
             if value is None:
                 table.pop(key, None)
             else:
                 table[key] = value
-            written[id(table)] = table
-        for table in written.values():
-            await table.logged()

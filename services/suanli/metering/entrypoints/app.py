@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiokafka.partitioner import DefaultPartitioner
@@ -114,11 +114,13 @@ class MeteringApp:
         # from the key; the producers of snapshots and placements partition by the same node key.
         # Tables pick their changelog serializers from key_type/value_type (bytes -> raw); a Schema's
         # serializers are not used on recovery, which would then read the raw keys as JSON.
-        self.nodes = logged_table(
-            self.app, "nodes", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
+        self.nodes = self.app.Table(
+            "nodes", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         # use_partitioner: a batch writes after its records were consumed, outside any one event; facts are
         # produced with the same partitioner on the same key, so the changelog partition is the fact's.
+        # Logged: the records that wrote a task's state are acknowledged only once its changelog holds
+        # it (a lost task record is a charge lost; a node's state comes whole with its next snapshot).
         self.tasks = logged_table(
             self.app, "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
@@ -185,8 +187,14 @@ class MeteringApp:
         batches = self.batches
         metrics = self.bus_metrics
 
+        tasks = self.tasks
+
         async def consume(stream: Any) -> AsyncIterator[None]:
-            async for events in arrived_batches(stream, batch_max=batch_max, metrics=metrics):
+            # The batch's own task writes, taken while it still holds its locks (another agent's come later).
+            written: list[Awaitable[object]] = []
+            async for events in arrived_batches(
+                stream, batch_max=batch_max, metrics=metrics, durable=lambda: written
+            ):
                 # One span per trace in the batch (not per record), a child of the records' span: what a
                 # record yields (facts, usage windows) is published inside it, so it stays in the trace
                 # of the record it came from however the batch was mixed.
@@ -195,6 +203,7 @@ class MeteringApp:
                         for lock in locks:  # in the order given: the node side before the task side
                             await held.enter_async_context(lock)
                         await batches.handle(events, intake, lambda e: spans.scope(traceparent_of(e)))
+                        written[:] = tasks.unlogged()
                         if handled is not None:
                             handled(events)
                 yield None
