@@ -43,6 +43,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import grpc
+import psutil
 from aiokafka import AIOKafkaConsumer
 
 from suanli.api.scheduler.v1 import scheduler_pb2 as pb
@@ -115,24 +116,38 @@ def summary(name: str, values_s: list[float]) -> str:
 
 
 class Recorder:
-    """Reads topics from the start; remembers each record with the wall-clock time it was consumed."""
+    """Reads topics from the start; remembers each record with the wall-clock time it was consumed.
 
-    def __init__(self, bootstrap: str, *names: str) -> None:
-        self.consumer = AIOKafkaConsumer(
-            *names,
-            bootstrap_servers=bootstrap,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            fetch_max_wait_ms=10,
-        )
+    Two consumers: ``timely`` topics, whose arrival here is a figure, are fetched with a 10 ms wait;
+    ``archive`` topics, of which only the records' own fields are used, with a 500 ms wait. On Tansu a
+    fetch costs CPU in proportion to the batches stored in the partitions it reads (bench/tansu_fetch.py),
+    so reading ``node.snapshots``, a busy topic, every 10 ms took broker CPU from the stack being measured.
+    Snapshots are matched after the run by their own ``occurred_at``, so when they were read does not
+    matter (one not read by the end could only make a capacity record's age look larger)."""
+
+    def __init__(self, bootstrap: str, timely: list[str], archive: list[str]) -> None:
+        self.consumers = [
+            AIOKafkaConsumer(
+                *names,
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                fetch_max_wait_ms=wait_ms,
+            )
+            for names, wait_ms in ((timely, 10), (archive, 500))
+            if names
+        ]
         self.seen: list[tuple[float, str, str, dict]] = []
         self.broker_ms: dict[str, int] = {}  # event id -> the record's Kafka timestamp (the producer's send)
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.consumer.start()
+        await asyncio.gather(*(self._read(consumer, stop) for consumer in self.consumers))
+
+    async def _read(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        await consumer.start()
         try:
             while not stop.is_set():
-                batches = await self.consumer.getmany(timeout_ms=50)
+                batches = await consumer.getmany(timeout_ms=50)
                 now = time.time()
                 for records in batches.values():
                     for r in records:
@@ -143,7 +158,31 @@ class Recorder:
                         self.seen.append((now, r.topic, name, record))
                         self.broker_ms[record["event_id"]] = r.timestamp
         finally:
-            await self.consumer.stop()
+            await consumer.stop()
+
+
+def stack_cpu_s(stack: Stack) -> dict[str, float]:
+    """CPU seconds used so far by each process of the stack (a service with its children), the broker,
+    PostgreSQL (every backend: the server is this machine's, idle but for the stack) and this bench."""
+    groups: dict[str, list[psutil.Process]] = {"bench": [psutil.Process()]}
+    if stack.broker is not None:
+        groups["tansu"] = [psutil.Process(stack.broker.pid)]
+    for running in stack.supervisor.services:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(running.pid)
+            groups[running.spec.name] = [root, *root.children(recursive=True)]
+    groups["postgres"] = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if " ".join(p.info["cmdline"] or []).startswith("postgres")
+    ]
+    used: dict[str, float] = {}
+    for name, processes in groups.items():
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                used[name] = used.get(name, 0.0) + times.user + times.system
+    return used
 
 
 async def load(
@@ -203,7 +242,11 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     capacity_t = topic_name(topics.CAPACITY_NODES.name)
     links_t = topic_name(topics.NETWORK_LINKS.name)
     stop = asyncio.Event()
-    recorder = Recorder(stack.bootstrap, placements_t, snapshots_t, capacity_t, links_t)
+    recorder = Recorder(
+        stack.bootstrap,
+        timely=[placements_t, capacity_t] + ([links_t] if args.network else []),
+        archive=[snapshots_t],
+    )
     reading = asyncio.create_task(recorder.run(stop))
     flipping = asyncio.create_task(flip_faults(stack.config.faults, args.fault_every, stop))
     # The stack runs with tokens on: the bench submits as its platform admin.
@@ -219,8 +262,10 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
             await asyncio.sleep(0.5)
         submitted: dict[str, float] = {}
         started = time.time()
+        cpu_before = stack_cpu_s(stack)
         errors = await load(api, args.rate, args.seconds, args.duration, args.duration_spread, submitted)
         elapsed = time.time() - started
+        cpu_after = stack_cpu_s(stack)
         drain = time.monotonic() + 30
         while time.monotonic() < drain:
             placed = {r["job_id"] for _, t, n, r in recorder.seen if n == "TaskPlaced"}
@@ -284,6 +329,11 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         f"({len(submitted) / elapsed:.1f}/s), {failed} errors; {len(first)} placed, "
         f"{len(submitted) - len(first)} not placed by the end of the 30 s drain"
     )
+    used = sorted(((cpu_after[n] - cpu_before.get(n, 0.0), n) for n in cpu_after), reverse=True)
+    print(
+        f"CPU during the load (cores): {sum(u for u, _ in used) / elapsed:.2f} in all; "
+        + ", ".join(f"{n} {u / elapsed:.2f}" for u, n in used)
+    )
     print(summary("submit -> TaskPlaced decided (occurred_at)", decided))
     print(summary("submit -> TaskPlaced delivered (consumed from placements)", delivered))
     print(summary("capacity view freshness (snapshot occurred_at -> capacity.nodes arrival)", fresh))
@@ -304,29 +354,27 @@ def capacity_hops(
 ) -> dict[str, list[float]]:
     """Where a capacity record's age comes from, per record and its own snapshot (same node and occurred_at):
     the agent (stamp -> its producer's send), metering (the snapshot sent -> the capacity record sent: the
-    broker's delivery to metering, its queue and its work), the capacity record's delivery to this process,
-    and, for comparison, the snapshot's delivery to this process (a consumer that keeps up)."""
-    snapshots: dict[tuple[str, float], tuple[float, str]] = {}
-    for consumed_at, topic, name, record in recorder.seen:
+    broker's delivery to metering, its queue and its work), and the capacity record's delivery to this
+    process."""
+    snapshots: dict[tuple[str, float], str] = {}
+    for _, topic, name, record in recorder.seen:
         if topic == snapshots_t and name == "NodeSnapshot":
             key = (record["node_id"], record["occurred_at"].timestamp())
-            snapshots[key] = (consumed_at, record["event_id"])
+            snapshots[key] = record["event_id"]
     hops: dict[str, list[float]] = defaultdict(list)
     for consumed_at, topic, name, record in recorder.seen:
         if topic != capacity_t or name != "NodeCapacityChanged" or consumed_at < since:
             continue
         stamped = record["occurred_at"].timestamp()
-        own = snapshots.get((record["node_id"], stamped))
-        if own is None:
+        snapshot_id = snapshots.get((record["node_id"], stamped))
+        if snapshot_id is None:
             continue
-        snapshot_seen, snapshot_id = own
         snapshot_sent = recorder.broker_ms[snapshot_id] / 1000
         capacity_sent = recorder.broker_ms[record["event_id"]] / 1000
         hops["own snapshot stamped -> arrival"].append(consumed_at - stamped)
         hops["agent: stamped -> snapshot sent"].append(snapshot_sent - stamped)
         hops["metering: snapshot sent -> capacity sent"].append(capacity_sent - snapshot_sent)
         hops["delivery: capacity sent -> arrival"].append(consumed_at - capacity_sent)
-        hops["(snapshot sent -> read here)"].append(snapshot_seen - snapshot_sent)
     return hops
 
 
