@@ -30,6 +30,7 @@ def test_every_variable_operators_set_is_read() -> None:
             "SUANLI_BILLING_CLOSE_GRACE_S": "30",
             "SUANLI_BILLING_CLOSE_CHECK_S": "0.5",
             "SUANLI_BILLING_SESSION_TIMEOUT_MS": "6000",
+            "SUANLI_BILLING_FETCH_WAIT_MS": "300",
         }
     )
     assert (settings.kafka_bootstrap, settings.pg_dsn, settings.topic_prefix) == (
@@ -50,6 +51,7 @@ def test_every_variable_operators_set_is_read() -> None:
         0.5,
     )
     assert (settings.consumer.session_timeout_ms, settings.consumer.heartbeat_interval_ms) == (6000, 600)
+    assert settings.consumer.fetch_max_wait_ms == 300
 
 
 def test_defaults() -> None:
@@ -65,6 +67,8 @@ def test_defaults() -> None:
     assert (settings.close_grace, settings.close_check_s) == (timedelta(minutes=15), 60.0)
     # The consumer's own defaults, as before the settings class: 10 s session, 1 s heartbeat.
     assert (settings.consumer.session_timeout_ms, settings.consumer.heartbeat_interval_ms) == (10_000, 1_000)
+    # Longer than the bus's 250 ms: no one waits on a charge, and a parked fetch costs the broker CPU.
+    assert settings.consumer.fetch_max_wait_ms == 1_000
 
 
 def test_a_period_length_names_its_calendar() -> None:

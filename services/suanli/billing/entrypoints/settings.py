@@ -62,6 +62,12 @@ class BillingSettings(AuthSettings):
         gt=0,
         description="how soon a crashed instance's partitions move to the others",
     )
+    fetch_wait_ms: int = Field(
+        1000,
+        gt=0,
+        description="broker fetch wait, ms: a charge is on no one's latency path, and a parked fetch costs "
+        "the embedded broker CPU",
+    )
 
     @field_validator("period")
     @classmethod
@@ -89,4 +95,5 @@ class BillingSettings(AuthSettings):
             heartbeat_interval_ms=max(100, timeout // 10),
             concurrent_partitions=True,
             pipelined=True,
+            fetch_max_wait_ms=self.fetch_wait_ms,
         )

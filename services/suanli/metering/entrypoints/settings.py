@@ -38,7 +38,7 @@ class MeteringSettings(ServiceSettings):
     batch_max: int = Field(500, gt=0, description="Most already-fetched records handled as one batch.")
     # Tansu answers a fetch only when this wait ends, so an input waits up to this long before it is read;
     # faust's own 1,500 ms made the capacity view ~0.3 s late on average (suanli.bus.faust).
-    fetch_wait_ms: int = Field(100, gt=0, description="Broker fetch wait in ms.")
+    fetch_wait_ms: int = Field(250, gt=0, description="Broker fetch wait in ms.")
     # A finished task's record is dropped this long after its end. It must exceed the longest metering
     # may fall behind its inputs: a TaskStarted read later than this after it happened is refused (a
     # pruned attempt must never be charged again), so its usage would go unmetered.

@@ -57,6 +57,12 @@ class ServingSettings(AuthSettings):
         gt=0,
         description="how soon a crashed instance's partitions move to the others",
     )
+    fetch_wait_ms: int = Field(
+        1000,
+        gt=0,
+        description="broker fetch wait, ms: replicas start and report load over seconds, and a parked "
+        "fetch costs the embedded broker CPU",
+    )
 
     autoscaler: bool = Field(
         True,
@@ -88,4 +94,8 @@ class ServingSettings(AuthSettings):
     def consumer(self) -> ConsumerSettings:
         # Heartbeats at a tenth of the session, as the broker client advises.
         timeout = self.session_timeout_ms
-        return ConsumerSettings(session_timeout_ms=timeout, heartbeat_interval_ms=max(100, timeout // 10))
+        return ConsumerSettings(
+            session_timeout_ms=timeout,
+            heartbeat_interval_ms=max(100, timeout // 10),
+            fetch_max_wait_ms=self.fetch_wait_ms,
+        )
