@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -278,3 +280,49 @@ def logged_table(app: Any, name: str, **kwargs: Any) -> LoggedTable:
     """``app.Table(name, **kwargs)``, as a `LoggedTable`."""
     table = LoggedTable(app, name=name, beacon=app.tables.beacon, **kwargs)
     return cast(LoggedTable, app.tables.add(table))
+
+
+# A worker that ran this long before crashing is started again; one that crashes sooner exits (a setting
+# or a broker it cannot use at start is then visible, not retried forever).
+RESTART_AFTER_S = 30.0
+
+
+def run_worker(
+    app: Any,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    loglevel: str = "info",
+    restart_after_s: float = RESTART_AFTER_S,
+    worker: Callable[..., Any] = faust.Worker,
+    clock: Callable[[], float] = time.monotonic,
+    restart: Callable[[], None] | None = None,
+) -> None:
+    """Run faust's worker for ``app`` until it is stopped (SIGINT/SIGTERM: exits 0).
+
+    A worker that crashes after running ``restart_after_s`` starts again in this process (the same
+    command line, exec'd: same PID, same log), as a container's restart policy would start it. The case
+    this is for: a broker restarted empty (Tansu keeps nothing) loses the processor's own topics, and the
+    group leader's faust assignment then fails on their missing metadata (``KafkaError:
+    AssertionError()``), which crashes the worker; started again, it creates its topics and rejoins.
+    """
+    started = clock()
+    running = worker(app, loop=loop, loglevel=loglevel)
+    try:
+        running.execute_from_commandline()
+    except SystemExit as exit_:
+        crash = getattr(running, "crash_reason", None)
+        uptime = clock() - started
+        if exit_.code not in (0, None) and crash is not None and uptime >= restart_after_s:
+            log.error(
+                "%s crashed after %.0f s (%r); starting it again in this process", app.conf.id, uptime, crash
+            )
+            (restart or _exec_again)()
+        raise
+
+
+def _exec_again() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)

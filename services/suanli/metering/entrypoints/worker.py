@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import faust
 from aiokafka import AIOKafkaConsumer
 
 from suanli.bus import ensure_topics
+from suanli.bus.faust import run_worker
 from suanli.bus.security import client_options
 from suanli.metering.bootstrap import metering_app
 from suanli.metering.entrypoints.settings import MeteringSettings
@@ -60,6 +60,6 @@ def run(settings: MeteringSettings, *, loglevel: str = "info") -> None:
     try:
         service = metering_app(settings)
         log.info("metering %s on %s, prefix %r", settings.group_id, settings.bootstrap, settings.topic_prefix)
-        faust.Worker(service.app, loop=loop, loglevel=loglevel).execute_from_commandline()
+        run_worker(service.app, loop, loglevel=loglevel)
     finally:
         telemetry.shutdown()

@@ -16,9 +16,8 @@ import signal
 import threading
 from typing import Any
 
-import faust
-
 from suanli.bus import ensure_topics
+from suanli.bus.faust import run_worker
 from suanli.routing.adapters.compacted import CompactedReader
 from suanli.routing.bootstrap import routing_api, view_processor
 from suanli.routing.domain.links import LinkState
@@ -116,7 +115,7 @@ def run_view(settings: RoutingSettings, *, loglevel: str = "info") -> None:
     seed = loop.run_until_complete(read_view(settings))
     processor = view_processor(settings, seed)
     log.info("routing view %s on %s, %d links seeded", settings.group_id, settings.bootstrap, len(seed))
-    faust.Worker(processor.app, loop=loop, loglevel=loglevel).execute_from_commandline()
+    run_worker(processor.app, loop, loglevel=loglevel)
 
 
 def _api_only(settings: RoutingSettings) -> None:
