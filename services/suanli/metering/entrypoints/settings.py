@@ -38,7 +38,7 @@ class MeteringSettings(ServiceSettings):
     batch_max: int = Field(500, gt=0, description="Most already-fetched records handled as one batch.")
     # Tansu answers a parked fetch about a quarter of this wait after a record arrives (faust's own 1,500 ms
     # made the capacity view ~0.3 s late on average), and each parked fetch costs it CPU in proportion to
-    # the batches it reads: 250 ms trades ~35 ms of freshness for broker CPU (bench/tansu_fetch.py).
+    # the batches it reads: 250 ms costs 30-60 ms of median freshness (bench/tansu_fetch.py).
     fetch_wait_ms: int = Field(250, gt=0, description="Broker fetch wait in ms.")
     # A finished task's record is dropped this long after its end. It must exceed the longest metering
     # may fall behind its inputs: a TaskStarted read later than this after it happened is refused (a
