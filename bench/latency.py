@@ -161,9 +161,11 @@ class Recorder:
             await consumer.stop()
 
 
-def stack_cpu_s(stack: Stack) -> dict[str, float]:
-    """CPU seconds used so far by each process of the stack (a service with its children), the broker,
-    PostgreSQL (every backend: the server is this machine's, idle but for the stack) and this bench."""
+def stack_cpu_s(stack: Stack) -> dict[tuple[str, int], float]:
+    """CPU seconds used so far by each process of the stack, keyed (group, pid): a service with its
+    children, the broker, PostgreSQL (every backend: the server is this machine's, idle but for the
+    stack) and this bench. Per process, so one that ends or starts within a window cannot skew its
+    group's difference (`cpu_used`)."""
     groups: dict[str, list[psutil.Process]] = {"bench": [psutil.Process()]}
     if stack.broker is not None:
         groups["tansu"] = [psutil.Process(stack.broker.pid)]
@@ -176,12 +178,21 @@ def stack_cpu_s(stack: Stack) -> dict[str, float]:
         for p in psutil.process_iter(["cmdline"])
         if " ".join(p.info["cmdline"] or []).startswith("postgres")
     ]
-    used: dict[str, float] = {}
+    used: dict[tuple[str, int], float] = {}
     for name, processes in groups.items():
         for process in processes:
             with contextlib.suppress(psutil.Error):
                 times = process.cpu_times()
-                used[name] = used.get(name, 0.0) + times.user + times.system
+                used[(name, process.pid)] = times.user + times.system
+    return used
+
+
+def cpu_used(before: dict[tuple[str, int], float], after: dict[tuple[str, int], float]) -> dict[str, float]:
+    """CPU seconds per group between two `stack_cpu_s` snapshots (a process new since ``before`` counts
+    from its start; one gone by ``after`` is left out, its last seconds unknown)."""
+    used: dict[str, float] = {}
+    for (name, pid), cpu in after.items():
+        used[name] = used.get(name, 0.0) + cpu - before.get((name, pid), 0.0)
     return used
 
 
@@ -329,7 +340,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         f"({len(submitted) / elapsed:.1f}/s), {failed} errors; {len(first)} placed, "
         f"{len(submitted) - len(first)} not placed by the end of the 30 s drain"
     )
-    used = sorted(((cpu_after[n] - cpu_before.get(n, 0.0), n) for n in cpu_after), reverse=True)
+    used = sorted(((u, n) for n, u in cpu_used(cpu_before, cpu_after).items()), reverse=True)
     print(
         f"CPU during the load (cores): {sum(u for u, _ in used) / elapsed:.2f} in all; "
         + ", ".join(f"{n} {u / elapsed:.2f}" for u, n in used)

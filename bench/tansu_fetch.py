@@ -9,6 +9,7 @@ requests sent per second, and each record's delivery (its Kafka timestamp -> con
 
     .venv/bin/python bench/tansu_fetch.py                       # the default grid
     .venv/bin/python bench/tansu_fetch.py --wait 10 --stored 16000 --consumers 1
+    .venv/bin/python bench/tansu_fetch.py --wait 100 --stored 0 --other 20000   # another topic's batches
 
 The platform's fetches are these: every consumer of every service fetches all the partitions assigned
 to it, so a topic's partition count and a consumer's wait multiply (docs/BENCHMARKS.md, "What a fetch
@@ -34,6 +35,7 @@ from aiokafka.client import AIOKafkaClient
 from suanli.infra.broker import BrokerProcess
 
 TOPIC = "fetch-cost"
+OTHER = "fetch-cost-other"  # a topic no consumer reads: do its batches cost the fetches of TOPIC?
 WINDOW_S = 10.0
 WARMUP_S = 4.0
 # (fetch wait ms, stored batches, consumers): wait and history for one consumer, then several consumers.
@@ -63,20 +65,23 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else float("nan")
 
 
-async def case(wait_ms: int, stored: int, consumers: int, rate: float, partitions: int) -> str:
+async def case(
+    wait_ms: int, stored: int, consumers: int, rate: float, partitions: int, other: int = 0
+) -> str:
     with tempfile.TemporaryDirectory(prefix="suanli-fetch-") as home:
         broker = BrokerProcess(Path(home) / "tansu.log")
         bootstrap = broker.start()
         try:
             admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
             await admin.start()
-            await admin.create_topics([NewTopic(TOPIC, partitions, 1)])
+            await admin.create_topics([NewTopic(TOPIC, partitions, 1), NewTopic(OTHER, partitions, 1)])
             await admin.close()
             producer = AIOKafkaProducer(
                 bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=0, max_batch_size=1
             )
             await producer.start()
             sent = [await producer.send(TOPIC, b"x" * 300, partition=i % partitions) for i in range(stored)]
+            sent += [await producer.send(OTHER, b"x" * 300, partition=i % partitions) for i in range(other)]
             await asyncio.gather(*sent)
             readers = [
                 AIOKafkaConsumer(
@@ -126,7 +131,8 @@ async def case(wait_ms: int, stored: int, consumers: int, rate: float, partition
         finally:
             broker.stop()
     return (
-        f"wait {wait_ms:>4} ms, stored {stored:>6} batches, {consumers} consumer(s): "
+        f"wait {wait_ms:>4} ms, stored {stored:>6} batches (+{other} on another topic), "
+        f"{consumers} consumer(s): "
         f"Tansu {tansu_pct:5.1f} %, "
         f"this process {me_pct:5.1f} %, fetches {fetches:5.1f}/s, "
         f"delivered p50 {pct(delivered, 50):6.1f} ms p99 {pct(delivered, 99):6.1f} ms"
@@ -142,6 +148,7 @@ def main() -> None:
     )
     parser.add_argument("--stored", type=int, default=16000, help="batches written before the window")
     parser.add_argument("--consumers", type=int, default=1)
+    parser.add_argument("--other", type=int, default=0, help="batches written to a topic nobody reads")
     parser.add_argument("--rate", type=float, default=50.0, help="records per second during the window")
     parser.add_argument("--partitions", type=int, default=8)
     args = parser.parse_args()
@@ -151,7 +158,9 @@ def main() -> None:
         f"{args.partitions} partitions, {args.rate:g} records/s, one record per batch; window {WINDOW_S:g} s"
     )
     for wait_ms, stored, consumers in grid:
-        print(asyncio.run(case(wait_ms, stored, consumers, args.rate, args.partitions)), flush=True)
+        print(
+            asyncio.run(case(wait_ms, stored, consumers, args.rate, args.partitions, args.other)), flush=True
+        )
 
 
 if __name__ == "__main__":
