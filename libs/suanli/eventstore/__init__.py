@@ -27,13 +27,21 @@ from suanli.eventstore.pruning import ProcessedEventsPruner, PruneMetrics, Reten
 from suanli.eventstore.relay import OutboxRelay
 from suanli.eventstore.snapshots import InMemorySnapshots, PostgresSnapshots, Snapshot, SnapshotStore
 from suanli.eventstore.tracking import apply_once
-from suanli.eventstore.values import NewEvent, OutboxMessage, OutboxRecord, StoredEvent, StreamAppend
+from suanli.eventstore.values import (
+    ClaimedRecord,
+    NewEvent,
+    OutboxMessage,
+    OutboxRecord,
+    StoredEvent,
+    StreamAppend,
+)
 
 __all__ = [
     "DEFAULT_SCHEMA",
     "NO_STREAM",
     "AlreadyProcessed",
     "BatchTrackingStore",
+    "ClaimedRecord",
     "ConcurrencyConflict",
     "DuplicateEventId",
     "EventStore",

@@ -13,6 +13,7 @@ from suanli.clock import Clock, SystemClock
 from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, DuplicateEventId, PublishFailed
 from suanli.eventstore.validation import check_batch
 from suanli.eventstore.values import (
+    ClaimedRecord,
     NewEvent,
     OutboxMessage,
     OutboxRecord,
@@ -166,6 +167,9 @@ class _MemoryTrackingBatch:
             tx._processed[processed] = self._store._clock.now()
         tx._tracking[key] = max(offset, tx._tracking.get(key, offset))
         return True
+
+    async def claim_many(self, records: Sequence[ClaimedRecord]) -> list[bool]:
+        return [await self.claim(r.topic, r.partition, r.offset, event_id=r.event_id) for r in records]
 
 
 class InMemoryEventStore:

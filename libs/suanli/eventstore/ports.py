@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from suanli.eventstore.values import (
+    ClaimedRecord,
     NewEvent,
     OutboxMessage,
     OutboxRecord,
@@ -153,6 +154,13 @@ class TrackingBatch(Protocol):
         """Claim a record in this batch: False when it was applied before, or claimed earlier in the batch.
 
         Its effect must not run then. De-duplicated like `TrackingStore.tracking_transaction`.
+        """
+        ...
+
+    async def claim_many(self, records: Sequence[ClaimedRecord]) -> list[bool]:
+        """`claim` for each record in turn, in as few statements as the store allows: one answer per record.
+
+        A record whose event id repeats one earlier in ``records`` is refused as `claim` would refuse it.
         """
         ...
 

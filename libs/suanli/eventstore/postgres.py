@@ -23,6 +23,7 @@ from suanli.eventstore.errors import AlreadyProcessed, ConcurrencyConflict, Dupl
 from suanli.eventstore.migrator import check_schema, migrate
 from suanli.eventstore.validation import check_batch
 from suanli.eventstore.values import (
+    ClaimedRecord,
     NewEvent,
     OutboxMessage,
     OutboxRecord,
@@ -169,6 +170,13 @@ class Statements:
         self.claim_event = (
             f'INSERT INTO {s}.processed_events (group_id, event_id, topic, partition, "offset", processed_at)'
             " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1"
+        )
+        # Several at once (a group commit's records): the ids inserted, a repeated one only once.
+        self.claim_events = (
+            f'INSERT INTO {s}.processed_events (group_id, event_id, topic, partition, "offset", processed_at)'
+            " SELECT $1, e, t, p, o, $6 FROM unnest($2::text[], $3::text[], $4::int[], $5::bigint[])"
+            " WITH ORDINALITY AS r(e, t, p, o, n) ORDER BY n"
+            " ON CONFLICT DO NOTHING RETURNING event_id"
         )
         # Pruning, one bounded batch per statement (oldest first, so a batch is found from the index's
         # start): published rows only (pending and parked rows stay), and processed-event records.
@@ -477,6 +485,35 @@ class PostgresTrackingBatch:
             key = (topic, partition)
             self._offsets[key] = max(offset, self._offsets.get(key, offset))
         return claimed is not None
+
+    async def claim_many(self, records: Sequence[ClaimedRecord]) -> list[bool]:
+        """Like `TrackingBatch.claim_many`: the records with event ids in one statement."""
+        by_id = [r for r in records if r.event_id is not None]
+        claimed_ids: set[str] = set()
+        if by_id:
+            conn, now = self._tx.connection, self._tx.now()
+            rows = await conn.fetch(
+                self._sql.claim_events,
+                self._group,
+                [str(r.event_id) for r in by_id],
+                [r.topic for r in by_id],
+                [r.partition for r in by_id],
+                [r.offset for r in by_id],
+                now,
+            )
+            claimed_ids = {r["event_id"] for r in rows}
+            for r in by_id:
+                key = (r.topic, r.partition)
+                self._offsets[key] = max(r.offset, self._offsets.get(key, r.offset))
+        answers: list[bool] = []
+        for r in records:
+            if r.event_id is None:
+                answers.append(await self.claim(r.topic, r.partition, r.offset))
+            else:
+                # An id twice in `records` was inserted once: the first occurrence holds the claim.
+                answers.append(str(r.event_id) in claimed_ids)
+                claimed_ids.discard(str(r.event_id))
+        return answers
 
     async def record_offsets(self, now: datetime) -> None:
         """The highest offset of each partition claimed by event id (by offset, the claim recorded it)."""

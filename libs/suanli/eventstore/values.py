@@ -140,3 +140,13 @@ class StreamAppend:
     expected_version: int
     events: Sequence[NewEvent]
     outbox: Sequence[OutboxMessage] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRecord:
+    """A consumed record as `TrackingBatch.claim_many` claims it: where it was read, and its event id."""
+
+    topic: str
+    partition: int
+    offset: int
+    event_id: str | None = None

@@ -82,3 +82,12 @@ async def test_unbilled_periods_are_those_ended_with_charges_and_no_invoice(adap
             ("globex", JANUARY.start),
             ("acme", FEBRUARY.start),
         ]
+
+
+async def test_invoiced_periods_of_several_tenants_at_once(adapter: Adapter) -> None:
+    async with adapter.uow.begin() as unit:
+        await unit.invoices.record_invoice(invoice("acme", JANUARY, [], issued_at=FEBRUARY.start))
+    async with adapter.uow.begin() as unit:
+        asked = {("acme", JANUARY), ("acme", FEBRUARY), ("globex", JANUARY)}
+        assert await unit.invoices.invoiced_of(asked) == {("acme", JANUARY)}
+        assert await unit.invoices.invoiced_of(set()) == set()

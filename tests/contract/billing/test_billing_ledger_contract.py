@@ -134,3 +134,25 @@ async def test_totals_per_device_class_and_usage_period_of_one_billing_period(ad
         ChargeTotal("cpu", JANUARY, Decimal("3600.000000"), Decimal("1.800000")),
         ChargeTotal("h200", JANUARY, Decimal("12000.000000"), Decimal("12.000000")),
     ]
+
+
+async def test_usage_claimed_several_at_once_is_claimed_once(adapter: Adapter) -> None:
+    ids = [usage(n).event_id for n in range(4)]
+    async with adapter.uow.begin() as unit:
+        assert await unit.ledger.claim_usage(ids[0]) is True
+        assert await unit.ledger.claim_usages([ids[0], ids[1], ids[2], ids[1]]) == {ids[1], ids[2]}
+        assert await unit.ledger.claim_usages([]) == set()
+    async with adapter.uow.begin() as unit:
+        assert await unit.ledger.claim_usages(ids) == {ids[3]}
+        assert await unit.ledger.claim_usage(ids[2]) is False
+
+
+async def test_each_charge_event_continues_the_trace_given_for_it(adapter: Adapter) -> None:
+    traced = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    async with adapter.uow.begin() as unit:
+        first, second = billed(usage(1)), billed(usage(2, tenant="globex"))
+        for u in (usage(1), usage(2)):
+            await unit.ledger.claim_usage(u.event_id)
+        await unit.ledger.record_charges([*first, *second], {first[0].charge.charge_id: traced})
+    outbox = await adapter.store.pending_outbox()
+    assert [(r.key, r.traceparent) for r in outbox] == [(b"acme", traced), (b"globex", None)]

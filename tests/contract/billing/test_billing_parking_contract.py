@@ -60,3 +60,16 @@ async def test_unpark_removes_only_that_usage(adapter: Adapter) -> None:
         await unit.parking.unpark(usage(9).event_id)  # never parked: nothing happens
     async with adapter.uow.begin() as unit:
         assert await unit.parking.parked(job_id="job-1") == [b]
+
+
+async def test_parked_usage_of_several_jobs_oldest_first_and_unparked_at_once(adapter: Adapter) -> None:
+    a, b, c = usage(3, job="job-1"), usage(1, job="job-2"), usage(2, job="job-3", node="n-2")
+    async with adapter.uow.begin() as unit:
+        for u in (a, b, c):
+            await unit.parking.park(u)
+    async with adapter.uow.begin() as unit:
+        assert await unit.parking.parked_for_jobs(["job-1", "job-2", "job-9"]) == [a, b]
+        assert await unit.parking.parked_for_jobs(set()) == []
+        await unit.parking.unpark_many({a.event_id, c.event_id, usage(9).event_id})
+    async with adapter.uow.begin() as unit:
+        assert await unit.parking.parked_for_jobs(["job-1", "job-2", "job-3"]) == [b]

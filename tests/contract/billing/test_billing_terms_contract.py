@@ -44,3 +44,22 @@ async def test_terms_of_a_unit_that_raises_are_not_kept(adapter: Adapter) -> Non
     async with adapter.uow.begin() as unit:
         assert await unit.terms.job_terms("job-1") is None
         assert await unit.terms.node_region("n-1") is None
+
+
+async def test_terms_of_several_jobs_and_nodes_at_once(adapter: Adapter) -> None:
+    cheap = JobTerms(priority=-1, preemptible=True)
+    async with adapter.uow.begin() as unit:
+        await unit.terms.record_job_terms("job-1", "acme", STANDARD)
+        # In order: job-1 keeps its first terms, job-2 the first of its two.
+        await unit.terms.record_job_terms_many(
+            [("job-1", "acme", cheap), ("job-2", "acme", cheap), ("job-2", "acme", STANDARD)]
+        )
+        await unit.terms.record_job_terms_many([])
+        await unit.terms.record_node_region("n-1", "cn-east")
+    async with adapter.uow.begin() as unit:
+        assert await unit.terms.job_terms_of(["job-1", "job-2", "nobody"]) == {
+            "job-1": STANDARD,
+            "job-2": cheap,
+        }
+        assert await unit.terms.job_terms_of([]) == {}
+        assert await unit.terms.node_regions_of({"n-1", "nowhere"}) == {"n-1": "cn-east"}

@@ -10,6 +10,7 @@ import pytest
 from suanli.eventstore import (
     AlreadyProcessed,
     BatchTrackingStore,
+    ClaimedRecord,
     NewEvent,
     TrackingStore,
     Transaction,
@@ -113,6 +114,31 @@ async def test_a_tracking_batch_commits_every_claim_and_effect_together(store: E
         assert not await batch.claim("usage.metered", 1, 0, event_id=ids[1])  # applied before: by id
         assert not await batch.claim("capacity.nodes", 1, 4)  # applied before: by offset
         assert await batch.claim("capacity.nodes", 1, 5)
+
+
+async def test_claim_many_answers_as_claims_one_by_one_would(store: EventStore) -> None:
+    tracking: BatchTrackingStore = store  # type: ignore[assignment]
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    async with tracking.tracking_batch("billing") as batch:
+        assert await batch.claim("usage.metered", 0, 0, event_id=ids[0])
+    async with tracking.tracking_batch("billing") as batch:
+        answers = await batch.claim_many(
+            [
+                ClaimedRecord("usage.metered", 0, 1, ids[0]),  # applied in the batch before
+                ClaimedRecord("usage.metered", 0, 2, ids[1]),
+                ClaimedRecord("usage.metered", 1, 0, ids[1]),  # repeats the one above
+                ClaimedRecord("capacity.nodes", 2, 7),  # by offset
+                ClaimedRecord("capacity.nodes", 2, 6),  # behind the one above
+                ClaimedRecord("usage.metered", 0, 3, ids[2]),
+            ]
+        )
+        assert answers == [False, True, False, True, False, True]
+        # Claimed by the statement, so refused to a later claim of the same batch.
+        assert not await batch.claim("usage.metered", 0, 9, event_id=ids[2])
+    assert await tracking.applied("billing", "usage.metered", 0, 3)
+    assert await tracking.applied("billing", "capacity.nodes", 2, 7)
+    async with tracking.tracking_batch("billing") as batch:
+        assert await batch.claim_many([ClaimedRecord("usage.metered", 0, 4, ids[1])]) == [False]
 
 
 async def test_a_tracking_batch_that_raises_leaves_no_claim_and_no_effect(store: EventStore) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -172,6 +172,11 @@ class SpiedUnitOfWork:
                     raise UnexpectedEvent(f"{job_id}: cannot be priced")
                 return await terms.job_terms(job_id)
 
+            async def job_terms_of(self, job_ids: Collection[str]) -> dict[str, JobTerms]:
+                if failing in job_ids:
+                    raise UnexpectedEvent(f"{failing}: cannot be priced")
+                return await terms.job_terms_of(job_ids)
+
         return replace(unit, terms=Terms())  # type: ignore[arg-type]
 
 
@@ -208,7 +213,8 @@ async def test_a_record_that_fails_leaves_the_batch_and_the_others_commit_withou
     outcomes = await asyncio.gather(*(handle(r) for r in (good[0], bad, *good[1:])), return_exceptions=True)
     assert [type(o).__name__ for o in outcomes] == ["NoneType", "UnexpectedEvent", "NoneType", "NoneType"]
     assert len(b.uow.tables.charges) == 3  # the good ones, once each, after the batch ran again
-    assert uow.batches == 2 + 2
+    # Applied together, then one by one: the first pass meets the failing record, the second leaves it out.
+    assert uow.batches == 2 + 1 + 2
     assert b.uow.tables.parked == {}
 
 

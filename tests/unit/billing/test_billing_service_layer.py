@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -9,8 +10,10 @@ from decimal import Decimal
 import pytest
 from billing_unit_kit import CHEAP, JAN, STANDARD, Billing, billing, usage
 
+from suanli.billing.domain.errors import UnpricedUsage
 from suanli.billing.domain.periods import Calendar
 from suanli.billing.domain.usage import Usage
+from suanli.billing.service_layer.billing import Submission
 from suanli.billing.service_layer.errors import AlreadyReversed, ChargeNotFound, PeriodNotEnded
 from suanli.errors import FailedPrecondition, NotFound
 
@@ -137,3 +140,65 @@ async def test_a_reversal_negates_the_charge_once_in_the_first_open_period() -> 
         async with b.uow.begin() as unit:
             await b.service.reverse_charge(unit, "00000000-0000-0000-0000-000000000000")
     assert isinstance(missing.value, NotFound)
+
+
+def _mixed_inputs(seed: int) -> list[Usage | Submission]:
+    """Usage of three jobs on two nodes (one never located), the jobs' submissions among them, repeats."""
+    rng = random.Random(seed)
+    starts = [JAN, JANUARY.end - timedelta(seconds=30), JANUARY.end + timedelta(hours=2)]
+    inputs: list[Usage | Submission] = []
+    for _ in range(40):
+        j, n, s = rng.randrange(3), rng.choice([0, 0, 1]), rng.randrange(3)
+        job, node = f"job-{j + 1}", ["n-east", "n-lost"][n]
+        # Usage events of the same job, node and window are one event: a repeat is a redelivery.
+        inputs.append(usage(200 + 9 * j + 3 * n + s, job=job, node=node, start=starts[s]))
+        if rng.random() < 0.1:
+            inputs.append(Submission(job, "acme", rng.choice([STANDARD, CHEAP])))
+    return inputs
+
+
+async def _prepared() -> Billing:
+    """Facts before the batch: job-1 and n-east known, January invoiced, usage of job-2 parked."""
+    b = billing()
+    await facts(b)
+    async with b.uow.begin() as unit:
+        await b.service.close_period(unit, "acme", JANUARY, JANUARY.end + timedelta(hours=1))
+    await metered(b, usage(100, job="job-2"), usage(101, job="job-3", node="n-lost"))
+    return b
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_a_batch_charges_what_its_inputs_charge_one_by_one(seed: int) -> None:
+    inputs = _mixed_inputs(seed)
+    alone, together = await _prepared(), await _prepared()
+    one_by_one: Counter[str] = Counter()
+    for x in inputs:
+        async with alone.uow.begin() as unit:
+            if isinstance(x, Submission):
+                one_by_one += await alone.service.job_submitted(unit, x.job_id, x.tenant, x.terms)
+            else:
+                one_by_one += await alone.service.usage_metered(unit, x)
+    async with together.uow.begin() as unit:
+        charged = await together.service.apply_batch(unit, inputs, [None] * len(inputs))
+    assert sum(charged, Counter()) == one_by_one
+
+    def ledger(b: Billing) -> list[tuple[str, str, str, Decimal]]:
+        return sorted(
+            (c.charge.charge_id, c.usage_period.label, c.billing_period.label, c.charge.amount)
+            for c in b.uow.tables.charges
+        )
+
+    assert ledger(together) == ledger(alone)
+    assert set(together.uow.tables.parked) == set(alone.uow.tables.parked)
+    assert together.uow.tables.rated == alone.uow.tables.rated
+    assert together.uow.tables.job_terms == alone.uow.tables.job_terms
+
+
+async def test_a_batch_with_an_input_that_cannot_be_rated_writes_nothing() -> None:
+    b = await _prepared()
+    unpriced = usage(7, start=datetime(2024, 12, 1, tzinfo=UTC))  # before the price book's first version
+    before = (list(b.uow.tables.charges), set(b.uow.tables.rated), dict(b.uow.tables.parked))
+    with pytest.raises(UnpricedUsage):
+        async with b.uow.begin() as unit:
+            await b.service.apply_batch(unit, [usage(6), unpriced], [None, None])
+    assert (b.uow.tables.charges, b.uow.tables.rated, b.uow.tables.parked) == before

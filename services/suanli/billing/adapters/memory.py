@@ -8,7 +8,7 @@ units as the advisory lock does in PostgreSQL, and a unit that raises leaves not
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -70,6 +70,16 @@ class InMemoryTerms(_Port):
     async def node_region(self, node_id: str) -> str | None:
         return self._t.node_regions.get(node_id)
 
+    async def job_terms_of(self, job_ids: Collection[str]) -> dict[str, JobTerms]:
+        return {j: self._t.job_terms[j] for j in job_ids if j in self._t.job_terms}
+
+    async def record_job_terms_many(self, jobs: Sequence[tuple[str, str, JobTerms]]) -> None:
+        for job_id, tenant, terms in jobs:
+            await self.record_job_terms(job_id, tenant, terms)
+
+    async def node_regions_of(self, node_ids: Collection[str]) -> dict[str, str]:
+        return {n: self._t.node_regions[n] for n in node_ids if n in self._t.node_regions}
+
     async def record_node_region(self, node_id: str, region: str) -> None:
         self._t.node_regions[node_id] = region
 
@@ -86,8 +96,17 @@ class InMemoryParking(_Port):
         ]
         return [usage for _, usage in sorted(found, key=lambda p: (p[0], p[1].event_id))]
 
+    async def parked_for_jobs(self, job_ids: Collection[str]) -> list[Usage]:
+        wanted = set(job_ids)
+        found = [(at, usage) for at, usage in self._t.parked.values() if usage.job_id in wanted]
+        return [usage for _, usage in sorted(found, key=lambda p: (p[0], p[1].event_id))]
+
     async def unpark(self, usage_event_id: str) -> None:
         self._t.parked.pop(usage_event_id, None)
+
+    async def unpark_many(self, usage_event_ids: Collection[str]) -> None:
+        for usage_event_id in usage_event_ids:
+            self._t.parked.pop(usage_event_id, None)
 
 
 class InMemoryLedger(_Port):
@@ -97,15 +116,19 @@ class InMemoryLedger(_Port):
         self._t.rated.add(usage_event_id)
         return True
 
-    async def record_charges(self, charges: Sequence[BilledCharge]) -> None:
+    async def claim_usages(self, usage_event_ids: Sequence[str]) -> set[str]:
+        return {u for u in usage_event_ids if await self.claim_usage(u)}
+
+    async def record_charges(
+        self, charges: Sequence[BilledCharge], traces: Mapping[str, str] | None = None
+    ) -> None:
         if not charges:
             return
         for billed in charges:
             self._check(billed)
             self._t.charges.append(billed)
             self._t.entries.extend(entries_for(billed.charge))
-        for tenant, events in records.charges_recorded(charges, self._clock.now()).items():
-            await self._announcer.announce(tenant, events)
+        await records.announce_charges(self._announcer, charges, self._clock.now(), traces)
 
     def _check(self, billed: BilledCharge) -> None:
         """The keys, references and triggers of the PostgreSQL migration."""
@@ -149,6 +172,9 @@ class InMemoryLedger(_Port):
 class InMemoryInvoices(_Port):
     async def invoiced(self, tenant: str, period: Period) -> bool:
         return (tenant, period.start) in self._t.invoices
+
+    async def invoiced_of(self, keys: Collection[tuple[str, Period]]) -> set[tuple[str, Period]]:
+        return {(tenant, period) for tenant, period in keys if (tenant, period.start) in self._t.invoices}
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return self._t.invoices.get((tenant, period.start))
@@ -205,7 +231,10 @@ class InMemoryUnitOfWork:
         self.tables = staged
 
     def _unit(self, tx: Transaction, tables: BillingTables) -> LedgerUnit:
-        shared = (tables, Announcer(tx, self._topic, self.store.stream_version), self._clock)
+        async def versions_of(streams: list[str]) -> dict[str, int]:
+            return {stream: await self.store.stream_version(stream) for stream in streams}
+
+        shared = (tables, Announcer(tx, self._topic, versions_of), self._clock)
         return LedgerUnit(
             InMemoryTerms(*shared),
             InMemoryParking(*shared),

@@ -8,7 +8,7 @@ and "record the charge" cannot interleave with issuing that invoice.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from decimal import Decimal
@@ -89,6 +89,30 @@ class PostgresTerms(_Port):
         )
         return region
 
+    async def job_terms_of(self, job_ids: Collection[str]) -> dict[str, JobTerms]:
+        rows = await self._conn.fetch(
+            f"SELECT job_id, priority, preemptible FROM {self._s}.job_terms WHERE job_id = ANY($1::text[])",
+            list(job_ids),
+        )
+        return {r["job_id"]: JobTerms(r["priority"], r["preemptible"]) for r in rows}
+
+    async def record_job_terms_many(self, jobs: Sequence[tuple[str, str, JobTerms]]) -> None:
+        if not jobs:
+            return
+        now = self._clock.now()
+        # executemany: one round trip for all, each row inserted in order (the first terms of a job stay).
+        await self._conn.executemany(
+            f"INSERT INTO {self._s}.job_terms VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id) DO NOTHING",
+            [(job_id, tenant, terms.priority, terms.preemptible, now) for job_id, tenant, terms in jobs],
+        )
+
+    async def node_regions_of(self, node_ids: Collection[str]) -> dict[str, str]:
+        rows = await self._conn.fetch(
+            f"SELECT node_id, region FROM {self._s}.node_regions WHERE node_id = ANY($1::text[])",
+            list(node_ids),
+        )
+        return {r["node_id"]: r["region"] for r in rows}
+
     async def record_node_region(self, node_id: str, region: str) -> None:
         await self._conn.execute(
             f"INSERT INTO {self._s}.node_regions VALUES ($1, $2, $3) "
@@ -120,9 +144,23 @@ class PostgresParking(_Port):
         )
         return [records.usage_from_json(json.loads(r["usage"])) for r in rows]
 
+    async def parked_for_jobs(self, job_ids: Collection[str]) -> list[Usage]:
+        rows = await self._conn.fetch(
+            f"SELECT usage FROM {self._s}.parked_usage WHERE job_id = ANY($1::text[])"
+            " ORDER BY parked_at, usage_event_id",
+            list(job_ids),
+        )
+        return [records.usage_from_json(json.loads(r["usage"])) for r in rows]
+
     async def unpark(self, usage_event_id: str) -> None:
         await self._conn.execute(
             f"DELETE FROM {self._s}.parked_usage WHERE usage_event_id = $1", usage_event_id
+        )
+
+    async def unpark_many(self, usage_event_ids: Collection[str]) -> None:
+        await self._conn.execute(
+            f"DELETE FROM {self._s}.parked_usage WHERE usage_event_id = ANY($1::uuid[])",
+            list(usage_event_ids),
         )
 
 
@@ -135,7 +173,18 @@ class PostgresLedger(_Port):
         )
         return claimed is not None
 
-    async def record_charges(self, charges: Sequence[BilledCharge]) -> None:
+    async def claim_usages(self, usage_event_ids: Sequence[str]) -> set[str]:
+        rows = await self._conn.fetch(
+            f"INSERT INTO {self._s}.rated_usage SELECT u, $2 FROM unnest($1::uuid[]) AS u"
+            " ON CONFLICT DO NOTHING RETURNING usage_event_id",
+            list(usage_event_ids),
+            self._clock.now(),
+        )
+        return {str(r["usage_event_id"]) for r in rows}
+
+    async def record_charges(
+        self, charges: Sequence[BilledCharge], traces: Mapping[str, str] | None = None
+    ) -> None:
         if not charges:
             return
         now = self._clock.now()
@@ -161,8 +210,7 @@ class PostgresLedger(_Port):
                 for e in entries_for(b.charge)
             ],
         )
-        for tenant, events in records.charges_recorded(charges, now).items():
-            await self._announcer.announce(tenant, events)
+        await records.announce_charges(self._announcer, charges, now, traces)
 
     async def billed_charge(self, charge_id: str) -> BilledCharge | None:
         row = await self._conn.fetchrow(f"SELECT * FROM {self._s}.charges WHERE charge_id = $1", charge_id)
@@ -196,6 +244,16 @@ class PostgresInvoices(_Port):
             f"SELECT 1 FROM {self._s}.invoices WHERE tenant = $1 AND period_start = $2", tenant, period.start
         )
         return found is not None
+
+    async def invoiced_of(self, keys: Collection[tuple[str, Period]]) -> set[tuple[str, Period]]:
+        asked = list(keys)
+        rows = await self._conn.fetch(
+            f"SELECT k.n FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS k(tenant, start, n)"
+            f" JOIN {self._s}.invoices i ON i.tenant = k.tenant AND i.period_start = k.start",
+            [tenant for tenant, _ in asked],
+            [period.start for _, period in asked],
+        )
+        return {asked[r["n"] - 1] for r in rows}
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None:
         return await read_invoice(self._conn, self._s, self._calendar, tenant, period)
@@ -352,13 +410,16 @@ class PostgresUnitOfWork:
         conn: asyncpg.Connection = tx.connection
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"suanli.billing:{schema}")
 
-        async def version_of(stream: str) -> int:
-            version: int = await conn.fetchval(
-                f"SELECT coalesce(max(version), 0) FROM {schema}.events WHERE stream = $1", stream
+        async def versions_of(streams: list[str]) -> dict[str, int]:
+            rows = await conn.fetch(
+                f"SELECT stream, max(version) AS version FROM {schema}.events WHERE stream = ANY($1::text[])"
+                " GROUP BY stream",
+                streams,
             )
-            return version
+            found = {r["stream"]: r["version"] for r in rows}
+            return {stream: found.get(stream, 0) for stream in streams}
 
-        shared = (tx, schema, self._calendar, Announcer(tx, self._topic, version_of), self._clock)
+        shared = (tx, schema, self._calendar, Announcer(tx, self._topic, versions_of), self._clock)
         return LedgerUnit(
             PostgresTerms(*shared),
             PostgresParking(*shared),

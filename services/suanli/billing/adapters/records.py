@@ -8,6 +8,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from suanli.billing.adapters.announce import Announcer
 from suanli.billing.domain import ids
 from suanli.billing.domain.errors import InvalidUsage
 from suanli.billing.domain.invoices import CU_HOUR_UNIT, Closing, Invoice
@@ -103,6 +104,23 @@ def charges_recorded(
             ("ChargeRecorded", charge_recorded(billed, occurred_at))
         )
     return by_tenant
+
+
+async def announce_charges(
+    announcer: Announcer,
+    charges: Sequence[BilledCharge],
+    occurred_at: datetime,
+    traces: Mapping[str, str] | None = None,
+) -> None:
+    """Each tenant's ChargeRecorded events appended to its stream, each continuing its charge's trace
+    (``traces``, by charge id; the span active now for a charge not in it)."""
+    by_tenant = charges_recorded(charges, occurred_at)
+    traced = (
+        None
+        if traces is None
+        else {t: [traces.get(r["charge_id"]) for _, r in events] for t, events in by_tenant.items()}
+    )
+    await announcer.announce_many(by_tenant, traced)
 
 
 def invoice_issued(invoice: Invoice, closing: Closing) -> dict[str, Any]:

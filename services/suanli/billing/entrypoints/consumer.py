@@ -6,17 +6,22 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.trace import Span
 
 from suanli.billing.adapters import records
 from suanli.billing.adapters.metrics import BillingMetrics
-from suanli.billing.service_layer.billing import BillingService, Charged
+from suanli.billing.domain.usage import Usage
+from suanli.billing.service_layer.billing import BillingService, Charged, Submission
 from suanli.billing.service_layer.ports import LedgerUnit, UnitOfWork
 from suanli.bus import ConsumedEvent
+from suanli.eventstore import ClaimedRecord
 from suanli.infra.transient import RetriableError, is_transient
-from suanli.telemetry.tracing import tracer
+from suanli.telemetry.tracing import current_traceparent, tracer
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +42,8 @@ class _Pending:
 
     event: ConsumedEvent
     effect: Effect
+    # What `BillingService.apply_batch` takes for it; None: it is applied on its own (`effect`).
+    input: Usage | Submission | None
     trace: Context
     # What it charged once committed; None when it had been applied before.
     outcome: asyncio.Future[Charged | None]
@@ -64,8 +71,10 @@ class BillingHandler:
     Group commit: records that arrive while a commit is running (the consumer starts a fetch's records
     together, `ConsumerSettings.pipelined`) are claimed and applied in one transaction, under one writer
     lock. One transaction per usage event had billing waiting on PostgreSQL round trips and commits for
-    most of its time under load. A record whose effect fails is left out and the others are applied
-    again without it: a transaction cannot drop one record's writes and keep the rest.
+    most of its time under load. A batch of usage and job terms only is applied together, in a fixed
+    number of statements (`_apply_together`); any other batch, or one that fails so, record by record. A
+    record whose effect fails is left out and the others are applied again without it: a transaction
+    cannot drop one record's writes and keep the rest.
     """
 
     def __init__(
@@ -91,12 +100,13 @@ class BillingHandler:
         self._committer: asyncio.Task[None] | None = None
 
     async def __call__(self, event: ConsumedEvent) -> None:
-        effect = self._effect(event)
-        if effect is None:
+        found = self._effect(event)
+        if found is None:
             return
+        effect, input_ = found
         # Queued before the first await, so the records of one fetch share a batch.
         pending = _Pending(
-            event, effect, otel_context.get_current(), asyncio.get_running_loop().create_future()
+            event, effect, input_, otel_context.get_current(), asyncio.get_running_loop().create_future()
         )
         pending.outcome.add_done_callback(_retrieved)
         self._queue.append(pending)
@@ -121,6 +131,23 @@ class BillingHandler:
             await self._commit(batch)
 
     async def _commit(self, batch: list[_Pending]) -> None:
+        if len(batch) > 1 and all(p.input is not None for p in batch):
+            try:
+                together = await self._apply_together(batch)
+            except Exception as exc:
+                if is_transient(exc):
+                    retriable = RetriableError(f"database: {exc!r}")
+                    for pending in batch:
+                        pending.outcome.set_exception(retriable)
+                    return
+                # Nothing of it was written: one by one, the failing record is found and left out.
+                log.info(
+                    "a batch of %d records failed together (%r): applying them one by one", len(batch), exc
+                )
+            else:
+                for pending, outcome in zip(batch, together, strict=True):
+                    pending.outcome.set_result(outcome)
+                return
         while batch:
             try:
                 outcomes = await self._apply(batch)
@@ -155,14 +182,50 @@ class BillingHandler:
                     raise _RecordFailed(pending, exc) from exc
         return outcomes
 
-    async def _traced(self, pending: _Pending, unit: LedgerUnit) -> Charged:
-        # In the record's own trace (a child of its consumer span): the ChargeRecorded outbox rows its
-        # effect writes keep that context, so the relayed records continue the producer's trace.
-        event = pending.event
+    async def _apply_together(self, batch: list[_Pending]) -> list[Charged | None]:
+        """The batch's usage and job terms in a fixed number of statements (`BillingService.apply_batch`).
+
+        One record at a time cost billing and PostgreSQL a round trip per statement, ten for a usage:
+        most of both processes' CPU at bench/latency.py's load. Each record still gets its own span in
+        its own trace, spanning the batch, and its charges' events continue it.
+        """
+        async with self._uow.tracked_batch(self._group) as tracked:
+            claims = await tracked.tracking.claim_many(
+                [
+                    ClaimedRecord(p.event.topic, p.event.partition, p.event.offset, p.event.event_id)
+                    for p in batch
+                ]
+            )
+            chosen = [p for p, claimed in zip(batch, claims, strict=True) if claimed]
+            spans = [self._span(p) for p in chosen]
+            try:
+                charged = await self._service.apply_batch(
+                    tracked.unit,
+                    [cast(Usage | Submission, p.input) for p in chosen],
+                    [current_traceparent(trace.set_span_in_context(span)) for span in spans],
+                )
+            finally:
+                for span in spans:
+                    span.end()
+        outcomes: dict[int, Charged] = {id(p): c for p, c in zip(chosen, charged, strict=True)}
+        return [outcomes.get(id(p)) for p in batch]
+
+    def _span(self, pending: _Pending) -> Span:
+        """The record's span in its own trace, as `_traced` opens it."""
+        name, ids = self._span_of(pending.event)
+        return tracer("suanli.billing").start_span(name, context=pending.trace, attributes=ids)
+
+    def _span_of(self, event: ConsumedEvent) -> tuple[str, dict[str, str]]:
         name = "billing.charge" if event.topic == self._usage else "billing.record"
         ids: dict[str, str] = {
             k: str(event.record[k]) for k in ("job_id", "task_id", "node_id") if k in event.record
         }
+        return name, ids
+
+    async def _traced(self, pending: _Pending, unit: LedgerUnit) -> Charged:
+        # In the record's own trace (a child of its consumer span): the ChargeRecorded outbox rows its
+        # effect writes keep that context, so the relayed records continue the producer's trace.
+        name, ids = self._span_of(pending.event)
         token = otel_context.attach(pending.trace)
         try:
             with tracer("suanli.billing").start_as_current_span(name, attributes=ids):
@@ -170,24 +233,25 @@ class BillingHandler:
         finally:
             otel_context.detach(token)
 
-    def _effect(self, event: ConsumedEvent) -> Effect | None:
+    def _effect(self, event: ConsumedEvent) -> tuple[Effect, Usage | Submission | None] | None:
         service = self._service
         if event.topic == self._usage:
             if event.event_name != "UsageMetered":
                 raise UnexpectedEvent(f"{event.event_name or 'tombstone'} on {event.topic}")
             usage = records.usage_from_record(event.record)
-            return lambda unit: service.usage_metered(unit, usage)
+            return (lambda unit: service.usage_metered(unit, usage)), usage
         if event.topic == self._jobs:
             if event.event_name != "JobSubmitted":
                 return None  # other job events do not change prices
             job_id, tenant, terms = records.terms_from_job_submitted(event.record)
             self._metrics.tenant_known(tenant)
-            return lambda unit: service.job_submitted(unit, job_id, tenant, terms)
+            submitted = Submission(job_id, tenant, terms)
+            return (lambda unit: service.job_submitted(unit, job_id, tenant, terms)), submitted
         if event.topic == self._nodes:
             if event.tombstone or event.event_name != "NodeCapacityChanged":
                 return None
             node_id, region = event.record["node_id"], event.record["region"]
             if self._regions.get(node_id) == region:
                 return None
-            return lambda unit: service.node_located(unit, node_id, region)
+            return (lambda unit: service.node_located(unit, node_id, region)), None
         raise UnexpectedEvent(f"billing does not consume {event.topic}")

@@ -8,7 +8,7 @@ Each port has an in-memory adapter (`suanli.billing.adapters.memory`) and a Post
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,6 +41,18 @@ class Terms(Protocol):
 
     async def node_region(self, node_id: str) -> str | None: ...
 
+    async def job_terms_of(self, job_ids: Collection[str]) -> dict[str, JobTerms]:
+        """`job_terms` of several jobs at once: those that have terms, by job id."""
+        ...
+
+    async def record_job_terms_many(self, jobs: Sequence[tuple[str, str, JobTerms]]) -> None:
+        """`record_job_terms` for each (job id, tenant, terms) in order: a repeated job keeps its first."""
+        ...
+
+    async def node_regions_of(self, node_ids: Collection[str]) -> dict[str, str]:
+        """`node_region` of several nodes at once: those with a region, by node id."""
+        ...
+
     async def record_node_region(self, node_id: str, region: str) -> None:
         """The latest region of a node replaces the one before."""
         ...
@@ -57,7 +69,13 @@ class Parking(Protocol):
         """Usage parked for the job or the node, oldest parked first."""
         ...
 
+    async def parked_for_jobs(self, job_ids: Collection[str]) -> list[Usage]:
+        """Usage parked for any of the jobs, oldest parked first."""
+        ...
+
     async def unpark(self, usage_event_id: str) -> None: ...
+
+    async def unpark_many(self, usage_event_ids: Collection[str]) -> None: ...
 
 
 class Ledger(Protocol):
@@ -67,8 +85,17 @@ class Ledger(Protocol):
         """Mark the usage event rated; False if it already was (then nothing else may be written)."""
         ...
 
-    async def record_charges(self, charges: Sequence[BilledCharge]) -> None:
+    async def claim_usages(self, usage_event_ids: Sequence[str]) -> set[str]:
+        """`claim_usage` for each: the ids claimed now (one repeated in ``usage_event_ids`` once)."""
+        ...
+
+    async def record_charges(
+        self, charges: Sequence[BilledCharge], traces: Mapping[str, str] | None = None
+    ) -> None:
         """Charges, their balanced ledger entries and their ChargeRecorded events (outbox).
+
+        ``traces``: the W3C traceparent each charge's event continues, by charge id (a batch records the
+        charges of several traces at once); a charge not in it continues the span active now.
 
         Raises `LedgerConflict` for a charge id recorded before, a second reversal of a charge, or a
         charge billed into a period already invoiced.
@@ -88,6 +115,10 @@ class Invoices(Protocol):
     """Issued invoices (final once issued) and the periods still waiting for one."""
 
     async def invoiced(self, tenant: str, period: Period) -> bool: ...
+
+    async def invoiced_of(self, keys: Collection[tuple[str, Period]]) -> set[tuple[str, Period]]:
+        """`invoiced` for several (tenant, period) at once: those invoiced."""
+        ...
 
     async def invoice(self, tenant: str, period: Period) -> Invoice | None: ...
 
