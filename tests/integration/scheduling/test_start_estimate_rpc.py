@@ -55,6 +55,8 @@ async def test_a_waiting_job_gets_its_position_and_the_start_the_running_one_fre
 
         second = (await api.SubmitJob(pb.SubmitJobRequest(spec=_spec("second", 60.0)))).job
         third = (await api.SubmitJob(pb.SubmitJobRequest(spec=_spec("third", 60.0)))).job
+        # The submission's answer replays no queue (api.md): the place and the estimate come from GetJob.
+        assert not second.HasField("queue_position") and not third.HasField("estimated_start_at")
 
         async def estimated() -> pb.Job | None:
             job = await api.GetJob(pb.GetJobRequest(job_id=third.id))

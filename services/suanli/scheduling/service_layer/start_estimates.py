@@ -35,12 +35,17 @@ class StartEstimates:
         self._nodes = capacity.schedulable()
         self._queues: dict[str, dict[str, StartEstimate]] = {}
         self._held: tuple[Held, ...] | None = None
+        self._next_seq = projection.next_seq  # the next job submitted is not in these replays
         self.spent_s = 0.0  # CPU time the replays took so far (the RPC server spaces them by it)
 
     def covers(self, job: JobView) -> bool:
         """Whether the job's queue was replayed with the job in it (a job submitted since was not)."""
         queue = self._queues.get(job.spec.queue)
         return queue is None or job.id in queue
+
+    def submitted_since(self) -> bool:
+        """Whether a job was submitted after these replays began: positions behind it may have moved."""
+        return self._projection.next_seq != self._next_seq
 
     def of(self, job: JobView) -> StartEstimate | None:
         """The job's position and estimated start; None for a job that is not waiting."""
