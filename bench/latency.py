@@ -115,17 +115,27 @@ def summary(name: str, values_s: list[float]) -> str:
     )
 
 
+# The fetch wait of the reader whose consumption times are the delivered and freshness figures. Tansu
+# picks a record up about a quarter of the wait after it arrives (docs/BENCHMARKS.md, "What a fetch costs
+# Tansu": 27 ms at the median, 53 ms at p99, with 100 ms), and that delay is in every figure read here, so
+# a longer wait only makes them larger. At 10 ms this reader alone took 0.15 of the stack's 2 cores
+# (Tansu 0.08, this process 0.07; "Platform latency"), CPU the platform under test never has to share
+# with it in production.
+READER_WAIT_MS = 100
+
+
 class Recorder:
     """Reads topics from the start; remembers each record with the wall-clock time it was consumed.
 
-    Two consumers: ``timely`` topics, whose arrival here is a figure, are fetched with a 10 ms wait;
-    ``archive`` topics, of which only the records' own fields are used, with a 500 ms wait. On Tansu a
-    fetch costs CPU in proportion to the batches stored in the partitions it reads (bench/tansu_fetch.py),
-    so reading ``node.snapshots``, a busy topic, every 10 ms took broker CPU from the stack being measured.
-    Snapshots are matched after the run by their own ``occurred_at``, so when they were read does not
-    matter (one not read by the end could only make a capacity record's age look larger)."""
+    Two consumers: ``timely`` topics, whose arrival here is a figure, are fetched with ``timely_wait_ms``
+    (`READER_WAIT_MS`); ``archive`` topics, of which only the records' own fields are used, with a 500 ms
+    wait. On Tansu a parked fetch costs CPU in proportion to the batches stored in the partitions it reads
+    (bench/tansu_fetch.py), so reading ``node.snapshots``, a busy topic, every 10 ms took broker CPU from
+    the stack being measured. Snapshots are matched after the run by their own ``occurred_at``, so when
+    they were read does not matter (one not read by the end could only make a capacity record's age look
+    larger)."""
 
-    def __init__(self, bootstrap: str, timely: list[str], archive: list[str]) -> None:
+    def __init__(self, bootstrap: str, timely: list[str], archive: list[str], timely_wait_ms: int) -> None:
         self.consumers = [
             AIOKafkaConsumer(
                 *names,
@@ -134,7 +144,7 @@ class Recorder:
                 enable_auto_commit=False,
                 fetch_max_wait_ms=wait_ms,
             )
-            for names, wait_ms in ((timely, 10), (archive, 500))
+            for names, wait_ms in ((timely, timely_wait_ms), (archive, 500))
             if names
         ]
         self.seen: list[tuple[float, str, str, dict]] = []
@@ -257,6 +267,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         stack.bootstrap,
         timely=[placements_t, capacity_t] + ([links_t] if args.network else []),
         archive=[snapshots_t],
+        timely_wait_ms=args.reader_wait_ms,
     )
     reading = asyncio.create_task(recorder.run(stop))
     flipping = asyncio.create_task(flip_faults(stack.config.faults, args.fault_every, stop))
@@ -320,7 +331,8 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
     print(
         f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes); "
-        f"calibration loop {args.calibration_s:.2f} s before the stack started"
+        f"calibration loop {args.calibration_s:.2f} s before the stack started; "
+        f"this reader's fetch wait {args.reader_wait_ms} ms"
     )
     occupancy = offered_occupancy(args)
     saturated = max(occupancy.values()) >= 1.0
@@ -447,6 +459,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--logs", type=Path, default=None, help="copy the stack's service logs here when the run ends"
+    )
+    parser.add_argument(
+        "--reader-wait-ms",
+        type=int,
+        default=READER_WAIT_MS,
+        help="fetch wait of this process's reader of placements and capacity views (see READER_WAIT_MS)",
     )
     parser.add_argument("--network", action="store_true", help="also measure network-view freshness")
     parser.add_argument(
