@@ -20,6 +20,7 @@ from suanli.bus.consumer import (
     DeadLetterHook,
     EventConsumer,
     Handler,
+    Prepare,
     run_consumer,
 )
 from suanli.bus.errors import BusClosedError, RetriableError, is_retriable
@@ -45,6 +46,7 @@ __all__ = [
     "EventPublisher",
     "Handler",
     "OutgoingRecord",
+    "Prepare",
     "ProducerSettings",
     "RetriableError",
     "RetryPolicy",

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -72,6 +72,10 @@ class ConsumedEvent:
 
 
 Handler = Callable[[ConsumedEvent], Awaitable[None]]
+Prepare = Callable[[Sequence[ConsumedEvent]], Awaitable[None]]
+"""Shown the decoded events of one partition's fetch before the handler takes them one by one: a handler
+may look up what they need in one query. Changes nothing; if it raises, the records are handled without
+it."""
 DeadLetterHook = Callable[[ConsumedRecord, BaseException, str], Awaitable[None]]
 """Told of each record once its dead-letter copy is acknowledged: the record, the error and the reason
 (``decode``, ``handler``, ``retries-exhausted``); e.g. to answer the sender of a command that failed."""
@@ -158,6 +162,7 @@ class EventConsumer:
         dead_letter_publisher: EventPublisher | None = None,
         dlq_for: Callable[[str], str] = dlq_topic,
         on_dead_letter: DeadLetterHook | None = None,
+        prepare: Prepare | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self.group_id = group_id
@@ -165,6 +170,7 @@ class EventConsumer:
         if not self.topics:
             raise ValueError("EventConsumer needs at least one topic")
         self._handler = handler
+        self._prepare = prepare
         self._codec = codec
         self._retry = retry or SERVICE_RETRY
         self._settings = settings or ConsumerSettings()
@@ -302,8 +308,9 @@ class EventConsumer:
         """Handle ``records`` in order; False once stopping (the rest stay uncommitted for the next owner)."""
         if self._settings.pipelined:
             return await self._handle_pipelined(consumer, tp, records)
+        decoded = await self._prepared(records)
         seen = -1
-        for record in records:
+        for record, event in zip(records, decoded, strict=True):
             if self._stopping.is_set():
                 return False
             # A rebalance may have revoked the partition while earlier records were handled; its new
@@ -313,10 +320,33 @@ class EventConsumer:
                 seen = self._rebalances
                 if tp not in consumer.assignment():
                     return True
-            if not await self._process(record):
+            if not await self._process(record, event):
                 return False
             self._progress.pending[tp] = self._positions[tp] = record.offset + 1
         return True
+
+    async def _prepared(
+        self, records: list[ConsumerRecord[Any, Any]]
+    ) -> list[ConsumedEvent | Exception | None]:
+        """The records decoded up front and shown to the `Prepare` hook, when there is one.
+
+        An error stands in for a record that does not decode. Without a hook nothing is decoded here.
+        """
+        if self._prepare is None:
+            return [None] * len(records)
+        decoded: list[ConsumedEvent | Exception | None] = []
+        for record in records:
+            try:
+                decoded.append(self._decode(record, tuple(record.headers or ())))
+            except Exception as exc:
+                decoded.append(exc)
+        events = [e for e in decoded if isinstance(e, ConsumedEvent)]
+        if events:
+            try:
+                await self._prepare(events)
+            except Exception as exc:  # only a shortcut: each record is handled as it would be without it
+                log.warning("%s: preparing %d records failed: %r", self.group_id, len(events), exc)
+        return decoded
 
     async def _handle_pipelined(
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, records: list[ConsumerRecord[Any, Any]]
@@ -334,21 +364,32 @@ class EventConsumer:
             self._progress.pending[tp] = self._positions[tp] = records[handled - 1].offset + 1
         return handled == len(done)
 
-    async def _process(self, record: ConsumerRecord[Any, Any]) -> bool:
-        """Handle or dead-letter one record. False only when stopped during a retry backoff."""
+    async def _process(
+        self, record: ConsumerRecord[Any, Any], decoded: ConsumedEvent | Exception | None = None
+    ) -> bool:
+        """Handle or dead-letter one record; False only when stopped during a retry backoff.
+
+        ``decoded``: the record already decoded, or the error its decoding gave.
+        """
         started = time.perf_counter()
         try:
-            return await self._process_timed(record)
+            return await self._process_timed(record, decoded)
         finally:
             self._metrics.handled(record.topic, time.perf_counter() - started)
 
-    async def _process_timed(self, record: ConsumerRecord[Any, Any]) -> bool:
-        headers = tuple(record.headers or ())
-        try:
-            event = self._decode(record, headers)
-        except Exception as exc:
-            await self._dead_letter(record, exc, attempts=0, reason=DECODE)
-            return True
+    async def _process_timed(
+        self, record: ConsumerRecord[Any, Any], decoded: ConsumedEvent | Exception | None
+    ) -> bool:
+        if isinstance(decoded, ConsumedEvent):
+            event = decoded
+        else:
+            try:
+                if decoded is not None:
+                    raise decoded
+                event = self._decode(record, tuple(record.headers or ()))
+            except Exception as exc:
+                await self._dead_letter(record, exc, attempts=0, reason=DECODE)
+                return True
         try:
             await self._handle(event)
             return True

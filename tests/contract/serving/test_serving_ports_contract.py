@@ -91,6 +91,8 @@ async def test_a_recorded_service_is_found_by_name_request_job_and_replica(adapt
             assert found is not None and found.service_id == "svc-1" and found.desired == 2
         assert await unit.named("globex", "chat") is None and await unit.of_job("job-x") is None
     assert await adapter.queries.knows_job("job-1") and not await adapter.queries.knows_job("job-x")
+    assert await adapter.queries.known_jobs(["job-1", "job-x"]) == {"job-1"}
+    assert await adapter.queries.known_jobs(set()) == set()
     stream = await adapter.store.read("service-svc-1")
     assert [e.event_name for e in stream] == [
         "ServiceCreated",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -145,6 +145,9 @@ class InMemoryServing:
 
     async def knows_job(self, job_id: str) -> bool:
         return job_id in self._rows.jobs
+
+    async def known_jobs(self, job_ids: Collection[str]) -> set[str]:
+        return {j for j in job_ids if j in self._rows.jobs}
 
     async def decisions(self, service_id: str, limit: int) -> list[ExplainedDecision]:
         return [d for d in reversed(self._rows.decisions) if d.service_id == service_id][:limit]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -227,6 +227,13 @@ class PostgresServingQueries:
             f"SELECT 1 FROM {self._s}.replica_keys WHERE key = $1", f"job:{job_id}"
         )
         return found is not None
+
+    async def known_jobs(self, job_ids: Collection[str]) -> set[str]:
+        rows = await self._pool.fetch(
+            f"SELECT key FROM {self._s}.replica_keys WHERE key = ANY($1::text[])",
+            [f"job:{job_id}" for job_id in job_ids],
+        )
+        return {r["key"].removeprefix("job:") for r in rows}
 
     async def decisions(self, service_id: str, limit: int) -> list[ExplainedDecision]:
         rows = await self._pool.fetch(

@@ -76,6 +76,7 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
             handler,
             retry=SERVICE_RETRY,  # database outages ridden out for two minutes, as in every service
             settings=settings.consumer,
+            prepare=handler.prepare,
         )
         await stack.enter_async_context(consumer)
         await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))

@@ -7,7 +7,7 @@ RPC and a consumed fact about the same service are decided one after the other. 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,6 +96,10 @@ class ServingQueries(Protocol):
 
     async def knows_job(self, job_id: str) -> bool:
         """Whether the job is (or was) a replica's: most jobs of the scheduler's topics are not."""
+        ...
+
+    async def known_jobs(self, job_ids: Collection[str]) -> set[str]:
+        """`knows_job` of several jobs at once: those that are (or were) a replica's."""
         ...
 
     async def decisions(self, service_id: str, limit: int) -> list[ExplainedDecision]:
