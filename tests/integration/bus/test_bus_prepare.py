@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 from bus_testkit import FAST_CONSUMER, BusTopics, read_topic, sample_event, wait_until
 
-from suanli.bus import ConsumedEvent, EventConsumer, EventPublisher
+from suanli.bus import ConsumedEvent, EventConsumer, EventPublisher, Handler, Prepare
 
 
 async def _publish(bus_topics: BusTopics, publisher: EventPublisher) -> list[str]:
@@ -26,6 +26,13 @@ async def _publish(bus_topics: BusTopics, publisher: EventPublisher) -> list[str
     return reasons
 
 
+def _consumer(bus_topics: BusTopics, handle: Handler, prepare: Prepare) -> EventConsumer:
+    group = f"g-{secrets.token_hex(3)}"
+    return EventConsumer(
+        bus_topics.bootstrap, group, [bus_topics.events], handle, settings=FAST_CONSUMER, prepare=prepare
+    )
+
+
 async def test_the_hook_sees_each_fetch_before_its_records_are_handled(
     bus_topics: BusTopics, publisher: EventPublisher
 ) -> None:
@@ -38,14 +45,7 @@ async def test_the_hook_sees_each_fetch_before_its_records_are_handled(
     async def handle(event: ConsumedEvent) -> None:
         timeline.append(("handled", [event.record["reason"]]))
 
-    async with EventConsumer(
-        bus_topics.bootstrap,
-        f"g-{secrets.token_hex(3)}",
-        [bus_topics.events],
-        handle,
-        settings=FAST_CONSUMER,
-        prepare=prepare,
-    ):
+    async with _consumer(bus_topics, handle, prepare):
         await wait_until(lambda: sum(kind == "handled" for kind, _ in timeline) == 5, what="five records")
         [dead] = await read_topic(bus_topics.bootstrap, bus_topics.dlq, 1)
 
@@ -73,14 +73,7 @@ async def test_a_failing_hook_leaves_every_record_handled(
     async def handle(event: ConsumedEvent) -> None:
         handled.append(event.record["reason"])
 
-    async with EventConsumer(
-        bus_topics.bootstrap,
-        f"g-{secrets.token_hex(3)}",
-        [bus_topics.events],
-        handle,
-        settings=FAST_CONSUMER,
-        prepare=prepare,
-    ):
+    async with _consumer(bus_topics, handle, prepare):
         await wait_until(lambda: len(handled) == 5, what="five records")
         await read_topic(bus_topics.bootstrap, bus_topics.dlq, 1)
 

@@ -10,25 +10,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.context import Context
+from test_serving_services import POLICY, SPEC
 
 from suanli.bus import ConsumedEvent
 from suanli.clock import ManualClock
 from suanli.jobspec.ids import job_id_of_request
 from suanli.resources.catalogue import default_catalogue
 from suanli.serving.adapters.memory import InMemoryServing
-from suanli.serving.domain.service import ReplicaPolicy
 from suanli.serving.entrypoints.consumer import INPUTS, ServingHandler
 from suanli.serving.service_layer.serving import ServingService
 
-SPEC: dict[str, Any] = {
-    "name": "chat",
-    "model": "llama-2-7b",
-    "resources": {"gpu": 0.5, "gpu_models": ["A100 80GB SXM"], "cpu": "4", "memory": "16Gi"},
-    "min_replicas": 1,
-    "max_replicas": 2,
-    "target": {"concurrency": 8},
-    "regions": ["cn-east"],
-}
 _offsets = itertools.count()
 
 
@@ -62,13 +53,11 @@ async def _serving() -> tuple[InMemoryServing, ServingHandler, CountedQueries, s
     store = InMemoryServing(
         ManualClock(datetime(2026, 12, 1, tzinfo=UTC)), lambda: uuid.UUID(int=next(counter))
     )
-    service = ServingService(
-        default_catalogue(),
-        ReplicaPolicy(guaranteed_class="serving", surge_class="batch-plus"),
-        lambda: "svc-1",
-    )
+    service = ServingService(default_catalogue(), POLICY, lambda: "svc-1")
     async with store.begin() as unit:
-        await service.create(unit, "acme/nlp", SPEC, 0, "alice@acme")
+        await service.create(
+            unit, "acme/nlp", {**SPEC, "min_replicas": 1, "regions": ["cn-east"]}, 0, "alice@acme"
+        )
     queries = CountedQueries(store)
     handler = ServingHandler(service, store, queries, "serving", {name: name for name in INPUTS})  # type: ignore[arg-type]
     return store, handler, queries, job_id_of_request("acme", "serving-svc-1-r1")
