@@ -17,6 +17,8 @@
     .venv/bin/python bench/latency.py --duration 30 --duration-spread 0   # saturated: measures queueing
     .venv/bin/python bench/latency.py --network             # + probe -> network view freshness
     .venv/bin/python bench/latency.py --dump jobs.csv --logs logs/   # per-job latencies, service logs
+    .venv/bin/python bench/latency.py --pause billing,serving  # a diagnosis: the figures without them
+    .venv/bin/python bench/latency.py --profile prof/          # py-spy per service; bench/stacks_top.py
 
 The default load stays well below the fleet: 50 jobs/s x 2-4 s x (1 or 0.5 GPU) keeps ~125 of the 960 GPUs
 busy (T4, the smallest pool, ~35 %), and quota (bench/latency-queues.yaml) is far above the fleet, so the
@@ -36,10 +38,12 @@ import random
 import secrets
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -171,6 +175,62 @@ class Recorder:
             await consumer.stop()
 
 
+def service_processes(stack: Stack, name: str) -> list[psutil.Process]:
+    """The processes of one service of the stack (its own and its children)."""
+    for running in stack.supervisor.services:
+        if running.spec.name == name:
+            root = psutil.Process(running.pid)
+            return [root, *root.children(recursive=True)]
+    known = ", ".join(r.spec.name for r in stack.supervisor.services)
+    raise SystemExit(f"no service {name!r} in the stack (it runs {known})")
+
+
+@contextlib.contextmanager
+def paused(stack: Stack, names: list[str]) -> Iterator[None]:
+    """The named services stopped (SIGSTOP) within the block, continued after it. A diagnosis, not a
+    configuration: what the figures are without the CPU those services take (docs/BENCHMARKS.md)."""
+    processes = [p for name in names for p in service_processes(stack, name)]
+    for process in processes:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                process.resume()
+
+
+def profile(stack: Stack, out: Path, seconds: float) -> list[subprocess.Popen[bytes]]:
+    """py-spy on every service of the stack for ``seconds``, collapsed stacks to ``out/<service>.txt``
+    (read them with bench/stacks_top.py)."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                spy,
+                "record",
+                "-r",
+                "25",
+                "-d",
+                str(max(1, int(seconds))),
+                "-p",
+                str(running.pid),
+                "-f",
+                "raw",
+                "-o",
+                str(out / f"{running.spec.name}.txt"),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for running in stack.supervisor.services
+    ]
+
+
 def stack_cpu_s(stack: Stack) -> dict[tuple[str, int], float]:
     """CPU seconds used so far by each process of the stack, keyed (group, pid): a service with its
     children, the broker, PostgreSQL (every backend: the server is this machine's, idle but for the
@@ -283,17 +343,21 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
                 raise SystemExit(f"only {len(nodes)} nodes after 120 s")
             await asyncio.sleep(0.5)
         submitted: dict[str, float] = {}
-        started = time.time()
-        cpu_before = stack_cpu_s(stack)
-        errors = await load(api, args.rate, args.seconds, args.duration, args.duration_spread, submitted)
-        elapsed = time.time() - started
-        cpu_after = stack_cpu_s(stack)
-        drain = time.monotonic() + 30
-        while time.monotonic() < drain:
-            placed = {r["job_id"] for _, t, n, r in recorder.seen if n == "TaskPlaced"}
-            if set(submitted) <= placed:
-                break
-            await asyncio.sleep(0.5)
+        with paused(stack, args.pause):
+            spies = profile(stack, args.profile, args.seconds) if args.profile is not None else []
+            started = time.time()
+            cpu_before = stack_cpu_s(stack)
+            errors = await load(api, args.rate, args.seconds, args.duration, args.duration_spread, submitted)
+            elapsed = time.time() - started
+            cpu_after = stack_cpu_s(stack)
+            drain = time.monotonic() + 30
+            while time.monotonic() < drain:
+                placed = {r["job_id"] for _, t, n, r in recorder.seen if n == "TaskPlaced"}
+                if set(submitted) <= placed:
+                    break
+                await asyncio.sleep(0.5)
+            for spy in spies:
+                await asyncio.to_thread(spy.wait)
     stop.set()
     await reading
     await flipping
@@ -333,6 +397,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         f"Python {sys.version.split()[0]}; fleet {args.fleet.name} ({args.nodes} nodes); "
         f"calibration loop {args.calibration_s:.2f} s before the stack started; "
         f"this reader's fetch wait {args.reader_wait_ms} ms"
+        + (f"; PAUSED during the load: {', '.join(args.pause)}" if args.pause else "")
     )
     occupancy = offered_occupancy(args)
     saturated = max(occupancy.values()) >= 1.0
@@ -465,6 +530,19 @@ def main() -> None:
         type=int,
         default=READER_WAIT_MS,
         help="fetch wait of this process's reader of placements and capacity views (see READER_WAIT_MS)",
+    )
+    parser.add_argument(
+        "--pause",
+        type=lambda v: [n for n in v.split(",") if n],
+        default=[],
+        help="services to stop (SIGSTOP) during the load, e.g. billing,serving: a diagnosis of what the "
+        "figures are without them, not a configuration",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="py-spy every service during the load into this folder (bench/stacks_top.py reads it)",
     )
     parser.add_argument("--network", action="store_true", help="also measure network-view freshness")
     parser.add_argument(

@@ -8,7 +8,7 @@ units as the advisory lock does in PostgreSQL, and a unit that raises leaves not
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -89,16 +89,14 @@ class InMemoryParking(_Port):
         self._t.parked.setdefault(usage.event_id, (self._clock.now(), usage))
 
     async def parked(self, *, job_id: str | None = None, node_id: str | None = None) -> list[Usage]:
-        found = [
-            (at, usage)
-            for at, usage in self._t.parked.values()
-            if usage.job_id == job_id or usage.node_id == node_id
-        ]
-        return [usage for _, usage in sorted(found, key=lambda p: (p[0], p[1].event_id))]
+        return self._oldest_first(lambda u: u.job_id == job_id or u.node_id == node_id)
 
     async def parked_for_jobs(self, job_ids: Collection[str]) -> list[Usage]:
         wanted = set(job_ids)
-        found = [(at, usage) for at, usage in self._t.parked.values() if usage.job_id in wanted]
+        return self._oldest_first(lambda u: u.job_id in wanted)
+
+    def _oldest_first(self, keep: Callable[[Usage], bool]) -> list[Usage]:
+        found = [(at, usage) for at, usage in self._t.parked.values() if keep(usage)]
         return [usage for _, usage in sorted(found, key=lambda p: (p[0], p[1].event_id))]
 
     async def unpark(self, usage_event_id: str) -> None:
