@@ -14,7 +14,9 @@ from suanli.scheduling.domain.queueing import (
     ClusterState,
     CycleConfig,
     QueueSpec,
+    QueueTree,
     ResourceQuota,
+    RunningBooks,
     RunningWorkload,
     Workload,
     schedule_cycle,
@@ -124,3 +126,90 @@ def test_a_cycle_carrying_the_last_snapshot_decides_what_a_fresh_one_decides() -
     assert carried._built[0][1].stamps is earlier._built[-1][1].stamps  # it did start from the last one
     assert carried_result.admissions == schedule_cycle(second, fresh, CycleConfig()).admissions
     assert len(carried_result.admissions) >= 10
+
+
+def _books_state(books: RunningBooks) -> tuple[object, ...]:
+    used = {n: (a.cpu, a.memory, tuple(a.gpu)) for n, a in books.used.items()}
+    usage = {q: a for q, a in books.usage.items() if a}
+    best_effort = {q: a for q, a in books.best_effort_usage.items() if a}
+    return used, usage, best_effort, books.running
+
+
+def _running_step(
+    rng: random.Random, nodes: tuple[Node, ...], running: dict[str, RunningWorkload], serial: list[int]
+) -> None:
+    """One cycle's worth of change to the running work: some end, some start, some are told to stop, some
+    move (a new attempt elsewhere); placements may name nodes the fleet does not have."""
+    for job_id in rng.sample(sorted(running), k=min(len(running), rng.randint(0, 4))):
+        del running[job_id]
+    for job_id in rng.sample(sorted(running), k=min(len(running), rng.randint(0, 2))):
+        before = running[job_id]
+        running[job_id] = RunningWorkload(before.workload, before.placements, stopping=not before.stopping)
+    for _ in range(rng.randint(0, 5)):
+        serial[0] += 1
+        i = serial[0]
+        model, _, _ = POOLS[i % 3]
+        job = _job(i, model, tasks=1 + i % 2)
+        if i % 5 == 0:
+            job = Job(job.id, "other" if i % 10 == 0 else "root/q", job.tasks, best_effort=i % 10 != 0)
+        elif i % 2:
+            job = Job(job.id, "root/q", job.tasks)
+        fitting = [n for n in nodes if n.gpus[0].model == model] or list(nodes)
+        placements = tuple(
+            TaskPlacement(
+                t.id,
+                "gone-node" if i % 11 == 0 else rng.choice(fitting).id,
+                (rng.randrange(2),),
+                (t.request.gpu_milli,),
+            )
+            for t in job.tasks
+        )
+        running[job.id] = RunningWorkload(Workload(job, i), placements)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_books_carried_from_cycle_to_cycle_hold_what_books_counted_afresh_hold(seed: int) -> None:
+    rng = random.Random(seed)
+    fleet = _fleet()
+    nodes = fleet
+    queues = (QueueSpec("root"), QueueSpec("root/q"), QueueSpec("other"))
+    running: dict[str, RunningWorkload] = {}
+    carried, serial = RunningBooks(), [0]
+    for step in range(60):
+        _running_step(rng, nodes, running, serial)
+        if step % 17 == 16:  # a node leaves or comes back: another tuple of nodes
+            nodes = fleet if len(nodes) < len(fleet) else fleet[1:]
+        if step % 23 == 22:  # the queues were reconfigured
+            queues = (QueueSpec("root"), QueueSpec("root/q"))
+        tree = QueueTree(queues)
+        work = tuple(running.values())
+        carried.count(tree, nodes, work)
+        fresh = RunningBooks()
+        fresh.count(tree, nodes, work)
+        assert _books_state(carried) == _books_state(fresh), f"step {step}"
+        assert carried.view(1000, False) == fresh.view(1000, False), f"step {step}"
+        assert carried.view(2000, True) == fresh.view(2000, True), f"step {step}"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cycles_carrying_their_books_decide_what_cycles_counting_afresh_decide(seed: int) -> None:
+    rng = random.Random(seed)
+    state = _state(seed)
+    typical = workload_typical([t.request for w in state.pending for t in w.job.tasks])
+    profile = FrameworkPlacer.for_policy("fgdb", typical).profile
+    running = {w.job.id: w for w in state.running}
+    books, serial, admitted = RunningBooks(), [1000], 0
+    for cycle in range(12):
+        _running_step(rng, state.nodes, running, serial)
+        pending = tuple(
+            Workload(_job(2000 + 10 * cycle + k, POOLS[k % 3][0]), 2000 + 10 * cycle + k) for k in range(6)
+        )
+        now = ClusterState(state.nodes, state.queues, tuple(running.values()), pending)
+        carried = schedule_cycle(now, FrameworkPlacer(profile, typical, 7, cycle), CycleConfig(), books)
+        fresh = schedule_cycle(now, FrameworkPlacer(profile, typical, 7, cycle), CycleConfig())
+        assert carried == fresh, f"cycle {cycle}"
+        for admission in carried.admissions:
+            workload = next(w for w in pending if w.job.id == admission.job_id)
+            running[admission.job_id] = RunningWorkload(workload, admission.placements)
+        admitted += len(carried.admissions)
+    assert admitted >= 30  # the comparison covers many admissions

@@ -23,7 +23,7 @@ from suanli.scheduling.service_layer.commands import (
     RecordTaskReport,
     SubmitJob,
 )
-from suanli.scheduling.service_layer.cycle import WorkloadCache, cluster_state
+from suanli.scheduling.service_layer.cycle import CycleMemo, cluster_state
 from suanli.scheduling.service_layer.ports import Append
 
 
@@ -178,15 +178,32 @@ async def test_cycle_reuses_unchanged_workloads_and_forgets_finished_jobs() -> N
     waiting = await h.scheduler.commands.handle(SubmitJob(_spec(tasks=1, gpu_milli=1000)))
     too_big = await h.scheduler.commands.handle(SubmitJob(_spec(tasks=8)))  # cannot fit: stays pending
     nodes = h.capacity.schedulable()
-    cache: WorkloadCache = {}
-    first = cluster_state(h.projection, nodes, cache)
-    second = cluster_state(h.projection, nodes, cache)
+    memo = CycleMemo()
+    first = cluster_state(h.projection, nodes, memo)
+    second = cluster_state(h.projection, nodes, memo)
     assert [w.job for w in second.pending] == [w.job for w in first.pending]
     assert all(a is b for a, b in zip(first.pending, second.pending, strict=True))  # reused, not rebuilt
-    assert {key[0] for key in cache} == {waiting.id, too_big.id}
+    assert {key[0] for key in memo.workloads} == {waiting.id, too_big.id}
     await h.scheduler.commands.handle(CancelJob(waiting.id, "done with it"))
-    cluster_state(h.projection, nodes, cache)
-    assert {key[0] for key in cache} == {too_big.id}
+    cluster_state(h.projection, nodes, memo)
+    assert {key[0] for key in memo.workloads} == {too_big.id}
+
+
+async def test_cycle_reuses_running_workloads_while_the_job_and_the_fleet_are_unchanged() -> None:
+    h = await _ready()
+    job = await h.scheduler.commands.handle(SubmitJob(_spec(tasks=1)))
+    await h.scheduler.cycles.run()
+    task = h.projection.jobs[job.id].tasks[0]
+    await h.scheduler.commands.handle(_report("TaskStarted", task, job.id, device_indices=[], pid=None))
+    memo, nodes = CycleMemo(), h.capacity.schedulable()
+    (first,) = cluster_state(h.projection, nodes, memo).running
+    (second,) = cluster_state(h.projection, nodes, memo).running
+    assert second is first  # the books count only what is not the very same object
+    (other_fleet,) = cluster_state(h.projection, tuple(list(nodes)), memo).running  # another tuple
+    assert other_fleet is not first and other_fleet == first
+    await h.scheduler.commands.handle(_report("TaskFinished", task, job.id, exit_code=0))
+    assert cluster_state(h.projection, nodes, memo).running == ()
+    assert memo.running == {}
 
 
 async def test_concurrent_commands_are_committed_together_in_arrival_order() -> None:

@@ -51,6 +51,10 @@ class CapacityView:
         # The Node handed out for each view, kept while the view is unchanged: a placer that finds the
         # same Node objects as in its last snapshot updates that snapshot instead of building another.
         self._handed_out: dict[str, tuple[NodeView, Node]] = {}
+        # The schedulable nodes as last listed, kept until a view changes: the cycle carries what it
+        # counted for this very tuple (`CycleMemo`), and most records (snapshots, capacity republished
+        # when due) change nothing.
+        self._listed: tuple[Node, ...] | None = None
 
     def _heard(self, node_id: str) -> NodeView:
         """The node's current view, as a record about it arrives (stamping the view's age)."""
@@ -80,12 +84,12 @@ class CapacityView:
             devices=devices,
             has_capacity=True,
         )
-        self.nodes[view.id] = view
+        self._put(view)
         return view
 
     def on_status(self, r: Mapping[str, Any]) -> NodeView:
         view = replace(self._heard(r["node_id"]), status=str(r["status"]), status_at=r.get("occurred_at"))
-        self.nodes[view.id] = view
+        self._put(view)
         return view
 
     def on_snapshot(self, r: Mapping[str, Any]) -> NodeView:
@@ -96,11 +100,21 @@ class CapacityView:
             region=r.get("region") or current.region,
             zone=r.get("zone") or current.zone,
         )
-        self.nodes[view.id] = view
+        self._put(view)
         return view
 
+    def _put(self, view: NodeView) -> None:
+        if self.nodes.get(view.id) != view:
+            self._listed = None
+        self.nodes[view.id] = view
+
     def schedulable(self) -> tuple[Node, ...]:
-        return tuple(self._node(v) for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable)
+        """The nodes a cycle may place on, by id; the same tuple while no view changed."""
+        if self._listed is None:
+            self._listed = tuple(
+                self._node(v) for v in sorted(self.nodes.values(), key=lambda v: v.id) if v.schedulable
+            )
+        return self._listed
 
     def gpu_models(self) -> frozenset[str]:
         """The GPU models the nodes report, as they spell them (known nodes, whatever their status)."""

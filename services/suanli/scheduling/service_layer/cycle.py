@@ -40,6 +40,7 @@ from suanli.scheduling.domain.queueing import (
     CycleConfig,
     CycleResult,
     Placer,
+    RunningBooks,
     RunningWorkload,
     Workload,
     schedule_cycle,
@@ -63,15 +64,29 @@ def wants_room(job: JobView, wave_size: int = DEFAULT_WAVE_SIZE) -> bool:
 
 
 # A job's view for the queueing core, per (job id, version, tasks it covers). A job's spec never changes and
-# its version moves with every event, so an entry never goes stale; entries of jobs no longer live are
-# dropped each cycle. It saves rebuilding every live job's domain view on every cycle.
-WorkloadCache = dict[tuple[str, int, tuple[str, ...] | None], Workload]
+# its version moves with every event, so an entry never goes stale.
+_Key = tuple[str, int, tuple[str, ...] | None]
+
+
+@dataclass
+class CycleMemo:
+    """What a cycle built that the next one may reuse, carried by the service from cycle to cycle: the
+    jobs' views for the queueing core, the running workloads (reused as the very same objects while a
+    job and the fleet are unchanged, which is what lets `books` count only what changed) and the running
+    work's books. Entries of jobs no longer live are dropped each cycle. Decisions are the same without
+    it; it saves rebuilding every live job's view and summing every running job's room each cycle."""
+
+    workloads: dict[_Key, Workload] = field(default_factory=dict)
+    running: dict[_Key, RunningWorkload] = field(default_factory=dict)
+    nodes: tuple[Node, ...] | None = None  # the fleet `running` was built against
+    known: dict[str, frozenset[int]] = field(default_factory=dict)  # its device indices per node
+    books: RunningBooks = field(default_factory=RunningBooks)
 
 
 def cluster_state(
     projection: Projection,
     nodes: tuple[Node, ...],
-    cache: WorkloadCache | None = None,
+    memo: CycleMemo | None = None,
     network: NetworkSnapshot = EMPTY_NETWORK,
     wave_size: int = DEFAULT_WAVE_SIZE,
     held: dict[str, dict[str, Any]] | None = None,
@@ -80,11 +95,17 @@ def cluster_state(
 ) -> ClusterState:
     """`held` (filled in when given): job id -> pending reason of each job waiting for its last wave or
     for its lost attempts; `now`: the time lost attempts are judged at (None: none is waited for)."""
-    known = {n.id: {d.index for d in n.gpus} for n in nodes}
+    memo = memo if memo is not None else CycleMemo()
+    if memo.nodes is not nodes:
+        memo.known = {n.id: frozenset(d.index for d in n.gpus) for n in nodes}
+    known = memo.known
     running: list[RunningWorkload] = []
     pending: list[Workload] = []
-    previous = {} if cache is None else dict(cache)
-    used: WorkloadCache = {}
+    previous = memo.workloads
+    # A running workload's placements leave out devices the fleet does not know: reused for the same fleet.
+    previous_running = memo.running if memo.nodes is nodes else {}
+    used: dict[_Key, Workload] = {}
+    used_running: dict[_Key, RunningWorkload] = {}
 
     def workload(job: JobView, task_ids: tuple[str, ...] | None = None) -> Workload:
         key = (job.id, job.version, task_ids)
@@ -104,16 +125,23 @@ def cluster_state(
             held[job.id] = wave.reason()
         elif job.waiting:
             pending.append(workload(job))
-        if job.active:
-            active = job.active
-            placements = tuple(
-                t.placement() for t in active if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
-            )
+        active = job.active
+        if active:
             ids = tuple(t.task_id for t in active)
-            running.append(RunningWorkload(workload(job, ids), placements, stopping=job.winding_down))
-    if cache is not None:
-        cache.clear()
-        cache.update(used)
+            key = (job.id, job.version, ids)
+            found = previous_running.get(key)
+            if found is None:
+                placements = tuple(
+                    t.placement()
+                    for t in active
+                    if t.node_id in known and set(t.gpu_indices) <= known[t.node_id]
+                )
+                found = RunningWorkload(workload(job, ids), placements, stopping=job.winding_down)
+            else:
+                used[key] = found.workload
+            used_running[key] = found
+            running.append(found)
+    memo.workloads, memo.running, memo.nodes = used, used_running, nodes
     return ClusterState(nodes, tuple(projection.queues.values()), tuple(running), tuple(pending), network)
 
 
@@ -128,20 +156,20 @@ def run_cycle(
     config: CycleConfig,
     cycle: int,
     regions: Mapping[str, tuple[str, str]],
-    cache: WorkloadCache | None = None,
+    memo: CycleMemo | None = None,
     network: NetworkSnapshot = EMPTY_NETWORK,
     wave_size: int = DEFAULT_WAVE_SIZE,
     now: datetime | None = None,
     lost_fence: timedelta = DEFAULT_LOST_FENCE,
 ) -> CycleOutcome:
     """`regions`: node id -> (region, site), written into each placement for the agent and billing;
-    `cache`: the workloads of the previous cycle, reused where a job has not changed (updated in place);
+    `memo`: what the previous cycle built, reused where a job has not changed (updated in place);
     `network`: the network view the placer was given too (it decides which jobs no region can serve);
     `wave_size`: the most tasks of one job placed at once (0: no waves); `now` and `lost_fence`: how
     lost attempts are waited for (see `cluster_state`)."""
     held: dict[str, dict[str, Any]] = {}
-    state = cluster_state(projection, nodes, cache, network, wave_size, held, now, lost_fence)
-    result = schedule_cycle(state, placer, config)
+    state = cluster_state(projection, nodes, memo, network, wave_size, held, now, lost_fence)
+    result = schedule_cycle(state, placer, config, memo.books if memo is not None else None)
     decisions: dict[str, list[JobEvent]] = {}
     for admission in result.admissions:
         job = projection.jobs[admission.job_id]

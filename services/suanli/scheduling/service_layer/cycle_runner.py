@@ -20,7 +20,7 @@ from suanli.scheduling.domain.model import TaskRequest
 from suanli.scheduling.domain.network import EMPTY_NETWORK, NetworkSnapshot
 from suanli.scheduling.domain.queueing import CycleConfig, CycleResult, Placer
 from suanli.scheduling.service_layer.capacity import CapacityView
-from suanli.scheduling.service_layer.cycle import WorkloadCache, run_cycle, wants_room
+from suanli.scheduling.service_layer.cycle import CycleMemo, run_cycle, wants_room
 from suanli.scheduling.service_layer.envelopes import Envelopes
 from suanli.scheduling.service_layer.ports import Append, Metrics, NoMetrics
 from suanli.scheduling.service_layer.projection import Projection, job_stream
@@ -63,7 +63,7 @@ class CycleRunner:
         self._count = 0
         self._last_started = float("-inf")  # monotonic time the last cycle began
         self._idle_reported = False
-        self._workloads: WorkloadCache = {}
+        self._memo = CycleMemo()
         self._network = network
         self._wave_size = wave_size
         self._lost_fence = lost_fence
@@ -128,7 +128,7 @@ class CycleRunner:
             config,
             self._count,
             self._capacity.regions(),
-            self._workloads,
+            self._memo,
             self._network(),
             self._wave_size,
             self._clock.now(),

@@ -17,6 +17,7 @@ the pick over it (best total, the same tie-break, the same draws) is the one the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -525,12 +526,8 @@ class Scheduler:
         rank = self._rank
         assert rank is not None
         if self._positions_of is not rank:
-            if self._tie_seed is None:
-                self._positions = rank  # a permutation already
-            else:
-                order = np.argsort(rank, kind="stable")  # equal hashes: the lower row first, as argmin
-                self._positions = np.empty(rank.size, dtype=np.int64)
-                self._positions[order] = np.arange(rank.size)
+            # Drawn ranks are a permutation already; hashed ones come with their positions (`_tie_rank`).
+            self._positions = rank
             self._positions_of = rank
         return self._positions
 
@@ -558,13 +555,25 @@ class Scheduler:
             if self._rank.size != snapshot.size:
                 self._rank = self.rng.permutation(snapshot.size)
         elif self._ranked_ids is not snapshot.node_ids:
-            self._rank = np.fromiter(
-                (_hashed(self._tie_seed, node_id) for node_id in snapshot.node_ids),
-                dtype=np.uint64,
-                count=snapshot.size,
-            )
+            self._rank, self._positions = _hashed_ranks(self._tie_seed, snapshot.node_ids)
+            self._positions_of = self._rank
             self._ranked_ids = snapshot.node_ids
         return self._rank
+
+
+@functools.lru_cache(maxsize=8)
+def _hashed_ranks(seed: int, node_ids: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A fleet's hashed tie ranks and the same as positions 0..n-1, shared read-only by the schedulers of
+    every cycle that sees the fleet (each cycle's scheduler is new; the fleet rarely is)."""
+    ranks = np.fromiter(
+        (_hashed(seed, node_id) for node_id in node_ids), dtype=np.uint64, count=len(node_ids)
+    )
+    order = np.argsort(ranks, kind="stable")  # equal hashes: the lower row first, as argmin
+    positions = np.empty(ranks.size, dtype=np.int64)
+    positions[order] = np.arange(ranks.size)
+    ranks.setflags(write=False)
+    positions.setflags(write=False)
+    return ranks, positions
 
 
 def _hashed(seed: int, node_id: str) -> int:

@@ -13,6 +13,7 @@ from suanli.scheduling.domain.queueing.cycle import (
     Reservation,
     schedule_cycle,
 )
+from suanli.scheduling.domain.queueing.ledger import RunningBooks
 from suanli.scheduling.domain.queueing.placer import GangPlacement, NodeAvailability, NoFit, Placer
 from suanli.scheduling.domain.queueing.queues import QueueSpec, QueueTree, ResourceQuota
 from suanli.scheduling.domain.queueing.reasons import (
@@ -67,6 +68,7 @@ __all__ = [
     "ReasonCode",
     "Reservation",
     "ResourceQuota",
+    "RunningBooks",
     "RunningWorkload",
     "Unschedulable",
     "WaitingForPreemption",

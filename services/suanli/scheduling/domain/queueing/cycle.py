@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from suanli.scheduling.domain.model import GPU_MILLI, Job, Locality, TaskPlacement, TaskRequest
-from suanli.scheduling.domain.queueing.ledger import Ledger
+from suanli.scheduling.domain.queueing.ledger import Ledger, RunningBooks
 from suanli.scheduling.domain.queueing.placer import GangPlacement, NoFit, Placer
 from suanli.scheduling.domain.queueing.preemption import minimal_victims, victim_pools
 from suanli.scheduling.domain.queueing.queues import QueueTree
@@ -87,8 +87,12 @@ class CycleResult:
         return next((p.reason for p in self.pending if p.job_id == job_id), None)
 
 
-def schedule_cycle(state: ClusterState, placer: Placer, config: CycleConfig | None = None) -> CycleResult:
-    return _Cycle(state, placer, config or CycleConfig()).run()
+def schedule_cycle(
+    state: ClusterState, placer: Placer, config: CycleConfig | None = None, books: RunningBooks | None = None
+) -> CycleResult:
+    """`books`: what the running work held as the previous cycle counted it, carried by a caller that runs
+    cycles one after another (brought up to date here); the result is the same without."""
+    return _Cycle(state, placer, config or CycleConfig(), books).run()
 
 
 # A placement attempt that passed quota but not placement: the job as restricted to a flavour, and why.
@@ -96,10 +100,12 @@ _Attempt = tuple[Job, NoFit]
 
 
 class _Cycle:
-    def __init__(self, state: ClusterState, placer: Placer, config: CycleConfig) -> None:
+    def __init__(
+        self, state: ClusterState, placer: Placer, config: CycleConfig, books: RunningBooks | None = None
+    ) -> None:
         self.state, self.placer, self.config = state, placer, config
         self.tree = QueueTree(state.queues)
-        self.ledger = Ledger(self.tree, state.nodes, state.running)
+        self.ledger = Ledger(self.tree, state.nodes, state.running, books)
         self.classes = {pc.name: pc.value for pc in config.priority_classes}
         self.admissions: list[Admission] = []
         self.preemptions: list[Preemption] = []

@@ -98,6 +98,10 @@ class QueueTree:
     def names(self) -> tuple[str, ...]:
         return tuple(self._specs)
 
+    @property
+    def specs(self) -> tuple[QueueSpec, ...]:
+        return tuple(self._specs.values())
+
     def chain(self, name: str) -> tuple[QueueSpec, ...]:
         """The queue and its ancestors, leaf first."""
         out: list[QueueSpec] = []
