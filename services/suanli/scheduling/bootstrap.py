@@ -88,6 +88,7 @@ async def bootstrap(config: Any) -> Components:
         producer=f"scheduling/{config.instance}",
         cycle_config=CycleConfig(overcommit_ratio=config.overcommit_ratio),
         interval_s=config.interval_s,
+        min_cycle_gap_s=config.min_cycle_gap_s,
         reconcile_grace=timedelta(seconds=config.reconcile_grace_s),
         disruption_threshold=config.disruption_threshold,
         metrics=metrics,

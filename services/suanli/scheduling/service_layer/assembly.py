@@ -50,6 +50,7 @@ def assemble(
     producer: str = "scheduling",
     cycle_config: CycleConfig | None = None,
     interval_s: float = 1.0,
+    min_cycle_gap_s: float = 0.0,
     reconcile_grace: timedelta = timedelta(seconds=15),
     disruption_threshold: float = DEFAULT_THRESHOLD,
     metrics: Metrics | None = None,
@@ -63,7 +64,8 @@ def assemble(
 ) -> Scheduling:
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
-    cycles run only when asked (`cycles.run()`, or the loop), as the unit tests drive them."""
+    cycles run only when asked (`cycles.run()`, or the loop), as the unit tests drive them.
+    `min_cycle_gap_s`: the least time between two cycles' starts (`CycleLoop`)."""
     metrics = metrics or NoMetrics()
     write_lock = WriteLock(writer, projection, is_leader=is_leader)
     envelopes = Envelopes(clock, ids, producer)
@@ -80,7 +82,7 @@ def assemble(
         wave_size=wave_size,
         lost_fence=lost_fence,
     )
-    loop = CycleLoop(cycles, interval_s)
+    loop = CycleLoop(cycles, interval_s, min_cycle_gap_s)
     commands = JobCommands(
         writer,
         write_lock,
