@@ -110,6 +110,17 @@ async def test_pending_reasons_are_upserted_and_removed_with_the_commit(subject:
     assert await _pending(subject) == {"a": {"code": "NO_NODE_FITS"}}
 
 
+async def test_a_standby_loading_again_drops_the_reasons_the_leader_removed(subject: WriterUnderTest) -> None:
+    writer = subject.writer
+    standby = Projection()  # what a standby's `follow` loads into, again and again
+    await writer.commit([Append("job-a", 0, [_submitted("a")])], {"a": {"code": "X"}, "b": {"code": "Y"}})
+    await writer.load_pending(standby)
+    assert standby.pending_reasons == {"a": {"code": "X"}, "b": {"code": "Y"}}
+    await writer.commit([], {"a": None, "b": {"code": "Z"}})  # a was placed by the leader
+    await writer.load_pending(standby)
+    assert standby.pending_reasons == {"b": {"code": "Z"}}
+
+
 @pytest.mark.parametrize("refusal", ["version", "duplicate", "deposed"])
 async def test_a_refused_commit_writes_nothing(subject: WriterUnderTest, refusal: str) -> None:
     writer = subject.writer

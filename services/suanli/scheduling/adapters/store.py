@@ -69,7 +69,11 @@ class StoreWriter:
         await self._pending.setup()
 
     async def load_pending(self, projection: Projection) -> None:
-        projection.pending_reasons.update(await self._pending.load())
+        # The table holds every reason the leader keeps: one it deleted (the job was placed, cancelled)
+        # must leave a standby's view too, not linger there until this instance leads.
+        loaded = await self._pending.load()
+        projection.pending_reasons.clear()
+        projection.pending_reasons.update(loaded)
 
     async def commit(self, appends: Sequence[Append], pending: PendingChanges | None = None) -> None:
         traces = [o.metadata.get(TRACEPARENT) for a in appends for o in a.events]

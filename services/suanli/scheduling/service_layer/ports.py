@@ -41,7 +41,7 @@ class Writer(Protocol):
         ...
 
     async def load_pending(self, projection: Projection) -> None:
-        """Read the recorded pending reasons into `projection` (on start, and as a standby follows)."""
+        """Make `projection`'s pending reasons the recorded ones (on start, and as a standby follows)."""
         ...
 
 
