@@ -40,6 +40,7 @@ from suanli.scheduling.service_layer.capacity import CapacityView
 from suanli.scheduling.service_layer.commands import RecordTaskReport, SeedQueues, SubmitJob
 from suanli.scheduling.service_layer.projection import Projection
 from suanli.scheduling.service_layer.queues_config import QueueConfig
+from suanli.scheduling.testing import task_report
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 # (region, model, GPUs per node, nodes, cores, GiB): deploy/fleets/bench-200.yaml
@@ -102,19 +103,7 @@ def assembled(clock: ManualClock) -> tuple[Scheduling, Projection]:
 
 
 def report(name: str, projection: Projection, job_id: str, **extra: Any) -> RecordTaskReport:
-    task = projection.jobs[job_id].tasks[0]
-    record = {
-        "event_id": str(uuid.uuid4()),
-        "occurred_at": T0,
-        "producer": "agent",
-        "subject_id": task.task_id,
-        "task_id": task.task_id,
-        "job_id": job_id,
-        "node_id": task.node_id,
-        "attempt": task.attempt,
-        **extra,
-    }
-    return RecordTaskReport(name, record, record["event_id"])
+    return task_report(name, projection.jobs[job_id].tasks[0], job_id, T0, **extra)
 
 
 async def measure(running: int, pending: int, cycles: int, profiler: cProfile.Profile | None) -> list[float]:

@@ -4,7 +4,6 @@ no database."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -25,6 +24,7 @@ from suanli.scheduling.service_layer.commands import (
 )
 from suanli.scheduling.service_layer.cycle import CycleMemo, cluster_state
 from suanli.scheduling.service_layer.ports import Append
+from suanli.scheduling.testing import task_report
 
 
 def _spec(tasks: int = 1, gpu_milli: int = 1000, max_retries: int = 0, **kw: Any) -> AcceptedSpec:
@@ -48,18 +48,7 @@ async def _ready(**kw: Any) -> Harness:
 
 
 def _report(name: str, task: Any, job_id: str, **extra: Any) -> RecordTaskReport:
-    record = {
-        "event_id": str(uuid.uuid4()),
-        "occurred_at": T0,
-        "producer": "agent",
-        "subject_id": task.task_id,
-        "task_id": task.task_id,
-        "job_id": job_id,
-        "node_id": task.node_id,
-        "attempt": task.attempt,
-        **extra,
-    }
-    return RecordTaskReport(name, record, record["event_id"])
+    return task_report(name, task, job_id, T0, **extra)
 
 
 async def test_gang_is_placed_whole_and_runs_to_success() -> None:

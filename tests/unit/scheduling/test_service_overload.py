@@ -22,6 +22,7 @@ from suanli.scheduling.domain.jobs import (
 from suanli.scheduling.domain.jobs import TaskRunState as TaskState
 from suanli.scheduling.service_layer.commands import CancelJob, RecordTaskReport, SubmitJob
 from suanli.scheduling.service_layer.disruption import DEFAULT_LOST_CONFIRM
+from suanli.scheduling.testing import task_report
 
 
 def _cpu_job(
@@ -48,20 +49,7 @@ def _gpu_job(*, preemptible: bool) -> AcceptedSpec:
 
 
 def _started(task: Any, job_id: str) -> RecordTaskReport:
-    event_id = str(uuid.uuid4())
-    record = {
-        "event_id": event_id,
-        "occurred_at": T0,
-        "producer": "agent",
-        "subject_id": task.task_id,
-        "task_id": task.task_id,
-        "job_id": job_id,
-        "node_id": task.node_id,
-        "attempt": task.attempt,
-        "device_indices": [],
-        "pid": None,
-    }
-    return RecordTaskReport("TaskStarted", record, event_id)
+    return task_report("TaskStarted", task, job_id, T0, device_indices=[], pid=None)
 
 
 @dataclass(frozen=True)
