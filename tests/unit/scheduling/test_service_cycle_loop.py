@@ -79,18 +79,19 @@ async def test_a_wake_the_eager_turn_consumed_brings_no_second_cycle() -> None:
 async def test_cycles_start_at_least_the_gap_apart_and_the_loop_brings_a_held_back_one() -> None:
     gap = 1.0
     h = await _ready(interval_s=30, eager_cycles=True, min_cycle_gap_s=gap)
+    assert await h.scheduler.cycles.run() == 0  # nothing to place: commits nothing, holds nothing back
     first = await h.scheduler.commands.handle(SubmitJob(_spec()))
     placed_first = time.monotonic()
     assert h.projection.jobs[first.id].active  # an idle scheduler places at once
-    assert h.scheduler.cycles.count == 1
+    assert h.scheduler.cycles.count == 2
     second = await h.scheduler.commands.handle(SubmitJob(_spec()))
     async with h.scheduler.write_lock.held():  # the drain is over: its turn held the cycle back
         pass
     assert not h.projection.jobs[second.id].active and h.scheduler.loop.woken
-    assert h.scheduler.cycles.count == 1
+    assert h.scheduler.cycles.count == 2
     async with _looping(h):
         await until(lambda: bool(h.projection.jobs[second.id].active), timeout=gap + 2, what="the held job")
-    assert h.scheduler.cycles.count == 2
+    assert h.scheduler.cycles.count == 3
     assert time.monotonic() - placed_first >= 0.9 * gap  # held back for the gap, not to the interval
 
 

@@ -6,13 +6,14 @@ under steady load the commit queue never empties, and a cycle waiting for the lo
 seconds of batches. A wake that turn already consumed needs no second cycle from the loop; the interval
 still brings one.
 
-Cycles start at least `min_gap_s` apart. A cycle costs little since it carries its books, so under load
-the service ran one after nearly every batch: each placed a job or two, and every cycle's placements are
-one more commit, one more relay batch and one more batch on `placements` and `jobs.events` for the
-agents, metering, billing and serving to fetch and handle. On the 2-core bench machine that extra work
-cost more latency than the earlier start saved (docs/BENCHMARKS.md, "The cycle made cheap, then paced").
-A job submitted to an idle scheduler is still placed at once: the gap only holds a cycle back that would
-start within `min_gap_s` of the previous one.
+Cycles that place start at least `min_gap_s` apart. A cycle costs little since it carries its books,
+so under load the service ran one after nearly every batch: each placed a job or two, and every cycle's
+placements are one more commit, one more relay batch and one more batch on `placements` and
+`jobs.events` for the agents, metering, billing and serving to fetch and handle. On the 2-core bench
+machine that extra work cost more latency than the earlier start saved (docs/BENCHMARKS.md, "The cycle
+made cheap, then paced"). A job submitted to an idle scheduler is still placed at once: the gap only
+holds a cycle back that would start within `min_gap_s` of the previous one that had a job to place (one
+that found nothing commits nothing, and does not count).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class CycleLoop:
     async def turn_if_woken(self) -> None:
         """The cycle as a turn of the holder of the write lock (the group commit between batches); a wake
         within the gap is left set, for a later turn or the loop."""
-        if not self._wake.is_set() or self._runner.since_last() < self._min_gap_s:
+        if not self._wake.is_set() or self._runner.since_last_deciding() < self._min_gap_s:
             return
         self._wake.clear()
         try:
@@ -72,7 +73,7 @@ class CycleLoop:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._interval_s)
-            early = self._min_gap_s - self._runner.since_last()
+            early = self._min_gap_s - self._runner.since_last_deciding()
             if early > 0:  # a batch's own turn may run it meanwhile (and consume the wake)
                 await asyncio.sleep(early)
             due = self._wake.is_set() or self._runner.since_last() >= self._interval_s

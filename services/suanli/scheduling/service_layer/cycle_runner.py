@@ -62,6 +62,7 @@ class CycleRunner:
         self._perf_counter = perf_counter
         self._count = 0
         self._last_started = float("-inf")  # monotonic time the last cycle began
+        self._last_deciding = float("-inf")  # ... the last one that had a job to place
         self._idle_reported = False
         self._memo = CycleMemo()
         self._network = network
@@ -76,6 +77,11 @@ class CycleRunner:
     def since_last(self) -> float:
         """Seconds since the last cycle began (infinite before the first)."""
         return self._monotonic() - self._last_started
+
+    def since_last_deciding(self) -> float:
+        """Seconds since the last cycle that had a job to place began (a cycle that found nothing to
+        place commits nothing, so it does not count for the gap between cycles)."""
+        return self._monotonic() - self._last_deciding
 
     async def run(self) -> int:
         """One cycle in its own turn of the write lock; returns how many jobs it admitted."""
@@ -98,6 +104,7 @@ class CycleRunner:
                 self._metrics.cycle(self._perf_counter() - started, 0, 0, {}, self._depth())
                 self._idle_reported = True
             return 0
+        self._last_deciding = self._last_started
         self._idle_reported = False
         # The cycle is one span of its own (a root: it serves every job at once); what it decides for a
         # job is recorded in a span of that job's trace linked to it, so a job's trace shows its cycle.
