@@ -64,8 +64,9 @@ class SchedulingSettings(AuthSettings):
     min_cycle_gap_s: float = Field(
         0.1,
         ge=0,
-        description="Least seconds between two cycles' starts: under load a cycle places what arrived "
-        "meanwhile in one commit instead of one cycle per batch (0: a cycle after every batch).",
+        description="Least seconds between the starts of two cycles that place jobs: under load a cycle "
+        "places what arrived meanwhile in one commit instead of one cycle per batch (0: a cycle after "
+        "every batch).",
     )
     reconcile_grace_s: float = Field(
         15.0, ge=0, description="Seconds before a node report that disagrees with the store is acted on."

@@ -65,7 +65,7 @@ def assemble(
     """`eager_cycles`: the group commit runs the cycle itself after every batch that woke it, so a
     submit is placed within one batch and one cycle of arriving (the running service); without it
     cycles run only when asked (`cycles.run()`, or the loop), as the unit tests drive them.
-    `min_cycle_gap_s`: the least time between two cycles' starts (`CycleLoop`)."""
+    `min_cycle_gap_s`: the least time between the starts of two cycles that place (`CycleLoop`)."""
     metrics = metrics or NoMetrics()
     write_lock = WriteLock(writer, projection, is_leader=is_leader)
     envelopes = Envelopes(clock, ids, producer)
