@@ -28,6 +28,7 @@ from suanli.bus.headers import EVENT_ID, EVENT_NAME
 from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
 from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.bus.topics import CATALOGUE, TopicSpec, dlq_topic, topic_name
+from suanli.bus.watch import BrokerWatch
 
 __all__ = [
     "CATALOGUE",
@@ -36,6 +37,7 @@ __all__ = [
     "SERVICE_RETRY",
     "TOPIC_REPLICATION_ENV",
     "AvroCodec",
+    "BrokerWatch",
     "BusClosedError",
     "Codec",
     "ConsumedEvent",

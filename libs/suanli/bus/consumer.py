@@ -124,8 +124,9 @@ class _Progress:
 
 
 class _CommitOnRevoke(ConsumerRebalanceListener):
-    def __init__(self, owner: EventConsumer) -> None:
+    def __init__(self, owner: EventConsumer, consumer: AIOKafkaConsumer) -> None:
         self._owner = owner
+        self._consumer = consumer
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         self._owner._rebalances += 1
@@ -133,6 +134,7 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         if assigned:
+            await self._owner._rewind_if_asked(self._consumer, assigned)
             self._owner._assigned.set()
 
 
@@ -147,6 +149,13 @@ class EventConsumer:
 
     ``async with`` starts the consumer and runs it in a background task; services can instead call
     ``start()`` and ``await run()``. ``stop()`` lets the record in hand finish, commits and leaves the group.
+
+    ``from_start``: the partitions first assigned are read from their beginning, and that beginning is
+    committed for the group, whatever offsets the group had. For a consumer built after the broker
+    started over (`suanli.bus.watch`): a consumer of the old logs may have committed its old positions
+    into the new broker (the embedded broker accepts such a commit from a member it never knew), and a
+    member starting from them would begin past the new logs' end and skip all they hold. Reading from
+    the beginning repeats at most what the group read since the restart (consumers de-duplicate).
     """
 
     def __init__(
@@ -163,8 +172,10 @@ class EventConsumer:
         dlq_for: Callable[[str], str] = dlq_topic,
         on_dead_letter: DeadLetterHook | None = None,
         prepare: Prepare | None = None,
+        from_start: bool = False,
     ) -> None:
         self._bootstrap = bootstrap
+        self._rewind = from_start
         self.group_id = group_id
         self.topics = tuple(topics)
         if not self.topics:
@@ -221,7 +232,7 @@ class EventConsumer:
                 self._bootstrap, settings=ProducerSettings(linger_ms=0, client_id=f"{s.client_id}-dlq")
             )
         await self._dlq_publisher.start()
-        consumer.subscribe(list(self.topics), listener=_CommitOnRevoke(self))
+        consumer.subscribe(list(self.topics), listener=_CommitOnRevoke(self, consumer))
         try:
             await consumer.start()
         except BaseException:
@@ -282,6 +293,34 @@ class EventConsumer:
         await self._close_dlq_publisher()
         if error is not None:
             raise error
+
+    @property
+    def rewind_pending(self) -> bool:
+        """Built ``from_start`` and not yet rewound (it never got its partitions)."""
+        return self._rewind
+
+    async def _rewind_if_asked(self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+        """With ``from_start``, once: seek ``partitions`` to their beginning and commit it for the group.
+
+        Offsets come from ListOffsets directly (not ``position``, whose reset waits on the fetcher, which
+        waits on this rebalance). A failure is logged and the next assignment tries again.
+        """
+        if not self._rewind:
+            return
+        try:
+            beginnings = await consumer.beginning_offsets(partitions)
+            for tp, offset in beginnings.items():
+                consumer.seek(tp, offset)
+            await consumer.commit(beginnings)
+        except KafkaError as exc:
+            log.warning("could not rewind %s to the beginning: %r", self.group_id, exc)
+            return
+        self._rewind = False
+        log.info(
+            "%s reads %s from the beginning (the broker started over)",
+            self.group_id,
+            ", ".join(f"{tp.topic}[{tp.partition}]@{o}" for tp, o in sorted(beginnings.items())),
+        )
 
     async def wait_assigned(self, timeout_s: float = 30.0) -> None:
         """Wait until this member holds at least one partition (the group join is done)."""

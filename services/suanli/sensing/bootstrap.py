@@ -14,7 +14,7 @@ from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler,
 from suanli.clock import Clock, IdFactory, SystemClock, uuid4_factory
 from suanli.contracts import labels as labels_catalogue
 from suanli.resources import DeviceCatalogue, default_catalogue
-from suanli.sensing.adapters.bus import BusSink, ensure_agent_topics, order_consumer
+from suanli.sensing.adapters.bus import BusSink, agent_broker_watch, order_consumer
 from suanli.sensing.adapters.confinement import Confinement, detect_cgroup
 from suanli.sensing.adapters.faults_file import FaultsFile
 from suanli.sensing.adapters.host import HostCollector, NodeCollector
@@ -225,6 +225,9 @@ class AgentBus:
         self._bootstrap = bootstrap
         self._prefix = prefix
         self._consumer = consumer
+        # Looked at by `start` (the topics created, the cluster id taken) and then every few seconds by
+        # the order intake, which rebuilds its consumer when the broker started over.
+        self.watch = agent_broker_watch(bootstrap, prefix)
         # A short linger lets a fleet's concurrent reports leave in a few batches.
         self._publisher = EventPublisher(
             bootstrap, settings=ProducerSettings(client_id=client_id, linger_ms=20)
@@ -232,14 +235,19 @@ class AgentBus:
 
     async def start(self) -> EventSink:
         """Create the topics the agent uses (if missing), start the publisher; the sink publishes on it."""
-        await ensure_agent_topics(self._bootstrap, self._prefix)
+        await self.watch.look()
         await self._publisher.start()
         return BusSink(self._publisher, prefix=self._prefix)
 
-    def order_consumer(self, group_id: str, handler: Handler) -> EventConsumer:
-        """A new, unstarted consumer of ``placements`` in ``group_id``."""
+    def order_consumer(self, group_id: str, handler: Handler, *, from_start: bool = False) -> EventConsumer:
+        """A new, unstarted consumer of ``placements`` in ``group_id`` (``from_start``: `EventConsumer`)."""
         return order_consumer(
-            self._bootstrap, group_id, handler, prefix=self._prefix, settings=self._consumer
+            self._bootstrap,
+            group_id,
+            handler,
+            prefix=self._prefix,
+            settings=self._consumer,
+            from_start=from_start,
         )
 
     async def stop(self) -> None:

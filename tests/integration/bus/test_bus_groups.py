@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from bus_testkit import FAST_CONSUMER, BusTopics, sample_event, wait_until
 
@@ -53,6 +54,57 @@ async def test_restart_resumes_after_the_last_committed_offset(
         await wait_until(lambda: 12 in second, what="the records after the restart")
 
     assert second == [6, 7, 8, 9, 10, 11, 12]
+
+
+async def test_a_consumer_from_start_reads_past_positions_committed_in_an_old_log(
+    bus_topics: BusTopics, publisher: EventPublisher
+) -> None:
+    """After the broker started over, the group may hold positions a consumer of the old logs committed
+    (past the new logs' end): one built ``from_start`` reads every partition from its beginning and
+    commits that beginning, so the group's next member starts there too."""
+    group = f"g-{secrets.token_hex(3)}"
+    sent = [sample_event("JobCancelled", reason=str(n)) for n in range(5)]
+    await _publish(publisher, bus_topics.events, sent)
+    partitions = [TopicPartition(bus_topics.events, p) for p in range(4)]
+    await _commit_outside_the_group(bus_topics.bootstrap, group, {tp: 100 for tp in partitions})
+    got: list[int] = []
+
+    async def handle(event: ConsumedEvent) -> None:
+        got.append(int(event.record["reason"]))
+
+    consumer = EventConsumer(
+        bus_topics.bootstrap, group, [bus_topics.events], handle, settings=FAST_CONSUMER, from_start=True
+    )
+    async with consumer:
+        await wait_until(lambda: len(got) == 5, what="the records before the stale positions")
+        assert not consumer.rewind_pending
+    assert got == [0, 1, 2, 3, 4]
+    committed = await _committed(bus_topics.bootstrap, group, partitions)
+    assert sorted(o for o in committed.values() if o is not None) == [0, 0, 0, 5]
+
+
+async def _commit_outside_the_group(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> None:
+    # No member id, no generation: a group with no members accepts it, as Tansu accepts a stale
+    # member's commit after a restart.
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(offsets))
+        await consumer.commit(offsets)
+    finally:
+        await consumer.stop()
+
+
+async def _committed(
+    bootstrap: str, group: str, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(partitions)
+        return {tp: await consumer.committed(tp) for tp in partitions}
+    finally:
+        await consumer.stop()
 
 
 async def _publish(publisher: EventPublisher, topic: str, records: list[dict[str, object]]) -> None:

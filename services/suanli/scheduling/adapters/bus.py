@@ -1,6 +1,7 @@
 """Consumers that survive the broker: each runs in a loop that rebuilds it after any failure, and a
-watchdog re-ensures the topics; when some were missing (a Tansu restart loses every topic and offset),
-the consumers are rebuilt so they read the new topics from the start instead of skipping silently."""
+watchdog re-ensures the topics; when the broker started over (a Tansu restart loses every topic and
+offset: `suanli.bus.watch`), the consumers are rebuilt to read the new topics from the start instead of
+skipping silently from old positions."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from suanli.bus import (
+    BrokerWatch,
     ConsumerSettings,
     DeadLetterHook,
     EventConsumer,
     Handler,
     TopicSpec,
-    ensure_topics,
     topic_name,
 )
 
@@ -49,24 +50,25 @@ class SupervisedConsumers:
         self._bootstrap = bootstrap
         self._prefix = prefix
         self._specs = tuple(specs)
-        self._topics = tuple(topics)
+        self._watch = BrokerWatch(bootstrap, topics, prefix=prefix)
         self._check_s = check_s
         self._backoff_s = backoff_s
         self._settings = settings or ConsumerSettings(client_id="suanli-scheduling")
         self.consumers: list[EventConsumer] = []
         self.rebuilds = 0
-        self._cluster_id: str | None = None
 
     async def run(self) -> None:
+        started_over = False
         while True:
             await self._ensure()
-            tasks = [asyncio.create_task(self._keep(spec)) for spec in self._specs]
+            tasks = [asyncio.create_task(self._keep(spec, started_over)) for spec in self._specs]
             try:
                 while True:
                     await asyncio.sleep(self._check_s)
                     if await self._ensure():
                         log.warning("the broker started over: rebuilding consumers")
                         self.rebuilds += 1
+                        started_over = True
                         break
             finally:
                 for task in tasks:
@@ -76,20 +78,18 @@ class SupervisedConsumers:
                         await task
 
     async def _ensure(self) -> bool:
-        """Create missing topics; True when the broker started over since the last look: a topic was
-        missing, or another cluster answers (someone else may have created the topics first: a standby's
-        watchdog, another service). Broker errors: retry until it answers."""
+        """Create missing topics; True when the broker started over since the last look (`BrokerWatch`).
+        Broker errors: retry until it answers, the consumers keep their own loops meanwhile."""
         while True:
             try:
-                result = await ensure_topics(self._bootstrap, self._topics, prefix=self._prefix)
-                break
-            except Exception as exc:  # the broker is away: keep trying, consumers keep their own loops
+                return await self._watch.look()
+            except Exception as exc:
                 log.warning("cannot ensure topics: %r", exc)
                 await asyncio.sleep(self._backoff_s)
-        before, self._cluster_id = self._cluster_id, result.cluster_id or self._cluster_id
-        return bool(result.created) or (before is not None and before != self._cluster_id)
 
-    async def _keep(self, spec: ConsumerSpec) -> None:
+    async def _keep(self, spec: ConsumerSpec, from_start: bool) -> None:
+        """Keep one consumer of ``spec`` running; ``from_start`` (after a start-over) until one has read
+        its partitions from the beginning: the group's committed offsets may name the old logs."""
         topics = [topic_name(t, self._prefix) for t in spec.topics]
         while True:
             consumer = EventConsumer(
@@ -99,6 +99,7 @@ class SupervisedConsumers:
                 spec.handler,
                 settings=self._settings,
                 on_dead_letter=spec.on_dead_letter,
+                from_start=from_start,
             )
             notify: asyncio.Task[None] | None = None
             try:
@@ -118,6 +119,7 @@ class SupervisedConsumers:
                     self.consumers.remove(consumer)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(consumer.stop())
+                from_start = from_start and consumer.rewind_pending
             await asyncio.sleep(self._backoff_s)
 
     @staticmethod

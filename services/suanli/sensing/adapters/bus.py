@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from suanli import contracts
-from suanli.bus import ConsumerSettings, EventConsumer, EventPublisher, Handler, topic_name, topics
-from suanli.bus.admin import ensure_topics
+from suanli.bus import (
+    BrokerWatch,
+    ConsumerSettings,
+    EventConsumer,
+    EventPublisher,
+    Handler,
+    topic_name,
+    topics,
+)
 
 # services.load: the load reports of the replicas the agent hosts, simulated (adapters.replicas) or real
 # (adapters.replica_scrape).
@@ -34,8 +41,13 @@ class BusSink:
         )
 
 
+def agent_broker_watch(bootstrap: str, prefix: str | None = None) -> BrokerWatch:
+    """A watch over the agent's topics: each look creates the missing ones."""
+    return BrokerWatch(bootstrap, (*PRODUCED_TOPICS, *CONSUMED_TOPICS), prefix=prefix)
+
+
 async def ensure_agent_topics(bootstrap: str, prefix: str | None = None) -> None:
-    await ensure_topics(bootstrap, (*PRODUCED_TOPICS, *CONSUMED_TOPICS), prefix=prefix)
+    await agent_broker_watch(bootstrap, prefix).look()
 
 
 def order_consumer(
@@ -45,7 +57,13 @@ def order_consumer(
     *,
     prefix: str | None = None,
     settings: ConsumerSettings | None = None,
+    from_start: bool = False,
 ) -> EventConsumer:
     return EventConsumer(
-        bootstrap, group_id, [topic_name(topics.PLACEMENTS.name, prefix)], handler, settings=settings
+        bootstrap,
+        group_id,
+        [topic_name(topics.PLACEMENTS.name, prefix)],
+        handler,
+        settings=settings,
+        from_start=from_start,
     )

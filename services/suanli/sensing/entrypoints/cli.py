@@ -208,6 +208,7 @@ def agent(
         interval_s=settings.interval_s,
         probe_interval_s=settings.probe_interval_s,
         self_fence_s=settings.self_fence_s,
+        topic_check_s=settings.topic_check_s,
     )
     asyncio.run(_serve(run, build, settings.probe_port, settings.metrics_port, endpoint))
 

@@ -42,6 +42,8 @@ class RunSettings:
     self_fence_s: float = 0.0
     client_id: str = "suanli-sensing"
     consumer: ConsumerSettings | None = None
+    # Seconds between looks at the broker; one that started over gets a new order consumer.
+    topic_check_s: float = 5.0
 
 
 async def serve(
@@ -63,7 +65,12 @@ async def serve(
     try:
         host = build(sink)
         handler = OrderHandler(host, clock=clock, max_age_s=settings.max_order_age_s)
-        intake = OrderIntake(lambda: bus.order_consumer(settings.group_id, handler), settings.interval_s)
+        intake = OrderIntake(
+            lambda from_start: bus.order_consumer(settings.group_id, handler, from_start=from_start),
+            settings.interval_s,
+            watch=bus.watch,
+            check_s=settings.topic_check_s,
+        )
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:
             await report_loop(host, settings, stop, metrics=AgentMetrics(host))

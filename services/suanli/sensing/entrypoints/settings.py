@@ -70,6 +70,12 @@ class SensingSettings(AuthSettings):
         "requeued them elsewhere); at most the scheduler's SUANLI_SCHEDULING_LOST_FENCE_S. 0: never (a "
         "broker outage longer than it would stop every task).",
     )
+    topic_check_s: float = Field(
+        5.0,
+        gt=0.0,
+        description="Seconds between looks at the broker; one that started over (lost its topics) gets "
+        "its topics back and a new order consumer.",
+    )
     sim_duration_s: float = Field(
         300.0,
         ge=0.0,
