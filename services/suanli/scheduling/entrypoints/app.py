@@ -47,6 +47,8 @@ REPORTS = frozenset({"TaskStarted", "TaskFinished", "TaskFailed"})
 # per this long, so a burst of hundreds runs one cycle, not hundreds. Submits and reports still wake at once.
 VIEW_WAKE_DEBOUNCE_S = 0.01
 NOT_LEADER_RECHECK_S = 0.5
+# How long a stopping app lets the relay finish the batch in flight (then it is simply sent again).
+RELAY_STOP_GRACE_S = 5.0
 # Reports and snapshots wait on the service's commits: handled one at a time, the group commit would see
 # one at a time (~15 reports/s under the platform bench against 60/s produced). Partitions run
 # concurrently and a partition's fetched records are queued together, in offset order (the group commit
@@ -241,7 +243,13 @@ class SchedulingApp:
                         poll_interval=0.5,
                         metrics=OutboxMetrics(topics=produced),
                     )
-                    await relay.run()
+                    # The relay runs in its own task and is stopped, not cancelled, when this one is:
+                    # a batch published but not yet marked would be published again after a restart.
+                    await relay.start()
+                    try:
+                        await asyncio.Future()  # until the app stops
+                    finally:
+                        await relay.stop(grace_s=RELAY_STOP_GRACE_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
