@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from typing import Any
 
-pytest_plugins = ["suanli.infra.testing"]
+pytest_plugins = ["suanli.infra.testing", "brokerkit"]
 
 # The CLI falls back to the user's own config (~/.config/suanli/config.yaml) when SUANLI_CONFIG is unset,
 # and several tests unset it. After a `suanli up` on the same machine that file holds a current context

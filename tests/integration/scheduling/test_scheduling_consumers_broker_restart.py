@@ -11,14 +11,10 @@ need not do.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
+from brokerkit import publish_samples
 
-from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, ensure_topics, topic_name, topics
-from suanli.contracts import default_registry, sample_records
+from suanli.bus import ConsumedEvent, ConsumerSettings, ensure_topics, topic_name, topics
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.polling import until
 from suanli.scheduling.adapters.bus import ConsumerSpec, SupervisedConsumers
@@ -30,16 +26,6 @@ FAST = ConsumerSettings(
 )
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(log_path=tmp_path / "tansu.log")
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
 def watchdog(bootstrap: str, name: str, seen: list[str]) -> SupervisedConsumers:
     async def handle(event: ConsumedEvent) -> None:
         seen.append(str(event.record["event_id"]))
@@ -49,14 +35,9 @@ def watchdog(bootstrap: str, name: str, seen: list[str]) -> SupervisedConsumers:
 
 
 async def publish(bootstrap: str, count: int, tag: str) -> list[str]:
-    sample = sample_records(default_registry().current("TaskStarted"))[0]
-    records = [{**sample, "event_id": str(uuid.uuid4()), "task_id": f"{tag}-{i}"} for i in range(count)]
-    async with EventPublisher(bootstrap) as publisher:
-        for record in records:
-            await publisher.publish(
-                topic_name(topics.TASKS_LIFECYCLE.name, PREFIX), record["task_id"], "TaskStarted", record
-            )
-    return [r["event_id"] for r in records]
+    return await publish_samples(
+        bootstrap, topic_name(topics.TASKS_LIFECYCLE.name, PREFIX), "TaskStarted", count, tag
+    )
 
 
 async def read_all(got: list[str], wanted: list[str]) -> bool:

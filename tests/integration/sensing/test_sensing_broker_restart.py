@@ -10,14 +10,11 @@ starts from the committed position skips every one of them (as the agents did be
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from brokerkit import publish_samples
 
-from suanli.bus import ConsumedEvent, ConsumerSettings, EventPublisher, ensure_topics, topic_name, topics
-from suanli.contracts import default_registry, sample_records
+from suanli.bus import ConsumedEvent, ConsumerSettings, ensure_topics, topic_name, topics
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.polling import until
 from suanli.sensing.adapters.bus import CONSUMED_TOPICS
@@ -34,25 +31,10 @@ FAST = ConsumerSettings(
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(log_path=tmp_path / "tansu.log")
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
 async def place(bootstrap: str, count: int, tag: str) -> list[str]:
-    sample = sample_records(default_registry().current("TaskPlaced"))[0]
-    records = [{**sample, "event_id": str(uuid.uuid4()), "task_id": f"{tag}-{i}"} for i in range(count)]
-    async with EventPublisher(bootstrap) as publisher:
-        for record in records:
-            await publisher.publish(
-                topic_name(topics.PLACEMENTS.name, PREFIX), record["node_id"], "TaskPlaced", record
-            )
-    return [r["event_id"] for r in records]
+    return await publish_samples(
+        bootstrap, topic_name(topics.PLACEMENTS.name, PREFIX), "TaskPlaced", count, tag
+    )
 
 
 async def test_the_order_intake_reads_the_new_broker_after_it_restarts_empty(broker: BrokerProcess) -> None:
