@@ -25,6 +25,7 @@ from suanli.bus.consumer import (
 )
 from suanli.bus.errors import BusClosedError, RetriableError, is_retriable
 from suanli.bus.headers import EVENT_ID, EVENT_NAME
+from suanli.bus.kept import KeptConsumer
 from suanli.bus.publisher import EventPublisher, OutgoingRecord, ProducerSettings
 from suanli.bus.retry import SERVICE_RETRY, RetryPolicy
 from suanli.bus.topics import CATALOGUE, TopicSpec, dlq_topic, topic_name
@@ -47,6 +48,7 @@ __all__ = [
     "EventConsumer",
     "EventPublisher",
     "Handler",
+    "KeptConsumer",
     "OutgoingRecord",
     "Prepare",
     "ProducerSettings",

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.bus import EventPublisher, topics
 from suanli.contracts import default_registry, sample_records
 
@@ -188,3 +189,22 @@ def expected_amount(w: Window, terms: dict[str, tuple[str, bool]], regions: dict
 
 TERMS = {"job-std": ("standard", False), "job-cheap": ("best-effort", True), "job-other": ("standard", False)}
 REGIONS = {"n-east": "cn-east", "n-west": "cn-west"}
+
+
+# Short sessions, so the consumer joins its group quickly on the shared broker.
+FAST_SESSION_MS = 6000
+
+
+def config(env: Env, group: str = "billing") -> BillingSettings:
+    return BillingSettings.load(
+        {},
+        kafka_bootstrap=env.bootstrap,
+        pg_dsn=env.dsn,
+        pricebook=env.pricebook,
+        db_schema=env.schema,
+        topic_prefix=env.prefix,
+        group=group,
+        close_check_s=3600,
+        listen="127.0.0.1:0",
+        session_timeout_ms=FAST_SESSION_MS,
+    )

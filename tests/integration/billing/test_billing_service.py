@@ -11,20 +11,26 @@ from decimal import Decimal
 import grpc
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from billing_testkit import JAN, REGIONS, TERMS, Env, ManualClock, Window, eventually, expected_amount
+from billing_testkit import (
+    JAN,
+    REGIONS,
+    TERMS,
+    Env,
+    ManualClock,
+    Window,
+    config,
+    eventually,
+    expected_amount,
+)
 from typer.testing import CliRunner
 
 from suanli.api.billing.v1 import billing_pb2 as pb
 from suanli.api.billing.v1 import billing_pb2_grpc as pb_grpc
 from suanli.billing.entrypoints.consumer import BillingHandler
 from suanli.billing.entrypoints.service import close_due_periods, running
-from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.billing.service_layer.errors import AlreadyReversed
 from suanli.bus import EventConsumer, EventPublisher
 from suanli.cli.main import app
-
-# Short sessions, so the consumer joins its group quickly on the shared broker.
-FAST_SESSION_MS = 6000
 
 
 def windows() -> list[Window]:
@@ -38,21 +44,6 @@ def windows() -> list[Window]:
     out.append(Window("job-cheap", "job-cheap/t0", "n-east", JAN, 45, h200_cu=200))
     out.append(Window("job-other", "job-other/t0", "n-east", JAN, 60, h200_cu=100, tenant="globex"))
     return out
-
-
-def config(env: Env, group: str = "billing") -> BillingSettings:
-    return BillingSettings.load(
-        {},
-        kafka_bootstrap=env.bootstrap,
-        pg_dsn=env.dsn,
-        pricebook=env.pricebook,
-        db_schema=env.schema,
-        topic_prefix=env.prefix,
-        group=group,
-        close_check_s=3600,
-        listen="127.0.0.1:0",
-        session_timeout_ms=FAST_SESSION_MS,
-    )
 
 
 async def balance(env: Env, account: str) -> Decimal:

@@ -14,12 +14,11 @@ import asyncio
 import pytest
 from brokerkit import publish_samples
 
-from suanli.bus import ConsumedEvent, ConsumerSettings, ensure_topics, topic_name, topics
+from suanli.bus import ConsumedEvent, ConsumerSettings, KeptConsumer, ensure_topics, topic_name, topics
 from suanli.infra.broker import BrokerProcess
 from suanli.infra.polling import until
 from suanli.sensing.adapters.bus import CONSUMED_TOPICS
 from suanli.sensing.bootstrap import AgentBus
-from suanli.sensing.entrypoints.orders import OrderIntake
 
 PREFIX = "restart"
 GROUP = "sensing-agent-it"
@@ -52,9 +51,9 @@ async def test_the_order_intake_reads_the_new_broker_after_it_restarts_empty(bro
 
     bus = AgentBus(bootstrap, PREFIX, client_id="it-agent", consumer=FAST)
     await bus.start()
-    intake = OrderIntake(
+    intake = KeptConsumer(
         lambda from_start: bus.order_consumer(GROUP, handle, from_start=from_start),
-        0.1,
+        pause_s=0.1,
         watch=bus.watch,
         check_s=0.2,
     )

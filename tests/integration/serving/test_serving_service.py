@@ -34,6 +34,7 @@ from suanli.bus.headers import DLQ_ERROR_MESSAGE, DLQ_REASON
 from suanli.cli.main import app
 from suanli.contracts import default_registry, sample_records
 from suanli.contracts.replica_env import REPLICA_ENV
+from suanli.infra.broker import BrokerProcess
 from suanli.serving.entrypoints.service import RunningServing, running
 from suanli.serving.entrypoints.settings import ServingSettings
 
@@ -362,3 +363,34 @@ async def test_bad_specs_unknown_services_and_garbage_on_the_consumed_topics(
         assert watched.exit_code == 0 and watched.output.startswith("Current  acme/chat deleted"), (
             watched.output
         )
+
+
+async def test_after_the_broker_restarts_empty_the_consumed_topics_are_read_again(
+    broker: BrokerProcess, pg_dsn: str
+) -> None:
+    # Its own broker (the session's is shared). Outcome on the new broker: garbage written there is
+    # dead-lettered, which only a consumer reading the recreated topics does.
+    bootstrap, prefix = broker.bootstrap, "restart"
+    settings = ServingSettings.load(
+        {},
+        kafka_bootstrap=bootstrap,
+        pg_dsn=pg_dsn,
+        topic_prefix=prefix,
+        db_schema=f"srv_{secrets.token_hex(4)}",
+        listen="127.0.0.1:0",
+    )
+    async with running(settings) as serving:
+        await publish_raw(bootstrap, prefix, "jobs.events", b"not avro")
+        async with TopicReader(bootstrap, f"{prefix}.jobs.events.dlq") as dlq:
+            await dlq.wait_for(lambda n, r: True, timeout=30)
+        broker.stop()
+        broker.start()  # the same port, nothing kept
+
+        async def rebuilt() -> bool:
+            return serving.consumer.rebuilds == 1
+
+        await until(rebuilt, 30, "the consumer replaced")
+        await publish_raw(bootstrap, prefix, "jobs.events", b"not avro either")
+        async with TopicReader(bootstrap, f"{prefix}.jobs.events.dlq") as dlq:
+            await dlq.wait_for(lambda n, r: True, timeout=30)
+            assert [h[DLQ_REASON] for _, _, h in dlq.records] == [b"decode"]  # the new broker's only

@@ -16,7 +16,7 @@ from suanli.billing.entrypoints.grpc_api import BillingApi, start_server
 from suanli.billing.entrypoints.settings import BillingSettings
 from suanli.billing.service_layer.billing import BillingService
 from suanli.billing.service_layer.ports import BillingQueries, UnitOfWork
-from suanli.bus import EventConsumer, EventPublisher, RetryPolicy, ensure_topics, topics
+from suanli.bus import BrokerWatch, EventPublisher, KeptConsumer, RetryPolicy, topics
 from suanli.clock import Clock, SystemClock
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
 from suanli.resources.pricebook_file import PriceBookError
@@ -38,7 +38,7 @@ class RunningBilling:
     queries: BillingQueries
     service: BillingService
     uow: UnitOfWork
-    consumer: EventConsumer
+    consumer: KeptConsumer
 
 
 @contextlib.asynccontextmanager
@@ -48,7 +48,9 @@ async def running(settings: BillingSettings, clock: Clock | None = None) -> Asyn
     book = bootstrap.price_book(settings)  # before any connection: a bad book stops start-up at once
     prefix = settings.topic_prefix
     specs = [topics.spec(name) for name in (*INPUTS, "billing.events")]
-    await ensure_topics(settings.kafka_bootstrap, specs, prefix=prefix)
+    # Its first look creates the topics; later ones tell the consumer's keeper that the broker started over.
+    watch = BrokerWatch(settings.kafka_bootstrap, specs, prefix=prefix)
+    await watch.look()
     async with contextlib.AsyncExitStack() as stack:
         billing = await stack.enter_async_context(bootstrap.bootstrap(settings, book, clock))
         publisher = await stack.enter_async_context(EventPublisher(settings.kafka_bootstrap))
@@ -72,15 +74,19 @@ async def running(settings: BillingSettings, clock: Clock | None = None) -> Asyn
 
         names = {name: topics.topic_name(name, prefix) for name in INPUTS}
         handler = BillingHandler(billing.service, billing.uow, settings.group, names)
-        consumer = EventConsumer(
-            settings.kafka_bootstrap,
-            settings.group,
-            names.values(),
-            handler,
-            retry=RETRY,
-            settings=settings.consumer,
+
+        consumer = await stack.enter_async_context(
+            KeptConsumer.of(
+                settings.kafka_bootstrap,
+                settings.group,
+                names.values(),
+                handler,
+                watch=watch,
+                name="billing consumer",
+                retry=RETRY,
+                settings=settings.consumer,
+            )
         )
-        await stack.enter_async_context(consumer)
         log.info("billing serving gRPC on port %d, consuming %s", port, ", ".join(names.values()))
         yield RunningBilling(port, billing.store, billing.queries, billing.service, billing.uow, consumer)
 

@@ -1,4 +1,5 @@
-"""The agent's consumer of ``placements``: each order to the host, and one consumer kept running.
+"""The agent's handler of ``placements``: each order to the host (`suanli.bus.KeptConsumer` keeps the
+consumer running).
 
 Stale orders are skipped and invalid ones raise `InvalidOrder`, which the bus's consumer dead-letters;
 a failure the kernel calls transient is retried by the bus first.
@@ -6,14 +7,11 @@ a failure the kernel calls transient is retried by the bus first.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from suanli.bus import BrokerWatch, ConsumedEvent, EventConsumer
+from suanli.bus import ConsumedEvent
 from suanli.clock import Clock
 from suanli.sensing.service_layer.host import AgentHost
 from suanli.telemetry.tracing import tracer
@@ -54,91 +52,3 @@ class OrderHandler:
         if self._max_age_s is None or not isinstance(occurred_at, dt.datetime):
             return False
         return (self._clock.now() - occurred_at).total_seconds() > self._max_age_s
-
-
-class OrderIntake:
-    """Keeps one consumer of ``placements`` running; a consumer that fails is replaced after a pause.
-
-    With a `BrokerWatch`, the broker is looked at every ``check_s``: when it started over (the embedded
-    broker restarted empty), the consumer is replaced at once by one that reads the topic from its start
-    (``new_consumer(from_start=True)``). The old one may be fetching from its position past the end of
-    the recreated topic, or have committed that position into the new broker, and would skip every new
-    order, the scheduler's re-sent placements among them.
-    """
-
-    def __init__(
-        self,
-        new_consumer: Callable[[bool], EventConsumer],
-        pause_s: float,
-        *,
-        watch: BrokerWatch | None = None,
-        check_s: float = 5.0,
-    ) -> None:
-        self._new_consumer = new_consumer
-        self._pause_s = pause_s
-        self._watch = watch
-        self._check_s = check_s
-        self._consumer: EventConsumer | None = None
-        self._running = asyncio.Event()
-        self.rebuilds = 0  # consumers replaced because the broker started over
-
-    async def run(self, stop: asyncio.Event) -> None:
-        from_start = False  # until a consumer built after a start-over has read from the beginning
-        while not stop.is_set():
-            consumer = self._new_consumer(from_start)
-            self._consumer = consumer
-            watching = asyncio.create_task(self._watch_broker(consumer), name="sensing-broker-watch")
-            try:
-                await consumer.start()
-                self._running.set()
-                await consumer.run()
-            except Exception:
-                log.exception("order consumer failed; starting a new one")
-            finally:
-                self._running.clear()
-                watching.cancel()
-                with contextlib.suppress(Exception):
-                    await consumer.stop()
-            from_start = from_start and consumer.rewind_pending
-            started_over = False
-            with contextlib.suppress(asyncio.CancelledError):
-                started_over = await watching
-            if started_over:
-                from_start = True
-                continue  # the new broker's orders are waiting
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._pause_s)
-
-    async def _watch_broker(self, consumer: EventConsumer) -> bool:
-        """Ends the consumer's run when the broker started over (True); until then looks every check."""
-        if self._watch is None:
-            return False
-        while True:
-            await asyncio.sleep(self._check_s)
-            try:
-                started_over = await self._watch.look()
-            except Exception as exc:  # the broker is away: the consumer's own retries cover it
-                log.warning("cannot look at the broker: %r", exc)
-                continue
-            if started_over:
-                log.warning("the broker started over: replacing the order consumer")
-                self.rebuilds += 1
-                consumer.request_stop()
-                return True
-
-    async def stop(self, task: asyncio.Task[None], join_timeout_s: float = 15.0) -> None:
-        # A consumer cancelled in the middle of its group join leaves its client open; let the join end.
-        if not task.done() and not self._running.is_set():
-            joined = asyncio.create_task(self._running.wait())
-            await asyncio.wait({task, joined}, timeout=join_timeout_s, return_when=asyncio.FIRST_COMPLETED)
-            joined.cancel()
-        consumer = self._consumer
-        if consumer is not None and self._running.is_set():
-            consumer.request_stop()  # let the order in hand finish and its offset be committed
-        else:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        if consumer is not None:
-            with contextlib.suppress(Exception):
-                await consumer.stop()

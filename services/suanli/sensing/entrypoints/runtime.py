@@ -12,11 +12,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from suanli.bus import ConsumerSettings
+from suanli.bus import ConsumerSettings, KeptConsumer
+from suanli.bus.kept import DEFAULT_CHECK_S
 from suanli.clock import Clock
 from suanli.sensing.adapters.metrics import AgentMetrics
 from suanli.sensing.bootstrap import SYSTEM_CLOCK, AgentBus
-from suanli.sensing.entrypoints.orders import OrderHandler, OrderIntake
+from suanli.sensing.entrypoints.orders import OrderHandler
 from suanli.sensing.service_layer.host import AgentHost, Taken
 from suanli.sensing.service_layer.ports import EventSink
 from suanli.sensing.service_layer.schedule import DEFAULT_MIN_GAP_S, ReportSchedule
@@ -43,7 +44,7 @@ class RunSettings:
     client_id: str = "suanli-sensing"
     consumer: ConsumerSettings | None = None
     # Seconds between looks at the broker; one that started over gets a new order consumer.
-    topic_check_s: float = 5.0
+    topic_check_s: float = DEFAULT_CHECK_S
 
 
 async def serve(
@@ -65,11 +66,12 @@ async def serve(
     try:
         host = build(sink)
         handler = OrderHandler(host, clock=clock, max_age_s=settings.max_order_age_s)
-        intake = OrderIntake(
+        intake = KeptConsumer(
             lambda from_start: bus.order_consumer(settings.group_id, handler, from_start=from_start),
-            settings.interval_s,
+            pause_s=settings.interval_s,
             watch=bus.watch,
             check_s=settings.topic_check_s,
+            name="order consumer",
         )
         consuming = asyncio.create_task(intake.run(stop), name="sensing-orders")
         try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from suanli.auth.server import server_auth
-from suanli.bus import SERVICE_RETRY, EventConsumer, EventPublisher, ensure_topics, topics
+from suanli.bus import SERVICE_RETRY, BrokerWatch, EventPublisher, KeptConsumer, topics
 from suanli.clock import Clock, SystemClock
 from suanli.contracts.load import LoadView
 from suanli.eventstore import PostgresEventStore, ProcessedEventsPruner
@@ -40,7 +40,7 @@ class RunningServing:
     queries: ServingQueries
     service: ServingService
     uow: UnitOfWork
-    consumer: EventConsumer
+    consumer: KeptConsumer
 
 
 @contextlib.asynccontextmanager
@@ -49,7 +49,9 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
     clock = clock or SystemClock()
     prefix = settings.topic_prefix
     specs = [topics.spec(name) for name in (*INPUTS, LOAD, "services.events", "jobs.commands")]
-    await ensure_topics(settings.kafka_bootstrap, specs, prefix=prefix)
+    # Its first look creates the topics; later ones tell the consumer's keeper that the broker started over.
+    watch = BrokerWatch(settings.kafka_bootstrap, specs, prefix=prefix)
+    await watch.look()
     async with contextlib.AsyncExitStack() as stack:
         serving = await stack.enter_async_context(bootstrap.bootstrap(settings, clock))
         publisher = await stack.enter_async_context(EventPublisher(settings.kafka_bootstrap))
@@ -69,16 +71,20 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
 
         names = {name: topics.topic_name(name, prefix) for name in INPUTS}
         handler = ServingHandler(serving.service, uow, serving.queries, settings.group, names)
-        consumer = EventConsumer(
-            settings.kafka_bootstrap,
-            settings.group,
-            names.values(),
-            handler,
-            retry=SERVICE_RETRY,  # database outages ridden out for two minutes, as in every service
-            settings=settings.consumer,
-            prepare=handler.prepare,
+
+        consumer = await stack.enter_async_context(
+            KeptConsumer.of(
+                settings.kafka_bootstrap,
+                settings.group,
+                names.values(),
+                handler,
+                watch=watch,
+                name="serving consumer",
+                retry=SERVICE_RETRY,  # database outages ridden out for two minutes, as in every service
+                settings=settings.consumer,
+                prepare=handler.prepare,
+            )
         )
-        await stack.enter_async_context(consumer)
         await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))
         if settings.autoscaler:  # off: the autoscaler runs apart (`suanli serve serving autoscaler`) or not
             await stack.enter_async_context(autoscaling(serving, loads, settings, metrics))
