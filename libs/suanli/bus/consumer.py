@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -323,8 +323,22 @@ class EventConsumer:
         )
 
     async def wait_assigned(self, timeout_s: float = 30.0) -> None:
-        """Wait until this member holds at least one partition (the group join is done)."""
-        await asyncio.wait_for(self._assigned.wait(), timeout_s)
+        """Wait until this member holds at least one partition and knows where it reads each from.
+
+        So a record written after this returns is read, also by a consumer that starts at the latest
+        offset (whose position is only taken after the assignment).
+        """
+
+        async def positioned() -> None:
+            await self._assigned.wait()
+            consumer = self._consumer
+            if consumer is None:
+                return
+            for tp in consumer.assignment():
+                with contextlib.suppress(IllegalStateError):  # revoked meanwhile: the next owner's
+                    await consumer.position(tp)
+
+        await asyncio.wait_for(positioned(), timeout_s)
 
     async def __aenter__(self) -> Self:
         await self.start()

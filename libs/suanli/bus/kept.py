@@ -77,6 +77,21 @@ class KeptConsumer:
         """The consumer running now (None before the first is built)."""
         return self._consumer
 
+    async def wait_assigned(self, timeout_s: float = 30.0) -> None:
+        """Wait until the consumer running holds at least one partition (its group join is done)."""
+
+        async def assigned() -> None:
+            while True:
+                consumer = self._consumer
+                if consumer is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await consumer.wait_assigned(timeout_s=0.5)
+                        return
+                else:
+                    await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(assigned(), timeout_s)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Keep a consumer running until ``stop`` is set; then return (`stop()` ends the one running)."""
         from_start = False  # until a consumer built after a start-over has read from the beginning

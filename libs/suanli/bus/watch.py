@@ -39,6 +39,16 @@ class BrokerWatch:
         self._cluster_id: str | None = None
         self._looked = False
 
+    def fork(self) -> BrokerWatch:
+        """Another watch of the same topics that has seen what this one saw.
+
+        Looks change a watch's state, so every keeper of a consumer needs its own; a fork made after the
+        first look starts from its cluster id rather than from nothing.
+        """
+        fork = BrokerWatch(self._bootstrap, self._topics, prefix=self._prefix, ensure=self._ensure)
+        fork._cluster_id, fork._looked = self._cluster_id, self._looked
+        return fork
+
     async def look(self) -> bool:
         """Create the missing topics; True when the broker started over since the last look.
 

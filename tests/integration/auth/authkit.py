@@ -185,6 +185,7 @@ async def companions(
     async def routing() -> str:
         api = routing_api(routing_cfg)
         await api.start()
+        await asyncio.wait_for(api.ready(), 60)
         stack.push_async_callback(api.stop)
         return f"127.0.0.1:{api.port}"
 

@@ -199,6 +199,7 @@ async def stack(kafka_bootstrap: str) -> AsyncIterator[Stack]:
     settings = RoutingSettings.load({}, bootstrap=kafka_bootstrap, topic_prefix=prefix, listen="127.0.0.1:0")
     api = routing_api(settings)
     await api.start()
+    await asyncio.wait_for(api.ready(), DEADLINE_S)  # reports written from now on are read
     await until(lambda: asyncio.sleep(0, len(api.network.region_links()) == 2), "the network view")
     gateway = await start_gateway(
         "127.0.0.1:0", f"127.0.0.1:{api.port}", GatewayConfig(EAST, "least-outstanding")

@@ -126,6 +126,7 @@ async def test_a_burst_scales_up_then_down_and_without_the_autoscaler_the_count_
             autoscaler.enter_async_context(running_autoscaler(settings)),
         )
         stack.push_async_callback(routing.stop)
+        await asyncio.wait_for(routing.ready(), 60)  # load reports written from now on are read
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{serving.grpc_port}")
         stack.push_async_callback(channel.close)
         api = pb_grpc.ServingStub(channel)

@@ -386,10 +386,10 @@ async def test_after_the_broker_restarts_empty_the_consumed_topics_are_read_agai
         broker.stop()
         broker.start()  # the same port, nothing kept
 
-        async def rebuilt() -> bool:
-            return serving.consumer.rebuilds == 1
+        async def rebuilt() -> bool:  # both consumers: the scheduler's topics and the load reports
+            return serving.consumer.rebuilds == serving.load_consumer.rebuilds == 1
 
-        await until(rebuilt, 30, "the consumer replaced")
+        await until(rebuilt, 30, "the consumers replaced")
         await publish_raw(bootstrap, prefix, "jobs.events", b"not avro either")
         async with TopicReader(bootstrap, f"{prefix}.jobs.events.dlq") as dlq:
             await dlq.wait_for(lambda n, r: True, timeout=30)

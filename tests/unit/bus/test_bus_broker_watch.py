@@ -41,3 +41,15 @@ async def test_a_broker_that_never_says_its_id_is_judged_by_missing_topics() -> 
         EnsureResult(("p.placements",), (), None),
     )
     assert [await watch.look() for _ in range(3)] == [False, False, True]
+
+
+async def test_a_fork_starts_from_what_its_parent_saw_and_looks_on_its_own() -> None:
+    watch, _ = scripted(
+        EnsureResult((), ("p.placements",), "c1"),
+        EnsureResult((), ("p.placements",), "c2"),  # the parent's second look
+        EnsureResult((), ("p.placements",), "c2"),  # the fork's first: it still knew c1
+    )
+    assert await watch.look() is False
+    fork = watch.fork()
+    assert await watch.look() is True
+    assert await fork.look() is True

@@ -22,7 +22,7 @@ import grpc
 from grpc_health.v1 import health
 
 from suanli.auth.server import server_auth
-from suanli.bus import ConsumedEvent, ConsumerSettings, EventConsumer, ensure_topics
+from suanli.bus import BrokerWatch, ConsumedEvent, ConsumerSettings, KeptConsumer
 from suanli.clock import to_ms, uuid4_factory
 from suanli.contracts.load import LoadView, load_from_record
 from suanli.errors import InvalidArgument
@@ -67,11 +67,16 @@ class RoutingApi:
                 settings.bootstrap, names.capacity, self._on_capacity, fetch_wait_ms=settings.fetch_wait_ms
             ),
         )
-        self.load_consumer = EventConsumer(
+        # Its first look (start) creates the topics; later ones tell the load consumer's keeper that
+        # the broker started over.
+        self._watch = BrokerWatch(settings.bootstrap, RoutingTopics.specs(), prefix=settings.topic_prefix)
+        self.load_consumer = KeptConsumer.of(
             settings.bootstrap,
             f"{settings.group_id}-load-{uuid4_factory().hex[:8]}",
             [names.load],
             self._on_load,
+            watch=self._watch,
+            name="load-report consumer",
             settings=ConsumerSettings(
                 auto_offset_reset="latest",
                 fetch_max_wait_ms=settings.fetch_wait_ms,
@@ -100,7 +105,7 @@ class RoutingApi:
         self.loads.report(load_from_record(event.record), self.servicer.replicas.now())
 
     async def start(self) -> None:
-        await ensure_topics(self.settings.bootstrap, RoutingTopics.specs(), prefix=self.settings.topic_prefix)
+        await self._watch.look()
         for reader in self.readers:
             await reader.start()
         await self._auth.enter_async_context(self.load_consumer)
@@ -119,6 +124,11 @@ class RoutingApi:
         assert self._health is not None
         serving(self._health)
         log.info("routing views rebuilt: %d links, serving", len(self.network.links))
+
+    async def ready(self) -> None:
+        """Wait until the API serves (health SERVING): its views rebuilt, its load reports flowing."""
+        assert self._ready is not None, "start() first"
+        await asyncio.shield(self._ready)
 
     async def stop(self) -> None:
         if self._ready is not None:

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from suanli.bus import EventConsumer, EventPublisher, ensure_topics, topics
+from suanli.bus import BrokerWatch, EventPublisher, KeptConsumer, topics
 from suanli.clock import Clock, SystemClock, uuid4_factory
 from suanli.contracts.load import LoadView
 from suanli.eventstore.lease import LeaseLost
@@ -31,18 +31,25 @@ log = logging.getLogger(__name__)
 
 
 def load_consumer(
-    settings: ServingSettings, loads: LoadView, clock: Clock, counted: Callable[[bool], None] | None = None
-) -> EventConsumer:
-    """The consumer of `services.load` into `loads`.
+    settings: ServingSettings,
+    loads: LoadView,
+    clock: Clock,
+    watch: BrokerWatch,
+    counted: Callable[[bool], None] | None = None,
+) -> KeptConsumer:
+    """The consumer of `services.load` into `loads`, kept running (and replaced when ``watch`` says the
+    broker started over).
 
     Every reader keeps the whole view: its own group, from the newest reports on (a report is full
     state, so the next one is all a new reader needs).
     """
-    return EventConsumer(
+    return KeptConsumer.of(
         settings.kafka_bootstrap,
         f"{settings.group}-load-{uuid4_factory().hex[:8]}",
         [topics.topic_name(LOAD, settings.topic_prefix)],
         LoadHandler(loads, clock.now, counted),
+        watch=watch,
+        name="load-report consumer",
         settings=dataclasses.replace(settings.consumer, auto_offset_reset="latest"),
     )
 
@@ -102,13 +109,14 @@ async def running_autoscaler(
     """The autoscaler as its own process: store, load view, relay and the loop."""
     clock = clock or SystemClock()
     specs = [topics.spec(name) for name in (LOAD, "services.events", "jobs.commands")]
-    await ensure_topics(settings.kafka_bootstrap, specs, prefix=settings.topic_prefix)
+    watch = BrokerWatch(settings.kafka_bootstrap, specs, prefix=settings.topic_prefix)
+    await watch.look()  # creates the topics, and is what the load consumer's keeper compares with
     async with contextlib.AsyncExitStack() as stack:
         serving = await stack.enter_async_context(bootstrap.bootstrap(settings, clock))
         publisher = await stack.enter_async_context(EventPublisher(settings.kafka_bootstrap))
         await stack.enter_async_context(serving.relay(publisher))
         loads, metrics = LoadView(), ServingMetrics()
-        await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))
+        await stack.enter_async_context(load_consumer(settings, loads, clock, watch, metrics.load_reported))
         controller = await stack.enter_async_context(autoscaling(serving, loads, settings, metrics))
         log.info("serving autoscaler running, tick %.1fs", settings.autoscaler_tick_s)
         yield controller

@@ -41,6 +41,7 @@ class RunningServing:
     service: ServingService
     uow: UnitOfWork
     consumer: KeptConsumer
+    load_consumer: KeptConsumer
 
 
 @contextlib.asynccontextmanager
@@ -85,14 +86,18 @@ async def running(settings: ServingSettings, clock: Clock | None = None) -> Asyn
                 prepare=handler.prepare,
             )
         )
-        await stack.enter_async_context(load_consumer(settings, loads, clock, metrics.load_reported))
+        load_reports = await stack.enter_async_context(
+            load_consumer(settings, loads, clock, watch.fork(), metrics.load_reported)
+        )
         if settings.autoscaler:  # off: the autoscaler runs apart (`suanli serve serving autoscaler`) or not
             await stack.enter_async_context(autoscaling(serving, loads, settings, metrics))
         if settings.metrics_port is not None:  # no endpoint: nothing would read the gauges
             observing = asyncio.create_task(_observe(serving.queries, loads, clock.now, metrics))
             stack.push_async_callback(_cancelled, observing)
         log.info("serving serving gRPC on port %d, consuming %s", port, ", ".join(names.values()))
-        yield RunningServing(port, serving.store, serving.queries, serving.service, uow, consumer)
+        yield RunningServing(
+            port, serving.store, serving.queries, serving.service, uow, consumer, load_reports
+        )
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:
