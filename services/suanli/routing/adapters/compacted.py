@@ -5,6 +5,9 @@ partition instead of joining a group; a restarted instance reads the topic again
 back. ``caught_up`` is set once the positions reach the end offsets seen at start (the view is then as
 complete as the topic was), after which the reader keeps following new records.
 
+After the broker started over, `rewind` reads the topic from the beginning again (the API calls it when
+its watch says so).
+
 A record that does not decode is logged and counted, not dead-lettered: every instance reads every
 record, so dead-lettering here would copy it once per instance; the topic's producer is where bad
 records are caught.
@@ -68,6 +71,13 @@ class CompactedReader:
                 return [TopicPartition(self.topic, p) for p in sorted(found)]
             await asyncio.sleep(0.1)
         raise RuntimeError(f"topic {self.topic} has no partitions")
+
+    async def rewind(self) -> None:
+        """Read the topic from its beginning again: after the broker started over, the positions held
+        name the old log, past the new one's end, and every record written there would be skipped."""
+        partitions = list(self._consumer.assignment())
+        if partitions:
+            await self._consumer.seek_to_beginning(*partitions)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -23,6 +23,7 @@ from grpc_health.v1 import health
 
 from suanli.auth.server import server_auth
 from suanli.bus import BrokerWatch, ConsumedEvent, ConsumerSettings, KeptConsumer
+from suanli.bus.kept import DEFAULT_CHECK_S
 from suanli.clock import to_ms, uuid4_factory
 from suanli.contracts.load import LoadView, load_from_record
 from suanli.errors import InvalidArgument
@@ -87,6 +88,8 @@ class RoutingApi:
         self.port = 0
         self._health: health.HealthServicer | None = None
         self._ready: asyncio.Task[None] | None = None
+        self._rewinding: asyncio.Task[None] | None = None
+        self.rewinds = 0  # times the view readers went back to the beginning: the broker started over
         self._auth = contextlib.AsyncExitStack()
 
     def _on_link(self, name: str, record: dict[str, Any]) -> None:
@@ -108,6 +111,8 @@ class RoutingApi:
         await self._watch.look()
         for reader in self.readers:
             await reader.start()
+        # Its own watch: the load consumer's keeper looks with the other.
+        self._rewinding = asyncio.create_task(self._rewind_on_restart(self._watch.fork()))
         await self._auth.enter_async_context(self.load_consumer)
         auth = await self._auth.enter_async_context(server_auth(self.settings))
         interceptors = with_tracing(() if auth is None else (auth.interceptor,))
@@ -125,14 +130,30 @@ class RoutingApi:
         serving(self._health)
         log.info("routing views rebuilt: %d links, serving", len(self.network.links))
 
+    async def _rewind_on_restart(self, watch: BrokerWatch) -> None:
+        """Every few seconds: when the broker started over, the view readers read from the beginning."""
+        while True:
+            await asyncio.sleep(DEFAULT_CHECK_S)
+            try:
+                started_over = await watch.look()
+            except Exception as exc:  # the broker is away: the readers wait for it on their own
+                log.warning("cannot look at the broker: %r", exc)
+                continue
+            if started_over:
+                log.warning("the broker started over: reading the view topics from the beginning")
+                self.rewinds += 1
+                for reader in self.readers:
+                    await reader.rewind()
+
     async def ready(self) -> None:
         """Wait until the API serves (health SERVING): its views rebuilt, its load reports flowing."""
         assert self._ready is not None, "start() first"
         await asyncio.shield(self._ready)
 
     async def stop(self) -> None:
-        if self._ready is not None:
-            self._ready.cancel()
+        for task in (self._ready, self._rewinding):
+            if task is not None:
+                task.cancel()
         if self.server is not None:
             await self.server.stop(grace=1.0)
         await self._auth.aclose()
