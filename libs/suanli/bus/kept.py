@@ -72,11 +72,6 @@ class KeptConsumer:
 
         return cls(new_consumer, watch=watch, name=name)
 
-    @property
-    def consumer(self) -> EventConsumer | None:
-        """The consumer running now (None before the first is built)."""
-        return self._consumer
-
     async def wait_assigned(self, timeout_s: float = 30.0) -> None:
         """Wait until the consumer running holds at least one partition (its group join is done)."""
 
