@@ -1,6 +1,7 @@
 """The fault suite's pipeline faults, on one platform for the module (tests run in file order and each
 leaves the platform whole): metering and billing SIGKILLed during a live run, the broker paused with
-jobs submitted meanwhile, and 10,000 malformed records over every input topic while real work runs.
+jobs submitted meanwhile, 10,000 malformed records over every input topic while real work runs, and
+(last, since nothing the broker held survives it) the broker restarted empty with jobs running across it.
 
 Each test checks outcomes only: every job final and succeeded, no two attempts of a task overlapping,
 exactly one charge per usage window and device class with the amount a fault-free run gives, and no
@@ -42,6 +43,7 @@ from suanli.clock import to_ms
 from suanli.contracts.codec import HEADER_SIZE, MAGIC
 from suanli.contracts.codec import header as schema_header
 from suanli.contracts.compat import sample_records
+from suanli.infra.broker import BrokerProcess
 from suanli.infra.testing import outside_pytest_root
 from suanli.metering.adapters.records import allocation_of, usage_record
 from suanli.metering.domain.capacity import capacity_of
@@ -204,14 +206,18 @@ async def everything_on(bootstrap: str, topic: str, timeout: float = 10.0) -> li
 
 
 async def assert_charged_as_without_faults(
-    platform: Platform, jobs: Sequence[pb.Job], fenced: Sequence[pb.Job] = ()
+    platform: Platform,
+    jobs: Sequence[pb.Job],
+    fenced: Sequence[pb.Job] = (),
+    earlier: Sequence[Consumed] = (),
 ) -> None:
     """Every job final and succeeded, each task run once without overlap, and billing holding exactly the
     reference charges (polled until they are all in, then compared whole).
 
     A task of a ``fenced`` job may have run more than once: every attempt but its last stopped by its
     agent's self-fence (cut off from the broker that long), never two at a time, each billed for what it
-    ran; the reference covers every attempt.
+    ran; the reference covers every attempt. ``earlier``: the facts a broker held before it restarted
+    empty, read then (the reference needs them; the new broker has only what came after).
     """
     jobs = [*jobs, *fenced]
     final = await platform.wait_final([j.id for j in jobs], timeout=150)
@@ -226,7 +232,12 @@ async def assert_charged_as_without_faults(
             c.record["job_id"] for c in records if c.name == "JobSubmitted"
         }
 
-    records = distinct(await read_topics(platform.bootstrap, FACTS, complete, timeout=60))
+    def complete_with_earlier(records: list[Consumed]) -> bool:
+        return complete([*earlier, *records])
+
+    records = distinct(
+        [*earlier, *await read_topics(platform.bootstrap, FACTS, complete_with_earlier, timeout=60)]
+    )
     fenced_tasks = {t.task_id for j in fenced for t in final[j.id].tasks}
     assert_placed_once([c for c in records if c.topic == PLACEMENTS], task_ids - fenced_tasks)
     for c in records:
@@ -548,3 +559,30 @@ async def test_malformed_records_are_dead_lettered_while_real_work_is_served(
 
 def _marks(marks: dict[str, float]) -> str:
     return " / ".join(f"{marks[k]:.2f}s" for k in ("running", "succeeded", "charged"))
+
+
+# -- the broker restarted empty (last: every topic and committed offset is gone after it) --------------
+
+
+async def test_after_the_broker_restarts_empty_jobs_are_billed_exactly_once(platform: Platform) -> None:
+    token = secrets.token_hex(3)
+    stack = platform.stack
+    assert stack.broker is not None
+    port = stack.broker.port
+    # Running across the restart: their placement and start are on the old broker only; their ends and
+    # every job after it on the new one. Metering and billing hold positions far past the new broker's
+    # ends when it comes back: the positions a stale commit would carry into it (docs/bus.md).
+    across = await submit_all(platform, "across-restart", token, 4, duration_s=12.0)
+    await until(lambda: all_running(platform, across), 60, "the jobs across the restart running")
+    task_ids = {t.task_id for j in across for t in (await platform.get_job(j.id) or j).tasks}
+
+    def started(records: list[Consumed]) -> bool:
+        return task_ids <= {c.record["task_id"] for c in records if c.name == "TaskStarted"}
+
+    earlier = distinct(await read_topics(platform.bootstrap, FACTS, started, timeout=60))
+    await asyncio.to_thread(stack.broker.stop)
+    stack.broker = BrokerProcess(log_path=platform.home / "logs" / "tansu-restarted.log", port=port)
+    await asyncio.to_thread(stack.broker.start)
+    after = await submit_all(platform, "after-restart", token, 4, duration_s=2.0)
+    await assert_charged_as_without_faults(platform, [*across, *after], earlier=earlier)
+    assert platform.stack.supervisor.failed() == []
