@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -142,13 +142,24 @@ class StreamClock:
         return wall_ms - max(0, self.read_at_ms - self.newest_ms)
 
 
+# A partition the broker has not answered a fetch of for this long (or half the quiet time, if longer) is
+# unheard. A responsive consumer is answered every fetch wait (a few hundred ms here); the floor keeps a
+# consumer merely starved of CPU for a second from being taken for one cut off from its broker.
+UNHEARD_FLOOR_MS = 2_000
+
+
 class StreamTimes:
     """Per partition, the time silence is judged at, so a reader's own backlog never looks like silence.
 
     A checker that declares a source silent (a node lost, a network path down) after ``quiet_ms`` must
     not count the time the reader spent behind: while it works through a backlog, each partition's time
     moves only as fast as the records read from it (`StreamClock`). A check that comes late by more
-    than half the quiet time means the reader itself stalled, which restarts the quiet time.
+    than half the quiet time means the reader itself stalled, which restarts the quiet time. A partition
+    the broker has not answered a fetch of for that long, and at least `UNHEARD_FLOOR_MS` (the broker
+    down, restarting, or out of reach:
+    its sources may be trying to reach it too) is not judged at all until it has been answered for a
+    whole quiet time: the first records after the gap would move its time past every source whose own
+    records are still to come.
     ``started_ms``: when the reader started; a partition not read since then is not judged until
     ``quiet_ms`` has passed (-1: judged at the wall clock at once).
     """
@@ -158,6 +169,8 @@ class StreamTimes:
         self._started_ms = started_ms
         self._responsive_since_ms = started_ms
         self._last_check_ms: int | None = None
+        # Per partition, the last check at which the broker had not answered a fetch of it lately.
+        self._unheard_at_ms: dict[int | None, int] = {}
 
     def restart(self, now_ms: int) -> None:
         """The reader (re)started reading at ``now_ms`` (a start, a rebalance): its backlog is unknown."""
@@ -173,17 +186,43 @@ class StreamTimes:
         return -1 if clock is None else clock.newest_ms
 
     def judge(
-        self, wall_ms: int, quiet_ms: int, behind: Collection[int | None] = ()
+        self,
+        wall_ms: int,
+        quiet_ms: int,
+        behind: Collection[int | None] = (),
+        heard: Mapping[int | None, int | None] | None = None,
     ) -> Callable[[int | None], int | None]:
         """For this check: each partition's time (None: not to be judged yet).
 
         ``behind``: partitions the broker holds records of that the reader has not handled yet; their
         time is only ever what has been read from them (a partition not read at all: not judged).
+        ``heard``: per partition, when the broker last answered a fetch of it, records or none (None:
+        never). One not answered for more than half the quiet time (at least `UNHEARD_FLOOR_MS`) is not
+        judged until a whole quiet time after the last check that found it so (partitions left out:
+        judged as answered). For this to protect a source, the quiet time must exceed that threshold by
+        the interval between checks: a check must find the partition unheard before the silence counts.
         """
         if self._last_check_ms is not None and wall_ms - self._last_check_ms > quiet_ms // 2:
             self._responsive_since_ms = wall_ms  # stalled: what was not read meanwhile may be our backlog
         self._last_check_ms = wall_ms
+        unheard_after = max(quiet_ms // 2, UNHEARD_FLOOR_MS)
+        unheard = {p for p, at in (heard or {}).items() if at is None or wall_ms - at > unheard_after}
+        for p in unheard:
+            self._unheard_at_ms[p] = wall_ms
+        # Unheard lately, or answered again less than a quiet time ago: the first records after the gap
+        # move the partition's time past every source whose own records are still to come.
+        waking = {p for p, at in self._unheard_at_ms.items() if wall_ms - at < quiet_ms}
         since = self._responsive_since_ms
-        times = {p: clock.now(wall_ms, quiet_ms, since, p in behind) for p, clock in self.partitions.items()}
+        times = {
+            p: clock.now(wall_ms, quiet_ms, since, p in behind)
+            for p, clock in self.partitions.items()
+            if p not in waking
+        }
         unread = wall_ms if wall_ms - self._started_ms >= quiet_ms else None
-        return lambda partition: times.get(partition, None if partition in behind else unread)
+
+        def time_of(partition: int | None) -> int | None:
+            if partition in waking:
+                return None
+            return times.get(partition, None if partition in behind else unread)
+
+        return time_of

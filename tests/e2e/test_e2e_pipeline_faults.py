@@ -324,12 +324,17 @@ async def test_metering_and_billing_killed_mid_run_bill_exactly_what_a_fault_fre
     await assert_charged_as_without_faults(platform, [*across, *during, *after])
 
     # Metering's views came back whole: no node was called LOST on the way, and every service is up.
+    assert await lost_since(platform, killed_at) == []
+    assert platform.stack.supervisor.failed() == []
+
+
+async def lost_since(platform: Platform, since: float) -> list[dict[str, Any]]:
+    """The nodes declared LOST on ``nodes.status`` at or after ``since`` (wall clock, s)."""
     status = await read_topics(
         platform.bootstrap, [topic_name(topics.NODES_STATUS.name)], lambda _: True, timeout=10
     )
     lost = [c.record for c in status if c.record.get("status") == "LOST"]
-    assert [r for r in lost if r["occurred_at"].timestamp() >= killed_at] == []
-    assert platform.stack.supervisor.failed() == []
+    return [r for r in lost if r["occurred_at"].timestamp() >= since]
 
 
 # -- the broker unavailable -------------------------------------------------------------------------
@@ -361,7 +366,7 @@ async def test_jobs_submitted_while_the_broker_is_paused_are_delivered_once(
     # SIGSTOP: every connection stays open and nothing answers (a hung broker, or a partition); it keeps
     # what it stored, unlike a restart of this memory-only broker (ARCHITECTURE §3).
     os.kill(broker.pid, signal.SIGSTOP)
-    paused_at = time.monotonic()
+    paused_at, paused_wall = time.monotonic(), time.time()
     try:
         # Accepted while the broker is away: the scheduler writes them to PostgreSQL and its outbox.
         during = await submit_all(platform, "outage", token, 4, duration_s=2.0)
@@ -372,6 +377,8 @@ async def test_jobs_submitted_while_the_broker_is_paused_are_delivered_once(
     assert accepted_s < outage_s, f"submissions took {accepted_s:.1f}s, longer than the outage"
     print(f"broker paused {outage_s:.0f}s: 4 submissions accepted within {accepted_s:.2f}s of the pause")
     await assert_charged_as_without_faults(platform, [*running, *during], fenced=across)
+    # Metering heard no snapshot while the broker was away, nor did it hear the broker: no node is lost.
+    assert await lost_since(platform, paused_wall) == []
     assert platform.stack.supervisor.failed() == []
 
 
@@ -580,9 +587,11 @@ async def test_after_the_broker_restarts_empty_jobs_are_billed_exactly_once(plat
         return task_ids <= {c.record["task_id"] for c in records if c.name == "TaskStarted"}
 
     earlier = distinct(await read_topics(platform.bootstrap, FACTS, started, timeout=60))
+    stopped_at = time.time()
     await asyncio.to_thread(stack.broker.stop)
     stack.broker = BrokerProcess(log_path=platform.home / "logs" / "tansu-restarted.log", port=port)
     await asyncio.to_thread(stack.broker.start)
     after = await submit_all(platform, "after-restart", token, 4, duration_s=2.0)
     await assert_charged_as_without_faults(platform, [*across, *after], earlier=earlier)
+    assert await lost_since(platform, stopped_at) == []
     assert platform.stack.supervisor.failed() == []

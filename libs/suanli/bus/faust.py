@@ -64,10 +64,28 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
             await self.call_thread(self._ensure_consumer().seek_to_beginning, *unset)
         return cast(Mapping[Any, int], committed)
 
+    def heard_at_ms(self, tp: Any) -> int | None:
+        """When the broker last answered a fetch of ``tp`` without an error, records or none.
+
+        Wall clock, ms (aiokafka's ``last_poll_timestamp``); None when it never has, or ``tp`` is not
+        assigned.
+        """
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        try:
+            return cast(int | None, consumer.last_poll_timestamp(tp))
+        except (AssertionError, KeyError):  # not assigned (or no longer: the consumer's thread moves on)
+            return None
+
 
 class _Consumer(driver.Consumer):
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def heard_at_ms(self, tp: Any) -> int | None:
+        """See `_ConsumerThread.heard_at_ms` (a read of the consumer thread's state, as ``highwater``)."""
+        return cast(_ConsumerThread, self._thread).heard_at_ms(tp)
 
 
 class ShortFetchTransport(driver.Transport):

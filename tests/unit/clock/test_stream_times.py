@@ -43,3 +43,26 @@ def test_a_restart_suspends_judgement_of_unread_partitions_for_a_quiet_time() ->
     assert times.judge(20_500, QUIET)(1) is None
     assert times.judge(21_000, QUIET)(0) == 1_000
     assert times.judge(23_000, QUIET)(1) == 23_000
+
+
+def test_a_partition_the_broker_does_not_answer_is_not_judged_until_a_quiet_time_after_it_does() -> None:
+    times = StreamTimes()
+    times.read(0, 1_000, 1_000)
+    # Checked every second. Partition 0 was last answered at 1,200: lately at 3,000 (1.8 s, under the
+    # 2 s floor), not from 4,000 on; partition 1 never is, until 9,500.
+    assert times.judge(2_000, QUIET, heard={0: 1_200, 1: 1_200})(0) == 1_000
+    assert times.judge(3_000, QUIET, heard={0: 1_200, 1: 1_200})(0) == 1_000
+    for wall in range(4_000, 10_000, 1_000):
+        time_of = times.judge(wall, QUIET, heard={0: 1_200, 1: None})
+        assert (time_of(0), time_of(1)) == (None, None)
+    # Answered again from 9,500: a whole quiet time from the last check that found them unanswered.
+    times.read(0, 9_600, 9_700)  # the first record after the gap, far past any deadline of before
+    for wall in range(10_000, 12_000, 1_000):
+        time_of = times.judge(wall, QUIET, heard={0: wall - 100, 1: wall - 100})
+        assert (time_of(0), time_of(1)) == (None, None)
+    time_of = times.judge(12_000, QUIET, heard={0: 11_900, 1: 11_900})
+    assert (time_of(0), time_of(1)) == (9_600, 12_000)
+    # A partition left out of ``heard`` is judged as answered.
+    assert (
+        times.judge(13_000, QUIET, heard={1: 12_900})(0) == 12_900
+    )  # quiet since 9,700: the wall less the lag

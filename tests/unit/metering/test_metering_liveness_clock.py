@@ -181,3 +181,32 @@ async def test_a_node_on_a_partition_read_behind_is_still_lost_once_what_was_rea
     await h.run(lambda b: h.metering.check_liveness(b, lambda node: True, behind={0}))
     assert statuses(h.status, "a") == ["READY", "LOST"]  # a real silence, read past, is not hidden
     assert statuses(h.status, "b") == ["READY"]
+
+
+async def test_nodes_are_not_lost_while_the_broker_answers_no_fetch_and_get_a_whole_timeout_after() -> None:
+    h = Harness(T0)
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0), b, T0, 0))
+    # The broker stops answering right after (down, restarting): metering keeps running and checking
+    # on time, and the last answer for partition 0 stays at T0 + 200 for 20 s.
+    for second in range(1, 21):
+        h.clock.now_ms = T0 + second * 1_000
+        await h.run(lambda b: h.metering.check_liveness(b, lambda node: True, heard={0: T0 + 200}))
+    assert statuses(h.status, "a") == ["READY"]
+    # It answers again at T0 + 20.5 s, with nothing from a yet: a gets a whole timeout from the last
+    # check made while it was silent, as after a stall of metering's own.
+    for at in (T0 + 21_000, T0 + 22_000, T0 + 22_999):
+        h.clock.now_ms = at
+        await h.run(lambda b, t=at: h.metering.check_liveness(b, lambda node: True, heard={0: t - 100}))
+    assert statuses(h.status, "a") == ["READY"]
+    h.clock.now_ms = T0 + 23_000
+    await h.run(lambda b: h.metering.check_liveness(b, lambda node: True, heard={0: T0 + 22_900}))
+    assert statuses(h.status, "a") == ["READY", "LOST"]  # answered, and a still silent: lost
+
+
+async def test_a_node_whose_partition_the_broker_answers_is_lost_on_time() -> None:
+    h = Harness(T0)
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot("a", 1, T0), b, T0, 0))
+    for second in range(1, 4):
+        h.clock.now_ms = T0 + second * 1_000
+        await h.run(lambda b, t=h.clock.now_ms: h.metering.check_liveness(b, lambda node: True, heard={0: t}))
+    assert statuses(h.status, "a") == ["READY", "LOST"]

@@ -36,6 +36,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.deadletter import dead_letter
 from suanli.bus.faust import arrived_batches, delivered, logged_table, processor_app, traceparent_of
+from suanli.bus.faust_reading import ReadPositions
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -141,8 +142,8 @@ class MeteringApp:
         # Every agent that makes or applies task facts (the owned ones are applied where they are made)
         # and the pruning timer read and write task records. Taken after the node side, never before.
         self._task_side = asyncio.Lock()
-        # Per snapshot partition, the offset after the last record handled (liveness: `_behind`).
-        self._snapshots_handled: dict[int, int] = {}
+        # How far the snapshots have been read, against what the broker holds (liveness).
+        self._read = ReadPositions(self.app, self.names.snapshots)
         self._register()
 
     # -- wiring -----------------------------------------------------------------------------------------
@@ -167,7 +168,7 @@ class MeteringApp:
                     intakes[name],
                     locks,
                     f"metering.{name}",
-                    handled=self._handled if name == catalogue.NODE_SNAPSHOTS else None,
+                    handled=self._read.handled if name == catalogue.NODE_SNAPSHOTS else None,
                 )
             )
         self.app.agent(self.facts, name="metering.task-facts")(
@@ -284,33 +285,11 @@ class MeteringApp:
             # single one of the snapshots sent meanwhile.
             self.metering.reading(self._assigned(self.names.snapshots), bool(self.app.in_recovery))
             batch = self.begin()
-            summary = self.metering.check_liveness(batch, self._checked_here(), self._behind())
+            summary = self.metering.check_liveness(
+                batch, self._checked_here(), self._read.behind(), self._read.heard()
+            )
             await batch.commit()
         self.gauges.observe(summary)
-
-    def _handled(self, events: list[FaustEvent]) -> None:
-        handled = self._snapshots_handled
-        for event in events:
-            m = event.message
-            handled[m.partition] = max(handled.get(m.partition, 0), m.offset + 1)
-
-    def _behind(self) -> frozenset[int]:
-        """Snapshot partitions whose end at the broker (the high watermark of the last fetch) lies past
-        the last snapshot handled: metering's own backlog, where silence proves nothing.
-
-        A partition nothing was handled from since the start is left to the start-up rule
-        (`Metering.reading`); on Tansu the watermark can trail by part of a batch, so a partition may be
-        taken as read through a little early, never late.
-        """
-        consumer = self.app.consumer
-        behind = set()
-        for tp in self.app.assignor.assigned_actives():
-            if tp.topic != self.names.snapshots:
-                continue
-            end, at = consumer.highwater(tp), self._snapshots_handled.get(tp.partition)
-            if end is not None and at is not None and at < end:
-                behind.add(tp.partition)
-        return frozenset(behind)
 
     def _checked_here(self) -> Callable[[str], bool]:
         # With several workers each checks only the nodes whose snapshot partitions it owns: one Lost

@@ -147,7 +147,11 @@ class Metering:
             self.streams.restart(self.clock())
 
     def check_liveness(
-        self, batch: Batch, owns: Callable[[str], bool], behind: Collection[int] = frozenset()
+        self,
+        batch: Batch,
+        owns: Callable[[str], bool],
+        behind: Collection[int] = frozenset(),
+        heard: Mapping[int | None, int | None] | None = None,
     ) -> Summary:
         """Nodes silent for ``lost_after`` of their intervals become Lost; the summary the gauges show.
 
@@ -156,12 +160,16 @@ class Metering:
         ``behind``: snapshot partitions whose records at the broker this worker has not all handled yet;
         a node there is judged only at the time of what has been read from its partition, never at the
         wall clock, since its next snapshot may be waiting in that backlog.
+        ``heard``: per snapshot partition, when the broker last answered this worker's fetch of it (None:
+        never). While the broker has not answered for half the timeout (down, restarting, out of reach),
+        the nodes there are judged as on a partition read behind, and their timeout starts again once it
+        answers: metering cut off from the broker is no sign that the nodes are.
         """
         states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
         quiet = self.lost_after * (longest or self.policy.default_interval_ms)
         wall = self.clock()
-        time_of = self.streams.judge(wall, quiet, behind)
+        time_of = self.streams.judge(wall, quiet, behind, heard)
         checked: list[NodeState] = []
         for state in states:
             node_id = state.node_id

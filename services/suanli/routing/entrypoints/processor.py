@@ -27,6 +27,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from suanli.bus.deadletter import DECODE, HANDLER, Failed, dead_letter, retry_failed
 from suanli.bus.faust import arrived_batches, delivered, processor_app, traceparent_of
+from suanli.bus.faust_reading import ReadPositions
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -102,6 +103,9 @@ class NetworkViewProcessor:
         # rebalance the backlog of rounds is not mistaken for silent paths.
         self.streams = StreamTimes(started_ms=to_ms(clock.now()))
         self._judged: set[int] = set()  # the probe partitions the last check judged
+        # How far the rounds have been read, against what the broker holds: no silence is judged in a
+        # backlog, nor while the broker answers no fetch or has started over (`ReadPositions.heard`).
+        self._read = ReadPositions(self.app, self.names.probes)
         self.app.agent(self.measured, name="routing.intake")(self._intake)
         self.app.agent(self.probes, name="routing.view")(self._fold)
         self.app.timer(settings.check_s, name="routing.check")(self._check)
@@ -142,6 +146,7 @@ class NetworkViewProcessor:
                 for event in events:
                     with spans.scope(traceparent_of(event)):
                         await self._fold_one(event)
+            self._read.handled(events)
             yield None
 
     async def _fold_one(self, event: Any) -> None:
@@ -162,7 +167,7 @@ class NetworkViewProcessor:
             if mine != self._judged:
                 self._judged = mine
                 self.streams.restart(now)
-            time_of = self.streams.judge(now, self.view.quiet_ms())
+            time_of = self.streams.judge(now, self.view.quiet_ms(), self._read.behind(), self._read.heard())
             due = self.view.check(now, self._owned(mine), lambda pair: time_of(self._partition(pair)))
             await self._publish(due)
         self.metrics.links([*self.view.links.values(), *self.view.regions.values()])
