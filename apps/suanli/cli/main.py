@@ -192,11 +192,14 @@ def main(
 def serve_app() -> typer.Typer:
     """`suanli serve ...`: each service owns its command line (entrypoints/cli.py); this gathers them."""
     from suanli.billing.entrypoints import cli as billing
+    from suanli.bus import no_auto_create
     from suanli.metering.entrypoints import cli as metering
     from suanli.routing.entrypoints import cli as routing
     from suanli.scheduling.entrypoints import cli as scheduling
     from suanli.serving.entrypoints import cli as serving
 
+    # A service never recreates a topic a restarted broker lost: `ensure_topics` does (see the module).
+    no_auto_create.install()
     serve = typer.Typer(help=COMMANDS["serve"][1], no_args_is_help=True)
     for name, service in (
         ("scheduling", scheduling),

@@ -5,7 +5,6 @@ See docs/bus.md for delivery semantics, dead-letter topics and broker caveats.
 
 from __future__ import annotations
 
-from suanli.bus import no_auto_create as _no_auto_create  # noqa: F401  (installs itself: see the module)
 from suanli.bus import topics
 from suanli.bus.admin import (
     TOPIC_REPLICATION_ENV,

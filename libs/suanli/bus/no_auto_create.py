@@ -10,8 +10,9 @@ partitions that no longer existed. Topics are created only by `suanli.bus.ensure
 own admin requests for its internal topics); a client that finds one missing waits and retries until a
 watch has created it.
 
-Imported for its effect by `suanli.bus` (every process that talks to the broker imports it first): it
-replaces the request class aiokafka's client builds metadata requests from.
+Installed by every service and agent process as it starts (`suanli serve ...`, `suanli agent`): it
+replaces the request class aiokafka's client builds metadata requests from, for the whole process. Tools
+and tests that make their topics by producing to them (prefixed test topics) do not install it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,3 @@ class MetadataRequestWithoutCreation(MetadataRequest):
 def install() -> None:
     """Make every aiokafka client in this process (the bus's, faust's) ask without creation."""
     aiokafka.client.MetadataRequest = MetadataRequestWithoutCreation
-
-
-install()

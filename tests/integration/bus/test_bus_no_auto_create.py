@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import aiokafka.client
+import pytest
 from aiokafka import AIOKafkaConsumer
 
 from suanli.bus import EventPublisher, ensure_topics, topics
+from suanli.bus.no_auto_create import MetadataRequestWithoutCreation
 from suanli.bus.publisher import ProducerSettings
 from suanli.infra.broker import BrokerProcess
 
@@ -23,8 +26,10 @@ async def partitions_of(bootstrap: str, topic: str) -> set[int] | None:
 
 
 async def test_a_producer_waits_for_a_missing_topic_which_is_then_created_as_catalogued(
-    broker: BrokerProcess,
+    broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # What `no_auto_create.install()` does in a service's process, undone after the test.
+    monkeypatch.setattr(aiokafka.client, "MetadataRequest", MetadataRequestWithoutCreation)
     snapshots = topics.NODE_SNAPSHOTS
     async with EventPublisher(broker.bootstrap, settings=ProducerSettings(request_timeout_ms=10_000)) as bus:
         sending = asyncio.create_task(bus.publish_raw(snapshots.name, b"node-1", b"value", []))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from suanli.bus import no_auto_create
 from suanli.sensing.entrypoints.settings import GROUP_PREFIX, SensingSettings
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ def agent(
         self_fence_s=settings.self_fence_s,
         topic_check_s=settings.topic_check_s,
     )
+    no_auto_create.install()  # the agent never recreates a topic a restarted broker lost (see the module)
     asyncio.run(_serve(run, build, settings.probe_port, settings.metrics_port, endpoint))
 
 
