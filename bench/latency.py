@@ -18,6 +18,7 @@
     .venv/bin/python bench/latency.py --network             # + probe -> network view freshness
     .venv/bin/python bench/latency.py --dump jobs.csv --logs logs/   # per-job latencies, service logs
     .venv/bin/python bench/latency.py --pause billing,serving  # a diagnosis: the figures without them
+    .venv/bin/python bench/latency.py --nice scheduling:-5,fleet:10  # a diagnosis: CPU priorities
     .venv/bin/python bench/latency.py --profile prof/          # py-spy per service; bench/stacks_top.py
 
 The default load stays well below the fleet: 50 jobs/s x 2-4 s x (1 or 0.5 GPU) keeps ~125 of the 960 GPUs
@@ -200,6 +201,22 @@ def paused(stack: Stack, names: list[str]) -> Iterator[None]:
                 process.resume()
 
 
+def reniced(stack: Stack, levels: dict[str, int]) -> None:
+    """Every thread of the named process groups (as `stack_cpu_s` groups them: a service with its
+    children, ``tansu``, ``postgres``, ``bench``) at the given nice level. A diagnosis, like ``--pause``:
+    whether the figures move when some processes get the cores first (docs/BENCHMARKS.md)."""
+    pids: dict[str, list[int]] = defaultdict(list)
+    for group, pid in stack_cpu_s(stack):
+        pids[group].append(pid)
+    for group, level in levels.items():
+        if group not in pids:
+            raise SystemExit(f"no process group {group!r} (there are {', '.join(sorted(pids))})")
+        for pid in pids[group]:
+            with contextlib.suppress(OSError):  # a process or thread that ended meanwhile
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    os.setpriority(os.PRIO_PROCESS, int(tid), level)
+
+
 def profile(stack: Stack, out: Path, seconds: float) -> list[subprocess.Popen[bytes]]:
     """py-spy on every service of the stack for ``seconds``, collapsed stacks to ``out/<service>.txt``
     (read them with bench/stacks_top.py)."""
@@ -343,6 +360,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
                 raise SystemExit(f"only {len(nodes)} nodes after 120 s")
             await asyncio.sleep(0.5)
         submitted: dict[str, float] = {}
+        reniced(stack, args.nice)
         with paused(stack, args.pause):
             spies = profile(stack, args.profile, args.seconds) if args.profile is not None else []
             started = time.time()
@@ -398,6 +416,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> None:  # noqa: C901
         f"calibration loop {args.calibration_s:.2f} s before the stack started; "
         f"this reader's fetch wait {args.reader_wait_ms} ms"
         + (f"; PAUSED during the load: {', '.join(args.pause)}" if args.pause else "")
+        + (f"; NICE: {', '.join(f'{g} {lv}' for g, lv in args.nice.items())}" if args.nice else "")
     )
     occupancy = offered_occupancy(args)
     saturated = max(occupancy.values()) >= 1.0
@@ -537,6 +556,13 @@ def main() -> None:
         default=[],
         help="services to stop (SIGSTOP) during the load, e.g. billing,serving: a diagnosis of what the "
         "figures are without them, not a configuration",
+    )
+    parser.add_argument(
+        "--nice",
+        type=lambda v: {g: int(lv) for g, _, lv in (x.partition(":") for x in v.split(",") if x)},
+        default={},
+        help="GROUP:LEVEL,... nice levels for every thread of those process groups once the fleet is up "
+        "(e.g. scheduling:-5,fleet:10; negative levels need root): a diagnosis, not a configuration",
     )
     parser.add_argument(
         "--profile",

@@ -156,10 +156,9 @@ class StreamTimes:
     moves only as fast as the records read from it (`StreamClock`). A check that comes late by more
     than half the quiet time means the reader itself stalled, which restarts the quiet time. A partition
     the broker has not answered a fetch of for that long, and at least `UNHEARD_FLOOR_MS` (the broker
-    down, restarting, or out of reach:
-    its sources may be trying to reach it too) is not judged at all until it has been answered for a
-    whole quiet time: the first records after the gap would move its time past every source whose own
-    records are still to come.
+    down, restarting, or out of reach: its sources may be trying to reach it too), is not judged at all
+    until it has been answered for a whole quiet time: the first records after the gap would move its
+    time past every source whose own records are still to come.
     ``started_ms``: when the reader started; a partition not read since then is not judged until
     ``quiet_ms`` has passed (-1: judged at the wall clock at once).
     """

@@ -161,9 +161,9 @@ class Metering:
         a node there is judged only at the time of what has been read from its partition, never at the
         wall clock, since its next snapshot may be waiting in that backlog.
         ``heard``: per snapshot partition, when the broker last answered this worker's fetch of it (None:
-        never). While the broker has not answered for half the timeout (down, restarting, out of reach),
-        the nodes there are judged as on a partition read behind, and their timeout starts again once it
-        answers: metering cut off from the broker is no sign that the nodes are.
+        never). While the broker has not answered for half the timeout, and at least 2 s (down,
+        restarting, out of reach), the nodes there are not judged, nor for a whole timeout after it
+        answers again (`StreamTimes.judge`): metering cut off from the broker is no sign that the nodes are.
         """
         states = [s for s in (batch.nodes.get(n) for n in list(batch.nodes.keys())) if s is not None]
         longest = max((s.liveness.interval_ms for s in states if s.liveness), default=0)
