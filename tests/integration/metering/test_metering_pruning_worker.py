@@ -13,16 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from test_metering_worker import (
-    READY_DEADLINE_S,
-    Heartbeats,
-    Stack,
-    WorkerProcess,
-    _latest_by_node,
-    _log_digest,
-    _topic_exists,
-    now_ms,
-)
+from meteringkit import Heartbeats, WorkerProcess, log_digest, now_ms
+from test_metering_worker import READY_DEADLINE_S, Stack, _latest_by_node, _topic_exists
 
 from suanli.bus import EventPublisher
 from suanli.metering.testing import gpu, job_submitted, task_finished, task_placed, task_started
@@ -44,7 +36,7 @@ def pruning_worker(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactor
         yield process
     finally:
         process.stop()
-        digest = _log_digest(log_path.read_text(errors="replace"))
+        digest = log_digest(log_path.read_text(errors="replace"))
         print(f"--- metering worker log ({log_path}) ---\n{digest}")
 
 

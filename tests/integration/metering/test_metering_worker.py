@@ -11,18 +11,24 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from servekit import ServeProcess
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from meteringkit import (
+    INTERVAL_MS,
+    Heartbeats,
+    Received,
+    TopicReader,
+    WorkerProcess,
+    log_digest,
+    now_ms,
+)
 
 from suanli.bus import EventPublisher
 from suanli.bus.headers import header
 from suanli.clock import from_ms
-from suanli.contracts import decode
 from suanli.metering.entrypoints.topics import MeteringTopics
 from suanli.metering.testing import (
     gpu,
@@ -35,87 +41,10 @@ from suanli.metering.testing import (
 )
 from suanli.telemetry.tracing import continued
 
-INTERVAL_MS = 500
 READY_DEADLINE_S = 45.0
 # A restarted worker is ready in ~20 s on an idle machine: Tansu still names the stopped member as group
 # leader after its LeaveGroup, so the first join waits out a rebalance before the new member leads.
 RESTART_DEADLINE_S = 120.0
-DEADLINE_S = 15.0
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass
-class Received:
-    name: str
-    record: dict[str, Any]
-    headers: list[tuple[str, bytes]]
-
-
-class TopicReader:
-    """Reads a topic from the beginning, without a consumer group, until a condition holds."""
-
-    def __init__(self, bootstrap: str, topic: str, *, raw: bool = False) -> None:
-        self.topic = topic
-        self.raw = raw
-        self.seen: list[Received] = []
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-
-    async def start(self) -> None:
-        await self._consumer.start()
-        await self._consumer.topics()  # metadata, so the partitions are known
-        parts = self._consumer.partitions_for_topic(self.topic) or set()
-        assert parts, f"{self.topic} does not exist"
-        self._consumer.assign([TopicPartition(self.topic, p) for p in parts])
-        await self._consumer.seek_to_beginning()
-
-    async def stop(self) -> None:
-        await self._consumer.stop()
-
-    async def until(
-        self, done: Callable[[list[Received]], bool], *, timeout_s: float = DEADLINE_S, what: str = ""
-    ) -> list[Received]:
-        deadline = time.monotonic() + timeout_s
-        while not done(self.seen):
-            if time.monotonic() > deadline:
-                names = [(r.name, r.record.get("node_id") or r.record.get("task_id")) for r in self.seen]
-                raise AssertionError(f"timed out on {self.topic} waiting for {what}; saw {names}")
-            batches = await self._consumer.getmany(timeout_ms=200)
-            for messages in batches.values():
-                for m in messages:
-                    headers = list(m.headers or ())
-                    if self.raw:
-                        self.seen.append(Received("", {"key": m.key, "value": m.value}, headers))
-                    else:
-                        name, record = decode(m.value)
-                        self.seen.append(Received(name, record, headers))
-        return self.seen
-
-
-@dataclass
-class Heartbeats:
-    """Sends a snapshot for every live node each interval, as sensing agents do."""
-
-    publisher: EventPublisher
-    topic: str
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sequence: int = 0
-    last_sent_ms: dict[str, int] = field(default_factory=dict)
-
-    async def beat(self) -> None:
-        self.sequence += 1
-        for node_id, spec in list(self.nodes.items()):
-            at = now_ms()
-            record = node_snapshot(node_id, at, sequence=self.sequence, interval_ms=INTERVAL_MS, **spec)
-            await self.publisher.publish(self.topic, node_id, "NodeSnapshot", record)
-            self.last_sent_ms[node_id] = at
-
-    async def run(self) -> None:
-        while True:
-            await self.beat()
-            await asyncio.sleep(INTERVAL_MS / 1000)  # the agent's cadence, not a wait for an outcome
 
 
 @dataclass
@@ -130,20 +59,6 @@ class Stack:
         return TopicReader(self.bootstrap, topic, raw=raw)
 
 
-class WorkerProcess(ServeProcess):
-    """`suanli serve metering`, stoppable and restartable under the same app id."""
-
-    def __init__(self, bootstrap: str, prefix: str, log_path: Path) -> None:
-        self.topics = MeteringTopics(prefix)
-        env = {
-            "SUANLI_METERING_INTERVAL_S": "0.1",
-            # The tests' tasks run at fixed times of 2025-01-01; facts that old about attempts not held
-            # would be refused as late (pruned) under the default retention of a day.
-            "SUANLI_METERING_TASK_RETENTION_S": str(10 * 365 * 86_400),
-        }
-        super().__init__("metering", bootstrap, prefix, log_path, env, stop_timeout_s=20)
-
-
 @pytest.fixture(scope="module")
 def worker(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
     log_path = tmp_path_factory.mktemp("metering") / "worker.log"
@@ -153,25 +68,8 @@ def worker(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> It
         yield process
     finally:
         process.stop()
-        digest = _log_digest(log_path.read_text(errors="replace"))
+        digest = log_digest(log_path.read_text(errors="replace"))
         print(f"--- metering worker log ({log_path}) ---\n{digest}")
-
-
-_DIGEST_MARKS = (
-    "Worker]: Starting",
-    "Worker]: Ready",
-    "group",
-    "Recovery]: ",
-    "WARNING",
-    "ERROR",
-    "Traceback",
-)
-
-
-def _log_digest(text: str, limit: int = 12_000) -> str:
-    """What explains a failure: group joins, recovery and ready per start, warnings and errors."""
-    lines = [line for line in text.splitlines() if any(mark in line for mark in _DIGEST_MARKS)]
-    return "\n".join(lines)[-limit:]
 
 
 @pytest.fixture(scope="module")
