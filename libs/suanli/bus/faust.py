@@ -30,6 +30,7 @@ from faust.types import AppT
 from faust.types.tuples import FutureMessage
 
 from suanli.bus.admin import resolve_replication_factor
+from suanli.bus.faust_tables import keep_recovery
 from suanli.bus.headers import Headers, header
 from suanli.bus.metrics import BusMetrics, lags
 from suanli.bus.publisher import ProducerSettings
@@ -234,6 +235,7 @@ def processor_app(
     batch. faust's 60 s group timeouts hold a fresh group's first join for half a minute on Tansu and
     leave a crashed worker's partitions idle for a minute; the bus consumer uses 10 s as well. The fetch
     wait is the processor's own (``ShortFetchTransport``), set before anything creates the consumer.
+    Its recovery keeps the tables when the broker started over (`suanli.bus.faust_tables`).
     With ``metrics``, a timer reports the worker's consumer lag (`stream_lags`).
     """
     app: Any = faust.App(
@@ -256,6 +258,7 @@ def processor_app(
         broker_heartbeat_interval=1.0,
     )
     app.transport = ShortFetchTransport(app, fetch_max_wait_ms=fetch_wait_ms)
+    keep_recovery(app)
     if metrics is not None:
         # suanli_consumer_lag for the worker's streams, as every bus consumer serves it.
         @app.timer(LAG_INTERVAL_S, name="suanli.consumer-lag")

@@ -34,9 +34,11 @@ from typing import Any
 
 from aiokafka.partitioner import DefaultPartitioner
 
+from suanli.bus import BrokerWatch
 from suanli.bus.deadletter import dead_letter
 from suanli.bus.faust import arrived_batches, delivered, logged_table, processor_app, traceparent_of
 from suanli.bus.faust_reading import ReadPositions
+from suanli.bus.faust_tables import TablesKeeper
 from suanli.bus.headers import Headers
 from suanli.bus.metrics import BusMetrics
 from suanli.bus.retry import RetryPolicy
@@ -126,9 +128,11 @@ class MeteringApp:
             self.app, "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
-        self.begin = batches_over(
-            self.nodes, self.tasks, outputs, decoded, ChangelogTopics(self.app), self._local_facts
-        )
+        changelogs = ChangelogTopics(self.app)
+        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded, changelogs, self._local_facts)
+        # The tables outlive a broker that started over: written back to its new changelogs.
+        watch = BrokerWatch(settings.bootstrap, MeteringTopics.specs(), prefix=settings.topic_prefix)
+        self.keeper = TablesKeeper(self.app, (self.nodes, self.tasks), watch)
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
             retry=retry,
@@ -176,6 +180,7 @@ class MeteringApp:
         )
         self.app.timer(self.settings.interval_s, name="metering.liveness")(self._liveness)
         self.app.timer(self.settings.prune_interval_s, name="metering.prune-tasks")(self.prune_tasks)
+        self.app.timer(self.settings.broker_check_s, name="metering.broker-check")(self.keeper.check)
 
     def _consumer(
         self,

@@ -52,6 +52,11 @@ class MeteringSettings(ServiceSettings):
     checkpoint_s: float = Field(
         30.0, ge=0, description="Most seconds a state's stamps stay out of its changelog (0: always write)."
     )
+    # A broker that started over (Tansu keeps nothing) lost the changelogs: the tables held in memory are
+    # then written back to them, so a worker started later rebuilds them (suanli.bus.faust_tables).
+    broker_check_s: float = Field(
+        5.0, gt=0, description="Seconds between looks at the broker (topics missing, a new cluster)."
+    )
     prune_interval_s: float = Field(300.0, gt=0, description="Seconds between task-pruning rounds.")
     prune_batch: int = Field(1000, gt=0, description="Most task records one pruning batch drops.")
 

@@ -7,7 +7,6 @@ import logging
 
 from aiokafka import AIOKafkaConsumer
 
-from suanli.bus import ensure_topics
 from suanli.bus.faust import run_worker
 from suanli.bus.security import client_options
 from suanli.metering.bootstrap import metering_app
@@ -52,13 +51,14 @@ def run(settings: MeteringSettings, *, loglevel: str = "info") -> None:
     # counts and compaction, which only creation can set on Tansu) before any agent subscribes.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    loop.run_until_complete(
-        ensure_topics(settings.bootstrap, MeteringTopics.specs(), prefix=settings.topic_prefix)
-    )
-    loop.run_until_complete(check_copartitioned(settings.bootstrap, MeteringTopics(settings.topic_prefix)))
     telemetry = setup("metering", metrics_port=settings.metrics_port)
     try:
         service = metering_app(settings)
+        # Creates the topics (the broker watch's first look: a later one tells a broker that started over).
+        loop.run_until_complete(service.keeper.first_look())
+        loop.run_until_complete(
+            check_copartitioned(settings.bootstrap, MeteringTopics(settings.topic_prefix))
+        )
         log.info("metering %s on %s, prefix %r", settings.group_id, settings.bootstrap, settings.topic_prefix)
         run_worker(service.app, loop, loglevel=loglevel)
     finally:
