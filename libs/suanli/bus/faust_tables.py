@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, MutableMapping, Sequence
 from typing import Any
 
 import faust
@@ -134,6 +134,8 @@ class TablesKeeper:
     missing topics) and, after a start-over, writes back the records of the changelog partitions the
     worker holds actively, as soon as it holds some and is not recovering. The changelog topics are
     declared first: the producer's metadata still lists the old ones, so nothing else would create them.
+    ``then``, awaited after each write-back, is what the processor does besides (metering publishes its
+    usage windows again).
     """
 
     def __init__(
@@ -144,8 +146,10 @@ class TablesKeeper:
         *,
         tries: int = WRITE_BACK_TRIES,
         backoff_s: float = 0.5,
+        then: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._app = app
+        self._then = then
         self._tries = tries
         self._backoff_s = backoff_s
         self._tables = tuple(tables)
@@ -190,6 +194,8 @@ class TablesKeeper:
         self.pending = False
         self.written_back += sent
         log.warning("wrote %d table records back to their changelogs after the broker started over", sent)
+        if self._then is not None:
+            await self._then()
         return sent
 
     def _owned(self, table: Any) -> frozenset[int]:

@@ -136,7 +136,9 @@ class App:
     producer: Producer = field(default_factory=Producer)
 
 
-def keeper(app: App, tables: Sequence[Table], *clusters: str, tries: int = 5) -> TablesKeeper:
+def keeper(
+    app: App, tables: Sequence[Table], *clusters: str, tries: int = 5, then: list[int] | None = None
+) -> TablesKeeper:
     answers = [EnsureResult((), ("placements",), c) for c in clusters]
 
     async def ensure(bootstrap: str, specs: Sequence[TopicSpec], prefix: str | None) -> EnsureResult:
@@ -146,7 +148,12 @@ def keeper(app: App, tables: Sequence[Table], *clusters: str, tries: int = 5) ->
         return answer
 
     watch = BrokerWatch("b:9092", (topics.PLACEMENTS,), ensure=ensure)
-    return TablesKeeper(app, tables, watch, tries=tries, backoff_s=0)
+
+    async def after() -> None:
+        if then is not None:
+            then.append(len(then) + 1)
+
+    return TablesKeeper(app, tables, watch, tries=tries, backoff_s=0, then=after)
 
 
 async def test_nothing_is_written_back_until_the_broker_started_over() -> None:
@@ -161,7 +168,8 @@ async def test_nothing_is_written_back_until_the_broker_started_over() -> None:
 async def test_after_a_start_over_the_held_partitions_are_written_back_once_joined_and_recovered() -> None:
     tasks, nodes = table("tasks", KEYS), table("nodes", [b"node-a", b"node-b"])
     app = App(in_recovery=False)
-    kept = keeper(app, [tasks, nodes], "c1", "down", "c2", "c2", "c2", "c2", "c2")
+    then: list[int] = []
+    kept = keeper(app, [tasks, nodes], "c1", "down", "c2", "c2", "c2", "c2", "c2", then=then)
     await kept.first_look()
     assert await kept.check() == 0  # the broker does not answer
     assert await kept.check() == 0  # started over, but no partition held yet: not rejoined
@@ -169,6 +177,7 @@ async def test_after_a_start_over_the_held_partitions_are_written_back_once_join
     app.assignor.actives = {TP("tasks-changelog", 1), TP("tasks-changelog", 2), TP("nodes-changelog", 0)}
     app.in_recovery = True
     assert await kept.check() == 0  # recovering: after it
+    assert then == []
     app.in_recovery = False
     held = [k for k in KEYS if partition_of(k) in {1, 2}] + [
         k for k in (b"node-a", b"node-b") if partition_of(k) == 0
@@ -176,6 +185,7 @@ async def test_after_a_start_over_the_held_partitions_are_written_back_once_join
     assert await kept.check() == len(held)
     assert not kept.pending and kept.written_back == len(held)
     assert await kept.check() == 0  # once
+    assert then == [1]  # what the processor does besides, after the write-back, once
     assert {k for k, _ in tasks.changelog_topic.sent + nodes.changelog_topic.sent} == set(held)
 
 

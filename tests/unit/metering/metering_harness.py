@@ -14,10 +14,19 @@ from typing import Any
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from suanli.contracts import decode
+from suanli.metering.adapters import records
 from suanli.metering.adapters.batch import FACTS, OutputTopics, TableBatch
 from suanli.metering.adapters.decoded import Checkpoints, DecodedStates
 from suanli.metering.domain import MeteringPolicy, TaskFact
 from suanli.metering.service_layer.metering import Metering
+from suanli.metering.testing import (
+    gpu,
+    job_submitted,
+    node_snapshot,
+    task_finished,
+    task_placed,
+    task_started,
+)
 from suanli.resources import default_catalogue
 
 
@@ -141,3 +150,28 @@ def metric_points(reader: InMemoryMetricReader) -> dict[tuple[str, tuple[tuple[s
         for m in sm.metrics
         for p in m.data.data_points
     }
+
+
+def everyone(_: str) -> bool:
+    """Owns every key (one worker holding every partition)."""
+    return True
+
+
+async def run_task(h: Harness, task: str, start: int, end: int, *, attempt: int = 1) -> None:
+    """A node that knows its devices, then the task's job, placement, start and end through the facts."""
+    snapshot = node_snapshot("n1", start - 2000, sequence=start, devices=[gpu(0), gpu(1)])
+    await h.run(lambda b: h.metering.apply_snapshot(snapshot, b))
+    placed = task_placed(task, "n1", start - 1000, attempt=attempt, devices=[(1, 500)])
+    await h.run(lambda b: h.metering.apply_placement(records.allocation_of(placed), b))
+    facts = [
+        *records.job_facts(job_submitted("job-1", [task], start - 60_000)),
+        *records.payer_of(placed),
+        records.lifecycle_fact("TaskStarted", task_started(task, "n1", start, attempt=attempt)),
+        records.lifecycle_fact("TaskFinished", task_finished(task, "n1", end, attempt=attempt)),
+    ]
+    await h.run(lambda b: h.metering.forward_facts([f for f in facts if f is not None], b))
+    await h.feed_facts()
+
+
+def usage_ids(h: Harness, task: str) -> list[str]:
+    return [r["event_id"] for _, r in h.usage.events() if r["task_id"] == task]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from metering_harness import DAY_MS, Harness, metric_points
+from metering_harness import DAY_MS, Harness, everyone, metric_points, run_task, usage_ids
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from suanli.metering.adapters import records
 from suanli.metering.adapters.metrics import TaskTableCounters
 from suanli.metering.domain import (
     AttemptState,
@@ -19,22 +18,12 @@ from suanli.metering.domain import (
     prunable,
 )
 from suanli.metering.testing import (
-    gpu,
-    job_submitted,
     ms,
-    node_snapshot,
-    task_finished,
-    task_placed,
-    task_started,
 )
 from suanli.telemetry.names import METERING_LATE_FACTS, PRUNED_ROWS
 
 T0 = ms("2025-01-01T10:00:00")
 HOUR_MS = 3_600_000
-
-
-def everyone(_: str) -> bool:
-    return True
 
 
 def finished(ended_ms: int, *, last_fact_ms: int | None = None) -> MeteredTask:
@@ -70,26 +59,6 @@ def test_late_facts_are_those_from_before_the_horizon_about_attempts_not_held_as
     assert not late(held, Sampled("t", 1, T0 - 1, 1000, 50.0, 1, 0), horizon)
     assert late(held, Started("t", "j", 2, "n", T0 - 1), horizon)  # another attempt, not held
     assert late(None, Seen("t", "n", T0 - 1), horizon) and not late(held, Seen("t", "n", T0 - 1), horizon)
-
-
-async def run_task(h: Harness, task: str, start: int, end: int, *, attempt: int = 1) -> None:
-    """A node that knows its devices, then the task's job, placement, start and end through the facts."""
-    snapshot = node_snapshot("n1", start - 2000, sequence=start, devices=[gpu(0), gpu(1)])
-    await h.run(lambda b: h.metering.apply_snapshot(snapshot, b))
-    placed = task_placed(task, "n1", start - 1000, attempt=attempt, devices=[(1, 500)])
-    await h.run(lambda b: h.metering.apply_placement(records.allocation_of(placed), b))
-    facts = [
-        *records.job_facts(job_submitted("job-1", [task], start - 60_000)),
-        *records.payer_of(placed),
-        records.lifecycle_fact("TaskStarted", task_started(task, "n1", start, attempt=attempt)),
-        records.lifecycle_fact("TaskFinished", task_finished(task, "n1", end, attempt=attempt)),
-    ]
-    await h.run(lambda b: h.metering.forward_facts([f for f in facts if f is not None], b))
-    await h.feed_facts()
-
-
-def usage_ids(h: Harness, task: str) -> list[str]:
-    return [r["event_id"] for _, r in h.usage.events() if r["task_id"] == task]
 
 
 async def test_a_pruned_finished_task_redelivered_in_full_is_not_charged_again() -> None:

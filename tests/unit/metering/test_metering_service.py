@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from metering_harness import Harness, statuses
+from metering_harness import Harness, run_task, statuses, usage_ids
 
 from suanli.clock import from_ms
 from suanli.metering.adapters import records
@@ -117,3 +117,17 @@ async def test_a_silent_node_is_lost_only_where_it_is_checked_and_counted_in_the
     # Checked again: already Lost, nothing new.
     await h.run(lambda b: h.metering.check_liveness(b, lambda node: True))
     assert statuses(h.status, "mine") == ["READY", "LOST"]
+
+
+async def test_after_a_start_over_the_owned_records_publish_their_windows_again_with_their_ids() -> None:
+    h = Harness(T0)
+    await run_task(h, "t1", T0 + 30_000, T0 + 135_000)
+    await run_task(h, "t2", T0 + 10_000, T0 + 40_000)
+    first = {task: usage_ids(h, task) for task in ("t1", "t2")}
+    assert len(first["t1"]) == 3 and len(first["t2"]) == 1
+    tables_before = dict(h.tasks)
+    published = await h.run(lambda b: h.metering.remeter_tasks(b, lambda task: task == "t1"))
+    assert published == 3
+    assert usage_ids(h, "t1") == first["t1"] * 2  # the same windows again: billing claims each id once
+    assert usage_ids(h, "t2") == first["t2"]  # another worker's record: not this worker's to publish
+    assert dict(h.tasks) == tables_before  # how far each was metered is unchanged: nothing to write

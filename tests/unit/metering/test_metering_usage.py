@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from suanli.metering.domain import (
@@ -14,6 +16,7 @@ from suanli.metering.domain import (
     Seen,
     Started,
     TaskFact,
+    remeter,
     replay,
     split,
 )
@@ -171,3 +174,30 @@ def test_every_window_of_an_attempt_carries_its_starts_trace_whatever_closes_it(
     assert state is not None
     assert [(w.charge.attempt, w.trace_context) for w in out] == [(1, JOB_TRACE)] * 3 + [(2, "")]
     assert [a.trace_context for a in state.attempts] == [JOB_TRACE, ""]
+
+
+def test_remetering_publishes_every_emitted_window_again_as_it_was_then_the_new_ones() -> None:
+    seen = Seen(T, "n1", ms("2025-01-01T10:02:05"))
+    sample = Sampled(T, 1, ms("2025-01-01T10:00:50"), 20_000, 80.0, 1, 1000)
+    state, first = replay([JOB, placed(), START, sample, seen])
+    assert state is not None and len(first) == 2
+    again, out = remeter(state)
+    # The same ids and amounts as first emitted (efficiency, never charged, is not kept for them).
+    assert [(w.event_id, w.start_ms, w.end_ms, w.gpu_milli_seconds, w.cu_seconds) for w in out] == [
+        (w.event_id, w.start_ms, w.end_ms, w.gpu_milli_seconds, w.cu_seconds) for w in first
+    ]
+    assert again == state  # nothing newly chargeable, how far it was metered unchanged
+    # With the end known since: the emitted windows again, then the rest, adding up to the whole attempt.
+    ended, _ = replay([JOB, placed(), START, sample, seen])
+    assert ended is not None
+    ended = replace(ended, attempts=tuple(replace(a, ended_ms=FINISH.at_ms) for a in ended.attempts))
+    after, out = remeter(ended)
+    assert [w.start_ms for w in out] == [START.at_ms, ms("2025-01-01T10:01:00"), ms("2025-01-01T10:02:00")]
+    assert sum(w.gpu_milli_seconds for w in out) == 500 * 105
+    assert after.attempts[0].metered_through_ms == FINISH.at_ms
+
+
+def test_remetering_a_record_never_charged_publishes_nothing() -> None:
+    state, out = replay([placed(), START, Seen(T, "n1", ms("2025-01-01T10:02:05"))])  # no payer known
+    assert state is not None and out == []
+    assert remeter(state) == (state, [])

@@ -48,6 +48,7 @@ from suanli.metering.domain.tasks import (
     material_task_change,
     meter,
     prunable,
+    remeter,
     replay,
     step,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "on_snapshot",
     "prunable",
     "rate",
+    "remeter",
     "replay",
     "split",
     "step",

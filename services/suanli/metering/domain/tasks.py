@@ -218,6 +218,11 @@ def _efficiency(attempt: AttemptState, allocation: Allocation) -> dict[int, floa
     return out
 
 
+def _charge(state: MeteredTask, a: AttemptState) -> Charge:
+    assert state.tenant is not None and state.queue is not None
+    return Charge(state.task_id, a.attempt, a.job_id or state.job_id, state.tenant, state.queue)
+
+
 def _meter_attempt(state: MeteredTask, a: AttemptState) -> tuple[AttemptState, list[UsageWindow]]:
     if a.allocation is None or a.started_ms is None or state.tenant is None or state.queue is None:
         return a, []  # not yet chargeable: the facts still missing will arrive and complete it
@@ -230,9 +235,8 @@ def _meter_attempt(state: MeteredTask, a: AttemptState) -> tuple[AttemptState, l
         return a, []
     if target <= start:
         return a, []
-    charge = Charge(state.task_id, a.attempt, a.job_id or state.job_id, state.tenant, state.queue)
     out = windows(
-        charge,
+        _charge(state, a),
         a.allocation,
         started_ms=a.started_ms,
         from_ms=start,
@@ -253,6 +257,33 @@ def meter(state: MeteredTask) -> tuple[MeteredTask, list[UsageWindow]]:
         attempts.append(a)
         emitted.extend(out)
     return replace(state, attempts=tuple(attempts)), emitted
+
+
+def remeter(state: MeteredTask) -> tuple[MeteredTask, list[UsageWindow]]:
+    """Every window already emitted, once more as first emitted, then those that became chargeable.
+
+    For a broker that lost what it held: the windows published to it and not yet read by billing are
+    gone, while the record says they were metered. A window's id and amount depend only on the attempt,
+    its start, its allocation and the window's bounds, which always fall on window boundaries or the
+    attempt's end, so each comes out as it first did; billing claims an id once and refuses the copies it
+    has. Efficiency is not kept for emitted windows: the copies carry none (it is never charged).
+    """
+    again: list[UsageWindow] = []
+    for a in state.attempts:
+        if a.metered_through_ms is None or a.started_ms is None or a.allocation is None:
+            continue
+        again.extend(
+            windows(
+                _charge(state, a),
+                a.allocation,
+                started_ms=a.started_ms,
+                from_ms=a.started_ms,
+                to_ms=a.metered_through_ms,
+                trace_context=a.trace_context,
+            )
+        )
+    state, emitted = meter(state)
+    return state, again + emitted
 
 
 def step(state: MeteredTask | None, fact: TaskFact) -> tuple[MeteredTask, list[UsageWindow]]:

@@ -132,7 +132,7 @@ class MeteringApp:
         self.begin = batches_over(self.nodes, self.tasks, outputs, decoded, changelogs, self._local_facts)
         # The tables outlive a broker that started over: written back to its new changelogs.
         watch = BrokerWatch(settings.bootstrap, MeteringTopics.specs(), prefix=settings.topic_prefix)
-        self.keeper = TablesKeeper(self.app, (self.nodes, self.tasks), watch)
+        self.keeper = TablesKeeper(self.app, (self.nodes, self.tasks), watch, then=self.remeter_tasks)
         self.batches: Batches[FaustEvent] = Batches(
             self.begin,
             retry=retry,
@@ -280,6 +280,17 @@ class MeteringApp:
                 "pruned %d finished task records older than %.0f s", total, self.settings.task_retention_s
             )
         return total
+
+    async def remeter_tasks(self) -> int:
+        """Every usage window of this worker's task records published again (after the broker started
+        over, which took the windows billing had not read yet with it)."""
+        owns = self._owned(self.names.facts)
+        async with self._task_side:
+            batch = self.begin()
+            published = self.metering.remeter_tasks(batch, owns)
+            await batch.commit()
+        log.warning("published %d usage windows again after the broker started over", published)
+        return published
 
     # -- liveness ---------------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from suanli.metering.domain import (
     on_preempted,
     on_snapshot,
     prunable,
+    remeter,
     step,
     summarise,
     with_liveness,
@@ -226,6 +227,25 @@ class Metering:
         batch.tasks.put(
             fact.task_id, replace(state, last_fact_ms=now), lasting=material_task_change(held, state)
         )
+
+    def remeter_tasks(self, batch: Batch, owns: Callable[[str], bool]) -> int:
+        """Every usage window of the task records ``owns`` says are this worker's, published again; how many.
+
+        After the broker started over (`domain.tasks.remeter`): the windows it held and billing had not
+        read are gone with it. Billing refuses the copies of those it has.
+        """
+        published = 0
+        for task_id in list(batch.tasks.keys()):
+            held = batch.tasks.get(task_id)
+            if held is None or not owns(task_id):
+                continue
+            state, windows = remeter(held)
+            for window in windows:
+                batch.outputs.usage_metered(window)
+            published += len(windows)
+            if state != held:
+                batch.tasks.put(task_id, state, lasting=material_task_change(held, state))
+        return published
 
     def prune_tasks(self, batch: Batch, owns: Callable[[str], bool], limit: int) -> int:
         """Drop at most ``limit`` task records past the retention (`domain.prunable`); how many were.
