@@ -178,24 +178,28 @@ class TablesKeeper:
         owned = {table: self._owned(table) for table in self._tables}
         if not any(owned.values()):
             return 0  # not (re)joined yet
-        await declare_changelogs(self._app, self._tables, refresh=True)
-        if self._app.in_recovery:  # a rebalance began meanwhile; its end is the next chance
-            return 0
+        # Anything failing below leaves it pending: the next check declares, writes back and runs ``then``
+        # again (each is harmless twice), rather than the timer's error stopping the worker.
         try:
+            await declare_changelogs(self._app, self._tables, refresh=True)
+            if self._app.in_recovery:  # a rebalance began meanwhile; its end is the next chance
+                return 0
             sent = sum(
                 [
                     await write_back(table, partitions, tries=self._tries, backoff_s=self._backoff_s)
                     for table, partitions in owned.items()
                 ]
             )
-        except WriteBackError as exc:  # still pending: the next check writes them all back again
-            log.warning("%s", exc)
+            log.warning("wrote %d table records back to their changelogs after the broker started over", sent)
+            if self._then is not None:
+                await self._then()
+        except Exception as exc:
+            log.warning(
+                "tables not kept yet after the broker started over (tried again in the next look): %r", exc
+            )
             return 0
         self.pending = False
         self.written_back += sent
-        log.warning("wrote %d table records back to their changelogs after the broker started over", sent)
-        if self._then is not None:
-            await self._then()
         return sent
 
     def _owned(self, table: Any) -> frozenset[int]:

@@ -198,3 +198,27 @@ async def test_a_write_back_that_fails_is_tried_again_at_the_next_look() -> None
     assert kept.pending
     assert await kept.check() == 1
     assert tasks.changelog_topic.sent == [(KEYS[0], b"v-" + KEYS[0])]
+
+
+async def test_a_step_after_the_write_back_that_fails_leaves_it_all_for_the_next_look() -> None:
+    tasks = table("tasks", KEYS[:1])
+    app = App(assignor=Assignor({TP("tasks-changelog", p) for p in range(PARTITIONS)}))
+    failures = [RuntimeError("the broker refused the windows")]
+    ran: list[str] = []
+
+    async def then() -> None:
+        if failures:
+            raise failures.pop()
+        ran.append("republished")
+
+    answers = [EnsureResult((), ("placements",), c) for c in ("c1", "c2", "c2")]
+
+    async def ensure(bootstrap: str, specs: Sequence[TopicSpec], prefix: str | None) -> EnsureResult:
+        return answers.pop(0)
+
+    kept = TablesKeeper(app, [tasks], BrokerWatch("b:9092", (topics.PLACEMENTS,), ensure=ensure), then=then)
+    await kept.first_look()
+    assert await kept.check() == 0  # no error out of the timer: the worker keeps running
+    assert kept.pending and ran == []
+    assert await kept.check() == 1  # written back again, then the step
+    assert ran == ["republished"] and not kept.pending

@@ -128,8 +128,9 @@ class MeteringApp:
             self.app, "tasks", partitions=n.partitions, use_partitioner=True, key_type=bytes, value_type=bytes
         )
         decoded = DecodedStates(checkpoints=Checkpoints(round(settings.checkpoint_s * 1000)))
-        changelogs = ChangelogTopics(self.app)
-        self.begin = batches_over(self.nodes, self.tasks, outputs, decoded, changelogs, self._local_facts)
+        self.begin = batches_over(
+            self.nodes, self.tasks, outputs, decoded, ChangelogTopics(self.app), self._local_facts
+        )
         # The tables outlive a broker that started over: written back to its new changelogs.
         watch = BrokerWatch(settings.bootstrap, MeteringTopics.specs(), prefix=settings.topic_prefix)
         self.keeper = TablesKeeper(self.app, (self.nodes, self.tasks), watch, then=self.remeter_tasks)
